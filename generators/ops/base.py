@@ -1,0 +1,175 @@
+"""What an operator spec is: dtypes, ranks, a z3 shape rule with requirements, and its PyTorch call.
+
+An op is a small class. The generator hands `build` symbolic input tensors (z3 integer dims) and a
+`BuildContext` for attributes and weights; `build` returns symbolic outputs, the z3 requirements that make
+the call valid, and the attributes. `forward` is the PyTorch code a model author would write, called with
+concrete attributes. `domain_loss` steers the input search away from NaN/Inf.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, ClassVar, Mapping, Protocol, Sequence
+
+import torch
+import z3
+
+from generators.dtypes import DType
+
+Dim = z3.ArithRef
+AttrMap = Mapping[str, Any]
+
+
+class OpBug(RuntimeError):
+    """An operator spec broke its own contract: a bug in convsmith, never retried silently."""
+
+
+@dataclass(frozen=True)
+class SymTensor:
+    """A tensor whose dims are z3 integer expressions."""
+
+    shape: tuple[Dim, ...]
+    dtype: DType
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+
+@dataclass(frozen=True)
+class Sig:
+    """One accepted combination of input dtypes (data inputs only) and the dtype of the first output."""
+
+    ins: tuple[DType, ...]
+    out: DType
+
+
+@dataclass
+class Build:
+    """What `build` returns: outputs, the requirements that make the op valid, and attributes.
+
+    Attribute values may be Python scalars/strings, z3 integer expressions (solved later), or tuples of them.
+    """
+
+    outputs: list[SymTensor]
+    requires: list[z3.BoolRef] = field(default_factory=list)
+    attrs: dict[str, Any] = field(default_factory=dict)
+
+
+class BuildContext(Protocol):
+    """The generator's side of `build`: randomness, symbolic attributes, weights."""
+
+    rng: Any  # random.Random
+
+    def int_attr(self, name: str, lo: int, hi: int) -> Dim:
+        """A symbolic integer attribute in [lo, hi]; the generator spreads its value over the range."""
+
+    def choice(self, name: str, options: Sequence[Any]) -> Any:
+        """A categorical attribute picked from `options` (recorded for reproducibility by name)."""
+
+    def weight(self, rank: int, dtype: DType) -> SymTensor:
+        """A fresh weight tensor, appended to the node's inputs after the data inputs."""
+
+    def dim(self) -> Dim:
+        """A fresh positive dimension bounded like every other dim."""
+
+
+class OpSpec:
+    """Base class of every operator. Subclasses set the class attributes and implement `build`/`forward`."""
+
+    name: ClassVar[str]
+    family: ClassVar[str]
+    sigs: ClassVar[tuple[Sig, ...]]
+    # Allowed ranks per data input.
+    ranks: ClassVar[tuple[tuple[int, ...], ...]]
+    # Data inputs must be distinct tensors when True (e.g. ops whose converters dedupe inputs); rarely needed.
+    commutative: ClassVar[bool] = False
+
+    @property
+    def arity(self) -> int:
+        return len(self.ranks)
+
+    def build(self, ctx: BuildContext, *xs: SymTensor) -> Build:
+        raise NotImplementedError
+
+    def forward(self, attrs: AttrMap, *xs: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, ...]:
+        raise NotImplementedError
+
+    def domain_loss(self, attrs: AttrMap, *xs: torch.Tensor) -> torch.Tensor | None:
+        """A non-negative differentiable penalty that is zero when inputs are inside the op's domain."""
+        return None
+
+    def out_dtypes_for(self, ins: tuple[DType, ...]) -> list[Sig]:
+        return [s for s in self.sigs if s.ins == ins]
+
+    def __repr__(self) -> str:
+        return f"<op {self.name}>"
+
+
+# ---- helpers shared by the families -------------------------------------------------------------
+
+def same_sigs(dtypes: Sequence[DType], arity: int = 1, out: DType | None = None) -> tuple[Sig, ...]:
+    """Signatures where every data input has the same dtype; output has it too unless `out` is given."""
+    return tuple(Sig((d,) * arity, out if out is not None else d) for d in dtypes)
+
+
+def numel(shape: Sequence[Dim]) -> Dim | int:
+    total: Dim | int = 1
+    for d in shape:
+        total = total * d
+    return total
+
+
+def broadcast(a: Sequence[Dim], b: Sequence[Dim]) -> tuple[tuple[Dim, ...], list[z3.BoolRef]]:
+    """NumPy broadcasting over symbolic dims: result shape and the requirements (equal or one is 1)."""
+    rank = max(len(a), len(b))
+    pa = [None] * (rank - len(a)) + list(a)
+    pb = [None] * (rank - len(b)) + list(b)
+    out: list[Dim] = []
+    reqs: list[z3.BoolRef] = []
+    for da, db in zip(pa, pb):
+        if da is None:
+            out.append(db)
+        elif db is None:
+            out.append(da)
+        else:
+            reqs.append(z3.Or(da == db, da == 1, db == 1))
+            out.append(z3.If(da == 1, db, da))
+    return tuple(out), reqs
+
+
+def norm_axis(axis: int, rank: int) -> int:
+    return axis % rank if rank else 0
+
+
+def conv_out(size: Dim, kernel: Dim, stride: Dim, pad: Dim, dilation: Dim | int = 1) -> Dim:
+    """floor((size + 2*pad - dilation*(kernel-1) - 1) / stride) + 1, as z3 integer division."""
+    return (size + 2 * pad - dilation * (kernel - 1) - 1) / stride + 1
+
+
+def clamp_penalty(x: torch.Tensor, lo: float | None = None, hi: float | None = None) -> torch.Tensor:
+    """Sum of how far float elements of `x` stray below lo or above hi (zero when inside)."""
+    if not x.is_floating_point():
+        return x.new_zeros((), dtype=torch.float32)
+    x = x.float()
+    loss = x.new_zeros(())
+    if lo is not None:
+        loss = loss + torch.relu(lo - x).sum()
+    if hi is not None:
+        loss = loss + torch.relu(x - hi).sum()
+    return loss
+
+
+def finite_max(dtype: DType) -> float:
+    """The largest finite magnitude of a float dtype (used to keep intermediates from overflowing)."""
+    if dtype is DType.FLOAT16:
+        return 65504.0
+    if dtype is DType.BFLOAT16:
+        return 3.0e38
+    return 3.0e38 if dtype is DType.FLOAT32 else 1.0e300
+
+
+SAFE_EXP_ARG = math.log(60000.0)  # exp() stays finite even in float16 below this
+
+Forward = Callable[..., torch.Tensor]

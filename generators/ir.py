@@ -71,6 +71,8 @@ class Graph:
     nodes: tuple[Node, ...]
     outputs: tuple[str, ...]
     types: Mapping[str, TensorType]
+    # Value range [lo, hi] a tensor's values are drawn from, where an op needs one (e.g. gather indices).
+    ranges: Mapping[str, tuple[float, float]] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -80,11 +82,22 @@ class Graph:
             "nodes": [n.to_json() for n in self.nodes],
             "outputs": list(self.outputs),
             "types": {k: v.to_json() for k, v in self.types.items()},
+            "ranges": {k: list(v) for k, v in self.ranges.items()},
         }
 
     def dumps(self) -> str:
-        """Canonical JSON text: the same graph always gives the same bytes."""
-        return json.dumps(self.to_json(), indent=1, sort_keys=False) + "\n"
+        """Canonical JSON text, one entry a line: the same graph always gives the same bytes."""
+        parts = []
+        for key, value in self.to_json().items():
+            if isinstance(value, dict) and value:
+                rows = ",\n".join(f"    {json.dumps(k)}: {json.dumps(v)}" for k, v in value.items())
+                parts.append(f"  {json.dumps(key)}: {{\n{rows}\n  }}")
+            elif isinstance(value, list) and value and key == "nodes":
+                rows = ",\n".join(f"    {json.dumps(v)}" for v in value)
+                parts.append(f"  {json.dumps(key)}: [\n{rows}\n  ]")
+            else:
+                parts.append(f"  {json.dumps(key)}: {json.dumps(value)}")
+        return "{\n" + ",\n".join(parts) + "\n}\n"
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Graph:
@@ -100,6 +113,7 @@ class Graph:
                 nodes=tuple(Node.from_json(n) for n in data["nodes"]),
                 outputs=tuple(data["outputs"]),
                 types={k: TensorType.from_json(v) for k, v in data["types"].items()},
+                ranges={k: (v[0], v[1]) for k, v in data.get("ranges", {}).items()},
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise GraphError(f"malformed graph JSON: {type(exc).__name__}: {exc}") from None
@@ -155,3 +169,6 @@ def validate(graph: Graph, known_ops: Mapping[str, object] | None = None) -> Non
             raise GraphError(f"types[] names {name!r}, which no input, weight or node defines")
         if any(d < 0 for d in ttype.shape):
             raise GraphError(f"tensor {name!r} has a negative dimension in {ttype.shape}")
+    for name, (lo, hi) in graph.ranges.items():
+        if name not in graph.types or lo > hi:
+            raise GraphError(f"value range {name!r}: [{lo}, {hi}] names no tensor or is empty")

@@ -68,8 +68,11 @@ class BuildContext(Protocol):
     def choice(self, name: str, options: Sequence[Any]) -> Any:
         """A categorical attribute picked from `options` (recorded for reproducibility by name)."""
 
-    def weight(self, rank: int, dtype: DType) -> SymTensor:
-        """A fresh weight tensor, appended to the node's inputs after the data inputs."""
+    def weight(self, rank: int, dtype: DType, lo: Any = None, hi: Any = None) -> SymTensor:
+        """A fresh weight tensor, appended to the node's inputs after the data inputs.
+
+        `lo`/`hi` (numbers or z3 expressions, inclusive) bound its values, e.g. indices into a dim.
+        """
 
     def dim(self) -> Dim:
         """A fresh positive dimension bounded like every other dim."""

@@ -1,0 +1,377 @@
+"""The solver-backed graph generator: one incremental z3 solver per graph, ops tried as assumptions.
+
+Dtypes and ranks are chosen in Python; dims and integer attributes are z3 integers. Each candidate op's
+requirements (plus the element bound on every new tensor) are checked as assumptions and added to the
+solver only when satisfiable. At the end, random target values for every attribute and input dim are tried
+as assumptions (dropping the unsat core), so the graph does not settle on z3's first answer.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import z3
+
+from generators.dtypes import ALL, DType
+from generators.ir import Graph, Node, TensorType
+from generators.ops.base import Build, OpBug, OpSpec, SymTensor, numel
+from generators.registry import REGISTRY
+
+
+@dataclass(frozen=True)
+class GenOptions:
+    """What graphs to make: size, bounds, and which operators and dtypes may appear."""
+
+    nodes: int = 10
+    max_rank: int = 5
+    max_dim: int = 64
+    max_numel: int = 4096
+    include_ops: tuple[str, ...] = ()
+    exclude_ops: tuple[str, ...] = ()
+    dtypes: tuple[DType, ...] = ALL
+    forward_prob: float = 0.75
+    new_input_prob: float = 0.15
+    max_attempts_per_node: int = 40
+
+
+class GenerationError(RuntimeError):
+    """The generator could not reach the requested size with these options."""
+
+
+@dataclass
+class _IntAttr:
+    var: z3.ArithRef
+    lo: int
+    hi: int
+
+
+@dataclass
+class _Pending:
+    """A node under construction: what build asked the context for."""
+
+    prefix: str
+    int_attrs: list[_IntAttr] = field(default_factory=list)
+    weights: list[tuple[str, SymTensor]] = field(default_factory=list)
+    new_inputs: list[tuple[str, SymTensor]] = field(default_factory=list)
+    bounds: list[z3.BoolRef] = field(default_factory=list)
+    ranges: dict[str, tuple[Any, Any]] = field(default_factory=dict)
+
+
+class _Context:
+    """The BuildContext the generator hands to OpSpec.build."""
+
+    def __init__(self, gen: _GraphBuilder, pending: _Pending) -> None:
+        self.rng = gen.rng
+        self._gen = gen
+        self._pending = pending
+
+    def int_attr(self, name: str, lo: int, hi: int) -> z3.ArithRef:
+        var = z3.Int(f"{self._pending.prefix}.{name}")
+        self._pending.int_attrs.append(_IntAttr(var, lo, hi))
+        self._pending.bounds += [var >= lo, var <= hi]
+        return var
+
+    def choice(self, name: str, options: Sequence[Any]) -> Any:
+        return options[self.rng.randrange(len(options))]
+
+    def dim(self) -> z3.ArithRef:
+        var = self._gen.fresh_dim()
+        self._pending.bounds += self._gen.dim_bounds(var)
+        return var
+
+    def weight(self, rank: int, dtype: DType, lo: Any = None, hi: Any = None) -> SymTensor:
+        tensor = SymTensor(tuple(self.dim() for _ in range(rank)), dtype)
+        self._pending.bounds.append(numel(tensor.shape) <= self._gen.opts.max_numel)
+        name = self._gen.fresh_name("w")
+        self._pending.weights.append((name, tensor))
+        if lo is not None and hi is not None:
+            self._pending.ranges[name] = (lo, hi)
+        return tensor
+
+
+@dataclass
+class _NodeRecord:
+    op: OpSpec
+    inputs: list[str]
+    outputs: list[str]
+    attrs: dict[str, Any]
+
+
+class _GraphBuilder:
+    """State of one graph under construction (one solver, one rng)."""
+
+    def __init__(self, seed: int, opts: GenOptions) -> None:
+        self.rng = random.Random(seed)
+        self.opts = opts
+        self.solver = z3.Solver()
+        self.solver.set("random_seed", seed % (2**31))
+        self.tensors: dict[str, SymTensor] = {}
+        self.placeholders: list[str] = []
+        self.weights: list[str] = []
+        self.records: list[_NodeRecord] = []
+        self.int_attrs: list[_IntAttr] = []
+        self.ranges: dict[str, tuple[Any, Any]] = {}
+        self._counter = 0
+        ops = REGISTRY.select(opts.include_ops, opts.exclude_ops)
+        allowed = set(opts.dtypes)
+        self.ops = [op for op in ops if any(set(s.ins) | {s.out} <= allowed for s in op.sigs)]
+        if not self.ops:
+            raise GenerationError("no operator accepts the allowed dtypes")
+
+    # -- names and dims ---------------------------------------------------------------------------
+    def fresh_name(self, prefix: str) -> str:
+        self._counter += 1
+        return f"{prefix}{self._counter}"
+
+    def fresh_dim(self) -> z3.ArithRef:
+        self._counter += 1
+        return z3.Int(f"d{self._counter}")
+
+    def dim_bounds(self, var: z3.ArithRef) -> list[z3.BoolRef]:
+        return [var >= 1, var <= self.opts.max_dim]
+
+    def new_placeholder_type(self, rank: int, dtype: DType, pending: _Pending) -> SymTensor:
+        shape = tuple(self.fresh_dim() for _ in range(rank))
+        for d in shape:
+            pending.bounds += self.dim_bounds(d)
+        tensor = SymTensor(shape, dtype)
+        pending.bounds.append(numel(shape) <= self.opts.max_numel)
+        return tensor
+
+    # -- insertion ----------------------------------------------------------------------------------
+    def allowed_sigs(self, op: OpSpec) -> list:
+        allowed = set(self.opts.dtypes)
+        return [s for s in op.sigs if set(s.ins) | {s.out} <= allowed]
+
+    def seed_placeholder(self) -> None:
+        pending = _Pending("seed")
+        dtype = self.rng.choice(self.opts.dtypes)
+        rank = self.rng.randint(1, min(4, self.opts.max_rank))
+        tensor = self.new_placeholder_type(rank, dtype, pending)
+        self.solver.add(*pending.bounds)
+        name = self.fresh_name("v")
+        self.tensors[name] = tensor
+        self.placeholders.append(name)
+
+    def has_tensor(self, dtype: DType, ranks: tuple[int, ...]) -> bool:
+        return any(t.dtype is dtype and t.rank in ranks for n, t in self.tensors.items() if n not in self.weights)
+
+    def pick_input(self, dtype: DType, ranks: tuple[int, ...], pending: _Pending) -> tuple[str, SymTensor]:
+        ranks = tuple(r for r in ranks if r <= self.opts.max_rank)
+        candidates = [
+            n for n, t in self.tensors.items() if t.dtype is dtype and t.rank in ranks and n not in self.weights
+        ]
+        if candidates and self.rng.random() >= self.opts.new_input_prob:
+            # Prefer recent tensors so graphs grow deep, not only wide.
+            weights = [1.0 + i for i in range(len(candidates))]
+            name = self.rng.choices(candidates, weights=weights)[0]
+            return name, self.tensors[name]
+        name = self.fresh_name("v")
+        tensor = self.new_placeholder_type(self.rng.choice(ranks), dtype, pending)
+        pending.new_inputs.append((name, tensor))
+        return name, tensor
+
+    def output_constraints(self, build: Build, pending: _Pending) -> tuple[list[SymTensor], list[z3.BoolRef]]:
+        """Give every output dim a fresh variable (keeps later expressions small) and bound it."""
+        outs: list[SymTensor] = []
+        reqs: list[z3.BoolRef] = []
+        for out in build.outputs:
+            dims = []
+            for expr in out.shape:
+                var = self.fresh_dim()
+                reqs += [var == expr, var >= 1, var <= self.opts.max_dim]
+                dims.append(var)
+            reqs.append(numel(dims) <= self.opts.max_numel)
+            outs.append(SymTensor(tuple(dims), out.dtype))
+        return outs, reqs
+
+    def try_forward(self) -> bool:
+        op = self.rng.choice(self.ops)
+        sigs = self.allowed_sigs(op)
+        fitting = [s for s in sigs if all(self.has_tensor(d, r) for d, r in zip(s.ins, op.ranks))]
+        # Mostly reuse what the graph has; sometimes open a new input of another dtype.
+        if fitting and self.rng.random() >= self.opts.new_input_prob:
+            sigs = fitting
+        if not sigs:
+            return False
+        sig = self.rng.choice(sigs)
+        pending = _Pending(self.fresh_name("n"))
+        if op.arity == 0:
+            inputs: list[tuple[str, SymTensor]] = []
+        else:
+            inputs = [self.pick_input(dt, rk, pending) for dt, rk in zip(sig.ins, op.ranks)]
+        build = self.call_build(op, pending, [t for _, t in inputs])
+        if build is None or build.outputs[0].dtype is not sig.out:
+            return build is not None and self._bug(op, "first output dtype differs from the signature")
+        outs, reqs = self.output_constraints(build, pending)
+        constraints = pending.bounds + build.requires + reqs
+        if self.solver.check(*constraints) != z3.sat:
+            return False
+        self.solver.add(*constraints)
+        for name, tensor in pending.new_inputs:
+            self.tensors[name] = tensor
+            self.placeholders.append(name)
+        out_names = [self.fresh_name("v") for _ in outs]
+        self.commit(op, pending, [n for n, _ in inputs], out_names, outs, build, at_front=False)
+        return True
+
+    def try_backward(self) -> bool:
+        if not self.placeholders:
+            return False
+        target = self.rng.choice(self.placeholders)
+        wanted = self.tensors[target]
+        op = self.rng.choice(self.ops)
+        sigs = [s for s in self.allowed_sigs(op) if s.out is wanted.dtype]
+        if not sigs:
+            return False
+        sig = self.rng.choice(sigs)
+        pending = _Pending(self.fresh_name("n"))
+        for dtype, ranks in zip(sig.ins, op.ranks):
+            ranks = tuple(r for r in ranks if r <= self.opts.max_rank)
+            if not ranks:
+                return False
+            tensor = self.new_placeholder_type(self.rng.choice(ranks), dtype, pending)
+            pending.new_inputs.append((self.fresh_name("v"), tensor))
+        build = self.call_build(op, pending, [t for _, t in pending.new_inputs])
+        if build is None or build.outputs[0].rank != wanted.rank or build.outputs[0].dtype is not wanted.dtype:
+            return False
+        outs, reqs = self.output_constraints(build, pending)
+        link = [a == b for a, b in zip(outs[0].shape, wanted.shape)]
+        constraints = pending.bounds + build.requires + reqs + link
+        if self.solver.check(*constraints) != z3.sat:
+            return False
+        self.solver.add(*constraints)
+        self.placeholders.remove(target)
+        for name, tensor in pending.new_inputs:
+            self.tensors[name] = tensor
+            self.placeholders.append(name)
+        extra = [self.fresh_name("v") for _ in outs[1:]]
+        outs = [wanted] + outs[1:]
+        in_names = [n for n, _ in pending.new_inputs]
+        self.commit(op, pending, in_names, [target] + extra, outs, build, at_front=True)
+        return True
+
+    def call_build(self, op: OpSpec, pending: _Pending, inputs: list[SymTensor]) -> Build | None:
+        ctx = _Context(self, pending)
+        build = op.build(ctx, *inputs)
+        if build is None:
+            return None  # the op declined these inputs (e.g. a rank it cannot use here)
+        if not build.outputs:
+            self._bug(op, "build returned no outputs")
+        return build
+
+    def commit(self, op, pending, in_names, out_names, outs, build, at_front: bool) -> None:
+        for name, tensor in pending.weights:
+            self.tensors[name] = tensor
+            self.weights.append(name)
+        for name, tensor in zip(out_names, outs):
+            self.tensors[name] = tensor
+        self.int_attrs += pending.int_attrs
+        self.ranges.update(pending.ranges)
+        record = _NodeRecord(op, list(in_names) + [n for n, _ in pending.weights], list(out_names), build.attrs)
+        if at_front:
+            self.records.insert(0, record)
+        else:
+            self.records.append(record)
+
+    @staticmethod
+    def _bug(op: OpSpec, what: str) -> bool:
+        raise OpBug(f"operator {op.name}: {what}")
+
+    # -- finishing ---------------------------------------------------------------------------------
+    def spread_values(self) -> z3.ModelRef:
+        """Ask for random attribute and input-dim values; drop the ones the solver rejects."""
+        wishes: list[z3.BoolRef] = []
+        for attr in self.int_attrs:
+            wishes.append(attr.var == self._spread(attr.lo, attr.hi))
+        for name in self.placeholders:
+            for d in self.tensors[name].shape:
+                wishes.append(d == self._spread(1, min(self.opts.max_dim, 32)))
+        for _ in range(8):
+            if self.solver.check(*wishes) == z3.sat:
+                return self.solver.model()
+            core = {str(c) for c in self.solver.unsat_core()}
+            if not core:
+                break
+            wishes = [w for w in wishes if str(w) not in core]
+        if self.solver.check() != z3.sat:
+            raise GenerationError("constraints became unsatisfiable")
+        return self.solver.model()
+
+    def _spread(self, lo: int, hi: int) -> int:
+        # Small values are where most real models live, but large ones are where converters break.
+        if hi - lo > 8 and self.rng.random() < 0.6:
+            return self.rng.randint(lo, min(hi, lo + 3))
+        return self.rng.randint(lo, hi)
+
+    def to_graph(self) -> Graph:
+        model = self.spread_values()
+
+        def val(expr: Any) -> Any:
+            if isinstance(expr, z3.ExprRef):
+                return model.eval(expr, model_completion=True).as_long()
+            if isinstance(expr, (tuple, list)):
+                return tuple(val(e) for e in expr)
+            return expr
+
+        types = {n: TensorType(tuple(val(d) for d in t.shape), t.dtype) for n, t in self.tensors.items()}
+        consumed = {n for r in self.records for n in r.inputs}
+        produced = [n for r in self.records for n in r.outputs]
+        outputs = tuple(n for n in produced if n not in consumed)
+        nodes = tuple(
+            Node(r.op.name, tuple(r.inputs), tuple(r.outputs), {k: val(v) for k, v in r.attrs.items()})
+            for r in self.records
+        )
+        used = {n for node in nodes for n in node.inputs}
+        inputs = {n: types[n] for n in self.placeholders if n in used}
+        weights = {n: types[n] for n in self.weights}
+        live = set(inputs) | set(weights) | {o for node in nodes for o in node.outputs}
+        ranges = {n: (val(lo), val(hi)) for n, (lo, hi) in self.ranges.items()}
+        return Graph(inputs, weights, nodes, outputs, {n: t for n, t in types.items() if n in live}, ranges)
+
+
+def generate(seed: int, opts: GenOptions | None = None) -> Graph:
+    """Make one valid random graph; the same seed and options always give the same graph."""
+    opts = opts or GenOptions()
+    builder = _GraphBuilder(seed, opts)
+    builder.seed_placeholder()
+    attempts = 0
+    limit = opts.max_attempts_per_node * max(opts.nodes, 1)
+    while len(builder.records) < opts.nodes and attempts < limit:
+        attempts += 1
+        if builder.rng.random() < opts.forward_prob:
+            builder.try_forward()
+        else:
+            builder.try_backward()
+    if not builder.records:
+        raise GenerationError(f"no operator could be placed in {attempts} attempts")
+    return _renamed(builder.to_graph())
+
+
+def _renamed(graph: Graph) -> Graph:
+    """Rename tensors in definition order (inputs, weights, node outputs) so names read naturally."""
+    mapping: dict[str, str] = {}
+    for i, name in enumerate(graph.inputs):
+        mapping[name] = f"in{i}"
+    for i, name in enumerate(graph.weights):
+        mapping[name] = f"w{i}"
+    k = 0
+    for node in graph.nodes:
+        for name in node.outputs:
+            mapping[name] = f"t{k}"
+            k += 1
+
+    def ren(names: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(mapping[n] for n in names)
+
+    nodes = tuple(Node(n.op, ren(n.inputs), ren(n.outputs), dict(n.attrs)) for n in graph.nodes)
+    return Graph(
+        inputs={mapping[k]: v for k, v in graph.inputs.items()},
+        weights={mapping[k]: v for k, v in graph.weights.items()},
+        nodes=nodes,
+        outputs=ren(graph.outputs),
+        types={mapping[k]: v for k, v in graph.types.items()},
+        ranges={mapping[k]: v for k, v in graph.ranges.items()},
+    )

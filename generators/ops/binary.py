@@ -1,0 +1,70 @@
+"""Elementwise binary arithmetic with NumPy broadcasting: add, sub, mul, div, floor division, pow, ..."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+
+from generators.dtypes import FLOATS, INTS, NUMERIC, SIGNED_INTS
+from generators.ops.base import AttrMap, Build, BuildContext, OpSpec, SymTensor, broadcast, clamp_penalty, same_sigs
+
+ANY_RANK = (0, 1, 2, 3, 4, 5)
+TINY = 1e-3
+
+
+class Binary(OpSpec):
+    """Two inputs of one dtype, broadcast together; output keeps the dtype."""
+
+    family = "binary"
+    ranks = (ANY_RANK, ANY_RANK)
+    fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+    def build(self, ctx: BuildContext, a: SymTensor, b: SymTensor) -> Build:
+        shape, reqs = broadcast(a.shape, b.shape)
+        return Build([SymTensor(shape, a.dtype)], reqs)
+
+    def forward(self, attrs: AttrMap, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return type(self).fn(a, b)
+
+
+class NonzeroDivisor(Binary):
+    """Division-like ops: the divisor must stay away from zero (and, for ints, be nonzero)."""
+
+    def domain_loss(self, attrs: AttrMap, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor | None:
+        if not b.is_floating_point():
+            # Not differentiable: a positive value tells the search to resample integer inputs.
+            return (b == 0).sum().float()
+        return torch.relu(TINY - b.float().abs()).sum()
+
+
+class Pow(Binary):
+    """x ** y: a negative base needs an integer exponent, and the result must not overflow."""
+
+    def domain_loss(self, attrs: AttrMap, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor | None:
+        if not a.is_floating_point():
+            return None
+        af, bf = a.float(), b.float()
+        magnitude = bf * torch.log(af.abs() + TINY)
+        return clamp_penalty(a, lo=TINY) + torch.relu(magnitude - 8.0).sum()
+
+
+def _bin(name: str, fn: Callable, dtypes=NUMERIC, base: type[Binary] = Binary) -> type[Binary]:
+    return type(name, (base,), {"name": name, "fn": staticmethod(fn), "sigs": same_sigs(dtypes, 2)})
+
+
+OPS: list[type[OpSpec]] = [
+    _bin("add", lambda a, b: a + b),
+    _bin("sub", lambda a, b: a - b, FLOATS + INTS),
+    _bin("mul", lambda a, b: a * b),
+    _bin("div", lambda a, b: a / b, FLOATS, NonzeroDivisor),
+    _bin("floor_divide", lambda a, b: a // b, FLOATS + SIGNED_INTS, NonzeroDivisor),
+    _bin("remainder", lambda a, b: a % b, FLOATS + SIGNED_INTS, NonzeroDivisor),
+    _bin("fmod", torch.fmod, FLOATS + SIGNED_INTS, NonzeroDivisor),
+    _bin("pow", lambda a, b: a**b, FLOATS, Pow),
+    _bin("maximum", torch.maximum),
+    _bin("minimum", torch.minimum),
+    _bin("atan2", torch.atan2, FLOATS),
+    _bin("hypot", torch.hypot, (FLOATS[0], FLOATS[1])),
+    _bin("copysign", torch.copysign, FLOATS),
+]

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import enum
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -44,8 +45,10 @@ EXACT = Tolerance(rtol=0.0, atol=0.0)
 
 # The numpy array type that stores each IR dtype; the caller stores bfloat16 as float32.
 STORAGE: Mapping[str, np.dtype] = MappingProxyType(
-    {name: np.dtype("float32" if name == "bfloat16" else name)
-     for name in ("float32", "float64", "float16", "bfloat16", "int32", "int64", "int8", "uint8", "bool")}
+    {
+        name: np.dtype("float32" if name == "bfloat16" else name)
+        for name in ("float32", "float64", "float16", "bfloat16", "int32", "int64", "int8", "uint8", "bool")
+    }
 )
 FLOAT_DTYPES: frozenset[str] = frozenset({"float32", "float64", "float16", "bfloat16"})
 
@@ -173,7 +176,7 @@ def compare_all(
     if not len(actuals) == len(expecteds) == len(dtypes):
         raise ValueError(f"{len(actuals)} actual, {len(expecteds)} expected and {len(dtypes)} dtypes differ")
     tols = [None] * len(dtypes) if tols is None else tols
-    return tuple(compare(a, e, d, t) for a, e, d, t in zip(actuals, expecteds, dtypes, tols))
+    return tuple(compare(a, e, d, t) for a, e, d, t in zip(actuals, expecteds, dtypes, tols, strict=True))
 
 
 def signed_zero_mismatch(actual: np.ndarray, expected: np.ndarray) -> np.ndarray:
@@ -189,22 +192,34 @@ def has_signed_zero_mismatch(actual: np.ndarray, expected: np.ndarray) -> bool:
     return bool(signed_zero_mismatch(actual, expected).any())
 
 
-def _mismatch(
-    reason: Reason, actual: np.ndarray, expected: np.ndarray, dtype: str, tol: Tolerance
-) -> OutputComparison:
+def _mismatch(reason: Reason, actual: np.ndarray, expected: np.ndarray, dtype: str, tol: Tolerance) -> OutputComparison:
     """A shape or dtype failure: no elementwise metrics exist, so every element counts as bad."""
     inf = math.inf
     return OutputComparison(
-        False, reason, dtype, tuple(actual.shape), tuple(expected.shape), str(actual.dtype), str(expected.dtype),
-        inf, inf, int(expected.size), int(expected.size), None, tol, Tolerance(inf, inf),
+        False,
+        reason,
+        dtype,
+        tuple(actual.shape),
+        tuple(expected.shape),
+        str(actual.dtype),
+        str(expected.dtype),
+        inf,
+        inf,
+        int(expected.size),
+        int(expected.size),
+        None,
+        tol,
+        Tolerance(inf, inf),
     )
 
 
 def _compare_exact(actual: np.ndarray, expected: np.ndarray, dtype: str) -> OutputComparison:
-    """Integers and bools: equal or wrong; metrics in float64 (exact below 2**53)."""
+    """Integers and bools: equal or wrong; metrics in float64 from an exact unsigned difference."""
     bad = actual != expected
-    a, e = actual.astype(np.float64), expected.astype(np.float64)
-    return _build(actual, expected, dtype, EXACT, bad, np.abs(a - e), np.abs(e), Reason.VALUES)
+    a, e = actual.astype(np.uint64), expected.astype(np.uint64)
+    # Modular uint64 subtraction is the true |a - e| when taken larger-minus-smaller (no int64 overflow).
+    diff = np.where(actual >= expected, a - e, e - a).astype(np.float64)
+    return _build(actual, expected, dtype, EXACT, bad, diff, np.abs(expected.astype(np.float64)), Reason.VALUES)
 
 
 def _compare_floats(actual: np.ndarray, expected: np.ndarray, dtype: str, tol: Tolerance) -> OutputComparison:
@@ -215,7 +230,8 @@ def _compare_floats(actual: np.ndarray, expected: np.ndarray, dtype: str, tol: T
     nan_bad = nan_a != nan_e
     inf_bad = ~nan_bad & ~(nan_a & nan_e) & (inf_a | inf_e) & (a != e)
     finite = np.isfinite(a) & np.isfinite(e)
-    diff = np.where(finite, np.abs(a - e), 0.0)
+    with np.errstate(invalid="ignore", over="ignore"):  # inf - inf where both are inf: masked out below
+        diff = np.where(finite, np.abs(a - e), 0.0)
     mag = np.where(finite, np.abs(e), 0.0)
     value_bad = finite & (diff > tol.atol + tol.rtol * mag)
     reason = Reason.NAN if nan_bad.any() else Reason.INF if inf_bad.any() else Reason.VALUES
@@ -234,7 +250,7 @@ def _build(
     fail_reason: Reason,
     hopeless: bool = False,
 ) -> OutputComparison:
-    """Assemble metrics; `hopeless` means a NaN/Inf mismatch that no tolerance fixes."""
+    """Assemble metrics; `hopeless` means a NaN/Inf mismatch: infinitely wrong, no tolerance fixes it."""
     n_bad = int(bad.sum())
     first = tuple(int(i) for i in np.unravel_index(int(np.argmax(bad)), bad.shape)) if n_bad else None
     needed = Tolerance(math.inf, math.inf) if hopeless else _needed(diff, mag, tol)
@@ -246,8 +262,8 @@ def _build(
         expected_shape=tuple(expected.shape),
         actual_dtype=str(actual.dtype),
         expected_dtype=str(expected.dtype),
-        max_abs=float(diff.max()) if diff.size else 0.0,
-        max_rel=_max_rel(diff, mag),
+        max_abs=math.inf if hopeless else float(diff.max()) if diff.size else 0.0,
+        max_rel=math.inf if hopeless else _max_rel(diff, mag),
         n_bad=n_bad,
         n_total=int(expected.size),
         first_bad_index=first,

@@ -1,0 +1,196 @@
+"""Matrix products: matmul (every rank pairing torch allows), mm, bmm, mv, dot, outer, linear, addmm, einsum."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+import torch.nn.functional as F
+import z3
+
+from generators.dtypes import ALL, FLOATS, DType
+from generators.ops.base import AttrMap, Build, BuildContext, Dim, OpSpec, SymTensor, broadcast, same_sigs
+
+# int8/uint8 products accumulate in the same narrow type and wrap around; converters widen. Left out.
+MATMUL_DTYPES = FLOATS + (DType.INT32, DType.INT64)
+MATRIX_RANKS = (1, 2, 3, 4, 5)
+BATCHED_RANKS = (2, 3, 4, 5)
+
+
+def broadcast_to(src: Sequence[Dim], dst: Sequence[Dim]) -> list[z3.BoolRef]:
+    """Requirements for `src` to broadcast to `dst` without growing it (each dim equal or 1)."""
+    if len(src) > len(dst):
+        return [z3.BoolVal(False)]
+    return [z3.Or(s == d, s == 1) for s, d in zip(src, dst[len(dst) - len(src):], strict=True)]
+
+
+def matmul_shape(a: Sequence[Dim], b: Sequence[Dim]) -> tuple[tuple[Dim, ...], list[z3.BoolRef]]:
+    """torch.matmul's shape rule: 1-D operands are promoted then squeezed; batch dims broadcast."""
+    if len(a) == 1 and len(b) == 1:
+        return (), [a[0] == b[0]]
+    if len(b) == 1:
+        return tuple(a[:-1]), [a[-1] == b[0]]
+    if len(a) == 1:
+        return tuple(b[:-2]) + (b[-1],), [a[0] == b[-2]]
+    batch, reqs = broadcast(a[:-2], b[:-2])
+    return batch + (a[-2], b[-1]), reqs + [a[-1] == b[-2]]
+
+
+def scale_options(dtype: DType) -> tuple:
+    """beta/alpha values: torch wants integers for integer tensors."""
+    return (1, 0, 2, -1) if dtype.is_int else (1.0, 0.5, 0.0, -2.0)
+
+
+class MatProduct(OpSpec):
+    """Two operands whose shape rule is matmul's, restricted by `ranks`."""
+
+    family = "linalg"
+    sigs = same_sigs(MATMUL_DTYPES, 2)
+    fn = staticmethod(torch.matmul)
+
+    def build(self, ctx: BuildContext, a: SymTensor, b: SymTensor) -> Build:
+        shape, reqs = matmul_shape(a.shape, b.shape)
+        return Build([SymTensor(shape, a.dtype)], reqs)
+
+    def forward(self, attrs: AttrMap, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return type(self).fn(a, b)
+
+
+class Matmul(MatProduct):
+    name = "matmul"
+    ranks = (MATRIX_RANKS, MATRIX_RANKS)
+
+    def forward(self, attrs: AttrMap, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return a @ b
+
+
+class Mm(MatProduct):
+    name = "mm"
+    ranks = ((2,), (2,))
+    fn = staticmethod(torch.mm)
+
+
+class Bmm(MatProduct):
+    name = "bmm"
+    ranks = ((3,), (3,))
+    fn = staticmethod(torch.bmm)
+
+    def build(self, ctx: BuildContext, a: SymTensor, b: SymTensor) -> Build:
+        build = super().build(ctx, a, b)
+        build.requires.append(a.shape[0] == b.shape[0])  # bmm does not broadcast the batch
+        return build
+
+
+class Mv(MatProduct):
+    name = "mv"
+    ranks = ((2,), (1,))
+    fn = staticmethod(torch.mv)
+
+
+class Dot(MatProduct):
+    name = "dot"
+    ranks = ((1,), (1,))
+    fn = staticmethod(torch.dot)
+
+
+class Outer(MatProduct):
+    """No accumulation, so every dtype is safe (bool means logical and)."""
+
+    name = "outer"
+    ranks = ((1,), (1,))
+    sigs = same_sigs(ALL, 2)
+    fn = staticmethod(torch.outer)
+
+    def build(self, ctx: BuildContext, a: SymTensor, b: SymTensor) -> Build:
+        return Build([SymTensor((a.shape[0], b.shape[0]), a.dtype)])
+
+
+class Linear(OpSpec):
+    """F.linear(x, weight[out, in], bias[out] or None) over the last dim of x."""
+
+    name = "linear"
+    family = "linalg"
+    sigs = same_sigs(MATMUL_DTYPES)
+    ranks = (MATRIX_RANKS,)
+
+    def build(self, ctx: BuildContext, x: SymTensor) -> Build:
+        w = ctx.weight(2, x.dtype)
+        reqs = [w.shape[1] == x.shape[-1]]
+        bias = ctx.choice("bias", (True, False))
+        if bias:
+            reqs.append(ctx.weight(1, x.dtype).shape[0] == w.shape[0])
+        return Build([SymTensor(x.shape[:-1] + (w.shape[0],), x.dtype)], reqs, {"bias": bias})
+
+    def forward(self, attrs: AttrMap, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None = None) -> torch.Tensor:
+        return F.linear(x, w, b)
+
+
+class AddMm(OpSpec):
+    """beta * input + alpha * (m1 @ m2), with `input` broadcast to the product's shape."""
+
+    name = "addmm"
+    family = "linalg"
+    sigs = same_sigs(MATMUL_DTYPES, 3)
+    ranks = ((0, 1, 2), (2,), (2,))
+    fn = staticmethod(torch.addmm)
+
+    def build(self, ctx: BuildContext, c: SymTensor, a: SymTensor, b: SymTensor) -> Build:
+        shape, reqs = matmul_shape(a.shape, b.shape)
+        if a.rank == 3:  # baddbmm: the batch does not broadcast
+            reqs.append(a.shape[0] == b.shape[0])
+        scales = scale_options(c.dtype)
+        attrs = {"beta": ctx.choice("beta", scales), "alpha": ctx.choice("alpha", scales)}
+        return Build([SymTensor(shape, c.dtype)], reqs + broadcast_to(c.shape, shape), attrs)
+
+    def forward(self, attrs: AttrMap, c: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return type(self).fn(c, a, b, beta=attrs["beta"], alpha=attrs["alpha"])
+
+
+class BaddBmm(AddMm):
+    name = "baddbmm"
+    ranks = ((0, 1, 2, 3), (3,), (3,))
+    fn = staticmethod(torch.baddbmm)
+
+
+# Equations by operand ranks; letters shared between operands must agree.
+EINSUM_PATTERNS: dict[tuple[int, int], tuple[str, ...]] = {
+    (1, 1): ("i,i->", "i,j->ij"),
+    (2, 1): ("ij,j->i", "ij,i->j"),
+    (2, 2): ("ij,jk->ik", "ij,kj->ik", "ij,ij->i", "bi,bj->bij", "ij,ij->"),
+    (3, 3): ("bij,bjk->bik", "bij,bkj->bik", "bij,bij->bi"),
+    (3, 1): ("bij,j->bi",),
+    (3, 2): ("bij,jk->bik", "bij,kj->bki"),
+    (4, 4): ("bhqd,bhkd->bhqk", "bhqk,bhkd->bhqd"),
+    (4, 2): ("bchw,dc->bdhw",),
+}
+
+
+class Einsum(OpSpec):
+    """torch.einsum with a few equations models use (attention scores, batched products, contractions)."""
+
+    name = "einsum"
+    family = "linalg"
+    sigs = same_sigs(MATMUL_DTYPES, 2)
+    ranks = ((1, 2, 3, 4), (1, 2, 3, 4))
+
+    def build(self, ctx: BuildContext, a: SymTensor, b: SymTensor) -> Build | None:
+        patterns = EINSUM_PATTERNS.get((a.rank, b.rank))
+        if not patterns:
+            return None
+        equation = ctx.choice("equation", patterns)
+        lhs, out = equation.split("->")
+        letters: dict[str, Dim] = {}
+        reqs = []
+        for spec, t in zip(lhs.split(","), (a, b), strict=True):
+            for ch, d in zip(spec, t.shape, strict=True):
+                if ch in letters:
+                    reqs.append(letters[ch] == d)
+                else:
+                    letters[ch] = d
+        return Build([SymTensor(tuple(letters[ch] for ch in out), a.dtype)], reqs, {"equation": equation})
+
+    def forward(self, attrs: AttrMap, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return torch.einsum(attrs["equation"], a, b)
+
+
+OPS: list[type[OpSpec]] = [Matmul, Mm, Bmm, Mv, Dot, Outer, Linear, AddMm, BaddBmm, Einsum]

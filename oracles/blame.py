@@ -1,0 +1,131 @@
+"""Precision-aware blame: is a diverging target wrong, or is the float32 source the inexact one?
+
+Errors are measured against the float64 reference, rounded to the output dtype (the correctly rounded
+answer is the best any implementation of that dtype can give), in units of the dtype's tolerance:
+err = max |x - ref| / (atol + rtol * |ref|), so err <= 1 means "within tolerance of the reference".
+
+The target is blamed only when the source is close to the reference (err_s <= 1), the target is not
+(err_t > 1), and the target is BLAME_FACTOR times further off than the source: err_t > K * max(err_s, 1/K).
+The floor 1/K makes "source exact" reduce to "target outside tolerance". A source outside tolerance of its
+own reference means a numerically unstable graph: never blamed, labelled "unstable-source".
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from oracles.compare import FLOAT_DTYPES, STORAGE, Tolerance, default_tolerance
+
+BLAME_FACTOR = 10.0
+UNSTABLE_SOURCE = "unstable-source"
+
+
+@dataclass(frozen=True)
+class BlameResult:
+    """Whether the target is to blame for one output, with both errors in tolerance units (counts for ints).
+
+    reason: "target-diverges" (blamed), "within-tolerance", "comparable-error", "unstable-source" or "shape".
+    """
+
+    blamed: bool
+    target_error: float
+    source_error: float
+    ratio: float
+    reason: str
+
+    @property
+    def unstable_source(self) -> bool:
+        return self.reason == UNSTABLE_SOURCE
+
+
+def round_to_dtype(x: np.ndarray, dtype: str) -> np.ndarray:
+    """Round a float64 array to `dtype` (nearest-even) and return it as float64."""
+    with np.errstate(over="ignore"):  # overflow to inf is the correctly rounded answer
+        if dtype == "bfloat16":
+            return _round_bfloat16(x.astype(np.float32)).astype(np.float64)
+        if dtype in FLOAT_DTYPES:
+            return x.astype(STORAGE[dtype]).astype(np.float64)
+    return x.astype(np.float64)
+
+
+def _round_bfloat16(x: np.ndarray) -> np.ndarray:
+    """float32 -> nearest-even bfloat16, kept in float32 storage; NaN stays NaN."""
+    bits = x.view(np.uint32).astype(np.uint64)
+    rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+    out = rounded.astype(np.uint32).view(np.float32)
+    return np.where(np.isnan(x), x, out)
+
+
+def normalised_error(x: np.ndarray, reference: np.ndarray, dtype: str, tol: Tolerance | None = None) -> float:
+    """Distance of `x` from the (rounded) float64 reference in tolerance units; NaN/Inf mismatch = inf.
+
+    For integer and bool dtypes: the number of elements that differ.
+    """
+    if dtype not in FLOAT_DTYPES:
+        return float(np.count_nonzero(x.astype(np.float64) != reference.astype(np.float64)))
+    tol = default_tolerance(dtype) if tol is None else tol
+    a, r = x.astype(np.float64), round_to_dtype(reference.astype(np.float64), dtype)
+    nan_a, nan_r = np.isnan(a), np.isnan(r)
+    finite = np.isfinite(a) & np.isfinite(r)
+    if (nan_a != nan_r).any() or ((~finite & ~nan_a & ~nan_r) & (a != r)).any():
+        return math.inf
+    diff = np.abs(a[finite] - r[finite])
+    scale = tol.atol + tol.rtol * np.abs(r[finite])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        units = np.where(diff == 0, 0.0, diff / scale)
+    return float(units.max()) if units.size else 0.0
+
+
+def source_unreliable(source: np.ndarray, reference: np.ndarray, dtype: str, tol: Tolerance | None = None) -> bool:
+    """True when the source itself is outside tolerance of the float64 reference (an unstable graph)."""
+    limit = 0.0 if dtype not in FLOAT_DTYPES else 1.0
+    return normalised_error(source, reference, dtype, tol) > limit
+
+
+def blame_output(
+    source: np.ndarray,
+    target: np.ndarray,
+    reference: np.ndarray,
+    dtype: str,
+    tol: Tolerance | None = None,
+    factor: float = BLAME_FACTOR,
+) -> BlameResult:
+    """Decide whether the target is to blame for one output (see the module docstring for the rule)."""
+    if source.shape != reference.shape:
+        raise ValueError(f"source shape {source.shape} differs from reference shape {reference.shape}")
+    if target.shape != reference.shape:
+        return BlameResult(True, math.inf, 0.0, math.inf, "shape")
+    err_t = normalised_error(target, reference, dtype, tol)
+    err_s = normalised_error(source, reference, dtype, tol)
+    exact = dtype not in FLOAT_DTYPES
+    limit, floor = (0.0, 1.0) if exact else (1.0, 1.0 / factor)
+    ratio = _ratio(err_t, max(err_s, floor) if not exact else err_s)
+    if err_s > limit:
+        return BlameResult(False, err_t, err_s, ratio, UNSTABLE_SOURCE)
+    if err_t <= limit:
+        return BlameResult(False, err_t, err_s, ratio, "within-tolerance")
+    if exact or err_t > factor * max(err_s, floor):
+        return BlameResult(True, err_t, err_s, ratio, "target-diverges")
+    return BlameResult(False, err_t, err_s, ratio, "comparable-error")
+
+
+def blame_all(
+    sources: Sequence[np.ndarray],
+    targets: Sequence[np.ndarray],
+    references: Sequence[np.ndarray],
+    dtypes: Sequence[str],
+) -> tuple[BlameResult, ...]:
+    """Blame per output; the target is to blame overall if any output blames it."""
+    if not len(sources) == len(targets) == len(references) == len(dtypes):
+        raise ValueError("sources, targets, references and dtypes must have one entry per output")
+    return tuple(blame_output(s, t, r, d) for s, t, r, d in zip(sources, targets, references, dtypes, strict=True))
+
+
+def _ratio(err_t: float, err_s: float) -> float:
+    if err_s == 0:
+        return 0.0 if err_t == 0 else math.inf
+    return err_t / err_s

@@ -1,0 +1,101 @@
+"""Tests for oracles.blame: whose error is a divergence, judged against the float64 reference."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from oracles.blame import (
+    BLAME_FACTOR,
+    BlameResult,
+    blame_all,
+    blame_output,
+    normalised_error,
+    round_to_dtype,
+    source_unreliable,
+)
+from oracles.compare import Tolerance
+
+F32, F64 = np.float32, np.float64
+REF = np.array([1.0, 2.0, -3.0], F64)
+F32_TOL = Tolerance(rtol=1e-4, atol=1e-6)
+
+
+def _f32(scale: float) -> np.ndarray:
+    """The reference times (1 + scale), stored as float32."""
+    return (REF * (1.0 + scale)).astype(F32)
+
+
+# (id, source, target, dtype, blamed, reason)
+CASES = [
+    ("target-far-source-exact", REF.astype(F32), _f32(1e-3), "float32", True, "target-diverges"),
+    ("target-nan", REF.astype(F32), np.array([1.0, np.nan, -3.0], F32), "float32", True, "target-diverges"),
+    ("both-exact", REF.astype(F32), REF.astype(F32), "float32", False, "within-tolerance"),
+    ("target-within-tol", REF.astype(F32), _f32(5e-5), "float32", False, "within-tolerance"),
+    ("both-equally-far", _f32(1e-3), _f32(1e-3), "float32", False, "unstable-source"),
+    ("source-far-target-exact", _f32(1e-3), REF.astype(F32), "float32", False, "unstable-source"),
+    ("comparable-error", _f32(5e-5), _f32(3e-4), "float32", False, "comparable-error"),
+    ("int-target-wrong", np.array([1, 2, -3], np.int64), np.array([1, 2, -4], np.int64), "int64", True,
+     "target-diverges"),
+    ("int-source-wrong", np.array([1, 3, -3], np.int64), np.array([1, 3, -3], np.int64), "int64", False,
+     "unstable-source"),
+    ("bool-equal", np.array([True, True, True]), np.array([True, True, True]), "bool", False, "within-tolerance"),
+    ("target-shape", REF.astype(F32), np.zeros(2, F32), "float32", True, "shape"),
+]
+
+
+@pytest.mark.parametrize("source, target, dtype, blamed, reason", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_blame_table(source: np.ndarray, target: np.ndarray, dtype: str, blamed: bool, reason: str) -> None:
+    reference = REF.astype(bool) if dtype == "bool" else REF
+    result = blame_output(source, target, reference, dtype)
+    assert (result.blamed, result.reason) == (blamed, reason)
+    assert result.unstable_source == (reason == "unstable-source")
+
+
+def test_blame_errors_in_tolerance_units() -> None:
+    # float32 tolerance at |ref| = 2: 1e-6 + 1e-4 * 2 = 2.01e-4; a target off by 2.01e-3 is 10 units away.
+    reference = np.array([2.0], F64)
+    result = blame_output(np.array([2.0], F32), np.array([2.00201], F32), reference, "float32")
+    assert result.blamed and result.source_error == 0.0
+    assert result.target_error == pytest.approx(10.0, rel=1e-3)
+    assert result.ratio == pytest.approx(10.0 / 0.1, rel=1e-3)  # source error floored at 1/K
+
+
+def test_ratio_must_exceed_factor() -> None:
+    reference = np.array([1.0], F64)
+    source = np.array([1.0 + 0.5 * 1.01e-4], F64)  # half a tolerance unit
+    near = blame_output(source, np.array([1.0 + 4.0 * 1.01e-4], F64), reference, "float64", tol=F32_TOL)
+    far = blame_output(source, np.array([1.0 + 6.0 * 1.01e-4], F64), reference, "float64", tol=F32_TOL)
+    assert (near.blamed, near.reason) == (False, "comparable-error")  # 8x the source's error: not enough
+    assert (far.blamed, far.reason) == (True, "target-diverges")  # 12x
+    assert BLAME_FACTOR == 10.0
+
+
+def test_reference_is_rounded_to_low_precision_first() -> None:
+    assert round_to_dtype(np.array([1.00390625, 1.005, 3.4e38, -2.0]), "bfloat16").tolist() == [
+        1.0, 1.0078125, math.inf, -2.0,
+    ]
+    assert np.isnan(round_to_dtype(np.array([np.nan]), "bfloat16")).all()
+    assert round_to_dtype(np.array([1000.3]), "float16").tolist() == [1000.5]
+    # float32 overflow: the float64 answer rounds to inf, so an inf source and target are both exact.
+    reference = np.array([1e39], F64)
+    inf = np.array([np.inf], F32)
+    assert blame_output(inf, inf, reference, "float32") == BlameResult(False, 0.0, 0.0, 0.0, "within-tolerance")
+
+
+def test_source_unreliable() -> None:
+    assert source_unreliable(_f32(1e-3), REF, "float32")
+    assert not source_unreliable(REF.astype(F32), REF, "float32")
+    assert source_unreliable(np.array([0, 1]), np.array([0.0, 2.0]), "int32")
+    assert normalised_error(np.array([np.inf]), np.array([-np.inf]), "float64") == math.inf
+
+
+def test_blame_all_and_shape_errors() -> None:
+    results = blame_all([REF.astype(F32)], [_f32(1e-3)], [REF], ["float32"])
+    assert [r.blamed for r in results] == [True]
+    with pytest.raises(ValueError):
+        blame_all([REF.astype(F32)], [], [REF], ["float32"])
+    with pytest.raises(ValueError, match="source shape"):
+        blame_output(np.zeros(2, F32), np.zeros(3, F32), np.zeros(3, F64), "float32")

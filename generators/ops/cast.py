@@ -1,0 +1,59 @@
+"""Dtype casts `x.to(dtype)` between all nine element types, one op per target dtype.
+
+One op per target because `build` is not told which signature the generator picked: with a single "cast"
+op whose signatures share an input dtype, build could not know the output dtype it must declare.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from generators.dtypes import ALL, DType
+from generators.ops.base import AttrMap, Build, BuildContext, OpSpec, Sig, SymTensor, clamp_penalty
+
+ANY_RANK = (0, 1, 2, 3, 4, 5)
+
+# Values a float may hold before casting to the target; outside them the conversion is undefined in C++
+# (float -> int) or overflows to inf (-> float16).
+TARGET_RANGE: dict[DType, tuple[float, float]] = {
+    DType.INT8: (-128.0, 127.0),
+    DType.UINT8: (0.0, 255.0),
+    DType.INT32: (-2.0**31, 2.0**31 - 256),
+    DType.INT64: (-2.0**63, 2.0**63 - 2.0**20),
+    DType.FLOAT16: (-65504.0, 65504.0),
+}
+
+
+class Cast(OpSpec):
+    """`x.to(torch.<to>)`; the attribute "to" is widened to float64 in the float64 twin for float targets."""
+
+    family = "cast"
+    ranks = (ANY_RANK,)
+    target: DType
+
+    def build(self, ctx: BuildContext, x: SymTensor) -> Build:
+        return Build([SymTensor(x.shape, self.target)], attrs={"to": self.target.value})
+
+    def forward(self, attrs: AttrMap, x: torch.Tensor) -> torch.Tensor:
+        return x.to(DType(attrs["to"]).torch)
+
+    def domain_loss(self, attrs: AttrMap, x: torch.Tensor) -> torch.Tensor | None:
+        bounds = TARGET_RANGE.get(self.target)
+        if bounds is None or x.dtype == torch.bool:
+            return None
+        lo, hi = bounds
+        if x.is_floating_point():
+            return clamp_penalty(x, lo, hi)
+        if self.target.is_int:
+            return None  # int -> int wraps modulo 2**bits, which is defined behaviour
+        # int -> float16: a resample request when a value would overflow to inf.
+        return ((x < lo) | (x > hi)).sum().float()
+
+
+def _cast(target: DType) -> type[Cast]:
+    name = f"cast_{target.value}"
+    sigs = tuple(Sig((d,), target) for d in ALL)
+    return type(name, (Cast,), {"name": name, "target": target, "sigs": sigs})
+
+
+OPS: list[type[OpSpec]] = [_cast(d) for d in ALL]

@@ -1,0 +1,271 @@
+"""Reductions over chosen dims (single, several, negative, or all), with keepdim varied."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, ClassVar
+
+import torch
+import z3
+
+from generators.dtypes import ALL, FLOATS, INTS, NUMERIC, DType
+from generators.ops.base import AttrMap, Build, BuildContext, OpSpec, Sig, SymTensor, finite_max, same_sigs
+
+ANY_RANK = (0, 1, 2, 3, 4, 5)
+TINY = 1e-3
+Dims = int | tuple[int, ...] | None
+
+
+def pick_axis(ctx: BuildContext, rank: int, name: str = "dim") -> int:
+    """One axis of a rank>=1 tensor, sometimes written negative (converters mishandle those)."""
+    axis = ctx.choice(name, range(rank))
+    return axis - rank if ctx.choice(f"{name}_negative", (False, False, True)) else axis
+
+
+def pick_dims(ctx: BuildContext, rank: int, multi: bool, full: bool) -> Dims:
+    """The `dim` argument: None (all), one axis, or (multi) a tuple of distinct axes in random order."""
+    if rank == 0:
+        return None if full else ctx.choice("dim", (0, -1))
+    if full and ctx.choice("full", (False, False, False, True)):
+        return None
+    if not multi:
+        return pick_axis(ctx, rank)
+    count = ctx.choice("count", range(1, rank + 1))
+    if count == 1 and ctx.choice("as_int", (False, True)):
+        return pick_axis(ctx, rank)
+    axes = ctx.rng.sample(range(rank), count)
+    return tuple(a - rank if ctx.choice("negative", (False, False, True)) else a for a in axes)
+
+
+def reduced_axes(dim: Dims, rank: int) -> tuple[int, ...]:
+    """The non-negative axes a `dim` argument reduces."""
+    if dim is None:
+        return tuple(range(rank))
+    if rank == 0:
+        return ()
+    dims = (dim,) if isinstance(dim, int) else dim
+    return tuple(sorted(d % rank for d in dims))
+
+
+def reduced_shape(shape: tuple, axes: tuple[int, ...], keepdim: bool) -> tuple:
+    return tuple(1 if i in axes else d for i, d in enumerate(shape) if keepdim or i not in axes)
+
+
+class Reduce(OpSpec):
+    """A reduction `fn(x, dim, keepdim, attrs)`; subclasses say which `dim` forms the call accepts."""
+
+    family = "reduce"
+    ranks = (ANY_RANK,)
+    multi: ClassVar[bool] = True  # dim may be a tuple of axes
+    full: ClassVar[bool] = True  # dim=None (everything) is accepted
+    full_keepdim: ClassVar[bool] = True  # keepdim is accepted together with dim=None
+    has_keepdim: ClassVar[bool] = True
+    extra_outs: ClassVar[tuple[DType | None, ...]] = ()  # None: the input's dtype
+
+    def build(self, ctx: BuildContext, x: SymTensor) -> Build | None:
+        dim = pick_dims(ctx, x.rank, self.multi, self.full)
+        keepdim = self.has_keepdim and ctx.choice("keepdim", (False, True))
+        if dim is None and not self.full_keepdim:
+            keepdim = False
+        axes = reduced_axes(dim, x.rank)
+        options = self.options(ctx, x, axes)
+        if options is None:
+            return None
+        attrs, reqs = options
+        shape = reduced_shape(x.shape, axes, keepdim)
+        first = self.out_dtypes_for((x.dtype,))[0].out
+        outs = [SymTensor(shape, first)] + [SymTensor(shape, d or x.dtype) for d in self.extra_outs]
+        return Build(outs, reqs, {"dim": dim, "keepdim": keepdim, **attrs})
+
+    def options(self, ctx: BuildContext, x: SymTensor, axes: tuple[int, ...]) -> tuple[dict, list] | None:
+        """Op-specific attributes and requirements (None declines)."""
+        return {}, []
+
+    def forward(self, attrs: AttrMap, x: torch.Tensor) -> Any:
+        return self.fn(x, attrs["dim"], attrs["keepdim"], attrs)
+
+    def fn(self, x: torch.Tensor, dim: Dims, keepdim: bool, attrs: AttrMap) -> Any:
+        raise NotImplementedError
+
+
+def _to_int64(dtypes) -> tuple[Sig, ...]:
+    return tuple(Sig((d,), DType.INT64) for d in dtypes)
+
+
+class Sum(Reduce):
+    name = "sum"
+    sigs = same_sigs(FLOATS) + _to_int64(INTS + (DType.BOOL,))  # integer sums accumulate in int64
+
+    def fn(self, x, dim, keepdim, attrs):
+        return torch.sum(x, dim=dim, keepdim=keepdim)
+
+
+class Mean(Reduce):
+    name = "mean"
+    sigs = same_sigs(FLOATS)
+
+    def fn(self, x, dim, keepdim, attrs):
+        return torch.mean(x, dim=dim, keepdim=keepdim)
+
+
+class Amax(Reduce):
+    name = "amax"
+    sigs = same_sigs(ALL)
+
+    def fn(self, x, dim, keepdim, attrs):
+        return torch.amax(x, dim=() if dim is None else dim, keepdim=keepdim)
+
+
+class Amin(Amax):
+    name = "amin"
+
+    def fn(self, x, dim, keepdim, attrs):
+        return torch.amin(x, dim=() if dim is None else dim, keepdim=keepdim)
+
+
+class Prod(Reduce):
+    """torch.prod takes one dim, or none at all (then without keepdim); floats are kept from overflowing."""
+
+    name = "prod"
+    sigs = same_sigs(FLOATS) + _to_int64(INTS + (DType.BOOL,))
+    multi = False
+    full_keepdim = False
+
+    def fn(self, x, dim, keepdim, attrs):
+        return torch.prod(x) if dim is None else torch.prod(x, dim=dim, keepdim=keepdim)
+
+    def domain_loss(self, attrs: AttrMap, x: torch.Tensor) -> torch.Tensor | None:
+        if not x.is_floating_point():
+            return None  # int64 products wrap, identically in every runtime
+        bound = math.log(finite_max(DType.from_torch(x.dtype))) - 1.0
+        logs = torch.log(x.float().abs() + TINY)
+        axes = reduced_axes(attrs["dim"], x.dim())
+        magnitude = logs.sum(dim=axes) if axes else logs
+        return torch.relu(magnitude - bound).sum()
+
+
+class Argmax(Reduce):
+    name = "argmax"
+    sigs = _to_int64(NUMERIC)
+    multi = False
+
+    def fn(self, x, dim, keepdim, attrs):
+        return torch.argmax(x, dim=dim, keepdim=keepdim)
+
+
+class Argmin(Argmax):
+    name = "argmin"
+
+    def fn(self, x, dim, keepdim, attrs):
+        return torch.argmin(x, dim=dim, keepdim=keepdim)
+
+
+class MaxDim(Reduce):
+    """torch.max(x, dim) -> (values, indices)."""
+
+    name = "max"
+    sigs = same_sigs(ALL)
+    multi = False
+    full = False
+    extra_outs = (DType.INT64,)
+
+    def fn(self, x, dim, keepdim, attrs):
+        return tuple(torch.max(x, dim=dim, keepdim=keepdim))
+
+
+class MinDim(MaxDim):
+    name = "min"
+
+    def fn(self, x, dim, keepdim, attrs):
+        return tuple(torch.min(x, dim=dim, keepdim=keepdim))
+
+
+class LogSumExp(Reduce):
+    name = "logsumexp"
+    sigs = same_sigs(FLOATS)
+    full = False  # torch.logsumexp requires dim
+
+    def fn(self, x, dim, keepdim, attrs):
+        return torch.logsumexp(x, dim=dim, keepdim=keepdim)
+
+
+class Var(Reduce):
+    """torch.var with correction 0 or 1; correction 1 needs at least two reduced elements."""
+
+    name = "var"
+    sigs = same_sigs(FLOATS)
+
+    def options(self, ctx, x, axes):
+        correction = ctx.choice("correction", (0, 1)) if axes else 0
+        reqs = [z3.Or(*[x.shape[a] >= 2 for a in axes])] if correction else []
+        return {"correction": correction}, reqs
+
+    def fn(self, x, dim, keepdim, attrs):
+        return torch.var(x, dim=dim, correction=attrs["correction"], keepdim=keepdim)
+
+
+class Std(Var):
+    name = "std"
+
+    def fn(self, x, dim, keepdim, attrs):
+        return torch.std(x, dim=dim, correction=attrs["correction"], keepdim=keepdim)
+
+
+class VarMean(Var):
+    name = "var_mean"
+    extra_outs = (None,)
+
+    def fn(self, x, dim, keepdim, attrs):
+        return torch.var_mean(x, dim=dim, correction=attrs["correction"], keepdim=keepdim)
+
+
+class StdMean(Var):
+    name = "std_mean"
+    extra_outs = (None,)
+
+    def fn(self, x, dim, keepdim, attrs):
+        return torch.std_mean(x, dim=dim, correction=attrs["correction"], keepdim=keepdim)
+
+
+class Norm(Reduce):
+    """torch.linalg.vector_norm; ord is stored as a number or the strings "inf"/"-inf" (JSON has no inf)."""
+
+    name = "norm"
+    sigs = same_sigs(FLOATS)
+
+    def options(self, ctx, x, axes):
+        return {"ord": ctx.choice("ord", (2, 2, 1, 3, "inf", "-inf"))}, []
+
+    def fn(self, x, dim, keepdim, attrs):
+        return torch.linalg.vector_norm(x, ord=float(attrs["ord"]), dim=dim, keepdim=keepdim)
+
+
+class Any_(Reduce):
+    name = "any"
+    # uint8 keeps its dtype in torch.any/all (a legacy rule converters may miss).
+    sigs = tuple(Sig((d,), DType.UINT8 if d is DType.UINT8 else DType.BOOL) for d in ALL)
+
+    def fn(self, x, dim, keepdim, attrs):
+        return torch.any(x, dim=dim, keepdim=keepdim)
+
+
+class All(Any_):
+    name = "all"
+
+    def fn(self, x, dim, keepdim, attrs):
+        return torch.all(x, dim=dim, keepdim=keepdim)
+
+
+class CountNonzero(Reduce):
+    name = "count_nonzero"
+    sigs = _to_int64(ALL)
+    has_keepdim = False
+
+    def fn(self, x, dim, keepdim, attrs):
+        return torch.count_nonzero(x, dim=dim)
+
+
+OPS: list[type[OpSpec]] = [
+    Sum, Mean, Amax, Amin, Prod, Argmax, Argmin, MaxDim, MinDim, LogSumExp,
+    Var, Std, VarMean, StdMean, Norm, Any_, All, CountNonzero,
+]

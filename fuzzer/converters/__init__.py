@@ -1,0 +1,60 @@
+"""The converter registry: one module per converter, collected into an immutable table at import.
+
+Converter modules import their library lazily, so importing this package never fails for a missing
+library; `list_converters()` says which entries can run here and why not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+
+from fuzzer.converters.base import Converter, ConverterInfo
+from fuzzer.converters.onnx_optimizer import OnnxOptimizer
+from fuzzer.converters.onnx_simplifier import OnnxSim
+from fuzzer.converters.onnx_slim import OnnxSlim
+from fuzzer.converters.onnx_to_torch import OnnxToTorch
+from fuzzer.converters.ort_optimizer import OrtOptimizer
+from fuzzer.converters.torch_onnx_dynamo import TorchOnnxDynamo
+from fuzzer.converters.torch_onnx_script import TorchOnnxScript
+from fuzzer.converters.version_converter import OnnxVersionConverter
+
+
+class ConverterRegistry(Mapping[str, Converter]):
+    """Converters by name; built once, never mutated."""
+
+    def __init__(self, converters: list[Converter]) -> None:
+        table: dict[str, Converter] = {}
+        for conv in converters:
+            if conv.name in table:
+                raise ValueError(f"converter {conv.name!r} is registered twice")
+            table[conv.name] = conv
+        self._table = table
+
+    def __getitem__(self, name: str) -> Converter:
+        if name not in self._table:
+            raise KeyError(f"unknown converter {name!r}; known: {', '.join(self._table)}")
+        return self._table[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._table)
+
+    def __len__(self) -> int:
+        return len(self._table)
+
+
+CONVERTERS = ConverterRegistry([
+    TorchOnnxDynamo(), TorchOnnxScript(), OrtOptimizer(), OnnxSim(), OnnxSlim(), OnnxOptimizer(),
+    OnnxVersionConverter(), OnnxToTorch(),
+])
+
+
+def list_converters() -> list[ConverterInfo]:
+    """Every registered converter with its availability (and the reason when unavailable) and versions."""
+    return [conv.info() for conv in CONVERTERS.values()]
+
+
+def get_converter(name: str) -> Converter:
+    return CONVERTERS[name]
+
+
+__all__ = ["CONVERTERS", "ConverterRegistry", "ConverterInfo", "Converter", "list_converters", "get_converter"]

@@ -1,0 +1,217 @@
+"""What a converter is: options, the source it reads, the target run it returns, and stage-tagged failures.
+
+A converter turns a `Source` (the float32 torch module of a graph and its inputs) into a target, runs it and
+returns a `TargetRun`. Any failure of the library under test leaves as a `StageError` naming the pipeline
+stage; any other exception is a convsmith bug and keeps its traceback. Each converter module imports its
+library inside functions, so a missing library makes that converter unavailable and nothing else.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import importlib.metadata
+import time
+import traceback
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+
+from generators.dtypes import DType
+from generators.ir import Graph
+from generators.materialize import GraphModule
+from oracles.verdict import Stage
+
+
+@dataclass(frozen=True)
+class ConverterOptions:
+    """Base of every converter's options: a frozen dataclass of JSON scalars (they go into bug cases)."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {f.name: _jsonable(getattr(self, f.name)) for f in dataclasses.fields(self)}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ConverterOptions:
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(data) - names
+        if unknown:
+            raise ValueError(f"{cls.__name__} has no option(s) {sorted(unknown)}; known: {sorted(names)}")
+        hinted = {f.name: f.type for f in dataclasses.fields(cls)}
+        return cls(**{k: tuple(v) if isinstance(v, list) and "tuple" in str(hinted[k]) else v for k, v in data.items()})
+
+
+def _jsonable(value: Any) -> Any:
+    return list(value) if isinstance(value, tuple) else value
+
+
+@dataclass(frozen=True)
+class Source:
+    """The source model of one check: graph, float32 module (weights settled by the input search), inputs."""
+
+    graph: Graph
+    module: GraphModule
+    inputs: tuple[torch.Tensor, ...]  # in graph.inputs order
+
+    @property
+    def input_names(self) -> tuple[str, ...]:
+        return tuple(self.graph.inputs)
+
+    @property
+    def output_dtypes(self) -> tuple[str, ...]:
+        return tuple(self.graph.types[n].dtype.value for n in self.graph.outputs)
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A library failure: the stage it happened in, the exception type, message and innermost frame."""
+
+    stage: Stage
+    exc_type: str
+    message: str
+    frame: str
+    traceback: str
+
+
+class StageError(Exception):
+    """Raised by converters: the library under test failed at `failure.stage`."""
+
+    def __init__(self, failure: Failure) -> None:
+        super().__init__(f"{failure.stage.value}: {failure.exc_type}: {failure.message}")
+        self.failure = failure
+
+
+def failure_of(stage: Stage, exc: BaseException) -> Failure:
+    frames = traceback.extract_tb(exc.__traceback__)
+    frame = f"{frames[-1].filename}:{frames[-1].lineno} in {frames[-1].name}" if frames else ""
+    exc_type = f"{type(exc).__module__}.{type(exc).__qualname__}"
+    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    return Failure(stage, exc_type, str(exc), frame, text)
+
+
+@dataclass
+class Steps:
+    """One conversion's stopwatch and failure tagger: `with steps.at(Stage.X, "timer"):` around library calls.
+
+    Keep each block tight around calls into the library under test: whatever raises inside is blamed on it.
+    """
+
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @contextmanager
+    def at(self, stage: Stage, timer: str) -> Iterator[None]:
+        start = time.perf_counter()
+        try:
+            yield
+        except StageError:
+            raise
+        except Exception as exc:  # the library under test failed; KeyboardInterrupt passes through
+            raise StageError(failure_of(stage, exc)) from exc
+        finally:
+            self.timings[timer] = self.timings.get(timer, 0.0) + time.perf_counter() - start
+
+
+@dataclass(frozen=True)
+class TargetRun:
+    """A converted model's outputs (graph.outputs order) and how they should be judged.
+
+    `outputs` hold numpy arrays (bfloat16 in float32 storage); `output_dtypes` are the IR dtype names the
+    target declared. `baseline` is what the target is compared with when it is not the eager source (ONNX to
+    ONNX converters compare with the unconverted ONNX model); a baseline failure is the source's, not ours.
+    """
+
+    outputs: tuple[np.ndarray, ...]
+    output_dtypes: tuple[str, ...]
+    timings: Mapping[str, float]
+    model: bytes | None = None  # the serialized target ONNX model, where there is one
+    baseline: tuple[np.ndarray, ...] | None = None
+    baseline_model: bytes | None = None
+
+
+class UpstreamError(Exception):
+    """The step before the converter under test failed (e.g. the export an ONNX optimizer starts from)."""
+
+    def __init__(self, failure: Failure, upstream: str) -> None:
+        super().__init__(f"upstream {upstream} failed at {failure.stage.value}: {failure.message}")
+        self.failure = failure
+        self.upstream = upstream
+
+
+@dataclass(frozen=True)
+class ConverterInfo:
+    """What list_converters reports: name, whether it can run here and why not, library versions."""
+
+    name: str
+    available: bool
+    reason: str
+    versions: Mapping[str, str]
+
+
+class Converter:
+    """Base class: subclasses set the class attributes and implement `convert_impl`.
+
+    `divergence_stage` is the stage a wrong output is blamed on (the step that changed the model).
+    """
+
+    name: ClassVar[str]
+    libraries: ClassVar[tuple[str, ...]]  # import names that must work
+    distributions: ClassVar[tuple[str, ...]]  # package names whose versions key bug cases and probe caches
+    options_type: ClassVar[type[ConverterOptions]]
+    divergence_stage: ClassVar[Stage] = Stage.NODE_CONVERSION
+
+    def availability(self) -> tuple[bool, str]:
+        """(True, "") when every library imports; else (False, the import error)."""
+        for lib in self.libraries:
+            try:
+                importlib.import_module(lib)
+            except Exception as exc:  # a broken install may raise anything at import time
+                return False, f"import {lib} failed: {type(exc).__name__}: {exc}"
+        return True, ""
+
+    def versions(self) -> dict[str, str]:
+        return {d: distribution_version(d) for d in self.distributions}
+
+    def info(self) -> ConverterInfo:
+        ok, reason = self.availability()
+        return ConverterInfo(self.name, ok, reason, self.versions())
+
+    def options(self, data: ConverterOptions | Mapping[str, Any] | None = None) -> ConverterOptions:
+        """Options from an instance, a JSON mapping or None (defaults); the wrong type raises TypeError."""
+        if data is None:
+            return self.options_type()
+        if isinstance(data, ConverterOptions):
+            if not isinstance(data, self.options_type):
+                raise TypeError(f"{self.name} takes {self.options_type.__name__}, not {type(data).__name__}")
+            return data
+        return self.options_type.from_json(data)
+
+    def convert(self, source: Source, options: ConverterOptions | None = None) -> TargetRun:
+        """Convert and run; raises StageError (library failure) or UpstreamError (the step before failed)."""
+        opts = self.options(options)
+        run = self.convert_impl(source, opts)
+        if len(run.outputs) != len(run.output_dtypes):
+            raise AssertionError(f"{self.name}: {len(run.outputs)} outputs but {len(run.output_dtypes)} dtypes")
+        return run
+
+    def convert_impl(self, source: Source, options: ConverterOptions) -> TargetRun:
+        raise NotImplementedError
+
+
+def distribution_version(name: str) -> str:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
+
+
+_KNOWN_TORCH = frozenset(d.torch for d in DType)
+
+
+def tensor_to_numpy(x: torch.Tensor) -> tuple[np.ndarray, str]:
+    """A torch tensor as numpy (bfloat16 widened to float32 storage, exact) and its IR dtype name."""
+    x = x.detach().cpu()
+    name = DType.from_torch(x.dtype).value if x.dtype in _KNOWN_TORCH else f"?{x.dtype}"
+    return (x.float() if x.dtype == torch.bfloat16 else x).numpy(), name

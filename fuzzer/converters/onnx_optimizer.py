@@ -1,0 +1,31 @@
+"""onnxoptimizer: the ONNX project's pass library (fusions and eliminations)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import onnx
+
+from fuzzer.converters.base import ConverterOptions
+from fuzzer.converters.upstream import OnnxPassConverter
+
+
+@dataclass(frozen=True)
+class OnnxOptimizerOptions(ConverterOptions):
+    upstream: str = "torch-onnx-script"
+    opset: int = 17
+    passes: tuple[str, ...] = ()  # empty: onnxoptimizer's fuse-and-elimination set
+    fixed_point: bool = False
+
+
+class OnnxOptimizer(OnnxPassConverter):
+    name = "onnxoptimizer"
+    libraries = ("onnxoptimizer", "onnxruntime")
+    distributions = ("torch", "onnx", "onnxruntime", "onnxoptimizer")
+    options_type = OnnxOptimizerOptions
+
+    def transform(self, model: onnx.ModelProto, options: OnnxOptimizerOptions) -> onnx.ModelProto:
+        import onnxoptimizer
+
+        passes = list(options.passes) or onnxoptimizer.get_fuse_and_elimination_passes()
+        return onnxoptimizer.optimize(model, passes, fixed_point=options.fixed_point)

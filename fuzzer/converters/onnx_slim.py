@@ -1,0 +1,29 @@
+"""onnxslim: pattern fusion, constant folding and dead-code removal on ONNX graphs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import onnx
+
+from fuzzer.converters.base import ConverterOptions
+from fuzzer.converters.upstream import OnnxPassConverter
+
+
+@dataclass(frozen=True)
+class OnnxSlimOptions(ConverterOptions):
+    upstream: str = "torch-onnx-script"
+    opset: int = 17
+    no_constant_folding: bool = False
+
+
+class OnnxSlim(OnnxPassConverter):
+    name = "onnxslim"
+    libraries = ("onnxslim", "onnxruntime")
+    distributions = ("torch", "onnx", "onnxruntime", "onnxslim")
+    options_type = OnnxSlimOptions
+
+    def transform(self, model: onnx.ModelProto, options: OnnxSlimOptions) -> onnx.ModelProto:
+        import onnxslim
+
+        return onnxslim.slim(model, no_constant_folding=options.no_constant_folding)

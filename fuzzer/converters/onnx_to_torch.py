@@ -1,0 +1,44 @@
+"""onnx2torch: the exported ONNX model converted back to a PyTorch module, compared with the original module.
+
+onnx2torch imports torchvision at import time; a torchvision built for another torch fails there ("operator
+torchvision::nms does not exist"), and a missing one raises ModuleNotFoundError: the availability check
+reports either as the reason, and the other converters are not affected.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from fuzzer.converters.base import Converter, ConverterOptions, Source, Steps, TargetRun, tensor_to_numpy
+from fuzzer.converters.upstream import export_upstream
+from oracles.verdict import Stage
+
+
+@dataclass(frozen=True)
+class OnnxToTorchOptions(ConverterOptions):
+    upstream: str = "torch-onnx-script"
+    opset: int = 17
+
+
+class OnnxToTorch(Converter):
+    name = "onnx2torch"
+    libraries = ("onnx2torch",)
+    distributions = ("torch", "onnx", "onnx2torch")
+    options_type = OnnxToTorchOptions
+
+    def convert_impl(self, source: Source, options: OnnxToTorchOptions) -> TargetRun:
+        import onnx2torch
+
+        steps = Steps()
+        up = export_upstream(source, options.upstream, options.opset, steps, run=False)
+        with steps.at(Stage.NODE_CONVERSION, "transform"):
+            module = onnx2torch.convert(up.model)
+        by_name = dict(zip(source.input_names, source.inputs, strict=True))
+        names = [i.name for i in up.model.graph.input if i.name in by_name] or list(source.input_names)
+        with steps.at(Stage.RUNTIME_EXECUTION, "runtime"), torch.no_grad():
+            result = module(*(by_name[n] for n in names))
+        results = tuple(result) if isinstance(result, (tuple, list)) else (result,)
+        pairs = [tensor_to_numpy(r) for r in results]
+        return TargetRun(tuple(a for a, _ in pairs), tuple(d for _, d in pairs), dict(steps.timings), model=up.data)

@@ -1,0 +1,100 @@
+"""ort-optimizer: ONNX Runtime's graph optimizations (basic, extended, all) judged against the disabled run.
+
+When only the optimized run diverges the stage is graph optimization; `culprit` then finds the lowest level
+that diverges and bisects ORT's transformer names (disabled_optimizers) to name the one responsible.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from fuzzer.converters.base import Converter, ConverterOptions, Source, Steps, TargetRun
+from fuzzer.converters.upstream import export_upstream
+from fuzzer.onnx_run import make_session, run_model, run_session
+from oracles.verdict import Stage
+
+LEVEL_ORDER = ("basic", "extended", "all")
+
+# Transformer and rewrite-rule names from onnxruntime/core/optimizer/graph_transformer_utils.cc (ORT has no
+# API that lists them; unknown names are ignored by disabled_optimizers, so extra names are harmless).
+ORT_OPTIMIZERS: tuple[str, ...] = (
+    "ConstantFolding", "CommonSubexpressionElimination", "ConstantSharing", "MatMulAddFusion", "ReshapeFusion",
+    "TransposeOptimizer", "FreeDimensionOverrideTransformer", "QDQPropagationTransformer", "DoubleQDQPairsRemover",
+    "EnsureUniqueDQForNodeUnit", "WeightBiasQuantization", "QDQFinalCleanupTransformer", "CastChainElimination",
+    "Level1_RuleBasedTransformer", "EliminateIdentity", "EliminateSlice", "UnsqueezeElimination",
+    "EliminateDropout", "ExpandElimination", "CastElimination", "PreShapeNodeElimination", "NoopElimination",
+    "DivMulFusion", "FuseReluClip", "GemmSumFusion", "GemmTransposeFusion", "NotWhereFusion", "ConvAddFusion",
+    "ConvMulFusion", "ConvBNFusion", "ClipQuantFusion", "ReluQuantFusion", "LabelEncoderFusion",
+    "Level2_RuleBasedTransformer", "ConvActivationFusion", "ConvAddActivationFusion", "GemmActivationFusion",
+    "MatMulIntegerToFloatFusion", "DynamicQuantizeMatMulFusion", "GeluFusion", "LayerNormFusion",
+    "SimplifiedLayerNormFusion", "AttentionFusion", "EmbedLayerNormFusion", "GatherSliceToSplitFusion",
+    "GatherToSliceFusion", "GatherToSplitFusion", "MatmulTransposeFusion", "BiasGeluFusion",
+    "SkipLayerNormFusion", "FastGeluFusion", "QuickGeluFusion", "BiasSoftmaxFusion", "BiasDropoutFusion",
+    "MatMulScaleFusion", "MatMulActivationFusion", "IsInfReduceSumFusion", "PadFusion", "ConcatSliceElimination",
+    "NchwcTransformer", "NhwcTransformer", "QDQS8ToU8Transformer", "QDQSelectorActionTransformer",
+    "GroupQueryAttentionFusion", "MatMulNBitsFusion", "ShapeInputMerge", "MemcpyTransformer",
+)
+
+
+@dataclass(frozen=True)
+class OrtOptimizerOptions(ConverterOptions):
+    upstream: str = "torch-onnx-script"
+    opset: int = 17
+    level: str = "all"
+
+
+Diverges = Callable[[tuple[np.ndarray, ...]], bool]
+
+
+class OrtOptimizer(Converter):
+    name = "ort-optimizer"
+    libraries = ("onnx", "onnxruntime")
+    distributions = ("torch", "onnx", "onnxruntime")
+    options_type = OrtOptimizerOptions
+    divergence_stage = Stage.GRAPH_OPTIMIZATION
+
+    def convert_impl(self, source: Source, options: OrtOptimizerOptions) -> TargetRun:
+        if options.level not in LEVEL_ORDER:
+            raise ValueError(f"level must be one of {LEVEL_ORDER}, not {options.level!r}")
+        steps = Steps()
+        up = export_upstream(source, options.upstream, options.opset, steps)
+        outputs, dtypes = run_model(up.data, source, steps, options.level, load_stage=Stage.GRAPH_OPTIMIZATION)
+        return TargetRun(outputs, dtypes, dict(steps.timings), model=up.data, baseline=up.outputs,
+                         baseline_model=up.data)
+
+    def culprit(self, source: Source, options: OrtOptimizerOptions, run: TargetRun, diverges: Diverges) -> tuple[
+            str, ...]:
+        """Labels naming the lowest diverging level and, when bisection isolates one, the guilty optimizer."""
+        assert run.model is not None
+        levels = LEVEL_ORDER[: LEVEL_ORDER.index(options.level) + 1]
+        level = next((lv for lv in levels if _diverges_at(run.model, source, lv, (), diverges)), None)
+        if level is None:
+            return ()
+        labels = [f"ort-level:{level}"]
+        name = _bisect(run.model, source, level, diverges)
+        return tuple(labels + [f"ort-optimizer:{name}"]) if name else tuple(labels)
+
+
+def _diverges_at(model: bytes, source: Source, level: str, disabled: Sequence[str], diverges: Diverges) -> bool:
+    """Does the run at `level` with `disabled` optimizers diverge? A crash counts as diverging."""
+    try:
+        session = make_session(model, level, disabled)
+        outputs, _ = run_session(session, source.input_names, source.inputs)
+    except Exception:  # the optimizer crashed with this set: still guilty-looking, keep searching
+        return True
+    return diverges(outputs)
+
+
+def _bisect(model: bytes, source: Source, level: str, diverges: Diverges) -> str | None:
+    """Assume one guilty optimizer: halve the candidates until disabling one alone stops the divergence."""
+    candidates = list(ORT_OPTIMIZERS)
+    if _diverges_at(model, source, level, candidates, diverges):
+        return None  # not one of the names we know (or not an optimizer at all)
+    while len(candidates) > 1:
+        half = candidates[: len(candidates) // 2]
+        candidates = half if not _diverges_at(model, source, level, half, diverges) else candidates[len(half):]
+    return candidates[0]
+

@@ -1,0 +1,76 @@
+"""torch-onnx-dynamo: torch.export capture, translation to ONNX through onnxscript's torchlib, optional optimizer.
+
+The three steps are run separately so a failure names its stage: torch.export.export is capture, the
+translation (decompositions plus torchlib) is node conversion, ONNXProgram.optimize is graph optimization.
+"""
+
+from __future__ import annotations
+
+import functools
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+import onnx
+import torch
+
+from fuzzer.converters.base import Converter, ConverterOptions, Source, Steps, TargetRun
+from fuzzer.onnx_run import check_and_serialize, run_model
+from oracles.verdict import Stage
+
+TORCHLIB_MIN_OPSET = 18  # torchlib has no implementations below this; lower opsets are version-converted
+
+
+@dataclass(frozen=True)
+class DynamoOptions(ConverterOptions):
+    opset: int = 18
+    optimize: bool = True
+
+
+@functools.lru_cache(maxsize=4)
+def _torchlib_registry(opset: int) -> Any:
+    """Building the torchlib registry takes seconds and torch.onnx.export rebuilds it on every call; it is
+    read-only during export, so one per opset per process is shared (the only cache in the converters)."""
+    from torch.onnx._internal.exporter import _registration
+
+    return _registration.ONNXRegistry().from_torchlib(opset_version=opset)
+
+
+def _translate(program: torch.export.ExportedProgram, source: Source, opset: int) -> Any:
+    """ExportedProgram -> ONNXProgram without optimization; the private entry point only to reuse the registry."""
+    names = dict(input_names=list(source.input_names), output_names=list(source.graph.outputs))
+    try:
+        from torch.onnx._internal.exporter import _core
+    except ImportError:  # the private module moved: the public API works, only slower
+        return torch.onnx.export(program, source.inputs, dynamo=True, optimize=False, opset_version=opset,
+                                 verbose=False, **names)
+    registry = _torchlib_registry(max(opset, TORCHLIB_MIN_OPSET))
+    return _core.export(program, source.inputs, registry=registry, optimize=False, opset_version=opset,
+                        verbose=False, **names)
+
+
+def export_dynamo(source: Source, options: DynamoOptions, steps: Steps) -> onnx.ModelProto:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with steps.at(Stage.CAPTURE, "capture"):
+            program = torch.export.export(source.module, source.inputs, strict=False)
+        with steps.at(Stage.NODE_CONVERSION, "export"):
+            onnx_program = _translate(program, source, options.opset)
+        if options.optimize:
+            with steps.at(Stage.GRAPH_OPTIMIZATION, "optimize"):
+                onnx_program.optimize()
+        with steps.at(Stage.SERIALIZATION, "serialization"):
+            return onnx_program.model_proto
+
+
+class TorchOnnxDynamo(Converter):
+    name = "torch-onnx-dynamo"
+    libraries = ("torch", "onnx", "onnxscript", "onnxruntime")
+    distributions = ("torch", "onnx", "onnxscript", "onnxruntime")
+    options_type = DynamoOptions
+
+    def convert_impl(self, source: Source, options: DynamoOptions) -> TargetRun:
+        steps = Steps()
+        data = check_and_serialize(export_dynamo(source, options, steps), steps)
+        outputs, dtypes = run_model(data, source, steps)
+        return TargetRun(outputs, dtypes, dict(steps.timings), model=data)

@@ -1,0 +1,69 @@
+"""The ONNX model an ONNX-to-X converter starts from: an exporter's checked model and its unoptimized run.
+
+Failures here belong to the exporter, not to the converter under test, so they leave as UpstreamError
+(check.py files them under Stage.SOURCE, never as this converter's bug).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+import onnx
+
+from fuzzer.converters.base import Converter, ConverterOptions, Source, StageError, Steps, TargetRun
+from fuzzer.converters.torch_onnx_dynamo import DynamoOptions, export_dynamo
+from fuzzer.converters.torch_onnx_script import ScriptOptions, export_script
+from fuzzer.onnx_run import check_and_serialize, run_model, run_onnx_target, upstream_failure
+from oracles.verdict import Stage
+
+UPSTREAMS = ("torch-onnx-script", "torch-onnx-dynamo")
+
+
+@dataclass(frozen=True)
+class Upstream:
+    """The exported model (proto and bytes) and its outputs under ONNX Runtime with optimizations off."""
+
+    model: onnx.ModelProto
+    data: bytes
+    outputs: tuple[np.ndarray, ...]
+    output_dtypes: tuple[str, ...]
+
+
+def export_upstream(source: Source, exporter: str, opset: int, steps: Steps, run: bool = True) -> Upstream:
+    """Export with `exporter` at `opset`, validate, and (when `run`) run it unoptimized as the baseline."""
+    if exporter not in UPSTREAMS:
+        raise ValueError(f"unknown upstream exporter {exporter!r}; known: {UPSTREAMS}")
+    own = Steps()
+    try:
+        if exporter == "torch-onnx-script":
+            model = export_script(source, ScriptOptions(opset=opset), own)
+        else:
+            model = export_dynamo(source, DynamoOptions(opset=opset, optimize=True), own)
+        data = check_and_serialize(model, own)
+        outputs, dtypes = run_model(data, source, own) if run else ((), ())
+    except StageError as exc:
+        raise upstream_failure(exc, exporter) from exc
+    finally:
+        for timer, seconds in own.timings.items():
+            steps.timings[f"upstream_{timer}"] = seconds
+    return Upstream(onnx.load_from_string(data), data, outputs, dtypes)
+
+
+class OnnxPassConverter(Converter):
+    """An ONNX-to-ONNX converter: export upstream, transform (tagged `transform_stage`), check and run the result
+    like any target, and judge it against the unconverted model's run (the baseline)."""
+
+    transform_stage: Stage = Stage.GRAPH_OPTIMIZATION
+    divergence_stage = Stage.GRAPH_OPTIMIZATION
+
+    def transform(self, model: onnx.ModelProto, options: ConverterOptions) -> onnx.ModelProto:
+        raise NotImplementedError
+
+    def convert_impl(self, source: Source, options: ConverterOptions) -> TargetRun:
+        steps = Steps()
+        up = export_upstream(source, options.upstream, options.opset, steps)  # type: ignore[attr-defined]
+        with steps.at(self.transform_stage, "transform"):
+            model = self.transform(up.model, options)
+        run = run_onnx_target(model, source, steps)
+        return replace(run, timings=dict(steps.timings), baseline=up.outputs, baseline_model=up.data)

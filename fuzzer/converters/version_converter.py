@@ -1,0 +1,32 @@
+"""onnx-version-converter: onnx.version_converter takes the exported model to an older or newer opset."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import onnx
+
+from fuzzer.converters.base import ConverterOptions
+from fuzzer.converters.upstream import OnnxPassConverter
+from oracles.verdict import Stage
+
+
+@dataclass(frozen=True)
+class VersionConverterOptions(ConverterOptions):
+    upstream: str = "torch-onnx-script"
+    opset: int = 17
+    target_opset: int = 21  # newer by default; set e.g. 13 for the downgrade path
+
+
+class OnnxVersionConverter(OnnxPassConverter):
+    name = "onnx-version-converter"
+    libraries = ("onnx", "onnxruntime")
+    distributions = ("torch", "onnx", "onnxruntime")
+    options_type = VersionConverterOptions
+    transform_stage = Stage.NODE_CONVERSION  # adapters rewrite nodes from one opset's schema to another's
+    divergence_stage = Stage.NODE_CONVERSION
+
+    def transform(self, model: onnx.ModelProto, options: VersionConverterOptions) -> onnx.ModelProto:
+        from onnx import version_converter
+
+        return version_converter.convert_version(model, options.target_opset)

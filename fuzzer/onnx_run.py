@@ -1,0 +1,128 @@
+"""Validate and run ONNX models in ONNX Runtime, and the shared "ONNX model vs source" target step.
+
+bfloat16 has no numpy dtype ORT accepts: inputs go in as OrtValues built from the raw 16-bit words, and
+bfloat16 outputs are read from the OrtValue's buffer and widened to float32 storage (exact), which is how the
+oracle stores bfloat16.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import torch
+
+from fuzzer.converters.base import Source, StageError, Steps, TargetRun, UpstreamError
+from oracles.verdict import Stage
+
+LEVELS: Mapping[str, ort.GraphOptimizationLevel] = {
+    "disabled": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
+    "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
+    "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
+    "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
+}
+
+_ORT_TYPE_TO_IR = {
+    "tensor(float)": "float32", "tensor(double)": "float64", "tensor(float16)": "float16",
+    "tensor(bfloat16)": "bfloat16", "tensor(int32)": "int32", "tensor(int64)": "int64", "tensor(int8)": "int8",
+    "tensor(uint8)": "uint8", "tensor(bool)": "bool",
+}
+
+
+def validate(model: onnx.ModelProto) -> None:
+    """onnx.checker (full) and strict shape inference with type checks; raises what they raise."""
+    onnx.checker.check_model(model, full_check=True)
+    onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True, data_prop=True)
+
+
+def make_session(model: bytes, level: str = "disabled",
+                 disabled_optimizers: Sequence[str] = ()) -> ort.InferenceSession:
+    """A CPU session at an optimization level (disabled, basic, extended, all), one thread for determinism."""
+    options = ort.SessionOptions()
+    options.graph_optimization_level = LEVELS[level]
+    options.intra_op_num_threads = 1
+    options.inter_op_num_threads = 1
+    options.log_severity_level = 3
+    return ort.InferenceSession(
+        model, options, providers=["CPUExecutionProvider"], disabled_optimizers=list(disabled_optimizers) or None
+    )
+
+
+def to_ort_value(x: torch.Tensor) -> ort.OrtValue:
+    x = x.detach().contiguous()
+    if x.dtype == torch.bfloat16:
+        words = x.view(torch.int16).numpy().view(np.uint16)
+        return ort.OrtValue.ortvalue_from_numpy_with_onnx_type(words, onnx.TensorProto.BFLOAT16)
+    return ort.OrtValue.ortvalue_from_numpy(x.numpy())
+
+
+def from_ort_value(value: ort.OrtValue) -> tuple[np.ndarray, str]:
+    """An output as numpy (bfloat16 widened to float32) and its IR dtype name ('?' for types we do not make)."""
+    kind = value.data_type()
+    ir = _ORT_TYPE_TO_IR.get(kind, f"?{kind}")
+    if kind != "tensor(bfloat16)":
+        return value.numpy(), ir
+    raw = ctypes.string_at(value.data_ptr(), value.tensor_size_in_bytes())
+    words = np.frombuffer(raw, dtype=np.uint16).reshape(value.shape())
+    return (words.astype(np.uint32) << 16).view(np.float32), ir
+
+
+def feed(session: ort.InferenceSession, names: Sequence[str], inputs: Sequence[torch.Tensor]) -> dict[str, Any]:
+    """Inputs by the session's names: by IR name when they match, else by position (exporters may rename)."""
+    wanted = [i.name for i in session.get_inputs()]
+    by_name = dict(zip(names, inputs, strict=True))
+    if all(n in by_name for n in wanted):
+        return {n: to_ort_value(by_name[n]) for n in wanted}
+    if len(wanted) != len(inputs):
+        raise ValueError(f"model inputs {wanted} match neither the names nor the count of {list(names)}")
+    return {n: to_ort_value(x) for n, x in zip(wanted, inputs, strict=True)}
+
+
+def run_session(session: ort.InferenceSession, names: Sequence[str], inputs: Sequence[torch.Tensor]) -> tuple[
+        tuple[np.ndarray, ...], tuple[str, ...]]:
+    values = session.run_with_ort_values(None, feed(session, names, inputs))
+    pairs = [from_ort_value(v) for v in values]
+    return tuple(a for a, _ in pairs), tuple(d for _, d in pairs)
+
+
+def run_model(model: bytes, source: Source, steps: Steps, level: str = "disabled",
+              load_stage: Stage = Stage.RUNTIME_LOAD, disabled_optimizers: Sequence[str] = ()) -> tuple[
+        tuple[np.ndarray, ...], tuple[str, ...]]:
+    """Load (tagged `load_stage`: graph optimization when optimizers run at load) and run one model."""
+    with steps.at(load_stage, "runtime_load"):
+        session = make_session(model, level, disabled_optimizers)
+    with steps.at(Stage.RUNTIME_EXECUTION, "runtime"):
+        return run_session(session, source.input_names, source.inputs)
+
+
+def check_and_serialize(model: onnx.ModelProto, steps: Steps) -> bytes:
+    """Serialize (and reparse, which catches protos that do not round-trip), then validate."""
+    with steps.at(Stage.SERIALIZATION, "serialization"):
+        data = model.SerializeToString()
+        reparsed = onnx.load_from_string(data)
+    with steps.at(Stage.VALIDATION, "validation"):
+        validate(reparsed)
+    return data
+
+
+def run_onnx_target(model: onnx.ModelProto | bytes, source: Source, steps: Steps | None = None) -> TargetRun:
+    """The shared target step: check, serialize, run with optimizations off. Fault injection calls this too."""
+    steps = steps or Steps()
+    proto = model if isinstance(model, onnx.ModelProto) else _parse(model, steps)
+    data = check_and_serialize(proto, steps)
+    outputs, dtypes = run_model(data, source, steps)
+    return TargetRun(outputs, dtypes, dict(steps.timings), model=data)
+
+
+def _parse(data: bytes, steps: Steps) -> onnx.ModelProto:
+    with steps.at(Stage.SERIALIZATION, "serialization"):
+        return onnx.load_from_string(data)
+
+
+def upstream_failure(exc: StageError, upstream: str) -> UpstreamError:
+    """Re-label an upstream StageError so check.py files it as the source's failure, not this converter's."""
+    return UpstreamError(exc.failure, upstream)

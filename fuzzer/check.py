@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import onnx
 
 from fuzzer.converters import CONVERTERS
 from fuzzer.converters.base import (
@@ -25,11 +26,13 @@ from fuzzer.converters.base import (
     Failure,
     Source,
     StageError,
+    Steps,
     TargetRun,
     UpstreamError,
     failure_of,
     tensor_to_numpy,
 )
+from fuzzer.onnx_run import run_onnx_target
 from generators.ir import Graph
 from generators.materialize import GraphModule, float64_twin, materialize, widen_inputs
 from generators.valid_inputs import find_valid_inputs
@@ -182,8 +185,20 @@ def _numpy(outputs: Sequence[Any]) -> tuple[np.ndarray, ...]:
 def judge(expected: Expected, converter: Converter, options: ConverterOptions,
           timings: dict[str, float]) -> CheckResult:
     """Run the converter once and turn its outcome into a verdict (no rerun, no locating)."""
+    return _judge_run(expected, converter, lambda: converter.convert(expected.source, options), timings)
+
+
+def check_onnx_model(model: onnx.ModelProto | bytes, expected: Expected,
+                     converter_name: str = "torch-onnx-script") -> CheckResult:
+    """Judge a given ONNX model as if `converter_name` had produced it (fault injection, saved cases)."""
+    converter = CONVERTERS[converter_name]
+    return _judge_run(expected, converter, lambda: run_onnx_target(model, expected.source, Steps()), {})
+
+
+def _judge_run(expected: Expected, converter: Converter, produce: Callable[[], TargetRun],
+               timings: dict[str, float]) -> CheckResult:
     try:
-        run = converter.convert(expected.source, options)
+        run = produce()
     except StageError as exc:
         return CheckResult(failure_verdict(converter.name, exc.failure), timings, expected, failure=exc.failure)
     except UpstreamError as exc:

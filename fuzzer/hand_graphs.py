@@ -1,0 +1,92 @@
+"""Small known graphs written by hand (smoke checks, converter tests, fault injection)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from generators.dtypes import DType
+from generators.ir import Graph, Node, TensorType, validate
+from generators.registry import REGISTRY
+
+F32 = DType.FLOAT32
+
+
+@dataclass
+class GraphBuilder:
+    """Append inputs, weights and nodes; `build` closes the graph (outputs default to unread tensors)."""
+
+    inputs: dict[str, TensorType] = field(default_factory=dict)
+    weights: dict[str, TensorType] = field(default_factory=dict)
+    nodes: list[Node] = field(default_factory=list)
+    types: dict[str, TensorType] = field(default_factory=dict)
+
+    def input(self, shape: tuple[int, ...], dtype: DType = F32) -> str:
+        return self._tensor(self.inputs, f"in{len(self.inputs)}", shape, dtype)
+
+    def weight(self, shape: tuple[int, ...], dtype: DType = F32) -> str:
+        return self._tensor(self.weights, f"w{len(self.weights)}", shape, dtype)
+
+    def op(self, op: str, inputs: tuple[str, ...], shape: tuple[int, ...], dtype: DType = F32, **attrs: Any) -> str:
+        name = f"t{len(self.nodes)}"
+        self.nodes.append(Node(op, inputs, (name,), attrs))
+        self.types[name] = TensorType(shape, dtype)
+        return name
+
+    def build(self, outputs: tuple[str, ...] = ()) -> Graph:
+        read = {n for node in self.nodes for n in node.inputs}
+        outs = outputs or tuple(o for node in self.nodes for o in node.outputs if o not in read)
+        graph = Graph(dict(self.inputs), dict(self.weights), tuple(self.nodes), outs, dict(self.types))
+        validate(graph, REGISTRY)
+        return graph
+
+    def _tensor(self, table: dict[str, TensorType], name: str, shape: tuple[int, ...], dtype: DType) -> str:
+        table[name] = self.types[name] = TensorType(shape, dtype)
+        return name
+
+
+def conv_relu_add() -> Graph:
+    """conv2d (3x3, pad 1, bias) -> relu -> add a second input."""
+    g = GraphBuilder()
+    x, other = g.input((1, 3, 8, 8)), g.input((1, 4, 8, 8))
+    w, b = g.weight((4, 3, 3, 3)), g.weight((4,))
+    conv = g.op("conv2d", (x, w, b), (1, 4, 8, 8), stride=(1, 1), padding=(1, 1), dilation=(1, 1), groups=1,
+                bias=True, padding_mode="zeros")
+    g.op("add", (g.op("relu", (conv,), (1, 4, 8, 8)), other), (1, 4, 8, 8))
+    return g.build()
+
+
+def elementwise() -> Graph:
+    """exp, tanh, mul, sub: the unary/binary families only."""
+    g = GraphBuilder()
+    a, b = g.input((3, 5)), g.input((3, 5))
+    t = g.op("tanh", (g.op("mul", (a, b), (3, 5)),), (3, 5))
+    g.op("sub", (g.op("exp", (t,), (3, 5)), b), (3, 5))
+    return g.build()
+
+
+def sub_permute() -> Graph:
+    """sub (non-commutative) then a 2-D permute of a square result."""
+    g = GraphBuilder()
+    a, b = g.input((4, 4)), g.input((4, 4))
+    g.op("permute", (g.op("sub", (a, b), (4, 4)),), (4, 4), perm=(1, 0), contiguous=False)
+    return g.build()
+
+
+def hardtanh_cast() -> Graph:
+    """hardtanh (an ONNX Clip) on a scaled input, and a float16 cast of the result."""
+    g = GraphBuilder()
+    a = g.input((2, 6))
+    scaled = g.op("mul", (a, g.input((2, 6))), (2, 6))
+    clipped = g.op("hardtanh", (scaled,), (2, 6), min_val=-0.5, max_val=0.5)
+    g.op("cast_float16", (clipped,), (2, 6), DType.FLOAT16, to="float16")
+    return g.build()
+
+
+def pad_tanh() -> Graph:
+    """Constant padding of the last two dims, then tanh."""
+    g = GraphBuilder()
+    a = g.input((1, 2, 3, 3))
+    padded = g.op("pad_constant", (a,), (1, 2, 5, 7), pad=(2, 2, 1, 1), mode="constant", value=0.5)
+    g.op("tanh", (padded,), (1, 2, 5, 7))
+    return g.build()

@@ -1,0 +1,107 @@
+"""Every registered converter turns a small known graph into a pass; failures are classified by stage."""
+
+from __future__ import annotations
+
+import pytest
+
+from fuzzer import hand_graphs
+from fuzzer.check import CheckOptions, classify, prepare, run_check
+from fuzzer.converters import CONVERTERS, list_converters
+from fuzzer.converters.base import Failure
+from generators.dtypes import DType
+from oracles.verdict import Stage, Symptom
+
+INFO = {info.name: info for info in list_converters()}
+FAST_CHECK = CheckOptions(rerun=False, locate=False, culprit=False)
+
+
+def _skip_unavailable(name: str) -> None:
+    if not INFO[name].available:
+        pytest.skip(f"{name} unavailable here: {INFO[name].reason}")
+
+
+@pytest.mark.parametrize("name", list(CONVERTERS))
+def test_every_converter_passes_conv_relu_add(name: str) -> None:
+    _skip_unavailable(name)
+    result = run_check(hand_graphs.conv_relu_add(), 0, name, check_options=FAST_CHECK)
+    assert result.verdict.symptom is Symptom.PASS, result.verdict.message
+    assert result.verdict.converter == name
+    assert "oracle" in result.timings and result.target is not None
+
+
+@pytest.mark.parametrize("name,options", [
+    ("torch-onnx-dynamo", {"optimize": False, "opset": 18}),
+    ("torch-onnx-script", {"opset": 13}),
+    ("ort-optimizer", {"level": "basic"}),
+    ("onnx-version-converter", {"target_opset": 15}),
+    ("onnxoptimizer", {"upstream": "torch-onnx-dynamo", "opset": 18}),
+])
+def test_options_variants_pass(name: str, options: dict) -> None:
+    _skip_unavailable(name)
+    verdict = run_check(hand_graphs.elementwise(), 1, name, options, FAST_CHECK).verdict
+    assert verdict.symptom is Symptom.PASS, verdict.message
+
+
+def test_version_converter_without_adapter_is_unsupported() -> None:
+    """onnx has no Mul(14) -> Mul(13) adapter: a documented gap, counted as unsupported, not a bug."""
+    verdict = run_check(hand_graphs.elementwise(), 1, "onnx-version-converter", {"target_opset": 13}, FAST_CHECK).verdict
+    assert (verdict.symptom, verdict.stage) == (Symptom.UNSUPPORTED, Stage.NODE_CONVERSION), verdict.message
+    assert not verdict.is_bug
+
+
+def test_registry_lists_every_converter_with_versions() -> None:
+    required = {"torch-onnx-dynamo", "torch-onnx-script", "ort-optimizer", "onnxsim", "onnxslim", "onnxoptimizer",
+                "onnx-version-converter", "onnx2torch"}
+    assert required <= set(INFO)
+    for info in INFO.values():
+        assert info.versions and (info.available or info.reason)
+
+
+def test_onnx2torch_reports_why_it_is_unavailable() -> None:
+    info = INFO["onnx2torch"]
+    if info.available:
+        pytest.skip("onnx2torch imports here; covered by the every-converter test")
+    assert "torchvision" in info.reason
+
+
+def test_options_round_trip_through_json() -> None:
+    for conv in CONVERTERS.values():
+        opts = conv.options()
+        assert conv.options(opts.to_json()) == opts
+    with pytest.raises(ValueError, match="no option"):
+        CONVERTERS["torch-onnx-script"].options({"nonsense": 1})
+
+
+@pytest.mark.parametrize("message,exc_type,stage,symptom", [
+    ("[ONNXRuntimeError] : 9 : NOT_IMPLEMENTED : Could not find an implementation for Mul(14) node with name 'n'",
+     "onnxruntime.NotImplemented", Stage.RUNTIME_LOAD, Symptom.UNSUPPORTED),
+    ("Exporting the operator 'aten::foo' to ONNX opset version 17 is not supported.", "torch.onnx.errors."
+     "UnsupportedOperatorError", Stage.NODE_CONVERSION, Symptom.UNSUPPORTED),
+    ("Unsupported: ONNX export of operator cummax", "torch.onnx.errors.SymbolicValueError",
+     Stage.NODE_CONVERSION, Symptom.UNSUPPORTED),
+    ("[ShapeInferenceError] Inferred shape and existing shape differ", "onnx.ShapeInferenceError",
+     Stage.VALIDATION, Symptom.INVALID_MODEL),
+    ("index out of range", "builtins.IndexError", Stage.GRAPH_OPTIMIZATION, Symptom.CRASH),
+])
+def test_failures_are_classified(message: str, exc_type: str, stage: Stage, symptom: Symptom) -> None:
+    assert classify(Failure(stage, exc_type, message, "", "")) is symptom
+
+
+def test_bfloat16_graph_is_fed_and_judged_without_crashing() -> None:
+    """ORT has few bfloat16 kernels: the verdict is unsupported (counted) or pass, never our own error."""
+    g = hand_graphs.GraphBuilder()
+    a = g.input((2, 3), DType.BFLOAT16)
+    g.op("cast_float32", (g.op("add", (a, a), (2, 3), DType.BFLOAT16),), (2, 3), DType.FLOAT32, to="float32")
+    verdict = run_check(g.build(), 0, "torch-onnx-script", check_options=FAST_CHECK).verdict
+    assert verdict.symptom in (Symptom.PASS, Symptom.UNSUPPORTED), verdict.message
+
+
+def test_float16_cast_graph_passes() -> None:
+    verdict = run_check(hand_graphs.hardtanh_cast(), 2, "torch-onnx-script", check_options=FAST_CHECK).verdict
+    assert verdict.symptom is Symptom.PASS, verdict.message
+
+
+def test_source_inputs_follow_graph_order() -> None:
+    graph = hand_graphs.conv_relu_add()
+    expected = prepare(graph, 0, "x", {}, 1.0)
+    assert [tuple(x.shape) for x in expected.source.inputs] == [graph.inputs[n].shape for n in graph.inputs]

@@ -56,6 +56,16 @@ def conv_relu_add() -> Graph:
     return g.build()
 
 
+def conv_relu() -> Graph:
+    """conv2d (3x3, pad 1, stride 1, no bias) -> relu."""
+    g = GraphBuilder()
+    x, w = g.input((1, 2, 6, 6)), g.weight((3, 2, 3, 3))
+    conv = g.op("conv2d", (x, w), (1, 3, 6, 6), stride=(1, 1), padding=(1, 1), dilation=(1, 1), groups=1,
+                bias=False, padding_mode="zeros")
+    g.op("relu", (conv,), (1, 3, 6, 6))
+    return g.build()
+
+
 def elementwise() -> Graph:
     """exp, tanh, mul, sub: the unary/binary families only."""
     g = GraphBuilder()

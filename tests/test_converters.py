@@ -44,7 +44,8 @@ def test_options_variants_pass(name: str, options: dict) -> None:
 
 def test_version_converter_without_adapter_is_unsupported() -> None:
     """onnx has no Mul(14) -> Mul(13) adapter: a documented gap, counted as unsupported, not a bug."""
-    verdict = run_check(hand_graphs.elementwise(), 1, "onnx-version-converter", {"target_opset": 13}, FAST_CHECK).verdict
+    options = {"target_opset": 13}
+    verdict = run_check(hand_graphs.elementwise(), 1, "onnx-version-converter", options, FAST_CHECK).verdict
     assert (verdict.symptom, verdict.stage) == (Symptom.UNSUPPORTED, Stage.NODE_CONVERSION), verdict.message
     assert not verdict.is_bug
 

@@ -1,0 +1,188 @@
+"""Mutated exported models are flagged (wrong values or wrong shape/dtype, at node conversion); unmutated pass.
+
+Each case exports a hand-written graph with the TorchScript exporter, applies one mutation to the ONNX proto
+and judges it with check_onnx_model, as if the exporter had produced the mutated model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import onnx
+import pytest
+from onnx import helper, numpy_helper
+
+from fuzzer import hand_graphs
+from fuzzer.check import CheckOptions, Expected, check_onnx_model, follow_up, judge, prepare
+from fuzzer.converters.base import Source, Steps, TargetRun
+from fuzzer.converters.torch_onnx_script import ScriptOptions, TorchOnnxScript, export_script
+from fuzzer.onnx_run import run_onnx_target
+from generators.ir import Graph
+from oracles.verdict import Stage, Symptom
+
+Mutation = Callable[[onnx.ModelProto], None]
+
+
+def _node(model: onnx.ModelProto, op_type: str) -> onnx.NodeProto:
+    return next(n for n in model.graph.node if n.op_type == op_type)
+
+
+def _set_attr(node: onnx.NodeProto, name: str, value: object) -> None:
+    kept = [a for a in node.attribute if a.name != name]
+    del node.attribute[:]
+    node.attribute.extend(kept + [helper.make_attribute(name, value)])
+
+
+def _constant_producing(model: onnx.ModelProto, name: str) -> onnx.NodeProto:
+    return next(n for n in model.graph.node if n.op_type == "Constant" and n.output[0] == name)
+
+
+def bump_weight(model: onnx.ModelProto) -> None:
+    init = next(i for i in model.graph.initializer if i.name == _node(model, "Conv").input[1])
+    values = numpy_helper.to_array(init).copy()
+    values.flat[0] += 0.5
+    init.CopyFrom(numpy_helper.from_array(values, init.name))
+
+
+def conv_pads(model: onnx.ModelProto) -> None:
+    """Pads dropped, and the output shape left undeclared (as exporters with dynamic dims do)."""
+    _set_attr(_node(model, "Conv"), "pads", [0, 0, 0, 0])
+    del model.graph.value_info[:]
+    for output in model.graph.output:
+        for i, dim in enumerate(output.type.tensor_type.shape.dim):
+            dim.dim_param = f"d{i}"
+
+
+def conv_pads_declared(model: onnx.ModelProto) -> None:
+    """Pads dropped but the old output shape still declared: strict shape inference must object."""
+    _set_attr(_node(model, "Conv"), "pads", [0, 0, 0, 0])
+
+
+def clip_bound(model: onnx.ModelProto) -> None:
+    constant = _constant_producing(model, _node(model, "Clip").input[2])
+    _set_attr(constant, "value", numpy_helper.from_array(np.array(0.25, dtype=np.float32)))
+
+
+def cast_target(model: onnx.ModelProto) -> None:
+    """Cast to float32 instead of float16, with the output declared to match (a consistent wrong model)."""
+    cast = _node(model, "Cast")
+    _set_attr(cast, "to", onnx.TensorProto.FLOAT)
+    for output in model.graph.output:
+        if output.name == cast.output[0]:
+            output.type.tensor_type.elem_type = onnx.TensorProto.FLOAT
+
+
+def cast_target_declared(model: onnx.ModelProto) -> None:
+    _set_attr(_node(model, "Cast"), "to", onnx.TensorProto.FLOAT)
+
+
+def swap_sub(model: onnx.ModelProto) -> None:
+    node = _node(model, "Sub")
+    a, b = node.input
+    node.input[:] = [b, a]
+
+
+def drop_transpose(model: onnx.ModelProto) -> None:
+    node = _node(model, "Transpose")
+    for other in model.graph.output:
+        if other.name == node.output[0]:
+            # The graph output is the transpose's: make the Sub write it directly.
+            _node(model, "Sub").output[0] = node.output[0]
+    model.graph.node.remove(node)
+
+
+def add_transpose(model: onnx.ModelProto) -> None:
+    node = _node(model, "Relu")
+    node.output[0], old = "relu_raw", node.output[0]
+    transpose = helper.make_node("Transpose", ["relu_raw"], [old], perm=[0, 1, 3, 2])
+    model.graph.node.insert(list(model.graph.node).index(node) + 1, transpose)
+
+
+def pad_mode(model: onnx.ModelProto) -> None:
+    _set_attr(_node(model, "Pad"), "mode", "edge")
+
+
+CASES: dict[str, tuple[Callable[[], Graph], Mutation, Symptom]] = {
+    "weight_value": (hand_graphs.conv_relu_add, bump_weight, Symptom.WRONG_VALUES),
+    "conv_pads": (hand_graphs.conv_relu, conv_pads, Symptom.WRONG_SHAPE),
+    "clip_bound": (hand_graphs.hardtanh_cast, clip_bound, Symptom.WRONG_VALUES),
+    "cast_target": (hand_graphs.hardtanh_cast, cast_target, Symptom.WRONG_DTYPE),
+    "swapped_sub": (hand_graphs.sub_permute, swap_sub, Symptom.WRONG_VALUES),
+    "dropped_transpose": (hand_graphs.sub_permute, drop_transpose, Symptom.WRONG_VALUES),
+    "added_transpose": (hand_graphs.conv_relu_add, add_transpose, Symptom.WRONG_VALUES),
+    "pad_mode": (hand_graphs.pad_tanh, pad_mode, Symptom.WRONG_VALUES),
+}
+CAUGHT_BY_VALIDATION: dict[str, tuple[Callable[[], Graph], Mutation]] = {
+    "conv_pads_declared": (hand_graphs.conv_relu_add, conv_pads_declared),
+    "cast_target_declared": (hand_graphs.hardtanh_cast, cast_target_declared),
+}
+GRAPHS = {make.__name__: make for make, _, _ in CASES.values()}
+
+
+def _exported(make: Callable[[], Graph]) -> tuple[Expected, onnx.ModelProto]:
+    expected = prepare(make(), 0, "torch-onnx-script", {}, 1.0)
+    assert isinstance(expected, Expected)
+    return expected, export_script(expected.source, ScriptOptions(), Steps())
+
+
+@pytest.mark.parametrize("graph_name", sorted(GRAPHS))
+def test_unmutated_model_passes(graph_name: str) -> None:
+    expected, model = _exported(GRAPHS[graph_name])
+    verdict = check_onnx_model(model, expected).verdict
+    assert verdict.symptom is Symptom.PASS, verdict.message
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_mutation_is_flagged_at_node_conversion(case: str) -> None:
+    make, mutate, symptom = CASES[case]
+    expected, model = _exported(make)
+    mutate(model)
+    result = check_onnx_model(model, expected)
+    verdict = result.verdict
+    assert (verdict.symptom, verdict.stage) == (symptom, Stage.NODE_CONVERSION), verdict.message
+    assert verdict.is_bug and verdict.signature.startswith(symptom.json_name)
+    assert verdict.diverging_op in {n.op for n in expected.source.graph.nodes}
+
+
+@pytest.mark.parametrize("case", sorted(CAUGHT_BY_VALIDATION))
+def test_mutation_contradicting_declared_types_is_invalid(case: str) -> None:
+    make, mutate = CAUGHT_BY_VALIDATION[case]
+    expected, model = _exported(make)
+    mutate(model)
+    verdict = check_onnx_model(model, expected).verdict
+    assert (verdict.symptom, verdict.stage) == (Symptom.INVALID_MODEL, Stage.VALIDATION), verdict.message
+
+
+def test_a_broken_model_is_invalid_at_validation() -> None:
+    expected, model = _exported(hand_graphs.elementwise)
+    _node(model, "Tanh").input[0] = "no_such_tensor"
+    verdict = check_onnx_model(model, expected).verdict
+    assert (verdict.symptom, verdict.stage) == (Symptom.INVALID_MODEL, Stage.VALIDATION), verdict.message
+
+
+class TanhBecomesSigmoid(TorchOnnxScript):
+    """A deliberately faulty exporter: every Tanh is emitted as Sigmoid."""
+
+    name = "test-tanh-becomes-sigmoid"
+
+    def convert_impl(self, source: Source, options: ScriptOptions) -> TargetRun:
+        steps = Steps()
+        model = export_script(source, options, steps)
+        for node in model.graph.node:
+            if node.op_type == "Tanh":
+                node.op_type = "Sigmoid"
+        return run_onnx_target(model, source, steps)
+
+
+def test_follow_up_reruns_and_locates_the_first_diverging_operator() -> None:
+    """elementwise() is mul -> tanh -> exp -> sub: the whole graph diverges at sub's output, prefixes at tanh."""
+    converter = TanhBecomesSigmoid()
+    expected, _ = _exported(hand_graphs.elementwise)
+    options = converter.options()
+    first = judge(expected, converter, options, {})
+    assert first.verdict.diverging_op == "sub"
+    verdict = follow_up(first, converter, options, CheckOptions()).verdict
+    assert verdict.symptom is Symptom.WRONG_VALUES, verdict.message
+    assert (verdict.diverging_op, verdict.diverging_dtype) == ("tanh", "float32")
+    assert "tanh" in verdict.signature and "first-diverging-prefix:2" in verdict.labels

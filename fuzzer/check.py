@@ -51,6 +51,7 @@ UNSUPPORTED_PATTERNS: tuple[re.Pattern[str], ...] = tuple(re.compile(p, re.IGNOR
     r"Could not find an implementation for",  # ORT NOT_IMPLEMENTED kernel lookup
     r"\bNOT_IMPLEMENTED\b",
     r"Unsupported: ONNX export of",  # TorchScript exporter symbolic_helper
+    r"does NOT support exporting",  # TorchScript exporter symbolic_opset*: "... for non-boolean input values"
     r"is not supported",  # "Exporting the operator 'aten::x' to ONNX opset version N is not supported"
     r"No ONNX function found for",  # dynamo exporter: torchlib has no translation
     r"no (?:registered )?decomposition",

@@ -158,10 +158,14 @@ class _GraphBuilder:
     def has_tensor(self, dtype: DType, ranks: tuple[int, ...]) -> bool:
         return any(t.dtype is dtype and t.rank in ranks for n, t in self.tensors.items() if n not in self.weights)
 
-    def pick_input(self, dtype: DType, ranks: tuple[int, ...], pending: _Pending) -> tuple[str, SymTensor]:
+    def pick_input(
+        self, dtype: DType, ranks: tuple[int, ...], pending: _Pending, taken: list[str]
+    ) -> tuple[str, SymTensor]:
         ranks = tuple(r for r in ranks if r <= self.opts.max_rank)
+        # One tensor twice in a node (x - x, x / x) makes degenerate graphs no input can rescue.
         candidates = [
-            n for n, t in self.tensors.items() if t.dtype is dtype and t.rank in ranks and n not in self.weights
+            n for n, t in self.tensors.items()
+            if t.dtype is dtype and t.rank in ranks and n not in self.weights and n not in taken
         ]
         if candidates and self.rng.random() >= self.opts.new_input_prob:
             # Prefer recent tensors so graphs grow deep, not only wide.
@@ -201,7 +205,9 @@ class _GraphBuilder:
         if op.arity == 0:
             inputs: list[tuple[str, SymTensor]] = []
         else:
-            inputs = [self.pick_input(dt, rk, pending) for dt, rk in zip(sig.ins, op.ranks)]
+            inputs = []
+            for dt, rk in zip(sig.ins, op.ranks):
+                inputs.append(self.pick_input(dt, rk, pending, [n for n, _ in inputs]))
         build = self.call_build(op, pending, [t for _, t in inputs])
         if build is None or build.outputs[0].dtype is not sig.out:
             return build is not None and self._bug(op, "first output dtype differs from the signature")

@@ -67,6 +67,12 @@ class GraphModule(torch.nn.Module):
             else:
                 self.register_buffer(name, value.clone())
 
+    def load_weights(self, weights: Mapping[str, torch.Tensor]) -> None:
+        """Replace weight values in place (same names, shapes and dtypes)."""
+        with torch.no_grad():
+            for name, value in weights.items():
+                getattr(self, name).copy_(value)
+
     def _node_attrs(self, attrs: Mapping) -> dict:
         if not self.widen:
             return dict(attrs)

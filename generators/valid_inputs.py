@@ -1,29 +1,173 @@
-"""Search for inputs (and weights) that keep every intermediate of the eager run free of NaN and Inf."""
+"""Search for inputs and weights that keep every intermediate of the eager run free of NaN and Inf.
+
+Most graphs pass on the first random draw. When one does not, the search runs the graph node by node with
+float32 master copies of every float leaf (inputs and weights), sums each op's `domain_loss` (log of a
+non-positive, division by near zero, ...) plus a magnitude penalty on the inputs of any node whose output
+overflowed, and takes normalised gradient steps. Integer leaves cannot follow a gradient: a positive
+integer loss or an eager error draws them again. Everything is seeded and bounded by a time budget.
+"""
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import torch
 
-from generators.materialize import GraphModule, random_inputs
+from generators.ir import Graph
+from generators.materialize import GraphModule, random_inputs, random_tensor
+
+OVERFLOW_BOUND = 4.0  # where the magnitude penalty pushes inputs of an overflowing node
+STEP = 0.15
 
 
 @dataclass
 class FoundInputs:
+    """The search result: inputs by name, the weights it settled on, and how it went."""
+
     inputs: dict[str, torch.Tensor]
+    weights: dict[str, torch.Tensor]
     valid: bool
-    tries: int
+    steps: int
+    seconds: float
 
 
-def find_valid_inputs(module: GraphModule, seed: int) -> FoundInputs:
-    """Placeholder until the gradient-guided search lands: random inputs, resampled on failure."""
-    for attempt in range(8):
-        inputs = random_inputs(module.graph, seed + 7919 * attempt)
+@dataclass
+class _Leaves:
+    """Float32 (or float64) master copies of float leaves; integer leaves kept as they are."""
+
+    masters: dict[str, torch.Tensor]
+    fixed: dict[str, torch.Tensor]
+    dtypes: dict[str, torch.dtype]
+
+    @classmethod
+    def of(cls, values: dict[str, torch.Tensor]) -> _Leaves:
+        masters, fixed, dtypes = {}, {}, {}
+        for name, v in values.items():
+            dtypes[name] = v.dtype
+            if v.is_floating_point():
+                wide = torch.float64 if v.dtype == torch.float64 else torch.float32
+                masters[name] = v.detach().to(wide).requires_grad_(True)
+            else:
+                fixed[name] = v
+        return cls(masters, fixed, dtypes)
+
+    def values(self) -> dict[str, torch.Tensor]:
+        out = {n: m.to(self.dtypes[n]) for n, m in self.masters.items()}
+        out.update(self.fixed)
+        return out
+
+    def frozen(self) -> dict[str, torch.Tensor]:
+        return {n: v.detach().clone() for n, v in self.values().items()}
+
+
+def _first_violation(module: GraphModule, env: dict[str, torch.Tensor]) -> tuple[torch.Tensor | None, bool]:
+    """Run nodes until the first one out of its domain or overflowing.
+
+    Returns (float loss of that node or None when none is violated, an integer leaf needs a new draw). Only the
+    first violation is optimised: everything upstream of it is finite, so its gradient is clean, while a
+    loss summed past a NaN would poison every gradient with 0 * NaN.
+    """
+    graph = module.graph
+    for node, op, attrs in zip(graph.nodes, module._ops, module._attrs):
+        xs = [env[n] for n in node.inputs]
+        penalty = op.domain_loss(attrs, *xs)
+        if penalty is not None and float(penalty.detach()) > 0:
+            if not penalty.requires_grad:
+                return None, True
+            return penalty.float(), False
+        result = op.forward(attrs, *xs)
+        outs = result if isinstance(result, (tuple, list)) else (result,)
+        for name, value in zip(node.outputs, outs):
+            env[name] = value
+            if value.is_floating_point() and not bool(torch.isfinite(value).all()):
+                floats = [x for x in xs if x.is_floating_point() and x.requires_grad]
+                if not floats:
+                    return None, True
+                return sum(torch.relu(x.float().abs() - OVERFLOW_BOUND).sum() for x in floats), False
+    return None, False
+
+
+def _redraw_ints(graph: Graph, leaves: _Leaves, gen: torch.Generator) -> None:
+    for name in leaves.fixed:
+        ttype = graph.types[name]
+        leaves.fixed[name] = random_tensor(ttype, gen, graph.ranges.get(name))
+
+
+# Fallback ranges by shape: symmetric, positive-only and negative-only, each shrinking with the attempt, so
+# a path with no gradient (floor, round, comparisons) still gets tried on both sides of zero.
+RANGE_SHAPES = ((-1.0, 1.0), (0.0, 1.0), (-1.0, 0.0), (0.5, 1.0))
+
+
+def _redraw_floats(graph: Graph, leaves: _Leaves, gen: torch.Generator, attempt: int) -> None:
+    scale = 2.0 * 0.6 ** (attempt // len(RANGE_SHAPES))
+    shape_lo, shape_hi = RANGE_SHAPES[attempt % len(RANGE_SHAPES)]
+    for name, master in leaves.masters.items():
+        ttype = graph.types[name]
+        lo, hi = graph.ranges.get(name, (shape_lo * scale, shape_hi * scale))
+        fresh = random_tensor(ttype, gen, (lo, hi)).to(master.dtype)
+        leaves.masters[name] = fresh.requires_grad_(True)
+
+
+def _step(leaves: _Leaves, loss: torch.Tensor, size: float) -> bool:
+    """One normalised gradient step on every float leaf; False when the gradient is unusable."""
+    masters = list(leaves.masters.values())
+    if not masters or not loss.requires_grad:
+        return False
+    try:
+        grads = torch.autograd.grad(loss, masters, allow_unused=True)
+    except RuntimeError:  # an op on the path has no derivative (floor_divide, ...)
+        return False
+    moved = False
+    with torch.no_grad():
+        for master, grad in zip(masters, grads):
+            if grad is None:
+                continue
+            # Sign steps move every offending element by the same amount, however deep in the graph it is
+            # (plain gradients through log/exp chains vanish or explode).
+            direction = torch.nan_to_num(grad, nan=0.0).sign()
+            if bool(direction.any()):
+                master -= size * direction * master.abs().clamp(min=0.5)
+                moved = True
+    return moved
+
+
+def find_valid_inputs(module: GraphModule, seed: int, budget_s: float = 1.0, max_steps: int = 200) -> FoundInputs:
+    """Inputs (and weights) with a NaN/Inf-free eager run, searched from `seed` within `budget_s` seconds."""
+    graph = module.graph
+    start = time.perf_counter()
+    gen = torch.Generator().manual_seed(seed + 104729)
+    weights = {n: getattr(module, n).detach() for n in graph.weights}
+    leaves = _Leaves.of({**random_inputs(graph, seed), **weights})
+    redraws = 0
+    size = STEP
+    for step in range(max_steps):
+        env = leaves.values()
         try:
-            env = module.run_all(*inputs.values())
-        except RuntimeError:
-            continue
-        if all(torch.isfinite(v).all() for v in env.values() if v.is_floating_point()):
-            return FoundInputs(inputs, True, attempt + 1)
-    return FoundInputs(inputs, False, 8)
+            loss, int_trouble = _first_violation(module, env)
+        except RuntimeError:  # e.g. integer division by zero: only a new draw helps
+            loss, int_trouble = None, True
+        if loss is None and not int_trouble:
+            return _found(module, leaves, True, step + 1, start)
+        if time.perf_counter() - start > budget_s:
+            break
+        size *= 0.93  # a shrinking step settles instead of oscillating between two domain edges
+        if int_trouble:
+            _redraw_ints(graph, leaves, gen)
+            if step % 4 == 3:
+                redraws += 1
+                _redraw_floats(graph, leaves, gen, redraws)
+        elif loss is None or size < 0.01 or not _step(leaves, loss, size):
+            redraws += 1
+            size = STEP
+            _redraw_floats(graph, leaves, gen, redraws)
+    return _found(module, leaves, False, max_steps, start)
+
+
+def _found(module: GraphModule, leaves: _Leaves, valid: bool, steps: int, start: float) -> FoundInputs:
+    values = leaves.frozen()
+    inputs = {n: values[n] for n in module.graph.inputs}
+    weights = {n: values[n] for n in module.graph.weights}
+    if valid:
+        module.load_weights(weights)
+    return FoundInputs(inputs, weights, valid, steps, time.perf_counter() - start)

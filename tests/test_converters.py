@@ -106,3 +106,13 @@ def test_source_inputs_follow_graph_order() -> None:
     graph = hand_graphs.conv_relu_add()
     expected = prepare(graph, 0, "x", {}, 1.0)
     assert [tuple(x.shape) for x in expected.source.inputs] == [graph.inputs[n].shape for n in graph.inputs]
+
+
+def test_ort_culprit_search_runs_and_names_the_lowest_level() -> None:
+    """With a predicate that always diverges, the lowest level is basic and no single optimizer is guilty."""
+    graph = hand_graphs.conv_relu_add()
+    expected = prepare(graph, 0, "ort-optimizer", {}, 1.0)
+    conv = CONVERTERS["ort-optimizer"]
+    run = conv.convert(expected.source)
+    assert conv.culprit(expected.source, conv.options(), run, lambda outputs: True) == ("ort-level:basic",)
+    assert conv.culprit(expected.source, conv.options(), run, lambda outputs: False) == ()

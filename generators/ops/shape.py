@@ -1,0 +1,840 @@
+"""Shape and layout operators: reshape/view, transpose/permute, squeeze, expand, cat/split, pad, slicing, scans."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+import z3
+
+from generators.dtypes import ALL, FLOATS, INTS, DType
+from generators.ops.base import (
+    AttrMap,
+    Build,
+    BuildContext,
+    Dim,
+    OpSpec,
+    Sig,
+    SymTensor,
+    finite_max,
+    norm_axis,
+    same_sigs,
+)
+
+ANY_RANK = (0, 1, 2, 3, 4, 5)
+POS_RANK = (1, 2, 3, 4, 5)
+MAX_RANK = 5
+
+
+# ---- helpers ------------------------------------------------------------------------------------
+
+def size_of(shape: Sequence[Dim]) -> z3.ArithRef:
+    """The element count as a z3 expression (1 for a scalar)."""
+    return z3.Product(*shape) if shape else z3.IntVal(1)
+
+
+def pick_axis(ctx: BuildContext, name: str, n: int) -> int:
+    """One of `n` axis positions, written negative a third of the time (converters mishandle those)."""
+    axis = ctx.choice(name, range(n))
+    return axis - n if ctx.choice(f"{name}_negative", (False, False, True)) else axis
+
+
+def fill_value(ctx: BuildContext, dtype: DType) -> float | int | bool:
+    """A scalar the dtype can hold exactly, for pad/masked_fill values."""
+    if dtype is DType.BOOL:
+        return ctx.choice("value", (False, True))
+    if dtype is DType.UINT8:
+        return ctx.choice("value", (0, 1, 7, 255))
+    if dtype.is_int:
+        return ctx.choice("value", (0, 1, -3, 100))
+    return ctx.choice("value", (0.0, 1.0, -2.5, 0.125, 1000.0))
+
+
+class ShapeOp(OpSpec):
+    """Shape ops move elements without arithmetic, so every dtype is accepted."""
+
+    family = "shape"
+    sigs = same_sigs(ALL)
+    ranks = (ANY_RANK,)
+
+
+def one(shape: Sequence[Dim], dtype: DType, requires: list | None = None, /, **attrs: Any) -> Build:
+    """A single-output Build."""
+    return Build([SymTensor(tuple(shape), dtype)], requires or [], attrs)
+
+
+# ---- reshaping ----------------------------------------------------------------------------------
+
+def regroup(ctx: BuildContext, dims: Sequence[Dim], rank: int) -> tuple[list[Dim], list[z3.BoolRef]]:
+    """Dims of `rank` with the same product: split some dims into two factors, then merge neighbours.
+
+    Splitting and merging keeps each requirement a single small product, which z3 solves fast; a free
+    factorization of the whole element count is too slow to solve.
+    """
+    parts, reqs = list(dims), []
+    splits = ctx.choice("splits", range(0, 3)) + max(0, rank - len(parts))
+    for i in range(splits):
+        if not parts:
+            parts.append(z3.IntVal(1))
+            continue
+        at = ctx.choice(f"split{i}", range(len(parts)))
+        a, b = ctx.dim(), ctx.dim()
+        reqs.append(a * b == parts[at])
+        parts[at:at + 1] = [a, b]
+    while len(parts) > max(rank, 1):
+        at = ctx.choice(f"merge{len(parts)}", range(len(parts) - 1))
+        parts[at:at + 2] = [parts[at] * parts[at + 1]]
+    if rank == 0:
+        reqs.append(size_of(parts) == 1)
+        parts = []
+    return parts, reqs
+
+
+class Reshape(ShapeOp):
+    """x.reshape(shape): a target rank is picked and z3 finds the factorization; sometimes one entry is -1."""
+
+    name = "reshape"
+
+    def build(self, ctx: BuildContext, x: SymTensor) -> Build:
+        dims, reqs = regroup(ctx, x.shape, ctx.choice("rank", range(MAX_RANK + 1)))
+        shape: tuple = tuple(dims)
+        if dims and ctx.choice("infer", (False, True)):
+            i = ctx.choice("infer_at", range(len(dims)))
+            shape = shape[:i] + (-1,) + shape[i + 1:]
+        return one(dims, x.dtype, reqs, shape=shape)
+
+    def forward(self, attrs: AttrMap, x: torch.Tensor) -> torch.Tensor:
+        return x.reshape(attrs["shape"])
+
+
+class View(Reshape):
+    """x.contiguous().view(shape): the view idiom (contiguous because the input may be a transpose)."""
+
+    name = "view"
+
+    def forward(self, attrs: AttrMap, x: torch.Tensor) -> torch.Tensor:
+        return x.contiguous().view(attrs["shape"])
+
+
+class Unflatten(ShapeOp):
+    """x.unflatten(dim, sizes): one dim split into 2-3 factors, sometimes with a -1."""
+
+    name = "unflatten"
+    ranks = ((1, 2, 3, 4),)
+
+    def build(self, ctx: BuildContext, x: SymTensor) -> Build:
+        dim = pick_axis(ctx, "dim", x.rank)
+        parts = [ctx.dim() for _ in range(ctx.choice("parts", (2, 2, 3)))]
+        if x.rank + len(parts) - 1 > MAX_RANK:
+            return None
+        sizes: tuple = tuple(parts)
+        if ctx.choice("infer", (False, True)):
+            i = ctx.choice("infer_at", range(len(parts)))
+            sizes = sizes[:i] + (-1,) + sizes[i + 1:]
+        axis = norm_axis(dim, x.rank)
+        shape = x.shape[:axis] + tuple(parts) + x.shape[axis + 1:]
+        return one(shape, x.dtype, [size_of(parts) == x.shape[axis]], dim=dim, sizes=sizes)
+
+    def forward(self, attrs: AttrMap, x: torch.Tensor) -> torch.Tensor:
+        return x.unflatten(attrs["dim"], attrs["sizes"])
+
+
+class Flatten(ShapeOp):
+    """torch.flatten(x, start_dim, end_dim)."""
+
+    name = "flatten"
+
+    def build(self, ctx: BuildContext, x: SymTensor) -> Build:
+        if x.rank == 0:
+            return one((z3.IntVal(1),), x.dtype, start_dim=0, end_dim=ctx.choice("end_dim", (0, -1)))
+        start = ctx.choice("start", range(x.rank))
+        end = ctx.choice("end", range(start, x.rank))
+        shape = x.shape[:start] + (size_of(x.shape[start:end + 1]),) + x.shape[end + 1:]
+        neg_start, neg_end = ctx.choice("negative", ((False, False), (True, False), (False, True), (True, True)))
+        return one(shape, x.dtype, start_dim=start - x.rank if neg_start else start,
+                   end_dim=end - x.rank if neg_end else end)
+
+    def forward(self, attrs: AttrMap, x: torch.Tensor) -> torch.Tensor:
+        return torch.flatten(x, attrs["start_dim"], attrs["end_dim"])
+
+
+# ---- axis order ---------------------------------------------------------------------------------
+
+def maybe_contiguous(x: torch.Tensor, attrs: AttrMap) -> torch.Tensor:
+    return x.contiguous() if attrs["contiguous"] else x
+
+
+class Transpose(ShapeOp):
+    """x.transpose(d0, d1), sometimes followed by .contiguous() (the materialized-transpose idiom)."""
+
+    name = "transpose"
+    ranks = ((2, 3, 4, 5),)
+
+    def build(self, ctx: BuildContext, x: SymTensor) -> Build:
+        d0, d1 = ctx.choice("dims", list(itertools.combinations(range(x.rank), 2)))
+        shape = list(x.shape)
+        shape[d0], shape[d1] = shape[d1], shape[d0]
+        if ctx.choice("negative0", (False, True)):
+            d0 -= x.rank
+        if ctx.choice("negative1", (False, True)):
+            d1 -= x.rank
+        if ctx.choice("swap", (False, True)):
+            d0, d1 = d1, d0
+        return one(shape, x.dtype, dim0=d0, dim1=d1, contiguous=ctx.choice("contiguous", (False, True)))
+
+    def forward(self, attrs: AttrMap, x: torch.Tensor) -> torch.Tensor:
+        return maybe_contiguous(x.transpose(attrs["dim0"], attrs["dim1"]), attrs)
+
+
+class T(ShapeOp):
+    """x.t(): the 0-2D transpose."""
+
+    name = "t"
+    ranks = ((0, 1, 2),)
+
+    def build(self, ctx: BuildContext, x: SymTensor) -> Build:
+        return one(x.shape[::-1], x.dtype)
+
+    def forward(self, attrs: AttrMap, x: torch.Tensor) -> torch.Tensor:
+        return x.t()
+
+
+class Permute(ShapeOp):
+    """x.permute(perm), sometimes followed by .contiguous()."""
+
+    name = "permute"
+
+    def build(self, ctx: BuildContext, x: SymTensor) -> Build:
+        perm = ctx.choice("perm", list(itertools.permutations(range(x.rank))))
+        shape = [x.shape[p] for p in perm]
+        if x.rank and ctx.choice("negative", (False, True)):
+            perm = tuple(p - x.rank if ctx.choice(f"neg{i}", (False, True)) else p for i, p in enumerate(perm))
+        return one(shape, x.dtype, perm=tuple(perm), contiguous=ctx.choice("contiguous", (False, True)))
+
+    def forward(self, attrs: AttrMap, x: torch.Tensor) -> torch.Tensor:
+        return maybe_contiguous(x.permute(attrs["perm"]), attrs)
+
+
+class Movedim(ShapeOp):
+    """torch.movedim(x, source, destination) with one axis or a tuple of axes."""
+
+    name = "movedim"
+    ranks = (POS_RANK,)
+
+    def build(self, ctx: BuildContext, x: SymTensor) -> Build:
+        r = x.rank
+        count = ctx.choice("count", range(1, r + 1))
+        src = ctx.rng.sample(range(r), count)
+        dst = ctx.rng.sample(range(r), count)
+        order: list[int | None] = [None] * r
+        for s, d in zip(src, dst, strict=True):
+            order[d] = s
+        rest = iter(i for i in range(r) if i not in src)
+        order = [o if o is not None else next(rest) for o in order]
+        shape = [x.shape[o] for o in order]
+        src = [s - r if ctx.choice(f"src_neg{i}", (False, True)) else s for i, s in enumerate(src)]
+        if count == 1 and ctx.choice("scalar", (False, True)):
+            return one(shape, x.dtype, source=src[0], destination=dst[0])
+        return one(shape, x.dtype, source=tuple(src), destination=tuple(dst))
+
+    def forward(self, attrs: AttrMap, x: torch.Tensor) -> torch.Tensor:
+        return torch.movedim(x, attrs["source"], attrs["destination"])
+
+
+# ---- size-1 dims and broadcasting ----------------------------------------------------------------
+
+class Squeeze(ShapeOp):
+    """x.squeeze(...): one size-1 dim, a tuple of them, all of them, or a dim that is not 1 (a no-op)."""
+
+    name = "squeeze"
+
+    def build(self, ctx: BuildContext, x: SymTensor) -> Build:
+        mode = ctx.choice("mode", ("dim", "dims", "all", "noop") if x.rank else ("all",))
+        if mode == "all":
+            ones = {i for i in range(x.rank) if ctx.choice(f"one{i}", (False, True))}
+            reqs = [x.shape[i] == 1 if i in ones else x.shape[i] >= 2 for i in range(x.rank)]
+            return one([d for i, d in enumerate(x.shape) if i not in ones], x.dtype, reqs, dim=None)
+        if mode == "noop":
+            dim = pick_axis(ctx, "dim", x.rank)
+            return one(x.shape, x.dtype, [x.shape[dim] >= 2], dim=dim)
+        count = 1 if mode == "dim" else ctx.choice("count", range(1, x.rank + 1))
+        axes = ctx.rng.sample(range(x.rank), count)
+        dims = tuple(a - x.rank if ctx.choice(f"neg{i}", (False, True)) else a for i, a in enumerate(axes))
+        shape = [d for i, d in enumerate(x.shape) if i not in axes]
+        return one(shape, x.dtype, [x.shape[a] == 1 for a in axes], dim=dims[0] if mode == "dim" else dims)
+
+    def forward(self, attrs: AttrMap, x: torch.Tensor) -> torch.Tensor:
+        return x.squeeze() if attrs["dim"] is None else x.squeeze(attrs["dim"])
+
+
+class Unsqueeze(ShapeOp):
+    """x.unsqueeze(dim), dim in [-rank-1, rank]."""
+
+    name = "unsqueeze"
+    ranks = ((0, 1, 2, 3, 4),)
+
+    def build(self, ctx: BuildContext, x: SymTensor) -> Build:
+        dim = pick_axis(ctx, "dim", x.rank + 1)
+        axis = norm_axis(dim, x.rank + 1)
+        return one(x.shape[:axis] + (z3.IntVal(1),) + x.shape[axis:], x.dtype, dim=dim)
+
+    def forward(self, attrs: AttrMap, x: torch.Tensor) -> torch.Tensor:
+        return x.unsqueeze(attrs["dim"])
+
+
+class Expand(ShapeOp):
+    """x.expand(sizes): size-1 dims grow, new leading dims appear, kept dims are written as -1 or their size."""
+
+    name = "expand"
+
+    def build(self, ctx: BuildContext, x: SymTensor) -> Build:
+        lead = ctx.choice("lead", range(0, min(2, MAX_RANK - x.rank) + 1))
+        shape: list = [ctx.dim() for _ in range(lead)]
+        sizes: list = list(shape)
+        reqs = []
+        for i, d in enumerate(x.shape):
+            how = ctx.choice(f"how{i}", ("grow", "keep", "minus_one"))
+            if how == "grow":
+                new = ctx.dim()
+                reqs.append(d == 1)
+                shape.append(new)
+                sizes.append(new)
+            else:
+                shape.append(d)
+                sizes.append(-1 if how == "minus_one" else d)
+        return one(shape, x.dtype, reqs, sizes=tuple(sizes))
+
+    def forward(self, attrs: AttrMap, x: torch.Tensor) -> torch.Tensor:
+        return x.expand(attrs["sizes"])
+
+
+class BroadcastTo(Expand):
+    """torch.broadcast_to(x, shape): the functional spelling of expand."""
+
+    name = "broadcast_to"
+
+    def forward(self, attrs: AttrMap, x: torch.Tensor) -> torch.Tensor:
+        return torch.broadcast_to(x, attrs["sizes"])
+
+
+# ---- joining and splitting ------------------------------------------------------------------------
+
+class Cat(ShapeOp):
+    """torch.cat of inputs with one rank and dtype, equal except along the axis."""
+
+    name = "cat"
+    sigs = same_sigs(ALL, 2)
+    ranks = (POS_RANK, POS_RANK)
+
+    def build(self, ctx: BuildContext, *xs: SymTensor) -> Build:
+        rank = xs[0].rank
+        if any(x.rank != rank for x in xs):
+            return None
+        dim = pick_axis(ctx, "dim", rank)
+        axis = norm_axis(dim, rank)
+        reqs = [x.shape[i] == xs[0].shape[i] for x in xs[1:] for i in range(rank) if i != axis]
+        shape = list(xs[0].shape)
+        shape[axis] = z3.Sum(*(x.shape[axis] for x in xs))
+        return one(shape, xs[0].dtype, reqs, dim=dim)
+
+    def forward(self, attrs: AttrMap, *xs: torch.Tensor) -> torch.Tensor:
+        return torch.cat(xs, dim=attrs["dim"])
+
+
+class Cat3(Cat):
+    name = "cat3"
+    sigs = same_sigs(ALL, 3)
+    ranks = (POS_RANK,) * 3
+
+
+class Stack(ShapeOp):
+    """torch.stack of same-shape inputs along a new axis."""
+
+    name = "stack"
+    sigs = same_sigs(ALL, 2)
+    ranks = ((0, 1, 2, 3, 4),) * 2
+
+    def build(self, ctx: BuildContext, *xs: SymTensor) -> Build:
+        rank = xs[0].rank
+        if any(x.rank != rank for x in xs):
+            return None
+        dim = pick_axis(ctx, "dim", rank + 1)
+        axis = norm_axis(dim, rank + 1)
+        reqs = [x.shape[i] == xs[0].shape[i] for x in xs[1:] for i in range(rank)]
+        shape = xs[0].shape[:axis] + (z3.IntVal(len(xs)),) + xs[0].shape[axis:]
+        return one(shape, xs[0].dtype, reqs, dim=dim)
+
+    def forward(self, attrs: AttrMap, *xs: torch.Tensor) -> torch.Tensor:
+        return torch.stack(xs, dim=attrs["dim"])
+
+
+class Stack3(Stack):
+    name = "stack3"
+    sigs = same_sigs(ALL, 3)
+    ranks = ((0, 1, 2, 3, 4),) * 3
+
+
+def pieces(x: SymTensor, axis: int, sizes: Sequence[Dim]) -> list[SymTensor]:
+    """The outputs of splitting `x` along `axis` into the given sizes."""
+    return [SymTensor(x.shape[:axis] + (s,) + x.shape[axis + 1:], x.dtype) for s in sizes]
+
+
+def even_pieces(n: Dim, size: Dim, count: int) -> tuple[list[Dim], list[z3.BoolRef]]:
+    """`count` pieces of `size` with a shorter last one, and the requirement that exactly `count` come out."""
+    last = n - (count - 1) * size
+    return [size] * (count - 1) + [last], [(count - 1) * size < n, n <= count * size]
+
+
+class Split(ShapeOp):
+    """torch.split(x, split_size_or_sections, dim): multi-output."""
+
+    name = "split"
+    ranks = (POS_RANK,)
+
+    def build(self, ctx: BuildContext, x: SymTensor) -> Build:
+        dim = pick_axis(ctx, "dim", x.rank)
+        axis = norm_axis(dim, x.rank)
+        n = x.shape[axis]
+        count = ctx.choice("count", (1, 2, 2, 3, 4))
+        if ctx.choice("sections", (False, True)):
+            sizes: list = [ctx.dim() for _ in range(count)]
+            return Build(pieces(x, axis, sizes), [z3.Sum(*sizes) == n], {"split": tuple(sizes), "dim": dim})
+        size = ctx.int_attr("split_size", 1, 64)
+        sizes, reqs = even_pieces(n, size, count)
+        return Build(pieces(x, axis, sizes), reqs, {"split": size, "dim": dim})
+
+    def forward(self, attrs: AttrMap, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return torch.split(x, attrs["split"], dim=attrs["dim"])
+
+
+class Chunk(ShapeOp):
+    """torch.chunk(x, chunks, dim): may yield fewer than `chunks` pieces, which converters get wrong."""
+
+    name = "chunk"
+    ranks = (POS_RANK,)
+
+    def build(self, ctx: BuildContext, x: SymTensor) -> Build:
+        dim = pick_axis(ctx, "dim", x.rank)
+        axis = norm_axis(dim, x.rank)
+        n = x.shape[axis]
+        chunks = ctx.choice("chunks", (1, 2, 3, 4, 5))
+        count = ctx.choice("count", range(max(1, chunks - 2), chunks + 1))
+        sizes, reqs = even_pieces(n, (n + chunks - 1) / chunks, count)
+        return Build(pieces(x, axis, sizes), reqs, {"chunks": chunks, "dim": dim})
+
+    def forward(self, attrs: AttrMap, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return torch.chunk(x, attrs["chunks"], dim=attrs["dim"])
+
+
+class TensorSplit(ShapeOp):
+    """torch.tensor_split(x, sections or indices, dim)."""
+
+    name = "tensor_split"
+    ranks = (POS_RANK,)
+
+    def build(self, ctx: BuildContext, x: SymTensor) -> Build:
+        dim = pick_axis(ctx, "dim", x.rank)
+        axis = norm_axis(dim, x.rank)
+        n = x.shape[axis]
+        count = ctx.choice("count", (1, 2, 3, 4))
+        if ctx.choice("indices", (False, True)):
+            cuts = [ctx.int_attr(f"index{i}", 1, 63) for i in range(count - 1)]
+            bounds = [z3.IntVal(0)] + cuts + [n]
+            sizes = [b - a for a, b in itertools.pairwise(bounds)]
+            return Build(pieces(x, axis, sizes), [], {"split": tuple(cuts), "dim": dim})
+        # The first n % count pieces get one extra element.
+        sizes = [n / count + z3.If(i < n % count, 1, 0) for i in range(count)]
+        return Build(pieces(x, axis, sizes), [], {"split": count, "dim": dim})
+
+    def forward(self, attrs: AttrMap, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return torch.tensor_split(x, attrs["split"], dim=attrs["dim"])
+
+
+class Unbind(ShapeOp):
+    """torch.unbind(x, dim): one output per slice of a small dim."""
+
+    name = "unbind"
+    ranks = (POS_RANK,)
+
+    def build(self, ctx: BuildContext, x: SymTensor) -> Build:
+        dim = pick_axis(ctx, "dim", x.rank)
+        axis = norm_axis(dim, x.rank)
+        count = ctx.choice("count", (1, 2, 3, 4))
+        out = SymTensor(x.shape[:axis] + x.shape[axis + 1:], x.dtype)
+        return Build([out] * count, [x.shape[axis] == count], {"dim": dim})
+
+    def forward(self, attrs: AttrMap, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return torch.unbind(x, dim=attrs["dim"])
+
+
+# ---- windows: narrow, slicing, select, pad ------------------------------------------------------
+
+def signed_index(ctx: BuildContext, name: str, n: Dim, negative: bool) -> tuple[Any, Dim]:
+    """An index attribute into a dim of size n, written negative when asked: (attr value, position from 0)."""
+    if negative:
+        back = ctx.int_attr(name, 1, 64)
+        return -back, n - back
+    pos = ctx.int_attr(name, 0, 63)
+    return pos, pos
+
+
+class Narrow(ShapeOp):
+    """torch.narrow(x, dim, start, length), start sometimes negative."""
+
+    name = "narrow"
+    ranks = (POS_RANK,)
+
+    def build(self, ctx: BuildContext, x: SymTensor) -> Build:
+        dim = pick_axis(ctx, "dim", x.rank)
+        axis = norm_axis(dim, x.rank)
+        n = x.shape[axis]
+        start, first = signed_index(ctx, "start", n, ctx.choice("negative", (False, False, True)))
+        length = ctx.int_attr("length", 1, 64)
+        shape = x.shape[:axis] + (length,) + x.shape[axis + 1:]
+        return one(shape, x.dtype, [first >= 0, first + length <= n], dim=dim, start=start, length=length)
+
+    def forward(self, attrs: AttrMap, x: torch.Tensor) -> torch.Tensor:
+        return torch.narrow(x, attrs["dim"], attrs["start"], attrs["length"])
+
+
+class Slice(ShapeOp):
+    """x[:, a:b:s] written as Python indexing; bounds may be omitted, negative, or past the end."""
+
+    name = "slice"
+    ranks = (POS_RANK,)
+
+    def build(self, ctx: BuildContext, x: SymTensor) -> Build:
+        axis = ctx.choice("axis", range(x.rank))
+        n = x.shape[axis]
+        reqs = []
+        start, first = None, z3.IntVal(0)
+        kind = ctx.choice("start_kind", ("none", "pos", "pos", "neg"))
+        if kind != "none":
+            start, first = signed_index(ctx, "start", n, kind == "neg")
+            reqs.append(first >= 0)
+        stop, end = None, n
+        kind = ctx.choice("stop_kind", ("none", "pos", "pos", "neg", "past_end"))
+        if kind == "past_end":
+            stop = ctx.choice("stop", (64, 1000, 2**31 - 1, 2**63 - 1))
+        elif kind != "none":
+            stop, end = signed_index(ctx, "stop", n, kind == "neg")
+            reqs.append(end <= n)
+        step = ctx.choice("step", (1, 1, 2, 3, 4, 7))
+        reqs.append(end > first)
+        shape = x.shape[:axis] + ((end - first + step - 1) / step,) + x.shape[axis + 1:]
+        # Indexing from the back (x[..., a:b]) for trailing axes, as models often write it.
+        from_back = ctx.choice("ellipsis", (False, True))
+        return one(shape, x.dtype, reqs, axis=axis - x.rank if from_back else axis, start=start, stop=stop, step=step)
+
+    def forward(self, attrs: AttrMap, x: torch.Tensor) -> torch.Tensor:
+        window = slice(attrs["start"], attrs["stop"], attrs["step"])
+        axis = attrs["axis"]
+        if axis < 0:
+            return x[(Ellipsis, window) + (slice(None),) * (-axis - 1)]
+        return x[(slice(None),) * axis + (window,)]
+
+
+class Select(ShapeOp):
+    """x[:, i] / x.select(dim, i): integer indexing that drops a dim; the index is sometimes negative."""
+
+    name = "select"
+    ranks = (POS_RANK,)
+
+    def build(self, ctx: BuildContext, x: SymTensor) -> Build:
+        dim = pick_axis(ctx, "dim", x.rank)
+        axis = norm_axis(dim, x.rank)
+        n = x.shape[axis]
+        index, pos = signed_index(ctx, "index", n, ctx.choice("negative", (False, True)))
+        shape = x.shape[:axis] + x.shape[axis + 1:]
+        return one(shape, x.dtype, [pos >= 0, pos < n], dim=dim, index=index,
+                   indexing=ctx.choice("indexing", (False, True)))
+
+    def forward(self, attrs: AttrMap, x: torch.Tensor) -> torch.Tensor:
+        if not attrs["indexing"]:
+            return x.select(attrs["dim"], attrs["index"])
+        dim = attrs["dim"]
+        if dim < 0:
+            return x[(Ellipsis, attrs["index"]) + (slice(None),) * (-dim - 1)]
+        return x[(slice(None),) * dim + (attrs["index"],)]
+
+
+class Pad(ShapeOp):
+    """F.pad(x, pad, mode, value) over 1-3 trailing dims; each mode has its own rank and size rules."""
+
+    mode = "constant"
+
+    def padded_dims(self, ctx: BuildContext, rank: int) -> int | None:
+        """How many trailing dims to pad; reflect/replicate/circular need 1-2 leading (batch, channel) dims."""
+        counts = [k for k in (1, 2, 3) if rank - 2 <= k <= rank - 1]
+        return ctx.choice("padded", counts) if counts else None
+
+    def pad_limit(self, n: Dim, left: Dim, right: Dim) -> list[z3.BoolRef]:
+        # Negative pads crop the input first, and that crop must leave something.
+        return [n + z3.If(left < 0, left, 0) + z3.If(right < 0, right, 0) >= 1]
+
+    def build(self, ctx: BuildContext, x: SymTensor) -> Build:
+        count = self.padded_dims(ctx, x.rank)
+        if count is None:
+            return None
+        lo = -8 if self.mode == "constant" else 0
+        pad, reqs, shape = [], [], list(x.shape)
+        for i in range(count):  # the pad list starts at the last dim
+            n = x.shape[x.rank - 1 - i]
+            left, right = ctx.int_attr(f"pad{i}_left", lo, 8), ctx.int_attr(f"pad{i}_right", lo, 8)
+            pad += [left, right]
+            reqs += self.pad_limit(n, left, right)
+            shape[x.rank - 1 - i] = n + left + right
+        attrs = {"pad": tuple(pad), "mode": self.mode}
+        if self.mode == "constant":
+            attrs["value"] = fill_value(ctx, x.dtype)
+        return one(shape, x.dtype, reqs, **attrs)
+
+    def forward(self, attrs: AttrMap, x: torch.Tensor) -> torch.Tensor:
+        if attrs["mode"] == "constant":
+            return F.pad(x, attrs["pad"], mode="constant", value=attrs["value"])
+        return F.pad(x, attrs["pad"], mode=attrs["mode"])
+
+
+class PadConstant(Pad):
+    """Constant padding: any rank, negative pads crop."""
+
+    name = "pad_constant"
+    ranks = (POS_RANK,)
+
+    def padded_dims(self, ctx: BuildContext, rank: int) -> int | None:
+        return ctx.choice("padded", range(1, min(3, rank) + 1))
+
+
+class PadReflect(Pad):
+    name = "pad_reflect"
+    mode = "reflect"
+    sigs = same_sigs(ALL[:-1])  # no bool kernel
+    ranks = ((2, 3, 4, 5),)
+
+    def pad_limit(self, n: Dim, left: Dim, right: Dim) -> list[z3.BoolRef]:
+        return [left < n, right < n]
+
+
+class PadReplicate(Pad):
+    name = "pad_replicate"
+    mode = "replicate"
+    sigs = same_sigs(ALL[:-1])  # no bool kernel
+    ranks = ((2, 3, 4, 5),)
+
+
+class PadCircular(Pad):
+    name = "pad_circular"
+    mode = "circular"
+    ranks = ((2, 3, 4, 5),)
+
+    def pad_limit(self, n: Dim, left: Dim, right: Dim) -> list[z3.BoolRef]:
+        return [left <= n, right <= n]
+
+
+# ---- repetition and reordering ------------------------------------------------------------------
+
+class Tile(ShapeOp):
+    """torch.tile(x, reps): reps shorter than the rank pad with ones, longer ones add leading dims."""
+
+    name = "tile"
+
+    def build(self, ctx: BuildContext, x: SymTensor) -> Build:
+        length = ctx.choice("length", range(max(1, x.rank - 1), min(x.rank + 1, MAX_RANK) + 1))
+        return self.tiled(ctx, x, length)
+
+    def tiled(self, ctx: BuildContext, x: SymTensor, length: int) -> Build:
+        reps = [ctx.int_attr(f"rep{i}", 1, 4) for i in range(length)]
+        rank = max(length, x.rank)
+        dims = [z3.IntVal(1)] * (rank - x.rank) + list(x.shape)
+        factors = [1] * (rank - length) + reps
+        return one([d * f for d, f in zip(dims, factors, strict=True)], x.dtype, reps=tuple(reps))
+
+    def forward(self, attrs: AttrMap, x: torch.Tensor) -> torch.Tensor:
+        return torch.tile(x, attrs["reps"])
+
+
+class Repeat(Tile):
+    """x.repeat(*sizes): like tile but sizes must cover every dim."""
+
+    name = "repeat"
+
+    def build(self, ctx: BuildContext, x: SymTensor) -> Build:
+        return self.tiled(ctx, x, ctx.choice("length", range(max(1, x.rank), MAX_RANK + 1)))
+
+    def forward(self, attrs: AttrMap, x: torch.Tensor) -> torch.Tensor:
+        return x.repeat(*attrs["reps"])
+
+
+def pick_axes(ctx: BuildContext, rank: int) -> tuple[int, ...]:
+    """A non-empty set of distinct axes in random order, some written negative."""
+    axes = ctx.rng.sample(range(rank), ctx.choice("count", range(1, rank + 1)))
+    return tuple(a - rank if ctx.choice(f"neg{i}", (False, True)) else a for i, a in enumerate(axes))
+
+
+class Flip(ShapeOp):
+    """torch.flip(x, dims)."""
+
+    name = "flip"
+    ranks = (POS_RANK,)
+
+    def build(self, ctx: BuildContext, x: SymTensor) -> Build:
+        return one(x.shape, x.dtype, dims=pick_axes(ctx, x.rank))
+
+    def forward(self, attrs: AttrMap, x: torch.Tensor) -> torch.Tensor:
+        return torch.flip(x, attrs["dims"])
+
+
+class Roll(ShapeOp):
+    """torch.roll(x, shifts, dims): per-axis shifts (negative, or past the size), or a roll of the flat tensor."""
+
+    name = "roll"
+    ranks = (POS_RANK,)
+
+    def build(self, ctx: BuildContext, x: SymTensor) -> Build:
+        if ctx.choice("flat", (False, False, True)):
+            return one(x.shape, x.dtype, shifts=ctx.int_attr("shift", -100, 100), dims=None)
+        dims = pick_axes(ctx, x.rank)
+        shifts = tuple(ctx.int_attr(f"shift{i}", -80, 80) for i in range(len(dims)))
+        return one(x.shape, x.dtype, shifts=shifts, dims=dims)
+
+    def forward(self, attrs: AttrMap, x: torch.Tensor) -> torch.Tensor:
+        return torch.roll(x, attrs["shifts"], attrs["dims"])
+
+
+class Rot90(ShapeOp):
+    """torch.rot90(x, k, dims): odd k swaps the two dims."""
+
+    name = "rot90"
+    ranks = ((2, 3, 4, 5),)
+
+    def build(self, ctx: BuildContext, x: SymTensor) -> Build:
+        d0, d1 = ctx.choice("dims", list(itertools.permutations(range(x.rank), 2)))
+        k = ctx.choice("k", (-3, -2, -1, 0, 1, 2, 3, 4, 5))
+        shape = list(x.shape)
+        if k % 2:
+            shape[d0], shape[d1] = shape[d1], shape[d0]
+        if ctx.choice("negative", (False, True)):
+            d0 -= x.rank
+        return one(shape, x.dtype, k=k, dims=(d0, d1))
+
+    def forward(self, attrs: AttrMap, x: torch.Tensor) -> torch.Tensor:
+        return torch.rot90(x, attrs["k"], attrs["dims"])
+
+
+# ---- triangles and diagonals ----------------------------------------------------------------------
+
+class Tril(ShapeOp):
+    """torch.tril(x, diagonal) over the last two dims."""
+
+    name = "tril"
+    ranks = ((2, 3, 4, 5),)
+
+    def build(self, ctx: BuildContext, x: SymTensor) -> Build:
+        return one(x.shape, x.dtype, diagonal=ctx.int_attr("diagonal", -10, 10))
+
+    def forward(self, attrs: AttrMap, x: torch.Tensor) -> torch.Tensor:
+        return torch.tril(x, attrs["diagonal"])
+
+
+class Triu(Tril):
+    """torch.triu(x, diagonal) over the last two dims."""
+
+    name = "triu"
+
+    def forward(self, attrs: AttrMap, x: torch.Tensor) -> torch.Tensor:
+        return torch.triu(x, attrs["diagonal"])
+
+
+class Diagonal(ShapeOp):
+    """torch.diagonal(x, offset, dim1, dim2): both dims go, the diagonal becomes the last dim."""
+
+    name = "diagonal"
+    ranks = ((2, 3, 4, 5),)
+
+    def build(self, ctx: BuildContext, x: SymTensor) -> Build:
+        d1, d2 = ctx.choice("dims", list(itertools.permutations(range(x.rank), 2)))
+        offset = ctx.int_attr("offset", -8, 8)
+        a, b = x.shape[d1], x.shape[d2]
+        # A positive offset moves right along dim2, a negative one down along dim1.
+        rows, cols = z3.If(offset >= 0, a, a + offset), z3.If(offset >= 0, b - offset, b)
+        shape = [d for i, d in enumerate(x.shape) if i not in (d1, d2)] + [z3.If(rows < cols, rows, cols)]
+        if ctx.choice("negative", (False, True)):
+            d2 -= x.rank
+        return one(shape, x.dtype, offset=offset, dim1=d1, dim2=d2)
+
+    def forward(self, attrs: AttrMap, x: torch.Tensor) -> torch.Tensor:
+        return torch.diagonal(x, attrs["offset"], attrs["dim1"], attrs["dim2"])
+
+
+# ---- scans --------------------------------------------------------------------------------------
+
+# Integer and bool scans accumulate in int64.
+SCAN_SIGS = tuple(Sig((d,), d) for d in FLOATS) + tuple(Sig((d,), DType.INT64) for d in INTS + (DType.BOOL,))
+
+
+class Cumsum(ShapeOp):
+    """torch.cumsum(x, dim)."""
+
+    name = "cumsum"
+    sigs = SCAN_SIGS
+    fn = staticmethod(torch.cumsum)
+
+    def out_dtype(self, dtype: DType) -> DType:
+        return dtype if dtype.is_float else DType.INT64
+
+    def build(self, ctx: BuildContext, x: SymTensor) -> Build:
+        dim = pick_axis(ctx, "dim", max(x.rank, 1))
+        return one(x.shape, self.out_dtype(x.dtype), dim=dim)
+
+    def forward(self, attrs: AttrMap, x: torch.Tensor) -> torch.Tensor:
+        return type(self).fn(x, attrs["dim"])
+
+
+class Cumprod(Cumsum):
+    """torch.cumprod(x, dim): running products must stay finite (floats) and inside int64 (ints)."""
+
+    name = "cumprod"
+    fn = staticmethod(torch.cumprod)
+
+    def domain_loss(self, attrs: AttrMap, x: torch.Tensor) -> torch.Tensor | None:
+        if x.dim() == 0:
+            return None
+        # log|running product| must stay below the dtype's limit (int64 for ints), with margin.
+        limit = finite_max(DType.from_torch(x.dtype)) if x.is_floating_point() else 2.0**62
+        logs = torch.cumsum(torch.log(x.double().abs() + 1e-3), dim=attrs["dim"])
+        excess = torch.relu(logs - (torch.log(torch.tensor(limit, dtype=torch.float64)) - 2.0)).sum()
+        return excess.float() if x.is_floating_point() else (excess > 0).float()
+
+
+class Cummax(ShapeOp):
+    """torch.cummax(x, dim): running maximum values and their indices (two outputs)."""
+
+    name = "cummax"
+    fn = staticmethod(torch.cummax)
+
+    def build(self, ctx: BuildContext, x: SymTensor) -> Build:
+        dim = pick_axis(ctx, "dim", max(x.rank, 1))
+        return Build([SymTensor(x.shape, x.dtype), SymTensor(x.shape, DType.INT64)], [], {"dim": dim})
+
+    def forward(self, attrs: AttrMap, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return tuple(type(self).fn(x, attrs["dim"]))
+
+
+class Cummin(Cummax):
+    name = "cummin"
+    fn = staticmethod(torch.cummin)
+
+
+OPS: list[type[OpSpec]] = [
+    Reshape, View, Unflatten, Flatten,
+    Transpose, T, Permute, Movedim,
+    Squeeze, Unsqueeze, Expand, BroadcastTo,
+    Cat, Cat3, Stack, Stack3, Split, Chunk, TensorSplit, Unbind,
+    Narrow, Slice, Select, PadConstant, PadReflect, PadReplicate, PadCircular,
+    Tile, Repeat, Flip, Roll, Rot90,
+    Tril, Triu, Diagonal,
+    Cumsum, Cumprod, Cummax, Cummin,
+]

@@ -1,0 +1,363 @@
+"""Indexing operators: gather/scatter, index_select, masked_fill, embedding, and sorting (topk, sort, kthvalue).
+
+Index tensors are int64 weights whose values the generator bounds to the indexed dim, so every call is in range.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+import z3
+
+from generators.dtypes import ALL, NUMERIC, DType
+from generators.ops.base import AttrMap, Build, BuildContext, Dim, OpSpec, Sig, SymTensor, norm_axis, same_sigs
+from generators.ops.shape import fill_value, pick_axis, size_of
+
+ANY_RANK = (0, 1, 2, 3, 4, 5)
+POS_RANK = (1, 2, 3, 4, 5)
+I64 = DType.INT64
+
+
+class IndexOp(OpSpec):
+    family = "index"
+    sigs = same_sigs(ALL)
+    ranks = (POS_RANK,)
+
+
+def index_weight(ctx: BuildContext, rank: int, n: Dim, negative: bool = False) -> SymTensor:
+    """An int64 weight of indices into a dim of size n; from -n when negative indices are legal."""
+    return ctx.weight(rank, I64, lo=-n if negative else 0, hi=n - 1)
+
+
+def replace_dim(shape: tuple[Dim, ...], axis: int, new: tuple[Dim, ...]) -> tuple[Dim, ...]:
+    return shape[:axis] + new + shape[axis + 1:]
+
+
+# ---- gathering --------------------------------------------------------------------------------------
+
+class Gather(IndexOp):
+    """torch.gather(x, dim, index): index has x's rank and is no larger than x off the axis."""
+
+    name = "gather"
+
+    def build(self, ctx: BuildContext, x: SymTensor) -> Build:
+        dim = pick_axis(ctx, "dim", x.rank)
+        axis = norm_axis(dim, x.rank)
+        idx = index_weight(ctx, x.rank, x.shape[axis])
+        reqs = [i <= d for k, (i, d) in enumerate(zip(idx.shape, x.shape, strict=True)) if k != axis]
+        return Build([SymTensor(idx.shape, x.dtype)], reqs, {"dim": dim})
+
+    def forward(self, attrs: AttrMap, x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+        return torch.gather(x, attrs["dim"], index)
+
+
+class TakeAlongDim(IndexOp):
+    """torch.take_along_dim(x, index, dim): index broadcasts with x off the axis; dim=None indexes the flat x."""
+
+    name = "take_along_dim"
+
+    def build(self, ctx: BuildContext, x: SymTensor) -> Build:
+        if ctx.choice("flat", (False, False, True)):
+            idx = index_weight(ctx, 1, size_of(x.shape))
+            return Build([SymTensor(idx.shape, x.dtype)], [], {"dim": None})
+        dim = pick_axis(ctx, "dim", x.rank)
+        axis = norm_axis(dim, x.rank)
+        idx = index_weight(ctx, x.rank, x.shape[axis])
+        reqs, shape = [], []
+        for k, (i, d) in enumerate(zip(idx.shape, x.shape, strict=True)):
+            if k == axis:
+                shape.append(i)
+            else:
+                reqs.append(z3.Or(i == d, i == 1, d == 1))
+                shape.append(z3.If(i == 1, d, i))
+        return Build([SymTensor(tuple(shape), x.dtype)], reqs, {"dim": dim})
+
+    def forward(self, attrs: AttrMap, x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+        if attrs["dim"] is None:
+            return torch.take_along_dim(x, index)
+        return torch.take_along_dim(x, index, dim=attrs["dim"])
+
+
+class Take(IndexOp):
+    """torch.take(x, index): indices into the flattened x, negative ones count from the end."""
+
+    name = "take"
+    ranks = (ANY_RANK,)
+
+    def build(self, ctx: BuildContext, x: SymTensor) -> Build:
+        idx = ctx.weight(ctx.choice("index_rank", (1, 2, 3)), I64, lo=-size_of(x.shape), hi=size_of(x.shape) - 1)
+        return Build([SymTensor(idx.shape, x.dtype)])
+
+    def forward(self, attrs: AttrMap, x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+        return torch.take(x, index)
+
+
+class IndexSelect(IndexOp):
+    """torch.index_select(x, dim, index) with a 1-D index (repeats allowed)."""
+
+    name = "index_select"
+
+    def build(self, ctx: BuildContext, x: SymTensor) -> Build:
+        dim = pick_axis(ctx, "dim", x.rank)
+        axis = norm_axis(dim, x.rank)
+        idx = index_weight(ctx, 1, x.shape[axis])
+        return Build([SymTensor(replace_dim(x.shape, axis, idx.shape), x.dtype)], [], {"dim": dim})
+
+    def forward(self, attrs: AttrMap, x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+        return torch.index_select(x, attrs["dim"], index)
+
+
+class AdvancedIndex(IndexOp):
+    """x[:, idx] with an int64 tensor index (1-D or 2-D, negative entries allowed): advanced indexing."""
+
+    name = "index_tensor"
+
+    def build(self, ctx: BuildContext, x: SymTensor) -> Build:
+        axis = ctx.choice("axis", range(x.rank))
+        idx = index_weight(ctx, ctx.choice("index_rank", (1, 1, 2)), x.shape[axis], negative=True)
+        if x.rank - 1 + idx.rank > 5:
+            return None
+        return Build([SymTensor(replace_dim(x.shape, axis, idx.shape), x.dtype)], [], {"axis": axis})
+
+    def forward(self, attrs: AttrMap, x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+        return x[(slice(None),) * attrs["axis"] + (index,)]
+
+
+class Embedding(IndexOp):
+    """F.embedding(index, table, padding_idx): the table is the data input, the index an int64 weight."""
+
+    name = "embedding"
+    ranks = ((2,),)
+
+    def build(self, ctx: BuildContext, table: SymTensor) -> Build:
+        rows, width = table.shape
+        idx = index_weight(ctx, ctx.choice("index_rank", (1, 2, 3)), rows)
+        padding = ctx.choice("padding", (None, "first", "last", "negative"))
+        pad = {None: None, "first": 0, "last": rows - 1, "negative": -1}[padding]
+        return Build([SymTensor(idx.shape + (width,), table.dtype)], [], {"padding_idx": pad})
+
+    def forward(self, attrs: AttrMap, table: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+        return F.embedding(index, table, padding_idx=attrs["padding_idx"])
+
+
+# ---- writing ----------------------------------------------------------------------------------------
+
+class MaskedFill(IndexOp):
+    """x.masked_fill(mask, value) with a bool mask that broadcasts to x."""
+
+    name = "masked_fill"
+    sigs = tuple(Sig((d, DType.BOOL), d) for d in ALL)
+    ranks = (ANY_RANK, ANY_RANK)
+
+    def build(self, ctx: BuildContext, x: SymTensor, mask: SymTensor) -> Build:
+        if mask.rank > x.rank:
+            return None
+        reqs = [z3.Or(m == d, m == 1) for m, d in zip(mask.shape[::-1], x.shape[::-1], strict=False)]
+        return Build([SymTensor(x.shape, x.dtype)], reqs, {"value": fill_value(ctx, x.dtype)})
+
+    def forward(self, attrs: AttrMap, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        return x.masked_fill(mask, attrs["value"])
+
+
+def scatter_index(ctx: BuildContext, x: SymTensor, src: SymTensor, axis: int) -> tuple[SymTensor, list]:
+    """An index no larger than src anywhere and than x off the axis (torch's scatter rule)."""
+    idx = index_weight(ctx, x.rank, x.shape[axis])
+    reqs = [i <= s for i, s in zip(idx.shape, src.shape, strict=True)]
+    reqs += [i <= d for k, (i, d) in enumerate(zip(idx.shape, x.shape, strict=True)) if k != axis]
+    return idx, reqs
+
+
+class Scatter(IndexOp):
+    """x.scatter(dim, index, src) with one index entry along the axis, so no two writes collide."""
+
+    name = "scatter"
+    sigs = same_sigs(ALL, 2)
+    ranks = (POS_RANK, POS_RANK)
+
+    def build(self, ctx: BuildContext, x: SymTensor, src: SymTensor) -> Build:
+        if src.rank != x.rank:
+            return None
+        dim = pick_axis(ctx, "dim", x.rank)
+        axis = norm_axis(dim, x.rank)
+        idx, reqs = scatter_index(ctx, x, src, axis)
+        # Colliding writes leave an unspecified winner; a single entry along the axis rules them out.
+        return Build([SymTensor(x.shape, x.dtype)], reqs + [idx.shape[axis] == 1], self.attrs(ctx, x, dim))
+
+    def attrs(self, ctx: BuildContext, x: SymTensor, dim: int) -> dict:
+        return {"dim": dim}
+
+    def forward(self, attrs: AttrMap, x: torch.Tensor, src: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+        return x.scatter(attrs["dim"], index, src)
+
+
+class ScatterAdd(Scatter):
+    """torch.scatter_add(x, dim, index, src): colliding writes add up."""
+
+    name = "scatter_add"
+    sigs = same_sigs(NUMERIC, 2)
+
+    def build(self, ctx: BuildContext, x: SymTensor, src: SymTensor) -> Build:
+        if src.rank != x.rank:
+            return None
+        dim = pick_axis(ctx, "dim", x.rank)
+        idx, reqs = scatter_index(ctx, x, src, norm_axis(dim, x.rank))
+        return Build([SymTensor(x.shape, x.dtype)], reqs, self.attrs(ctx, x, dim))
+
+    def forward(self, attrs: AttrMap, x: torch.Tensor, src: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+        return torch.scatter_add(x, attrs["dim"], index, src)
+
+
+class ScatterReduce(ScatterAdd):
+    """x.scatter_reduce(dim, index, src, reduce, include_self)."""
+
+    name = "scatter_reduce"
+    sigs = same_sigs(ALL, 2)
+
+    def attrs(self, ctx: BuildContext, x: SymTensor, dim: int) -> dict:
+        reduces = ("sum", "prod", "amax", "amin") + (() if x.dtype is DType.BOOL else ("mean",))
+        return {"dim": dim, "reduce": ctx.choice("reduce", reduces), "include_self": ctx.choice("self", (True, False))}
+
+    def forward(self, attrs: AttrMap, x: torch.Tensor, src: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+        return x.scatter_reduce(attrs["dim"], index, src, attrs["reduce"], include_self=attrs["include_self"])
+
+
+class IndexAdd(IndexOp):
+    """x.index_add(dim, index, source, alpha): source rows added at (possibly repeated) 1-D indices."""
+
+    name = "index_add"
+    sigs = same_sigs(NUMERIC, 2)
+    ranks = (POS_RANK, POS_RANK)
+
+    def build(self, ctx: BuildContext, x: SymTensor, source: SymTensor) -> Build:
+        if source.rank != x.rank:
+            return None
+        dim = pick_axis(ctx, "dim", x.rank)
+        axis = norm_axis(dim, x.rank)
+        idx = index_weight(ctx, 1, x.shape[axis])
+        reqs = [s == (idx.shape[0] if k == axis else d) for k, (s, d) in enumerate(zip(source.shape, x.shape,
+                                                                                        strict=True))]
+        alpha = ctx.choice("alpha", (1, 2, -1) if x.dtype.is_signed else (1, 2))
+        return Build([SymTensor(x.shape, x.dtype)], reqs, {"dim": dim, "alpha": alpha})
+
+    def forward(self, attrs: AttrMap, x: torch.Tensor, source: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+        return x.index_add(attrs["dim"], index, source, alpha=attrs["alpha"])
+
+
+class IndexFill(IndexOp):
+    """x.index_fill(dim, index, value): repeated indices write the same value, so order does not matter."""
+
+    name = "index_fill"
+
+    def build(self, ctx: BuildContext, x: SymTensor) -> Build:
+        dim = pick_axis(ctx, "dim", x.rank)
+        index_weight(ctx, 1, x.shape[norm_axis(dim, x.rank)], negative=True)
+        return Build([SymTensor(x.shape, x.dtype)], [], {"dim": dim, "value": fill_value(ctx, x.dtype)})
+
+    def forward(self, attrs: AttrMap, x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+        return x.index_fill(attrs["dim"], index, attrs["value"])
+
+
+class OneHot(IndexOp):
+    """F.one_hot(index, num_classes): the index is an int64 weight in [0, num_classes)."""
+
+    name = "one_hot"
+    sigs = (Sig((), I64),)
+    ranks = ()
+
+    def build(self, ctx: BuildContext) -> Build:
+        classes = ctx.int_attr("num_classes", 1, 32)
+        idx = ctx.weight(ctx.choice("index_rank", (0, 1, 2, 3)), I64, lo=0, hi=classes - 1)
+        return Build([SymTensor(idx.shape + (classes,), I64)], [], {"num_classes": classes})
+
+    def forward(self, attrs: AttrMap, index: torch.Tensor) -> torch.Tensor:
+        return F.one_hot(index, attrs["num_classes"])
+
+
+# ---- ordering -----------------------------------------------------------------------------------------
+
+NO_BOOL = same_sigs(ALL[:-1])  # topk/kthvalue have no bool kernel
+
+
+def two(values: tuple[Dim, ...], dtype: DType, attrs: dict) -> Build:
+    """Values and their int64 indices, both of one shape."""
+    return Build([SymTensor(values, dtype), SymTensor(values, I64)], [], attrs)
+
+
+class Topk(IndexOp):
+    """torch.topk(x, k, dim, largest, sorted): values and indices."""
+
+    name = "topk"
+    sigs = NO_BOOL
+    ranks = (ANY_RANK,)
+
+    def build(self, ctx: BuildContext, x: SymTensor) -> Build:
+        dim = pick_axis(ctx, "dim", max(x.rank, 1))
+        axis = norm_axis(dim, x.rank)
+        k = ctx.int_attr("k", 1, 64)
+        shape = replace_dim(x.shape, axis, (k,)) if x.rank else ()
+        build = two(shape, x.dtype, {"k": k, "dim": dim, "largest": ctx.choice("largest", (True, False)),
+                                     "sorted": ctx.choice("sorted", (True, False))})
+        build.requires.append(k <= (x.shape[axis] if x.rank else 1))
+        return build
+
+    def forward(self, attrs: AttrMap, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        out = torch.topk(x, attrs["k"], dim=attrs["dim"], largest=attrs["largest"], sorted=attrs["sorted"])
+        return tuple(out)
+
+
+class Kthvalue(IndexOp):
+    """torch.kthvalue(x, k, dim, keepdim): the k-th smallest value and its index."""
+
+    name = "kthvalue"
+    sigs = NO_BOOL
+    ranks = (ANY_RANK,)
+
+    def build(self, ctx: BuildContext, x: SymTensor) -> Build:
+        dim = pick_axis(ctx, "dim", max(x.rank, 1))
+        axis = norm_axis(dim, x.rank)
+        k = ctx.int_attr("k", 1, 64)
+        keepdim = ctx.choice("keepdim", (False, True))
+        shape = replace_dim(x.shape, axis, (z3.IntVal(1),) if keepdim else ()) if x.rank else ()
+        build = two(shape, x.dtype, {"k": k, "dim": dim, "keepdim": keepdim})
+        build.requires.append(k <= (x.shape[axis] if x.rank else 1))
+        return build
+
+    def forward(self, attrs: AttrMap, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return tuple(torch.kthvalue(x, attrs["k"], dim=attrs["dim"], keepdim=attrs["keepdim"]))
+
+
+class Sort(IndexOp):
+    """torch.sort(x, dim, descending, stable): sorted values and the permutation."""
+
+    name = "sort"
+    ranks = (ANY_RANK,)
+
+    def sort_attrs(self, ctx: BuildContext, x: SymTensor) -> dict:
+        return {"dim": pick_axis(ctx, "dim", max(x.rank, 1)), "descending": ctx.choice("descending", (False, True)),
+                "stable": ctx.choice("stable", (False, True))}
+
+    def build(self, ctx: BuildContext, x: SymTensor) -> Build:
+        return two(x.shape, x.dtype, self.sort_attrs(ctx, x))
+
+    def forward(self, attrs: AttrMap, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return tuple(torch.sort(x, dim=attrs["dim"], descending=attrs["descending"], stable=attrs["stable"]))
+
+
+class Argsort(Sort):
+    """torch.argsort(x, dim, descending, stable)."""
+
+    name = "argsort"
+    sigs = same_sigs(ALL, out=I64)
+
+    def build(self, ctx: BuildContext, x: SymTensor) -> Build:
+        return Build([SymTensor(x.shape, I64)], [], self.sort_attrs(ctx, x))
+
+    def forward(self, attrs: AttrMap, x: torch.Tensor) -> torch.Tensor:
+        return torch.argsort(x, dim=attrs["dim"], descending=attrs["descending"], stable=attrs["stable"])
+
+
+OPS: list[type[OpSpec]] = [
+    Gather, TakeAlongDim, Take, IndexSelect, AdvancedIndex, Embedding,
+    MaskedFill, Scatter, ScatterAdd, ScatterReduce, IndexAdd, IndexFill, OneHot,
+    Topk, Kthvalue, Sort, Argsort,
+]

@@ -345,9 +345,15 @@ class Cat(ShapeOp):
 
 
 class Cat3(Cat):
+    """torch.cat((x, y, w)) where w is a weight (a learned token/row); three data inputs of one rank are rarely
+    at hand, so the third is made to fit."""
+
     name = "cat3"
-    sigs = same_sigs(ALL, 3)
-    ranks = (POS_RANK,) * 3
+
+    def build(self, ctx: BuildContext, *xs: SymTensor) -> Build:
+        if xs[0].rank != xs[1].rank:
+            return None
+        return super().build(ctx, *xs, ctx.weight(xs[0].rank, xs[0].dtype))
 
 
 class Stack(ShapeOp):

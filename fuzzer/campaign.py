@@ -1,0 +1,428 @@
+"""The campaign loop: N long-lived workers, fed units over pipes, watched for death, hangs and memory.
+
+Seeds are seed_base + unit index. The campaign process is the only database writer: it commits each test
+result as it arrives and marks a unit done with its last result, so a campaign killed at any point resumes
+without repeating a committed test. A worker that segfaults, aborts, hangs or outgrows its memory becomes a
+PROCESS_DEATH, HANG or OUT_OF_MEMORY verdict for the converter it was running, and is replaced.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import multiprocessing
+import os
+import re
+import signal
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection, wait
+from pathlib import Path
+from typing import Any
+
+from fuzzer.case import CaseData, case_id, collect_versions, now_iso, read_case, write_case
+from fuzzer.converters import ConverterRegistry
+from fuzzer.db import OWN_ERROR, CampaignDB, TestRow
+from fuzzer.errors import UsageError
+from fuzzer.progress import Counts, Progress
+from fuzzer.worker import WorkerConfig, fault_file, load_registry, worker_main
+from generators.ir import Graph
+from oracles.signature import crash_signature
+from oracles.verdict import Stage, Symptom, Verdict
+
+LOG_DIR = ".logs"
+START_TIMEOUT_S = 180.0
+MAX_START_FAILURES = 3
+
+
+class CampaignError(UsageError):
+    """The campaign cannot go on (workers fail to start): one line for the user."""
+
+
+@dataclass(frozen=True)
+class CampaignSpec:
+    """What a campaign is, recorded in its database so a resume continues the same campaign."""
+
+    seed_base: int
+    converters: tuple[str, ...]
+    worker: WorkerConfig
+    max_tests: int | None = None  # units (graphs) over the whole campaign; None: until time or Ctrl-C
+
+    def to_json(self) -> dict[str, Any]:
+        worker = {k: v for k, v in self.worker.to_json().items() if k not in ("out_dir", "log_dir")}
+        return {"seed_base": self.seed_base, "converters": list(self.converters), "worker": worker,
+                "max_tests": self.max_tests}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any], out_dir: Path) -> CampaignSpec:
+        worker = dict(data["worker"], out_dir=str(out_dir), log_dir=str(out_dir / LOG_DIR))
+        return cls(int(data["seed_base"]), tuple(data["converters"]), WorkerConfig.from_json(worker),
+                   data.get("max_tests"))
+
+
+@dataclass
+class Unit:
+    idx: int
+    seed: int
+    remaining: list[str]
+
+
+@dataclass
+class Slot:
+    """One worker process and what it is doing."""
+
+    proc: Any
+    conn: Connection
+    started: float
+    ready: bool = False
+    unit: Unit | None = None
+    converter: str | None = None
+    phase: str | None = None
+    phase_start: float = 0.0
+    graph: dict[str, Any] | None = None
+    nodes: int | None = None
+
+    @property
+    def busy(self) -> bool:
+        return self.unit is not None
+
+
+@dataclass
+class Campaign:
+    """Run a campaign in `out_dir` until the budget is spent, every unit is done, or Ctrl-C."""
+
+    out_dir: Path
+    spec: CampaignSpec
+    db: CampaignDB
+    workers: int
+    minutes: float | None = None
+    progress: Progress | None = None
+    mp_context: str = "forkserver"
+    registry: ConverterRegistry | None = None
+    counts: Counts = field(default_factory=Counts)
+    on_result: Callable[[dict[str, Any]], None] | None = None
+
+    def __post_init__(self) -> None:
+        self.registry = self.registry or load_registry(self.spec.worker.registry)
+        self.ctx = multiprocessing.get_context(self.mp_context)
+        if self.mp_context == "forkserver":
+            self.ctx.set_forkserver_preload(["fuzzer.worker"])
+        self.slots: list[Slot] = []
+        self.queue: collections.deque[Unit] = collections.deque()
+        self.stopping = False
+        self.start_failures = 0
+        self.log_dir = self.out_dir / LOG_DIR
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self.counts = Counts.from_db(self.db)
+
+    # ---- the loop -----------------------------------------------------------------------------------------
+
+    def run(self) -> str:
+        """'finished' (budget spent or all done), 'time' (time budget) or 'interrupted' (Ctrl-C)."""
+        self.session = self.db.start_session(self.workers)
+        self.adopt_orphans()
+        self.queue.extend(Unit(i, s, list(r)) for i, s, r in self.db.unfinished(self.spec.converters))
+        deadline = None if self.minutes is None else time.monotonic() + self.minutes * 60
+        status = "finished"
+        try:
+            self.slots = [self.spawn() for _ in range(self.workers)]
+            grace_end = None
+            while True:
+                now = time.monotonic()
+                if deadline is not None and now >= deadline and not self.stopping:
+                    self.stopping, status = True, "time"
+                    grace_end = now + min(self.spec.worker.timeout_s, 30.0)
+                self.dispatch()
+                if not any(s.busy for s in self.slots) and (self.stopping or not self.more_work()):
+                    break
+                if grace_end is not None and now > grace_end:
+                    break  # in-flight units stay unfinished: a resume completes them
+                self.poll(0.2)
+                self.watch()
+                self.db.beat(self.session)
+                if self.progress is not None:
+                    self.progress.update(self.counts)
+        except KeyboardInterrupt:
+            status = "interrupted"
+        finally:
+            self.shutdown()
+            self.db.end_session(self.session, status)
+            if self.progress is not None:
+                self.progress.close(self.counts)
+        return status
+
+    def more_work(self) -> bool:
+        return bool(self.queue) or self.spec.max_tests is None or self.db.next_index() < self.spec.max_tests
+
+    def next_unit(self) -> Unit | None:
+        while self.queue:
+            unit = self.queue.popleft()
+            if unit.remaining:
+                return unit
+        if self.spec.max_tests is not None and self.db.next_index() >= self.spec.max_tests:
+            return None
+        idx = self.db.next_index()
+        seed = self.spec.seed_base + idx
+        self.db.add_unit(idx, seed)
+        return Unit(idx, seed, list(self.spec.converters))
+
+    def dispatch(self) -> None:
+        if self.stopping:
+            return
+        for slot in self.slots:
+            if slot.ready and not slot.busy:
+                unit = self.next_unit()
+                if unit is None:
+                    return
+                slot.unit, slot.graph, slot.nodes = unit, None, None
+                slot.phase, slot.converter, slot.phase_start = "sent", None, time.monotonic()
+                self.send(slot, {"type": "unit", "idx": unit.idx, "seed": unit.seed, "converters": unit.remaining})
+
+    def send(self, slot: Slot, msg: dict[str, Any]) -> None:
+        try:
+            slot.conn.send_bytes(json.dumps(msg).encode())
+        except OSError:  # it died; watch() notices the exit
+            pass
+
+    def poll(self, timeout: float) -> None:
+        conns = {s.conn: s for s in self.slots}
+        sentinels = {s.proc.sentinel: s for s in self.slots}
+        for ready in wait(list(conns) + list(sentinels), timeout=timeout):
+            slot = conns.get(ready) or sentinels.get(ready)
+            if slot is not None and slot in self.slots:
+                self.drain(slot)
+
+    def drain(self, slot: Slot) -> None:
+        try:
+            while slot.conn.poll():
+                self.handle(slot, json.loads(slot.conn.recv_bytes()))
+        except (EOFError, OSError):
+            pass
+
+    # ---- worker lifecycle ---------------------------------------------------------------------------------
+
+    def spawn(self) -> Slot:
+        parent, child = self.ctx.Pipe()
+        proc = self.ctx.Process(target=worker_main, args=(child, json.dumps(self.spec.worker.to_json())),
+                                daemon=True, name="convsmith-worker")
+        proc.start()
+        child.close()
+        return Slot(proc, parent, time.monotonic())
+
+    def watch(self) -> None:
+        """Replace dead workers; kill hung or oversized ones; each becomes a verdict for what it was running."""
+        now = time.monotonic()
+        limit = self.spec.worker.memory_mb * 2**20 if self.spec.worker.memory_mb > 0 else None
+        for i, slot in enumerate(list(self.slots)):
+            verdict: tuple[Symptom, str] | None = None
+            if not slot.proc.is_alive():
+                self.drain(slot)
+                verdict = (Symptom.PROCESS_DEATH, describe_exit(slot.proc.exitcode))
+            elif not slot.ready and now - slot.started > START_TIMEOUT_S:
+                verdict = (Symptom.HANG, "worker did not start")
+            elif slot.busy and slot.phase in ("convert", "generate", "case") and \
+                    now - slot.phase_start > self.spec.worker.timeout_s:
+                verdict = (Symptom.HANG, f"no result after {self.spec.worker.timeout_s:g} s")
+            elif slot.busy and limit is not None and rss_bytes(slot.proc.pid) - baseline(slot) > limit:
+                verdict = (Symptom.OUT_OF_MEMORY, f"resident memory over {self.spec.worker.memory_mb} MiB")
+            if verdict is None:
+                continue
+            self.kill(slot)
+            if not slot.ready:
+                self.start_failed(slot)
+            else:
+                self.start_failures = 0
+                self.lost(slot, *verdict)
+            self.slots[i] = self.spawn()
+
+    def start_failed(self, slot: Slot) -> None:
+        self.start_failures += 1
+        if self.start_failures >= MAX_START_FAILURES:
+            log = self.log_dir / f"worker-{slot.proc.pid}.log"
+            tail = log.read_text(errors="replace").strip().splitlines()[-1:] if log.exists() else []
+            raise CampaignError(f"workers fail to start ({describe_exit(slot.proc.exitcode)}): "
+                                f"{tail[0] if tail else 'see ' + str(self.log_dir)}")
+
+    def kill(self, slot: Slot) -> None:
+        if slot.proc.is_alive():
+            slot.proc.kill()
+        slot.proc.join(timeout=10)
+        slot.conn.close()
+
+    def shutdown(self) -> None:
+        for slot in self.slots:
+            if not slot.busy and slot.proc.is_alive():
+                self.send(slot, {"type": "stop"})
+        for slot in self.slots:
+            slot.proc.join(timeout=0 if slot.busy else 5)
+            self.kill(slot)
+
+    # ---- messages -----------------------------------------------------------------------------------------
+
+    def handle(self, slot: Slot, msg: dict[str, Any]) -> None:
+        kind = msg["type"]
+        if kind == "ready":
+            slot.ready, self.start_failures = True, 0
+        elif kind == "phase":
+            slot.phase, slot.converter, slot.phase_start = msg["phase"], msg["converter"], time.monotonic()
+        elif kind == "graph":
+            slot.graph, slot.nodes = msg["graph"], msg["nodes"]
+        elif kind == "prepared":
+            self.db.set_unit_info(msg["idx"], slot.nodes, msg["timings"])
+        elif kind == "own_error":
+            self.own_error(msg)
+        elif kind == "unit_failed" and slot.unit is not None:
+            self.db.set_unit_info(msg["idx"], slot.nodes, msg["timings"])
+            for name in list(slot.unit.remaining):
+                self.commit(slot, own_error_row(slot.unit, name))
+        elif kind == "result" and slot.unit is not None:
+            self.commit(slot, msg)
+
+    def own_error(self, msg: dict[str, Any]) -> None:
+        self.db.record_error(msg.get("idx"), msg.get("seed"), msg.get("converter"), msg["phase"], msg["exc_type"],
+                             msg["message"], msg["traceback"])
+        with open(self.log_dir / "own_errors.log", "a") as handle:
+            handle.write(f"--- seed {msg.get('seed')} converter {msg.get('converter')} phase {msg['phase']}\n"
+                         f"{msg['traceback']}\n")
+        self.counts.own_errors += 1
+
+    def commit(self, slot: Slot, msg: dict[str, Any]) -> None:
+        unit = slot.unit
+        assert unit is not None
+        if msg["converter"] not in unit.remaining:
+            return
+        unit.remaining.remove(msg["converter"])
+        row = TestRow(unit.idx, unit.seed, msg["converter"], msg.get("options", {}), msg["symptom"], msg["stage"],
+                      msg["signature"], bool(msg["is_bug"]), tuple(msg.get("labels", ())), msg.get("message", ""),
+                      msg.get("timings", {}), float(msg.get("wall_s", 0.0)))
+        new_bug = self.db.record_test(row, self.session, not unit.remaining, msg.get("case_dir"))
+        self.counts.add(row.symptom, new_bug)
+        if not unit.remaining:
+            slot.unit, slot.phase, slot.converter = None, None, None
+        if self.on_result is not None:
+            self.on_result(msg)
+
+    def lost(self, slot: Slot, symptom: Symptom, reason: str) -> None:
+        """The worker died or was killed mid-unit: a verdict for what it ran; the rest of the unit is requeued."""
+        unit = slot.unit
+        if unit is None:
+            return
+        frame, dump = fault_frame(fault_file(self.log_dir, slot.proc.pid))
+        name = slot.converter
+        if slot.phase in ("convert", "case") and name is not None and name in unit.remaining:
+            stage = Stage.NONE
+            message = f"{symptom.json_name}: {reason}" + (f" in {frame}" if frame else "")
+            if slot.phase == "case":  # our own case writer died: not the converter's
+                self.own_error({"idx": unit.idx, "seed": unit.seed, "converter": name, "phase": "case",
+                                "exc_type": symptom.json_name, "message": reason, "traceback": dump})
+                self.commit(slot, own_error_row(unit, name))
+            else:
+                signature = crash_signature(name, stage, symptom.name, reason, frame)
+                verdict = Verdict(symptom, stage, name, signature=signature, message=message,
+                                  labels=("stage-unknown",))
+                case_dir = self.write_lost_case(slot, unit, verdict, dump)
+                self.commit(slot, verdict_row(unit, verdict, case_dir))
+        else:  # generation, materialization or the eager source: never a converter's bug
+            self.own_error({"idx": unit.idx, "seed": unit.seed, "converter": None, "phase": slot.phase or "generate",
+                            "exc_type": symptom.json_name, "message": reason, "traceback": dump})
+            for conv in list(unit.remaining):
+                signature = crash_signature("source", Stage.SOURCE, symptom.name, reason, frame)
+                verdict = Verdict(symptom, Stage.SOURCE, conv, signature=signature, message=reason)
+                self.commit(slot, verdict_row(unit, verdict, None))
+        if slot.unit is not None and slot.unit.remaining:
+            self.queue.appendleft(slot.unit)
+        slot.unit = None
+
+    def write_lost_case(self, slot: Slot, unit: Unit, verdict: Verdict, dump: str) -> str | None:
+        name = case_id(verdict.signature)
+        if (self.out_dir / name).exists() or slot.graph is None:
+            return name if (self.out_dir / name).exists() else None
+        graph = Graph.from_json(slot.graph)
+        converter = self.registry[verdict.converter]
+        options = converter.options(self.spec.worker.converter_options.get(verdict.converter)).to_json()
+        case = CaseData(id=name, signature=verdict.signature, graph=graph, seed=unit.seed,
+                        converter=verdict.converter, converter_options=options, verdict=verdict,
+                        versions=collect_versions(converter.distributions), input_names=tuple(graph.inputs),
+                        output_names=tuple(graph.outputs), created=now_iso(),
+                        log=f"{verdict.message}\n\nfaulthandler:\n{dump}\n")
+        return write_case(self.out_dir, case).name
+
+    def adopt_orphans(self) -> None:
+        """Case folders written by a test that was killed before its commit: keep them as bugs seen 0 times."""
+        known = self.db.bug_signatures()
+        for folder in sorted(case_folders(self.out_dir)):
+            case = read_case(folder)
+            if case.signature not in known:
+                self.db.adopt_bug(case.signature, case.verdict.symptom.json_name, case.verdict.stage.value,
+                                  case.converter, case.seed, folder.name)
+
+
+def case_folders(out_dir: Path) -> list[Path]:
+    return [p for p in Path(out_dir).iterdir() if p.is_dir() and not p.name.startswith(".")
+            and (p / "case.json").exists()]
+
+
+def own_error_row(unit: Unit, converter: str) -> dict[str, Any]:
+    return {"converter": converter, "symptom": OWN_ERROR, "stage": Stage.NONE.value, "signature": "",
+            "is_bug": False, "labels": [], "message": "convsmith error (see the errors table)", "timings": {},
+            "wall_s": 0.0}
+
+
+def verdict_row(unit: Unit, verdict: Verdict, case_dir: str | None) -> dict[str, Any]:
+    return {"converter": verdict.converter, "symptom": verdict.symptom.json_name, "stage": verdict.stage.value,
+            "signature": verdict.signature, "is_bug": verdict.is_bug, "labels": list(verdict.labels),
+            "message": verdict.message, "timings": {}, "wall_s": 0.0, "case_dir": case_dir}
+
+
+def describe_exit(code: int | None) -> str:
+    if code is None:
+        return "still running"
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exited with status {code}"
+
+
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+_BASELINES: dict[int, int] = {}
+
+
+def rss_bytes(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/statm") as handle:
+            return int(handle.read().split()[1]) * _PAGE
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+def baseline(slot: Slot) -> int:
+    """The worker's resident size when it first ran a unit (torch and friends loaded): the limit is on top."""
+    pid = slot.proc.pid
+    if pid not in _BASELINES:
+        _BASELINES[pid] = rss_bytes(pid)
+    return _BASELINES[pid]
+
+
+_FRAME = re.compile(r'^\s*File "([^"]+)", line (\d+) in (\S+)')
+
+
+def fault_frame(path: Path) -> tuple[str, str]:
+    """(innermost frame, the last faulthandler dump) from a worker's fault file; ('', '') when there is none."""
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return "", ""
+    blocks = re.split(r"(?m)^(?=(?:Fatal Python error|Current thread|Thread|Timeout \())", text)
+    dumps = [b for b in blocks if _FRAME.search(b.splitlines()[1] if len(b.splitlines()) > 1 else "")]
+    if not dumps:
+        return "", text[-4000:]
+    last = dumps[-1]
+    match = next(m for m in map(_FRAME.match, last.splitlines()) if m)
+    return f"{match.group(1)}:{match.group(2)} in {match.group(3)}", last[-4000:]
+
+
+def spec_from(seed_base: int, converters: Sequence[str], worker: WorkerConfig, max_tests: int | None) -> CampaignSpec:
+    return CampaignSpec(seed_base, tuple(converters), worker, max_tests)

@@ -1,0 +1,25 @@
+"""`convsmith status DIR`: the summary of a campaign, running or not."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from fuzzer.db import open_campaign
+from fuzzer.progress import format_summary, summarize
+
+NAME = "status"
+HELP = "summarize a campaign folder: tests by converter x symptom x stage, unique bugs, throughput, time shares"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("dir", type=Path, help="the campaign folder (--out of `convsmith fuzz`)")
+
+
+def run(args: argparse.Namespace) -> int:
+    db = open_campaign(args.dir)
+    try:
+        print(format_summary(summarize(db)))
+    finally:
+        db.close()
+    return 0

@@ -1,0 +1,201 @@
+"""The campaign database: SQLite in WAL mode, one writer (the campaign process), readable at any time.
+
+Tables: meta (the campaign's options and seed base), sessions (one row per run or resume), units (one graph =
+seed_base + index, done once all its converter tests are committed), tests (one row per graph x converter),
+bugs (one row per distinct signature, with its count and first/last seen) and errors (our own bugs, with their
+traceback). A test row and the bug row it touches are committed in one transaction.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fuzzer.errors import UsageError
+
+DB_NAME = "campaign.db"
+DB_SCHEMA = 1
+OWN_ERROR = "own_error"  # the symptom column for a test that hit a convsmith bug
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS sessions (
+    id INTEGER PRIMARY KEY, started REAL NOT NULL, ended REAL, last_beat REAL, workers INTEGER NOT NULL,
+    status TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS units (
+    idx INTEGER PRIMARY KEY, seed INTEGER NOT NULL, done INTEGER NOT NULL DEFAULT 0, nodes INTEGER,
+    timings TEXT NOT NULL DEFAULT '{}');
+CREATE TABLE IF NOT EXISTS tests (
+    idx INTEGER NOT NULL, seed INTEGER NOT NULL, converter TEXT NOT NULL, options TEXT NOT NULL,
+    symptom TEXT NOT NULL, stage TEXT NOT NULL, signature TEXT NOT NULL, is_bug INTEGER NOT NULL,
+    labels TEXT NOT NULL, message TEXT NOT NULL, timings TEXT NOT NULL, wall_s REAL NOT NULL,
+    session INTEGER NOT NULL, finished REAL NOT NULL, PRIMARY KEY (idx, converter));
+CREATE TABLE IF NOT EXISTS bugs (
+    signature TEXT PRIMARY KEY, symptom TEXT NOT NULL, stage TEXT NOT NULL, converter TEXT NOT NULL,
+    count INTEGER NOT NULL, first_seen REAL NOT NULL, last_seen REAL NOT NULL, first_seed INTEGER NOT NULL,
+    case_dir TEXT);
+CREATE TABLE IF NOT EXISTS errors (
+    id INTEGER PRIMARY KEY, idx INTEGER, seed INTEGER, converter TEXT, phase TEXT NOT NULL,
+    exc_type TEXT NOT NULL, message TEXT NOT NULL, traceback TEXT NOT NULL, time REAL NOT NULL);
+"""
+
+
+@dataclass(frozen=True)
+class TestRow:
+    """One graph x converter result, as committed."""
+
+    idx: int
+    seed: int
+    converter: str
+    options: Mapping[str, Any]
+    symptom: str
+    stage: str
+    signature: str
+    is_bug: bool
+    labels: tuple[str, ...]
+    message: str
+    timings: Mapping[str, float]
+    wall_s: float
+
+
+class CampaignDB:
+    """A thin layer over sqlite3; every write method commits its own transaction."""
+
+    def __init__(self, path: Path, create: bool = False) -> None:
+        self.path = Path(path)
+        if not create and not self.path.is_file():
+            raise UsageError(f"{self.path.parent}: not a campaign folder (no {DB_NAME})")
+        try:
+            self.conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+            self.conn.execute("PRAGMA journal_mode=WAL")
+            self.conn.execute("PRAGMA synchronous=NORMAL")
+            if create:
+                self.conn.executescript(_SCHEMA)
+            version = self.get_meta("db_schema")
+        except sqlite3.DatabaseError as exc:
+            raise UsageError(f"{self.path}: not a readable campaign database ({exc})") from None
+        if create and version is None:
+            self.set_meta("db_schema", DB_SCHEMA)
+        elif version != DB_SCHEMA:
+            raise UsageError(f"{self.path}: unknown campaign database schema {version!r} (this reads {DB_SCHEMA})")
+
+    def close(self) -> None:
+        self.conn.close()
+
+    # ---- meta and sessions ----------------------------------------------------------------------------------
+
+    def get_meta(self, key: str) -> Any:
+        row = self.conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else json.loads(row[0])
+
+    def set_meta(self, key: str, value: Any) -> None:
+        self.conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, json.dumps(value, sort_keys=True)))
+
+    def start_session(self, workers: int) -> int:
+        now = time.time()
+        cur = self.conn.execute("INSERT INTO sessions (started, last_beat, workers, status) VALUES (?, ?, ?, ?)",
+                                (now, now, workers, "running"))
+        return int(cur.lastrowid)
+
+    def beat(self, session: int) -> None:
+        self.conn.execute("UPDATE sessions SET last_beat = ? WHERE id = ?", (time.time(), session))
+
+    def end_session(self, session: int, status: str) -> None:
+        now = time.time()
+        self.conn.execute("UPDATE sessions SET ended = ?, last_beat = ?, status = ? WHERE id = ?",
+                          (now, now, status, session))
+
+    # ---- units and tests ----------------------------------------------------------------------------------
+
+    def add_unit(self, idx: int, seed: int) -> None:
+        self.conn.execute("INSERT OR IGNORE INTO units (idx, seed) VALUES (?, ?)", (idx, seed))
+
+    def set_unit_info(self, idx: int, nodes: int | None, timings: Mapping[str, float]) -> None:
+        self.conn.execute("UPDATE units SET nodes = ?, timings = ? WHERE idx = ?",
+                          (nodes, json.dumps(dict(timings)), idx))
+
+    def next_index(self) -> int:
+        row = self.conn.execute("SELECT MAX(idx) FROM units").fetchone()
+        return 0 if row[0] is None else row[0] + 1
+
+    def unfinished(self, converters: Iterable[str]) -> list[tuple[int, int, tuple[str, ...]]]:
+        """(idx, seed, converters still to run) of every unit not done, oldest first."""
+        wanted = tuple(converters)
+        rows = self.conn.execute("SELECT idx, seed FROM units WHERE done = 0 ORDER BY idx").fetchall()
+        out = []
+        for idx, seed in rows:
+            have = {r[0] for r in self.conn.execute("SELECT converter FROM tests WHERE idx = ?", (idx,))}
+            out.append((idx, seed, tuple(c for c in wanted if c not in have)))
+        return out
+
+    def done_units(self) -> int:
+        return int(self.conn.execute("SELECT COUNT(*) FROM units WHERE done = 1").fetchone()[0])
+
+    def record_test(self, row: TestRow, session: int, unit_done: bool, case_dir: str | None = None) -> bool:
+        """Commit one test (and its bug row, and the unit's completion) atomically; True for a new signature."""
+        now = time.time()
+        new_bug = False
+        with self._transaction():
+            self.conn.execute(
+                "INSERT INTO tests VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (row.idx, row.seed, row.converter, json.dumps(dict(row.options), sort_keys=True), row.symptom,
+                 row.stage, row.signature, int(row.is_bug), json.dumps(list(row.labels)), row.message[:2000],
+                 json.dumps(dict(row.timings)), row.wall_s, session, now))
+            if row.is_bug:
+                cur = self.conn.execute(
+                    "UPDATE bugs SET count = count + 1, last_seen = ?, case_dir = COALESCE(case_dir, ?) "
+                    "WHERE signature = ?", (now, case_dir, row.signature))
+                if cur.rowcount == 0:
+                    new_bug = True
+                    self.conn.execute("INSERT INTO bugs VALUES (?, ?, ?, ?, 1, ?, ?, ?, ?)",
+                                      (row.signature, row.symptom, row.stage, row.converter, now, now, row.seed,
+                                       case_dir))
+            if unit_done:
+                self.conn.execute("UPDATE units SET done = 1 WHERE idx = ?", (row.idx,))
+        return new_bug
+
+    def adopt_bug(self, signature: str, symptom: str, stage: str, converter: str, seed: int, case_dir: str) -> None:
+        """A case folder whose test was never committed (killed in between): keep it, counted 0 times so far."""
+        now = time.time()
+        self.conn.execute("INSERT OR IGNORE INTO bugs VALUES (?, ?, ?, ?, 0, ?, ?, ?, ?)",
+                          (signature, symptom, stage, converter, now, now, seed, case_dir))
+
+    def record_error(self, idx: int | None, seed: int | None, converter: str | None, phase: str, exc_type: str,
+                     message: str, traceback: str) -> None:
+        self.conn.execute("INSERT INTO errors (idx, seed, converter, phase, exc_type, message, traceback, time) "
+                          "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                          (idx, seed, converter, phase, exc_type, message[:2000], traceback, time.time()))
+
+    def bug_signatures(self) -> set[str]:
+        return {r[0] for r in self.conn.execute("SELECT signature FROM bugs")}
+
+    def has_case(self, signature: str) -> bool:
+        row = self.conn.execute("SELECT case_dir FROM bugs WHERE signature = ?", (signature,)).fetchone()
+        return row is not None and row[0] is not None
+
+    def _transaction(self) -> _Transaction:
+        return _Transaction(self.conn)
+
+
+class _Transaction:
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def __enter__(self) -> None:
+        self.conn.execute("BEGIN IMMEDIATE")
+
+    def __exit__(self, exc_type: object, *_: object) -> None:
+        self.conn.execute("COMMIT" if exc_type is None else "ROLLBACK")
+
+
+def open_campaign(out_dir: Path) -> CampaignDB:
+    """The database of an existing campaign folder; a UsageError when there is none."""
+    out_dir = Path(out_dir)
+    if not out_dir.is_dir():
+        raise UsageError(f"{out_dir}: no such campaign folder")
+    return CampaignDB(out_dir / DB_NAME)

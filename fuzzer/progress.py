@@ -1,0 +1,154 @@
+"""Live progress (a tqdm bar, or a log line per minute when stdout is not a terminal) and the campaign summary."""
+
+from __future__ import annotations
+
+import collections
+import json
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TextIO
+
+if TYPE_CHECKING:
+    from fuzzer.db import CampaignDB
+
+GENERATION = frozenset({"generate", "materialize", "inputs", "source", "reference"})
+ORACLE = frozenset({"oracle", "rerun", "locate", "culprit"})
+SHARE_NAMES = ("generation", "conversion", "runtime", "oracle", "overhead")
+
+
+def category(timer: str) -> str:
+    """generation, runtime, oracle (incl. rerun/locate follow-ups) or conversion (every converter step)."""
+    if timer in GENERATION:
+        return "generation"
+    if timer in ORACLE:
+        return "oracle"
+    if "runtime" in timer or "baseline" in timer:
+        return "runtime"
+    return "conversion"
+
+
+@dataclass
+class Counts:
+    """Live counts by symptom, unique bugs, and our own errors."""
+
+    by_symptom: collections.Counter[str] = field(default_factory=collections.Counter)
+    unique_bugs: int = 0
+    own_errors: int = 0
+
+    @classmethod
+    def from_db(cls, db: CampaignDB) -> Counts:
+        counts = cls()
+        for symptom, n in db.conn.execute("SELECT symptom, COUNT(*) FROM tests GROUP BY symptom"):
+            counts.by_symptom[symptom] = n
+        counts.unique_bugs = db.conn.execute("SELECT COUNT(*) FROM bugs").fetchone()[0]
+        counts.own_errors = db.conn.execute("SELECT COUNT(*) FROM errors").fetchone()[0]
+        return counts
+
+    def add(self, symptom: str, new_bug: bool) -> None:
+        self.by_symptom[symptom] += 1
+        self.unique_bugs += int(new_bug)
+
+    @property
+    def tests(self) -> int:
+        return sum(self.by_symptom.values())
+
+    def line(self) -> str:
+        c = self.by_symptom
+        died = c["process_death"] + c["hang"] + c["out_of_memory"]
+        return (f"pass {c['pass']} crash {c['crash']} wrong {c['wrong_values'] + c['wrong_shape'] + c['wrong_dtype']} "
+                f"invalid {c['invalid_model']} unsupported {c['unsupported']} died/hung/oom {died} "
+                f"bugs {self.unique_bugs} own-errors {self.own_errors}")
+
+
+class Progress:
+    """A tqdm bar with tests/s on a terminal; otherwise one log line every `interval_s` seconds."""
+
+    def __init__(self, stream: TextIO | None = None, interactive: bool | None = None, interval_s: float = 60.0,
+                 total: int | None = None) -> None:
+        self.stream = stream or sys.stdout
+        self.interactive = self.stream.isatty() if interactive is None else interactive
+        self.interval_s = interval_s
+        self.start = time.monotonic()
+        self.last_line = self.start
+        self.shown = 0
+        self.bar: Any = None
+        if self.interactive:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, unit="test", file=self.stream, dynamic_ncols=True)
+
+    def update(self, counts: Counts) -> None:
+        now = time.monotonic()
+        if self.bar is not None:
+            self.bar.update(counts.tests - self.shown)
+            self.shown = counts.tests
+            self.bar.set_postfix_str(counts.line(), refresh=False)
+        elif now - self.last_line >= self.interval_s:
+            self.last_line = now
+            rate = counts.tests / max(now - self.start, 1e-9)
+            print(f"[{time.strftime('%H:%M:%S')}] {counts.tests} tests ({rate:.2f}/s) {counts.line()}",
+                  file=self.stream, flush=True)
+
+    def close(self, counts: Counts) -> None:
+        if self.bar is not None:
+            self.update(counts)
+            self.bar.close()
+
+
+# ---- the summary --------------------------------------------------------------------------------------------
+
+def summarize(db: CampaignDB) -> dict[str, Any]:
+    """Everything `convsmith status` shows, as plain data."""
+    conn = db.conn
+    table = [tuple(r) for r in conn.execute(
+        "SELECT converter, symptom, stage, COUNT(*) FROM tests GROUP BY converter, symptom, stage ORDER BY 1, 2, 3")]
+    bugs = [dict(zip(("signature", "symptom", "stage", "converter", "count", "case_dir"), r, strict=True))
+            for r in conn.execute(
+        "SELECT signature, symptom, stage, converter, count, case_dir FROM bugs ORDER BY count DESC, signature")]
+    per_converter = dict(conn.execute("SELECT converter, COUNT(*) FROM tests GROUP BY converter").fetchall())
+    wall = worker_wall = 0.0
+    for started, ended, beat, workers in conn.execute("SELECT started, ended, last_beat, workers FROM sessions"):
+        span = max((ended or beat or started) - started, 0.0)
+        wall += span
+        worker_wall += span * workers
+    shares = collections.Counter()
+    for (timings,) in conn.execute("SELECT timings FROM tests UNION ALL SELECT timings FROM units"):
+        for name, seconds in json.loads(timings).items():
+            shares[category(name)] += seconds
+    measured = sum(shares.values())
+    shares["overhead"] = max(worker_wall - measured, 0.0)
+    total_share = max(worker_wall, measured, 1e-9)
+    tests = sum(per_converter.values())
+    return {
+        "tests": tests,
+        "units_done": db.done_units(),
+        "wall_s": wall,
+        "worker_wall_s": worker_wall,
+        "tests_per_min": tests / (wall / 60) if wall > 0 else 0.0,
+        "per_converter_per_min": {k: v / (wall / 60) if wall > 0 else 0.0 for k, v in per_converter.items()},
+        "table": table,
+        "bugs": bugs,
+        "own_errors": conn.execute("SELECT COUNT(*) FROM errors").fetchone()[0],
+        "shares": {k: shares[k] / total_share for k in SHARE_NAMES},
+        "sessions": conn.execute("SELECT COUNT(*) FROM sessions").fetchone()[0],
+    }
+
+
+def format_summary(data: dict[str, Any]) -> str:
+    lines = [f"{data['tests']} tests ({data['units_done']} graphs done) in {data['wall_s'] / 60:.1f} min over "
+             f"{data['sessions']} session(s): {data['tests_per_min']:.1f} tests/min"]
+    for conv, rate in sorted(data["per_converter_per_min"].items()):
+        lines.append(f"  {conv:<24} {rate:8.1f} tests/min")
+    lines.append("tests by converter x symptom x stage:")
+    for conv, symptom, stage, n in data["table"]:
+        lines.append(f"  {conv:<24} {symptom:<16} {stage:<20} {n:6d}")
+    lines.append(f"unique bugs: {len(data['bugs'])}")
+    by_kind = collections.Counter((b["symptom"], b["stage"]) for b in data["bugs"])
+    for (symptom, stage), n in sorted(by_kind.items()):
+        lines.append(f"  {symptom:<16} {stage:<20} {n:4d}")
+    for bug in data["bugs"]:
+        lines.append(f"  {bug['count']:5d}x {bug['signature']}" + ("" if bug["case_dir"] else " (no case folder)"))
+    lines.append(f"own errors (convsmith bugs): {data['own_errors']}")
+    lines.append("share of worker wall time: " + ", ".join(f"{k} {v:.0%}" for k, v in data["shares"].items()))
+    return "\n".join(lines)

@@ -1,0 +1,276 @@
+"""The worker process: a long-lived loop that runs test units sent over a pipe and reports each result.
+
+A unit is (index, seed, converters): generate the graph of the seed, materialize it and find inputs once, then
+check it with each converter in turn, reporting a "phase" message before each step so the campaign knows what
+was running when a process dies or hangs. A unit is a pure function of (seed, config): nothing else is read.
+
+Messages are JSON (send_bytes/recv_bytes), never pickles. The worker ignores SIGINT (the campaign handles
+Ctrl-C), dies with its parent (PR_SET_PDEATHSIG), runs torch single-threaded, limits its address space
+(RLIMIT_AS) and leaves fatal-signal and hang tracebacks in a faulthandler file the campaign reads.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+import faulthandler
+import importlib
+import json
+import os
+import random
+import resource
+import signal
+import sys
+import time
+import traceback
+from collections.abc import Mapping
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+from fuzzer.case import case_from_result, case_id, collect_versions, write_case
+from fuzzer.check import CheckOptions, CheckResult, follow_up, judge, prepare
+from fuzzer.converters import ConverterRegistry
+from fuzzer.converters.base import Converter
+from fuzzer.db import OWN_ERROR
+from generators.dtypes import DType
+from generators.generator import GenOptions, generate
+from oracles.verdict import Stage, Symptom, Verdict
+
+DEFAULT_REGISTRY = "fuzzer.converters:CONVERTERS"
+_PR_SET_PDEATHSIG = 1
+
+
+@dataclass(frozen=True)
+class WorkerConfig:
+    """Everything a worker needs, as JSON: the same config and seed always give the same results."""
+
+    out_dir: str
+    log_dir: str
+    registry: str = DEFAULT_REGISTRY
+    min_nodes: int = 2
+    nodes: int = 10
+    include_ops: tuple[str, ...] = ()
+    exclude_ops: tuple[str, ...] = ()
+    dtypes: tuple[str, ...] = ()
+    max_numel: int = GenOptions.max_numel
+    converter_options: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
+    check: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    timeout_s: float = 60.0
+    memory_mb: int = 4096
+    device: str = "cpu"
+
+    def to_json(self) -> dict[str, Any]:
+        return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> WorkerConfig:
+        hinted = {f.name: str(f.type) for f in dataclasses.fields(cls)}
+        return cls(**{k: tuple(v) if "tuple" in hinted[k] else v for k, v in data.items() if k in hinted})
+
+    def gen_options(self, seed: int) -> GenOptions:
+        """The generator options of one seed: the node count is drawn from [min_nodes, nodes] by the seed."""
+        nodes = random.Random(seed).randint(min(self.min_nodes, self.nodes), self.nodes)
+        dtypes = tuple(DType(d) for d in self.dtypes) or GenOptions.dtypes
+        return GenOptions(nodes=nodes, include_ops=self.include_ops, exclude_ops=self.exclude_ops, dtypes=dtypes,
+                          max_numel=self.max_numel)
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, tuple):
+        return list(value)
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+def load_registry(ref: str) -> ConverterRegistry:
+    """'module:attr' naming a ConverterRegistry (or a zero-argument callable returning one)."""
+    module_name, _, attr = ref.partition(":")
+    obj = getattr(importlib.import_module(module_name), attr or "CONVERTERS")
+    registry = obj() if callable(obj) and not isinstance(obj, ConverterRegistry) else obj
+    if not isinstance(registry, ConverterRegistry):
+        raise TypeError(f"{ref} is not a ConverterRegistry")
+    return registry
+
+
+def fault_file(log_dir: str | Path, pid: int) -> Path:
+    return Path(log_dir) / f"worker-{pid}.fault"
+
+
+# ---- process setup ----------------------------------------------------------------------------------------
+
+def _vm_size_bytes() -> int:
+    with open("/proc/self/status") as handle:
+        for line in handle:
+            if line.startswith("VmSize:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def setup_process(config: WorkerConfig) -> Any:
+    """Signals, parent-death, threads, memory limit, stdout/stderr to a log, faulthandler; returns the fault file."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):  # not Linux: the pipe's EOF still ends the loop
+        pass
+    import torch
+
+    torch.set_num_threads(1)
+    try:
+        torch.set_num_interop_threads(1)
+    except RuntimeError:  # already set in this process
+        pass
+    if config.memory_mb > 0:
+        limit = _vm_size_bytes() + config.memory_mb * 2**20
+        soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+        if hard == resource.RLIM_INFINITY or limit < hard:
+            resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+    log_dir = Path(config.log_dir)
+    log_dir.mkdir(parents=True, exist_ok=True)
+    log = os.open(log_dir / f"worker-{os.getpid()}.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    fault = open(fault_file(log_dir, os.getpid()), "w")  # noqa: SIM115 - lives as long as the process
+    faulthandler.enable(fault, all_threads=False)
+    return fault
+
+
+# ---- the loop ---------------------------------------------------------------------------------------------
+
+def worker_main(conn: Connection, config_json: str) -> None:
+    """Entry point of a worker process: set up, say ready, run units until told to stop or the pipe closes."""
+    config = WorkerConfig.from_json(json.loads(config_json))
+    fault = setup_process(config)
+    registry = load_registry(config.registry)
+    runner = UnitRunner(config, registry, lambda msg: conn.send_bytes(json.dumps(msg).encode()), fault)
+    runner.send({"type": "ready", "pid": os.getpid()})
+    while True:
+        try:
+            msg = json.loads(conn.recv_bytes())
+        except (EOFError, OSError):
+            return
+        if msg.get("type") != "unit":
+            return
+        try:
+            runner.run_unit(msg["idx"], msg["seed"], tuple(msg["converters"]))
+        except (BrokenPipeError, EOFError):
+            return
+
+
+class UnitRunner:
+    """Runs units in this process; `send` delivers each message (a pipe in a worker, a list in tests)."""
+
+    def __init__(self, config: WorkerConfig, registry: ConverterRegistry, send: Any, fault: Any = None) -> None:
+        self.config = config
+        self.registry = registry
+        self.send = send
+        self.fault = fault
+        self.check_options = CheckOptions(**config.check)
+        self.versions: dict[str, dict[str, str]] = {}
+
+    def phase(self, idx: int, converter: str | None, phase: str) -> None:
+        self.send({"type": "phase", "idx": idx, "converter": converter, "phase": phase})
+
+    def own_error(self, idx: int, seed: int, converter: str | None, phase: str, exc: BaseException) -> None:
+        self.send({"type": "own_error", "idx": idx, "seed": seed, "converter": converter, "phase": phase,
+                   "exc_type": f"{type(exc).__module__}.{type(exc).__qualname__}", "message": str(exc),
+                   "traceback": traceback.format_exc()})
+
+    def run_unit(self, idx: int, seed: int, converters: tuple[str, ...]) -> None:
+        start = time.perf_counter()
+        self.phase(idx, None, "generate")
+        timings: dict[str, float] = {}
+        try:
+            graph = generate(seed, self.config.gen_options(seed))
+            timings["generate"] = time.perf_counter() - start
+            self.send({"type": "graph", "idx": idx, "graph": graph.to_json(), "nodes": len(graph.nodes)})
+            prepared = prepare(graph, seed, "source", timings, self.check_options.input_budget_s)
+        except Exception as exc:  # GenerationError, OpBug, anything: ours, never a converter's
+            self.own_error(idx, seed, None, "generate", exc)
+            self.send({"type": "unit_failed", "idx": idx, "timings": timings})
+            return
+        self.send({"type": "prepared", "idx": idx, "timings": timings})
+        for name in converters:
+            self.run_test(idx, seed, graph, name, prepared)
+
+    def run_test(self, idx: int, seed: int, graph: Any, name: str, prepared: Any) -> None:
+        start = time.perf_counter()
+        self.phase(idx, name, "convert")
+        converter = self.registry[name]
+        opts = converter.options(self.config.converter_options.get(name))
+        timings: dict[str, float] = {}
+        if self.fault is not None:
+            faulthandler.dump_traceback_later(max(self.config.timeout_s - 1.0, 0.5), file=self.fault)
+        try:
+            if isinstance(prepared, CheckResult):  # the source failed: the same verdict for every converter
+                result = dataclasses.replace(prepared, verdict=dataclasses.replace(prepared.verdict, converter=name))
+            else:
+                result = follow_up(judge(prepared, converter, opts, timings), converter, opts, self.check_options)
+            result = dataclasses.replace(result, options=opts.to_json())
+        except MemoryError:
+            result = CheckResult(memory_verdict(name), timings, options=opts.to_json())
+        except Exception as exc:  # a convsmith bug: counted and logged, never filed as the converter's
+            self.own_error(idx, seed, name, "convert", exc)
+            self.send(_row(idx, seed, name, opts.to_json(), None, timings, time.perf_counter() - start))
+            return
+        finally:
+            if self.fault is not None:
+                faulthandler.cancel_dump_traceback_later()
+        case_dir = self.write_case(idx, seed, graph, converter, result)
+        self.send(_row(idx, seed, name, result.options, result.verdict, result.timings,
+                       time.perf_counter() - start, case_dir))
+
+    def write_case(self, idx: int, seed: int, graph: Any, converter: Converter, result: CheckResult) -> str | None:
+        """The case folder of a bug whose folder does not exist yet (the first writer wins a race)."""
+        verdict = result.verdict
+        if not verdict.is_bug or not verdict.signature:
+            return None
+        out = Path(self.config.out_dir)
+        name = case_id(verdict.signature)
+        if (out / name).exists():
+            return name
+        self.phase(idx, converter.name, "case")
+        try:
+            if converter.name not in self.versions:
+                self.versions[converter.name] = collect_versions(converter.distributions)
+            log = case_log(result)
+            case = case_from_result(result, graph, seed, converter.name, self.versions[converter.name], log)
+            return write_case(out, case).name
+        except Exception as exc:  # writing a case is our code
+            self.own_error(idx, seed, converter.name, "case", exc)
+            return None
+
+
+def memory_verdict(converter: str) -> Verdict:
+    from oracles.signature import crash_signature
+
+    signature = crash_signature(converter, Stage.NONE, "MemoryError", "out of memory", "")
+    return Verdict(Symptom.OUT_OF_MEMORY, Stage.NONE, converter, signature=signature,
+                   message="MemoryError: the worker's memory limit was reached", labels=("stage-unknown",))
+
+
+def case_log(result: CheckResult) -> str:
+    lines = [f"verdict: {result.verdict.symptom.json_name} at {result.verdict.stage.value}",
+             f"message: {result.verdict.message}", "timings (s):"]
+    lines += [f"  {k}: {v:.4f}" for k, v in sorted(result.timings.items())]
+    if result.failure is not None:
+        lines += ["", result.failure.traceback]
+    return "\n".join(lines) + "\n"
+
+
+def _row(idx: int, seed: int, converter: str, options: Mapping[str, Any], verdict: Verdict | None,
+         timings: Mapping[str, float], wall: float, case_dir: str | None = None) -> dict[str, Any]:
+    """A result message; verdict None is our own error."""
+    if verdict is None:
+        fields = {"symptom": OWN_ERROR, "stage": Stage.NONE.value, "signature": "", "is_bug": False, "labels": [],
+                  "message": "convsmith error (see the errors table)"}
+    else:
+        fields = {"symptom": verdict.symptom.json_name, "stage": verdict.stage.value, "signature": verdict.signature,
+                  "is_bug": verdict.is_bug, "labels": list(verdict.labels), "message": verdict.message}
+    return {"type": "result", "idx": idx, "seed": seed, "converter": converter, "options": dict(options),
+            "timings": dict(timings), "wall_s": wall, "case_dir": case_dir, **fields}

@@ -9,8 +9,10 @@ as assumptions (dropping the unsat core), so the graph does not settle on z3's f
 from __future__ import annotations
 
 import random
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import z3
 
@@ -68,7 +70,7 @@ class _Context:
         self._pending = pending
 
     def int_attr(self, name: str, lo: int, hi: int) -> z3.ArithRef:
-        var = z3.Int(f"{self._pending.prefix}.{name}")
+        var = z3.Int(f"{self._pending.prefix}.{name}", self._gen.z3ctx)
         self._pending.int_attrs.append(_IntAttr(var, lo, hi))
         self._pending.bounds += [var >= lo, var <= hi]
         return var
@@ -105,7 +107,8 @@ class _GraphBuilder:
     def __init__(self, seed: int, opts: GenOptions) -> None:
         self.rng = random.Random(seed)
         self.opts = opts
-        self.solver = z3.Solver()
+        self.z3ctx = z3.main_ctx()  # fresh per graph: see _fresh_z3_context
+        self.solver = z3.Solver(ctx=self.z3ctx)
         self.solver.set("random_seed", seed % (2**31))
         self.tensors: dict[str, SymTensor] = {}
         self.placeholders: list[str] = []
@@ -127,7 +130,7 @@ class _GraphBuilder:
 
     def fresh_dim(self) -> z3.ArithRef:
         self._counter += 1
-        return z3.Int(f"d{self._counter}")
+        return z3.Int(f"d{self._counter}", self.z3ctx)
 
     def dim_bounds(self, var: z3.ArithRef) -> list[z3.BoolRef]:
         return [var >= 1, var <= self.opts.max_dim]
@@ -298,10 +301,10 @@ class _GraphBuilder:
         for _ in range(8):
             if self.solver.check(*wishes) == z3.sat:
                 return self.solver.model()
-            core = {str(c) for c in self.solver.unsat_core()}
+            core = {c.get_id() for c in self.solver.unsat_core()}
             if not core:
                 break
-            wishes = [w for w in wishes if str(w) not in core]
+            wishes = [w for w in wishes if w.get_id() not in core]
         if self.solver.check() != z3.sat:
             raise GenerationError("constraints became unsatisfiable")
         return self.solver.model()
@@ -315,7 +318,12 @@ class _GraphBuilder:
     def to_graph(self) -> Graph:
         model = self.spread_values()
 
+        # Most dims and attributes are plain variables: one pass over the model beats an eval per variable.
+        values = {d.name(): model[d].as_long() for d in model.decls() if d.arity() == 0}
+
         def val(expr: Any) -> Any:
+            if isinstance(expr, z3.ArithRef) and expr.num_args() == 0 and not z3.is_int_value(expr):
+                return values.get(expr.decl().name(), 1)
             if isinstance(expr, z3.ExprRef):
                 return model.eval(expr, model_completion=True).as_long()
             if isinstance(expr, (tuple, list)):
@@ -338,9 +346,29 @@ class _GraphBuilder:
         return Graph(inputs, weights, nodes, outputs, {n: t for n, t in types.items() if n in live}, ranges)
 
 
+@contextmanager
+def _fresh_z3_context() -> Iterator[None]:
+    """Make z3's default context a new one for the duration of one graph.
+
+    z3's answers depend on every term its context has ever seen, so one shared context would make a graph
+    depend on the graphs generated before it in the same process. Op specs build terms with z3.IntVal and
+    friends without naming a context; swapping the default (and restoring it) keeps them deterministic.
+    """
+    saved = z3.z3._main_ctx
+    z3.z3._main_ctx = z3.Context()
+    try:
+        yield
+    finally:
+        z3.z3._main_ctx = saved
+
+
 def generate(seed: int, opts: GenOptions | None = None) -> Graph:
     """Make one valid random graph; the same seed and options always give the same graph."""
-    opts = opts or GenOptions()
+    with _fresh_z3_context():
+        return _generate(seed, opts or GenOptions())
+
+
+def _generate(seed: int, opts: GenOptions) -> Graph:
     builder = _GraphBuilder(seed, opts)
     builder.seed_placeholder()
     attempts = 0

@@ -25,7 +25,9 @@ def default_range(dtype: DType) -> tuple[float, float]:
     return (-8, 8)
 
 
-def random_tensor(ttype: TensorType, gen: torch.Generator, value_range: tuple[float, float] | None = None) -> torch.Tensor:
+def random_tensor(
+    ttype: TensorType, gen: torch.Generator, value_range: tuple[float, float] | None = None
+) -> torch.Tensor:
     """Values of `ttype` drawn uniformly from the range (integers inclusive), from `gen` only."""
     lo, hi = value_range if value_range is not None else default_range(ttype.dtype)
     if ttype.dtype.is_float:

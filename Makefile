@@ -1,0 +1,43 @@
+# convsmith: `make fuzz` and `make test` set up a fresh machine and run.
+PYTHON ?= python3
+VENV ?= .venv
+TORCH ?= torch==2.13.0
+MINUTES ?= 3
+WORKERS ?= 2
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: install fuzz test bench lint clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+# torch first, pinned (the CPU build by default; `make install TORCH=torch` for a GPU box), so that nothing
+# later pulls another build. onnx2torch is installed without its dependencies: it would pull torchvision,
+# which asks for a different torch; it is reported unavailable where torchvision does not import.
+$(STAMP): $(BIN)/python pyproject.toml
+	$(BIN)/pip install --quiet "$(TORCH)"
+	$(BIN)/pip install --quiet -e ".[optimizers,dev]"
+	$(BIN)/pip install --quiet --no-deps "onnx2torch>=1.5"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+fuzz: install
+	$(BIN)/convsmith fuzz --minutes $(MINUTES) --workers $(WORKERS) --out bugs
+
+test: install
+	$(BIN)/python -m pytest -q -p no:cacheprovider
+
+bench: install
+	$(BIN)/python bench/generate.py
+	$(BIN)/python bench/noise.py --graphs 300
+	$(BIN)/python bench/fuzz.py
+	$(BIN)/python bench/reduce.py
+
+lint: install
+	$(BIN)/ruff check generators oracles fuzzer tests bench
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache .convsmith-cache

@@ -1,0 +1,5 @@
+import sys
+
+from fuzzer.cli import main
+
+sys.exit(main())

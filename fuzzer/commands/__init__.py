@@ -1,0 +1,1 @@
+"""One module per `convsmith` subcommand (see fuzzer/cli.py for the contract)."""

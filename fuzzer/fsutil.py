@@ -1,0 +1,39 @@
+"""Atomic file and folder writes: a reader never sees half a file, a crash never leaves one."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write `data` to a temp file beside `path`, fsync it, then rename it over `path`."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_publish_dir(staging: Path, final: Path) -> bool:
+    """Rename a fully written staging folder to `final`; False (and staging removed) when `final` exists."""
+    try:
+        os.rename(staging, final)
+        return True
+    except OSError:
+        if final.exists():
+            shutil.rmtree(staging, ignore_errors=True)
+            return False
+        raise

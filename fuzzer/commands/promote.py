@@ -1,0 +1,39 @@
+"""`convsmith promote CASE`: copy a (reduced) case into corpus/ with its expectation: a known bug, or must pass."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from fuzzer.case import with_changes, write_case
+from fuzzer.errors import UsageError
+from fuzzer.replay import Outcome, load_case, replay
+
+NAME = "promote"
+HELP = "copy a case into the regression corpus with its expectation (known bug, or must pass)"
+DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / "corpus"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("case", type=Path, metavar="CASE", help="case folder (or its case.json)")
+    parser.add_argument("--expect", choices=("bug", "pass"),
+                        help="known bug (xfail until fixed) or must pass (default: bug if it reproduces now)")
+    parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS, help="corpus folder (default: corpus/)")
+    parser.add_argument("--no-verify", action="store_true", help="do not replay the case before promoting it")
+
+
+def run(args: argparse.Namespace) -> int:
+    case = load_case(args.case)
+    expect = args.expect
+    if not args.no_verify:
+        result = replay(case)
+        if expect is None:
+            expect = "bug" if result.outcome is Outcome.REPRODUCES else "pass"
+        if expect == "bug" and result.outcome is not Outcome.REPRODUCES:
+            raise UsageError(f"{result.line()}: not promoted as a known bug")
+        if expect == "pass" and result.verdict.is_bug:
+            raise UsageError(f"{case.id} still fails ({result.verdict.signature}): not promoted as must-pass")
+    expect = expect or "bug"
+    path = write_case(args.corpus, with_changes(case, expectation=expect), replace=True)
+    print(f"{case.id}: promoted as {'a known bug' if expect == 'bug' else 'must pass'} -> {path}")
+    return 0

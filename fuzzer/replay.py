@@ -1,0 +1,94 @@
+"""Replaying a saved case on the installed library versions: reproduces, fixed, or fails differently."""
+
+from __future__ import annotations
+
+import enum
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fuzzer.case import CASE_JSON, CaseData, CaseError, read_case
+from fuzzer.check import CheckOptions, ConverterUnavailable, check_source, run_check
+from fuzzer.converters import CONVERTERS
+from fuzzer.converters.base import Source
+from fuzzer.errors import UsageError
+from generators.materialize import GraphModule
+from oracles.verdict import Verdict
+
+REPLAY_CHECK = CheckOptions(rerun=True, locate=True, culprit=False)
+
+
+class Outcome(enum.IntEnum):
+    """Ordered by how much attention it needs; the CLI's exit status follows from the worst one."""
+
+    REPRODUCES = 0
+    FIXED = 1
+    DIFFERENT = 2
+
+    @property
+    def label(self) -> str:
+        return {0: "reproduces", 1: "fixed", 2: "fails differently"}[int(self)]
+
+
+@dataclass(frozen=True)
+class Replay:
+    case_id: str
+    outcome: Outcome
+    verdict: Verdict
+    expected_signature: str
+
+    def line(self) -> str:
+        text = f"{self.case_id}: {self.outcome.label}"
+        if self.outcome is Outcome.DIFFERENT:
+            text += f" (now {self.verdict.signature or self.verdict.symptom.json_name})"
+        elif self.outcome is Outcome.FIXED:
+            text += f" (now {self.verdict.symptom.json_name})"
+        return text
+
+
+def load_case(path: Path) -> CaseData:
+    """read_case, plus: every data file case.json lists must be present (a missing input is bad input)."""
+    case = read_case(path)
+    folder = path.parent if path.name == CASE_JSON else path
+    listed = json.loads((folder / CASE_JSON).read_text(encoding="utf-8")).get("files") or {}
+    for rel in sorted(listed):
+        if not (folder / rel).is_file():
+            raise CaseError(f"{folder}: missing {rel}")
+    return case
+
+
+def case_source(case: CaseData) -> Source | None:
+    """The case's own module, weights and inputs (None when the folder holds no input data)."""
+    if len(case.inputs) != len(case.graph.inputs) or set(case.weights) != set(case.graph.weights):
+        return None
+    module = GraphModule(case.graph, case.weights_torch())
+    return Source(case.graph, module, case.inputs_torch())
+
+
+def replay_verdict(case: CaseData, check_options: CheckOptions = REPLAY_CHECK) -> Verdict:
+    """The verdict of the case's graph under its converter and options, on the saved inputs when present."""
+    if case.converter not in CONVERTERS:
+        raise UsageError(f"{case.id}: unknown converter {case.converter!r}")
+    try:
+        options: Any = CONVERTERS[case.converter].options(case.converter_options)
+    except (TypeError, ValueError) as exc:
+        raise UsageError(f"{case.id}: bad converter options: {exc}") from None
+    try:
+        source = case_source(case)
+        if source is None:
+            return run_check(case.graph, case.seed, case.converter, options, check_options).verdict
+        return check_source(source, case.converter, options, check_options).verdict
+    except ConverterUnavailable as exc:
+        raise UsageError(str(exc)) from None
+
+
+def replay(case: CaseData, check_options: CheckOptions = REPLAY_CHECK) -> Replay:
+    verdict = replay_verdict(case, check_options)
+    if verdict.signature == case.signature and verdict.is_bug == case.verdict.is_bug:
+        outcome = Outcome.REPRODUCES
+    elif not verdict.is_bug:
+        outcome = Outcome.FIXED
+    else:
+        outcome = Outcome.DIFFERENT
+    return Replay(case.id, outcome, verdict, case.signature)

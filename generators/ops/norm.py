@@ -1,0 +1,178 @@
+"""Normalizations: batch/instance norm (running or batch statistics), layer/rms/group norm, LRN, F.normalize."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+import z3
+
+from generators.dtypes import FLOATS, DType
+from generators.ops.base import AttrMap, Build, BuildContext, Dim, OpSpec, SymTensor, same_sigs
+
+EPS = (1e-5, 1e-3, 0.1)
+MOMENTUM = (0.1, 0.0, 0.5)  # F.batch_norm takes no None (that is only the nn module's)
+VAR_RANGE = (0.1, 2.0)  # running variances must be positive
+
+
+def channel_weights(ctx: BuildContext, dtype: DType, c: Dim, count: int, **bounds: Any) -> list[z3.BoolRef]:
+    """`count` fresh 1-D weights of length c (created in order), returned as their length requirements."""
+    return [ctx.weight(1, dtype, **bounds).shape[0] == c for _ in range(count)]
+
+
+def not_single(dims: tuple[Dim, ...]) -> z3.BoolRef:
+    """More than one element over `dims` (batch statistics need it), without a product of dims."""
+    return z3.Or(*[d > 1 for d in dims]) if dims else z3.BoolVal(False)
+
+
+class Norm(OpSpec):
+    family = "norm"
+    sigs = same_sigs(FLOATS)
+
+
+class BatchNorm(Norm):
+    """F.batch_norm with running statistics (eval), or batch statistics with no running buffers."""
+
+    name = "batch_norm"
+    ranks = ((2, 3, 4, 5),)
+
+    def build(self, ctx: BuildContext, x: SymTensor) -> Build:
+        c = x.shape[1]
+        batch_stats = ctx.choice("batch_stats", (False, False, True))
+        if batch_stats:
+            reqs = [not_single(x.shape[:1] + x.shape[2:])]
+        else:
+            reqs = channel_weights(ctx, x.dtype, c, 1) + channel_weights(ctx, x.dtype, c, 1, lo=VAR_RANGE[0],
+                                                                         hi=VAR_RANGE[1])
+        affine = ctx.choice("affine", (True, False))
+        reqs += channel_weights(ctx, x.dtype, c, 2 if affine else 0)
+        attrs = {"batch_stats": batch_stats, "affine": affine, "eps": ctx.choice("eps", EPS),
+                 "momentum": ctx.choice("momentum", MOMENTUM)}
+        return Build([SymTensor(x.shape, x.dtype)], reqs, attrs)
+
+    def forward(self, attrs: AttrMap, x: torch.Tensor, *ws: torch.Tensor) -> torch.Tensor:
+        mean, var = (None, None) if attrs["batch_stats"] else ws[:2]
+        weight, bias = ws[-2:] if attrs["affine"] else (None, None)
+        return F.batch_norm(x, mean, var, weight, bias, training=attrs["batch_stats"], momentum=attrs["momentum"],
+                            eps=attrs["eps"])
+
+
+class InstanceNorm(Norm):
+    """F.instance_norm from per-instance statistics, or from running statistics (use_input_stats=False)."""
+
+    name = "instance_norm"
+    ranks = ((3, 4, 5),)
+
+    def build(self, ctx: BuildContext, x: SymTensor) -> Build:
+        c = x.shape[1]
+        use_input_stats = ctx.choice("use_input_stats", (True, True, False))
+        if use_input_stats:  # running buffers would be updated in place here, so none are passed
+            reqs = [not_single(x.shape[2:])]
+        else:
+            reqs = channel_weights(ctx, x.dtype, c, 1) + channel_weights(ctx, x.dtype, c, 1, lo=VAR_RANGE[0],
+                                                                         hi=VAR_RANGE[1])
+        affine = ctx.choice("affine", (True, False))
+        reqs += channel_weights(ctx, x.dtype, c, 2 if affine else 0)
+        attrs = {"use_input_stats": use_input_stats, "affine": affine, "eps": ctx.choice("eps", EPS),
+                 "momentum": ctx.choice("momentum", MOMENTUM)}
+        return Build([SymTensor(x.shape, x.dtype)], reqs, attrs)
+
+    def forward(self, attrs: AttrMap, x: torch.Tensor, *ws: torch.Tensor) -> torch.Tensor:
+        mean, var = (None, None) if attrs["use_input_stats"] else ws[:2]
+        weight, bias = ws[-2:] if attrs["affine"] else (None, None)
+        return F.instance_norm(x, mean, var, weight, bias, use_input_stats=attrs["use_input_stats"],
+                               momentum=attrs["momentum"], eps=attrs["eps"])
+
+
+class LayerNorm(Norm):
+    """F.layer_norm over the last k dims, with weight and bias, weight only, or neither."""
+
+    name = "layer_norm"
+    ranks = ((1, 2, 3, 4, 5),)
+    affine_options: tuple[str, ...] = ("weight_bias", "weight", "none")
+    eps_options: tuple = EPS
+
+    def build(self, ctx: BuildContext, x: SymTensor) -> Build:
+        k = ctx.choice("normalized_dims", tuple(range(1, x.rank + 1)))
+        affine = ctx.choice("affine", self.affine_options)
+        reqs = []
+        for _ in range({"weight_bias": 2, "weight": 1, "none": 0}[affine]):
+            w = ctx.weight(k, x.dtype)
+            reqs += [a == b for a, b in zip(w.shape, x.shape[-k:], strict=True)]
+        attrs = {"normalized_dims": k, "affine": affine, "eps": ctx.choice("eps", self.eps_options)}
+        return Build([SymTensor(x.shape, x.dtype)], reqs, attrs)
+
+    def forward(self, attrs: AttrMap, x: torch.Tensor, *ws: torch.Tensor) -> torch.Tensor:
+        shape = x.shape[x.dim() - attrs["normalized_dims"]:]
+        weight, bias = (tuple(ws) + (None, None))[:2]
+        return F.layer_norm(x, shape, weight, bias, eps=attrs["eps"])
+
+
+class RmsNorm(LayerNorm):
+    name = "rms_norm"
+    affine_options = ("weight", "none")
+    eps_options = (None, 1e-6, 1e-3)  # None: torch uses the dtype's machine epsilon
+
+    def forward(self, attrs: AttrMap, x: torch.Tensor, *ws: torch.Tensor) -> torch.Tensor:
+        shape = x.shape[x.dim() - attrs["normalized_dims"]:]
+        return F.rms_norm(x, shape, ws[0] if ws else None, eps=attrs["eps"])
+
+
+class GroupNorm(Norm):
+    """F.group_norm; channels divisible by the groups (one group per channel is an option)."""
+
+    name = "group_norm"
+    ranks = ((2, 3, 4, 5),)
+
+    def build(self, ctx: BuildContext, x: SymTensor) -> Build:
+        c = x.shape[1]
+        groups = ctx.choice("num_groups", (1, 2, 3, 4, "channels"))
+        # torch wants more than one value per group: N * C/groups * spatial > 1.
+        if groups == "channels":
+            groups, reqs = c, [not_single(x.shape[:1] + x.shape[2:])]
+        else:
+            reqs = [c % groups == 0, z3.Or(c > groups, not_single(x.shape[:1] + x.shape[2:]))]
+        affine = ctx.choice("affine", (True, False))
+        reqs += channel_weights(ctx, x.dtype, c, 2 if affine else 0)
+        attrs = {"num_groups": groups, "affine": affine, "eps": ctx.choice("eps", EPS)}
+        return Build([SymTensor(x.shape, x.dtype)], reqs, attrs)
+
+    def forward(self, attrs: AttrMap, x: torch.Tensor, *ws: torch.Tensor) -> torch.Tensor:
+        weight, bias = ws if attrs["affine"] else (None, None)
+        return F.group_norm(x, attrs["num_groups"], weight, bias, eps=attrs["eps"])
+
+
+class LocalResponseNorm(Norm):
+    """F.local_response_norm across channels; 4-D and wider inputs go through avg_pool3d (no half kernels)."""
+
+    name = "local_response_norm"
+    ranks = ((3, 4, 5),)
+
+    def build(self, ctx: BuildContext, x: SymTensor) -> Build | None:
+        if x.rank > 3 and x.dtype not in (DType.FLOAT32, DType.FLOAT64):
+            return None
+        attrs = {"size": ctx.int_attr("size", 1, 6), "alpha": ctx.choice("alpha", (1e-4, 0.01, 1.0)),
+                 "beta": ctx.choice("beta", (0.75, 0.5, 1.0)), "k": ctx.choice("k", (1.0, 2.0, 0.5))}
+        return Build([SymTensor(x.shape, x.dtype)], [], attrs)
+
+    def forward(self, attrs: AttrMap, x: torch.Tensor) -> torch.Tensor:
+        return F.local_response_norm(x, attrs["size"], alpha=attrs["alpha"], beta=attrs["beta"], k=attrs["k"])
+
+
+class Normalize(Norm):
+    """F.normalize: x / max(||x||_p, eps) along one dim (negative dims too)."""
+
+    name = "normalize"
+    ranks = ((1, 2, 3, 4, 5),)
+
+    def build(self, ctx: BuildContext, x: SymTensor) -> Build:
+        dim = ctx.choice("dim", tuple(range(-x.rank, x.rank)))
+        attrs = {"p": ctx.choice("p", (2.0, 1.0, 3.0)), "dim": dim, "eps": ctx.choice("eps", (1e-12, 1e-6, 0.1))}
+        return Build([SymTensor(x.shape, x.dtype)], [], attrs)
+
+    def forward(self, attrs: AttrMap, x: torch.Tensor) -> torch.Tensor:
+        return F.normalize(x, p=attrs["p"], dim=attrs["dim"], eps=attrs["eps"])
+
+
+OPS: list[type[OpSpec]] = [BatchNorm, InstanceNorm, LayerNorm, RmsNorm, GroupNorm, LocalResponseNorm, Normalize]

@@ -8,6 +8,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import ml_dtypes
+import numpy as np
+import torch
+
 from fuzzer.case import CASE_JSON, CaseData, CaseError, read_case
 from fuzzer.check import CheckOptions, ConverterUnavailable, check_source, run_check
 from fuzzer.converters import CONVERTERS
@@ -62,8 +66,17 @@ def case_source(case: CaseData) -> Source | None:
     """The case's own module, weights and inputs (None when the folder holds no input data)."""
     if len(case.inputs) != len(case.graph.inputs) or set(case.weights) != set(case.graph.weights):
         return None
-    module = GraphModule(case.graph, case.weights_torch())
-    return Source(case.graph, module, case.inputs_torch())
+    graph = case.graph
+    weights = {n: _torch(case.weights[n], graph.types[n].shape) for n in graph.weights}
+    inputs = tuple(_torch(x, t.shape) for x, t in zip(case.inputs, graph.inputs.values(), strict=True))
+    return Source(graph, GraphModule(graph, weights), inputs)
+
+
+def _torch(x: np.ndarray, shape: tuple[int, ...]) -> torch.Tensor:
+    """numpy -> torch keeping 0-d arrays 0-d (np.ascontiguousarray would make them 1-d)."""
+    if x.dtype == ml_dtypes.bfloat16:
+        return torch.from_numpy(np.array(x, dtype=np.float32)).to(torch.bfloat16).reshape(shape)
+    return torch.from_numpy(np.array(x, copy=True)).reshape(shape)
 
 
 def replay_verdict(case: CaseData, check_options: CheckOptions = REPLAY_CHECK) -> Verdict:

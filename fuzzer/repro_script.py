@@ -162,7 +162,7 @@ def load_tensor(rel):
     array = numpy_helper.to_array(proto)
     if array.dtype.name == "bfloat16":
         return torch.from_numpy(array.astype(np.float32)).to(torch.bfloat16)
-    return torch.from_numpy(np.ascontiguousarray(array).copy())
+    return torch.from_numpy(np.array(array, copy=True))  # keeps 0-d tensors 0-d
 
 
 def _register(module, name, value):

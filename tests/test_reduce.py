@@ -1,0 +1,142 @@
+"""The reducer against fake oracles (no converter): each shape of bug shrinks to one exact minimal graph."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from fuzzer.hand_graphs import GraphBuilder
+from fuzzer.reduce import graph_size, reduce_graph
+from fuzzer.reduce_passes import PASSES, cut, prune
+from generators.dtypes import DType
+from generators.ir import Graph, Node, TensorType
+
+F32 = DType.FLOAT32
+
+
+class FakeOracle:
+    """A stand-in for the converter check: the 'bug' is whatever `predicate` says; counts its calls."""
+
+    def __init__(self, predicate: Callable[[Graph], bool]) -> None:
+        self.predicate = predicate
+        self.calls = 0
+
+    def __call__(self, graph: Graph) -> bool:
+        self.calls += 1
+        return self.predicate(graph)
+
+
+def chain() -> Graph:
+    """in0[2,3,4] -> exp -> log10 -> tanh -> (+ in1) -> sin, with a side branch cos(in1) as a second output."""
+    g = GraphBuilder()
+    a, b = g.input((2, 3, 4)), g.input((2, 3, 4))
+    t = g.op("exp", (a,), (2, 3, 4))
+    t = g.op("log10", (t,), (2, 3, 4))
+    t = g.op("tanh", (t,), (2, 3, 4))
+    t = g.op("add", (t, b), (2, 3, 4))
+    g.op("sin", (t,), (2, 3, 4))
+    g.op("cos", (b,), (2, 3, 4))
+    return g.build()
+
+
+def _scalar_graph(*ops: str, ranges: dict | None = None, attrs: dict | None = None) -> Graph:
+    """in r0 float32[] -> ops in a chain; the expected minimal graphs are written with this."""
+    types = {"r0": TensorType((), F32)}
+    nodes, prev = [], "r0"
+    for i, op in enumerate(ops):
+        out = f"t{i}"
+        nodes.append(Node(op, (prev,), (out,), (attrs or {}).get(op, {})))
+        types[out] = TensorType((), F32)
+        prev = out
+    return Graph({"r0": types["r0"]}, {}, tuple(nodes), (prev,), types, ranges or {})
+
+
+def _names(graph: Graph) -> Graph:
+    """Rename tensors canonically (inputs r0.., node outputs t0..) so tests compare structure, not names."""
+    mapping = {n: f"r{i}" for i, n in enumerate(graph.inputs)}
+    mapping.update({n: f"w{i}" for i, n in enumerate(graph.weights)})
+    k = 0
+    for node in graph.nodes:
+        for o in node.outputs:
+            mapping[o] = f"t{k}"
+            k += 1
+    ren = lambda names: tuple(mapping[n] for n in names)  # noqa: E731
+    return Graph({mapping[n]: t for n, t in graph.inputs.items()}, {mapping[n]: t for n, t in graph.weights.items()},
+                 tuple(Node(n.op, ren(n.inputs), ren(n.outputs), dict(n.attrs)) for n in graph.nodes),
+                 ren(graph.outputs), {mapping[n]: t for n, t in graph.types.items()},
+                 {mapping[n]: r for n, r in graph.ranges.items()})
+
+
+def test_single_op_bug_shrinks_to_one_scalar_node() -> None:
+    oracle = FakeOracle(lambda g: "log10" in g.ops())
+    result = reduce_graph(chain(), 0, oracle, budget_s=60)
+    assert _names(result.graph) == _scalar_graph("log10", ranges={"r0": (0, 0)})
+    assert result.size_after < result.size_before and not result.exhausted
+    assert oracle.calls == result.checks == sum(s.tries for s in result.stats)
+    assert {"drop_outputs", "cut_nodes", "lower_ranks", "simplify_values"} <= set(result.helped)
+
+
+def _follows(first: str, second: str) -> Callable[[Graph], bool]:
+    def predicate(g: Graph) -> bool:
+        producer = g.producer()
+        return any(n.op == second and any(producer.get(i) and producer[i].op == first for i in n.inputs)
+                   for n in g.nodes)
+
+    return predicate
+
+
+def test_op_pair_bug_keeps_exactly_the_pair() -> None:
+    result = reduce_graph(chain(), 0, FakeOracle(_follows("log10", "tanh")), budget_s=60)
+    assert _names(result.graph) == _scalar_graph("log10", "tanh", ranges={"r0": (0, 0)})
+
+
+def test_shape_bug_keeps_the_smallest_failing_dim() -> None:
+    """The bug needs a dim of at least 3 on the log10 output: everything else shrinks to rank 1, size 3."""
+    def predicate(g: Graph) -> bool:
+        return any(n.op == "log10" and max(g.types[n.outputs[0]].shape, default=0) >= 3 for n in g.nodes)
+
+    result = reduce_graph(chain(), 0, FakeOracle(predicate), budget_s=60)
+    vec = TensorType((3,), F32)
+    assert _names(result.graph) == Graph({"r0": vec}, {}, (Node("log10", ("r0",), ("t0",)),), ("t0",),
+                                         {"r0": vec, "t0": vec}, {"r0": (0, 0)})
+
+
+def test_attribute_bug_moves_toward_defaults_but_keeps_what_matters() -> None:
+    """A leaky_relu bug that needs a non-zero slope: slope 0.2 becomes 1.0 (0.0 loses the bug)."""
+    g = GraphBuilder()
+    x = g.input((4, 5))
+    g.op("leaky_relu", (g.op("neg", (x,), (4, 5)),), (4, 5), negative_slope=0.2)
+    oracle = FakeOracle(lambda gr: any(n.op == "leaky_relu" and n.attrs["negative_slope"] != 0 for n in gr.nodes))
+    result = reduce_graph(g.build(), 0, oracle, budget_s=60)
+    expected = _scalar_graph("leaky_relu", ranges={"r0": (0, 0)}, attrs={"leaky_relu": {"negative_slope": 1.0}})
+    assert _names(result.graph) == expected
+
+
+def test_value_bug_keeps_a_range_that_shows_it() -> None:
+    """The bug needs non-zero inputs: values simplify to ones, not zeros."""
+    result = reduce_graph(chain(), 0, FakeOracle(lambda g: "sin" in g.ops() and
+                                                 all(g.ranges.get(n, (-2, 2)) != (0, 0) for n in g.inputs)), 60)
+    assert _names(result.graph) == _scalar_graph("sin", ranges={"r0": (1, 1)})
+
+
+def test_no_smaller_candidate_keeps_the_graph_and_counts_tries() -> None:
+    graph = chain()
+    oracle = FakeOracle(lambda g: g == graph)
+    result = reduce_graph(graph, 0, oracle, budget_s=60)
+    assert result.graph == graph and result.helped == []
+    assert [s.name for s in result.stats] == [p.__name__ for p in PASSES]
+    assert result.checks == oracle.calls > 0 and result.rounds == 1
+
+
+def test_budget_zero_returns_the_original_marked_exhausted() -> None:
+    graph = chain()
+    result = reduce_graph(graph, 0, FakeOracle(lambda g: True), budget_s=0)
+    assert result.graph == graph and result.exhausted and result.checks == 0
+
+
+def test_cut_feeds_readers_from_a_fresh_input_of_the_same_type() -> None:
+    graph = chain()
+    cut_graph = cut(graph, 1)  # log10: tanh now reads a fresh input r0 of log10's output type
+    assert cut_graph is not None
+    assert cut_graph.ops() == ["tanh", "add", "sin", "cos"]
+    assert cut_graph.inputs == {"in1": TensorType((2, 3, 4), F32), "r0": TensorType((2, 3, 4), F32)}
+    assert prune(cut_graph) == cut_graph and graph_size(cut_graph) < graph_size(graph)

@@ -415,7 +415,7 @@ def fault_frame(path: Path) -> tuple[str, str]:
         text = path.read_text(errors="replace")
     except OSError:
         return "", ""
-    blocks = re.split(r"(?m)^(?=(?:Fatal Python error|Current thread|Thread|Timeout \())", text)
+    blocks = re.split(r"(?m)^(?=(?:Fatal Python error|Current thread|Thread|Stack|Timeout \())", text)
     dumps = [b for b in blocks if _FRAME.search(b.splitlines()[1] if len(b.splitlines()) > 1 else "")]
     if not dumps:
         return "", text[-4000:]

@@ -257,7 +257,7 @@ def _check_digest(folder: Path, rel: str, data: bytes, digests: Mapping[str, str
 def _indexed(folder: Path, kind: str, count: int, digests: Mapping[str, str] | None) -> tuple[np.ndarray, ...]:
     """kind_0.pb ... kind_<count-1>.pb; all absent is allowed (a case without data), a gap is not."""
     paths = [f"{DATA_DIR}/{kind}_{i}.pb" for i in range(count)]
-    present = [(folder / p).exists() for p in paths]
+    present = [(folder / p).exists() or (digests is not None and p in digests) for p in paths]
     if not any(present):
         return ()
     return tuple(_tensor(folder, p, digests)[1] for p in paths)

@@ -210,7 +210,10 @@ class UnitRunner:
             if isinstance(prepared, CheckResult):  # the source failed: the same verdict for every converter
                 result = dataclasses.replace(prepared, verdict=dataclasses.replace(prepared.verdict, converter=name))
             else:
-                result = follow_up(judge(prepared, converter, opts, timings), converter, opts, self.check_options)
+                judged = judge(prepared, converter, opts, timings)
+                # A failing conversion loses its Steps timings: book the unexplained rest as conversion time.
+                timings["converter_other"] = max(time.perf_counter() - start - sum(timings.values()), 0.0)
+                result = follow_up(judged, converter, opts, self.check_options)
             result = dataclasses.replace(result, options=opts.to_json())
         except MemoryError:
             result = CheckResult(memory_verdict(name), timings, options=opts.to_json())

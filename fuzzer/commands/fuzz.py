@@ -49,12 +49,14 @@ def check_device(device: str) -> None:
         raise UsageError("--device cuda: onnxruntime has no CUDAExecutionProvider (install the 'gpu' extra)")
 
 
-def choose_converters(registry_ref: str, text: str | None) -> tuple[str, ...]:
+def choose_converters(registry_ref: str, text: str | None, check_availability: bool = True) -> tuple[str, ...]:
     registry = load_registry(registry_ref)
     wanted = _names(text)
     unknown = [n for n in wanted if n not in registry]
     if unknown:
         raise UsageError(f"unknown converter(s): {', '.join(unknown)}; known: {', '.join(registry)}")
+    if not check_availability:
+        return wanted
     chosen = []
     for name in wanted or tuple(registry):
         ok, reason = registry[name].availability()
@@ -85,9 +87,10 @@ def new_campaign(args: argparse.Namespace) -> tuple[Path, CampaignDB, CampaignSp
     gen = generator_options(args)
     if args.min_nodes < 1 or args.workers < 1 or args.timeout <= 0:
         raise UsageError("--min-nodes, --workers and --timeout must be positive")
-    converters = choose_converters(args.registry, args.converters)
     out = args.out
+    choose_converters(args.registry, args.converters, check_availability=False)  # unknown names first
     prepare_out(out)
+    converters = choose_converters(args.registry, args.converters)
     worker = WorkerConfig(out_dir=str(out), log_dir=str(out / LOG_DIR), registry=args.registry,
                           min_nodes=args.min_nodes, nodes=gen.nodes, include_ops=gen.include_ops,
                           exclude_ops=gen.exclude_ops, dtypes=tuple(d.value for d in gen.dtypes),

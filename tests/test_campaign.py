@@ -1,0 +1,125 @@
+"""The campaign: SIGKILL and resume without repeats or damage; one case folder per signature; bad inputs exit."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from fuzzer.campaign import CampaignSpec, case_folders
+from fuzzer.case import read_case
+from fuzzer.cli import main
+from fuzzer.db import DB_NAME
+from generators.generator import generate
+
+TESTS = Path(__file__).parent
+ROOT = TESTS.parent
+N = 16  # graphs in the killed campaign
+
+
+def _fuzz(out: Path, *extra: str, log: Path) -> subprocess.Popen:
+    env = dict(os.environ, PYTHONPATH=f"{ROOT}{os.pathsep}{TESTS}", CONVSMITH_RUN_LOG=str(log))
+    cmd = [sys.executable, "-m", "fuzzer", "fuzz", *extra]
+    return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def _rows(out: Path) -> list[tuple[int, str]]:
+    if not (out / DB_NAME).exists():
+        return []
+    conn = sqlite3.connect(f"file:{out / DB_NAME}?mode=ro", uri=True)
+    try:
+        return conn.execute("SELECT seed, converter FROM tests").fetchall()
+    except sqlite3.OperationalError:  # tables not created yet
+        return []
+    finally:
+        conn.close()
+
+
+def test_sigkill_then_resume_keeps_everything_and_repeats_nothing(tmp_path: Path) -> None:
+    out, log = tmp_path / "camp", tmp_path / "runs.log"
+    flags = ["--registry", "test_isolation:QUICK_REGISTRY", "--nodes", "3", "--min-nodes", "2"]
+    proc = _fuzz(out, "--out", str(out), "--tests", str(N), "--workers", "2", "--seed", "7", *flags, log=log)
+    deadline = time.monotonic() + 120
+    while len(_rows(out)) < 4 and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.1)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    committed = set(_rows(out))
+    assert 4 <= len(committed) < 2 * N
+    runs_before = log.read_text().splitlines() if log.exists() else []
+    resumed = _fuzz(out, "--resume", str(out), log=log)
+    text, _ = resumed.communicate(timeout=240)
+    assert resumed.returncode == 0, text
+
+    conn = sqlite3.connect(out / DB_NAME)
+    assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    rows = conn.execute("SELECT seed, converter FROM tests").fetchall()
+    assert sorted(rows) == sorted((7 + i, c) for i in range(N) for c in ("faulty-crash", "faulty-echo"))
+    assert conn.execute("SELECT COUNT(*) FROM units WHERE done = 1").fetchone() == (N,)
+    assert conn.execute("SELECT COUNT(*) FROM sessions").fetchone() == (2,)
+    # No committed test ran again: the echo converter logs each graph it runs; graphs after the kill are
+    # exactly those of tests not committed before it.
+    spec = CampaignSpec.from_json(__import__("json").loads(
+        conn.execute("SELECT value FROM meta WHERE key = 'spec'").fetchone()[0]), out)
+    graph_of = {seed: generate(seed, spec.worker.gen_options(seed)).dumps().replace("\n", "")
+                for seed in range(7, 7 + N)}
+    after = log.read_text().splitlines()[len(runs_before):]
+    done_echo = [s for s, c in committed if c == "faulty-echo"]
+    unique = {g for g in graph_of.values() if list(graph_of.values()).count(g) == 1}
+    assert not {graph_of[s] for s in done_echo} & unique & set(after)
+    rerun = conn.execute("SELECT COUNT(*) FROM tests WHERE converter = 'faulty-echo' AND session = 2 "
+                         "AND stage != 'source'").fetchone()[0]  # a failing source never reaches the converter
+    assert len(after) == rerun
+    # Every case folder reads back intact; one folder per distinct signature; no staging left over.
+    signatures = {r[0] for r in conn.execute("SELECT signature FROM bugs")}
+    folders = case_folders(out)
+    assert sorted(f.name for f in folders) == sorted(signatures)
+    assert all(read_case(f).signature == f.name for f in folders)
+    assert not [p for p in out.iterdir() if p.name.startswith(".tmp-")]
+    assert conn.execute("SELECT SUM(count) FROM bugs").fetchone() == \
+        conn.execute("SELECT COUNT(*) FROM tests WHERE is_bug = 1").fetchone()
+
+
+def _one_line_error(capsys: pytest.CaptureFixture[str], argv: list[str], needle: str) -> None:
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and needle in err, err
+
+
+def test_bad_resume_dir(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _one_line_error(capsys, ["fuzz", "--resume", str(tmp_path / "missing")], "no such campaign folder")
+    _one_line_error(capsys, ["fuzz", "--resume", str(tmp_path)], "not a campaign folder")
+    (tmp_path / DB_NAME).write_bytes(b"this is not sqlite" * 100)
+    _one_line_error(capsys, ["fuzz", "--resume", str(tmp_path)], "not a readable campaign database")
+    _one_line_error(capsys, ["status", str(tmp_path / "missing")], "no such campaign folder")
+
+
+def test_unknown_converter(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _one_line_error(capsys, ["fuzz", "--converters", "no-such-thing", "--out", str(tmp_path / "c")],
+                    "unknown converter(s): no-such-thing")
+    assert not (tmp_path / "c").exists()
+
+
+def test_unwritable_output_dir(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "file").write_text("x")
+    _one_line_error(capsys, ["fuzz", "--out", str(tmp_path / "file" / "sub"), "--tests", "1"],
+                    "cannot write to the output folder")
+
+
+def test_existing_campaign_needs_resume(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    sqlite3.connect(tmp_path / DB_NAME).close()
+    _one_line_error(capsys, ["fuzz", "--out", str(tmp_path), "--tests", "1"], "--resume")
+
+
+def test_cuda_without_gpu_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present")
+    _one_line_error(capsys, ["fuzz", "--device", "cuda", "--out", str(tmp_path / "c")], "--device cuda")

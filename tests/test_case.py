@@ -1,0 +1,106 @@
+"""The case folder: round trip, atomic first-writer-wins, and one clear CaseError per kind of damage."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from fuzzer.case import CaseData, CaseError, optional_renderer, read_case, write_case
+from fuzzer.errors import UsageError
+from fuzzer.hand_graphs import conv_relu_add
+from oracles.verdict import Stage, Symptom, Verdict
+
+
+def make_case(case_id: str = "crash-x-node_conversion-E-0123456789ab") -> CaseData:
+    graph = conv_relu_add()
+    weights = {w: np.full(t.shape, 0.5, dtype=np.float32) for w, t in graph.weights.items()}
+    inputs = tuple(np.arange(np.prod(t.shape), dtype=np.float32).reshape(t.shape) for t in graph.inputs.values())
+    outs = tuple(np.ones(graph.types[o].shape, dtype=np.float32) for o in graph.outputs)
+    verdict = Verdict(Symptom.CRASH, Stage.NODE_CONVERSION, "x", signature=case_id, message="E: boom")
+    return CaseData(id=case_id, signature=case_id, graph=graph, seed=3, converter="x", converter_options={"opset": 17},
+                    verdict=verdict, versions={"onnx": "1"}, input_names=tuple(graph.inputs),
+                    output_names=tuple(graph.outputs), created="2024-01-01T00:00:00+00:00", weights=weights,
+                    inputs=inputs, expected=outs, reference=tuple(o.astype(np.float64) for o in outs),
+                    model=None, log="trace\n")
+
+
+def test_round_trip(tmp_path: Path) -> None:
+    case = make_case()
+    folder = write_case(tmp_path, case)
+    back = read_case(folder)
+    assert back.to_json() == case.to_json()
+    assert back.log == "trace\n" and back.model is None
+    assert all(np.array_equal(a, b) for a, b in zip(back.inputs, case.inputs, strict=True))
+    assert sorted(back.weights) == sorted(case.weights)
+    assert back.reference[0].dtype == np.float64
+    assert (folder / "graph.dot").exists()
+    assert [p.name for p in tmp_path.iterdir()] == [case.id]  # no staging left
+    for module, filename in (("fuzzer.repro_script", "repro.py"), ("fuzzer.report", "report.md")):
+        present = optional_renderer(module, "render_repro" if filename == "repro.py" else "render_report")
+        assert (folder / filename).exists() == (present is not None)
+
+
+def test_bfloat16_and_model_round_trip(tmp_path: Path) -> None:
+    import onnx
+    from onnx import helper
+
+    node = helper.make_node("Identity", ["a"], ["b"])
+    vi = helper.make_tensor_value_info
+    graph = helper.make_graph([node], "g", [vi("a", 1, [1])], [vi("b", 1, [1])])
+    model = helper.make_model(graph).SerializeToString()
+    case = make_case()
+    x = np.array([1.5, -2.0], dtype=ml_dtypes.bfloat16)
+    case = CaseData(**{**case.__dict__, "inputs": (x, *case.inputs[1:]), "model": model})
+    back = read_case(write_case(tmp_path, case))
+    assert back.inputs[0].dtype == ml_dtypes.bfloat16 and back.inputs[0].tolist() == x.tolist()
+    assert back.model == model and onnx.load_from_string(back.model).graph.node[0].op_type == "Identity"
+
+
+def test_first_writer_wins_unless_replace(tmp_path: Path) -> None:
+    first = write_case(tmp_path, make_case())
+    other = CaseData(**{**make_case().__dict__, "seed": 99})
+    assert write_case(tmp_path, other) == first and read_case(first).seed == 3
+    assert read_case(write_case(tmp_path, other, replace=True)).seed == 99
+    assert [p.name for p in tmp_path.iterdir()] == [first.name]
+
+
+@pytest.mark.parametrize("damage, message", [
+    ("missing_json", "missing case.json"),
+    ("bad_json", "not valid JSON"),
+    ("schema", "unknown case schema_version 2"),
+    ("no_field", "lacks the field 'seed'"),
+    ("truncated_pb", "test_data_set_0/input_0.pb is truncated"),
+    ("missing_pb", "missing test_data_set_0/output_0.pb"),
+    ("truncated_model", "model.onnx is truncated"),
+])
+def test_damage_is_one_clear_case_error(tmp_path: Path, damage: str, message: str) -> None:
+    case = CaseData(**{**make_case().__dict__, "model": b"\x08\x07" + b"\x3a" + b"\x00"})
+    folder = write_case(tmp_path, case)
+    data = json.loads((folder / "case.json").read_text())
+    if damage == "missing_json":
+        (folder / "case.json").unlink()
+    elif damage == "bad_json":
+        (folder / "case.json").write_text("{not json")
+    elif damage in ("schema", "no_field"):
+        data.update({"schema_version": 2}) if damage == "schema" else data.pop("seed")
+        (folder / "case.json").write_text(json.dumps(data))
+    elif damage == "truncated_pb":
+        path = folder / "test_data_set_0" / "input_0.pb"
+        path.write_bytes(path.read_bytes()[:-3])
+    elif damage == "missing_pb":
+        (folder / "test_data_set_0" / "output_0.pb").unlink()
+    else:
+        (folder / "model.onnx").write_bytes(b"\x08")
+    with pytest.raises(CaseError) as info:
+        read_case(folder)
+    assert isinstance(info.value, UsageError)
+    assert message in str(info.value) and "\n" not in str(info.value)
+
+
+def test_not_a_folder(tmp_path: Path) -> None:
+    with pytest.raises(CaseError, match="not a case folder"):
+        read_case(tmp_path / "nope")

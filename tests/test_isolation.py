@@ -1,0 +1,124 @@
+"""Isolation: a segfaulting, a hanging and an unboundedly allocating converter each get their verdict, the
+campaign goes on with fresh workers, and every other result is recorded.
+
+The faulty converters are real registry entries in a registry instance the campaign loads by reference
+(`test_isolation:FAULTY_REGISTRY`), not mocks of a library.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import numpy as np
+
+from fuzzer.campaign import LOG_DIR, Campaign, CampaignSpec, case_folders
+from fuzzer.case import read_case
+from fuzzer.converters import CONVERTERS, ConverterRegistry
+from fuzzer.converters.base import (
+    Converter,
+    ConverterOptions,
+    Source,
+    Steps,
+    TargetRun,
+    tensor_to_numpy,
+)
+from fuzzer.db import DB_NAME, CampaignDB
+from fuzzer.worker import WorkerConfig
+from oracles.verdict import Stage
+
+
+class _Faulty(Converter):
+    libraries = ()
+    distributions = ()
+    options_type = ConverterOptions
+
+
+class FaultySegfault(_Faulty):
+    name = "faulty-segfault"
+
+    def convert_impl(self, source: Source, options: ConverterOptions) -> TargetRun:
+        os.kill(os.getpid(), signal.SIGSEGV)
+        raise AssertionError("unreachable")
+
+
+class FaultyHang(_Faulty):
+    name = "faulty-hang"
+
+    def convert_impl(self, source: Source, options: ConverterOptions) -> TargetRun:
+        while True:
+            time.sleep(0.05)
+
+
+class FaultyAlloc(_Faulty):
+    name = "faulty-alloc"
+
+    def convert_impl(self, source: Source, options: ConverterOptions) -> TargetRun:
+        chunks = []
+        while True:
+            chunks.append(np.ones(2**24))  # 128 MiB, touched
+
+
+class FaultyCrash(_Faulty):
+    """A library-style failure whose message names the graph's first operator (one signature per op)."""
+
+    name = "faulty-crash"
+
+    def convert_impl(self, source: Source, options: ConverterOptions) -> TargetRun:
+        with Steps().at(Stage.NODE_CONVERSION, "convert"):
+            raise RuntimeError(f"cannot convert {source.graph.nodes[0].op}")
+        raise AssertionError("unreachable")
+
+
+class FaultyEcho(_Faulty):
+    """Returns the eager outputs: always passes; appends the graph's first op to $CONVSMITH_RUN_LOG."""
+
+    name = "faulty-echo"
+
+    def convert_impl(self, source: Source, options: ConverterOptions) -> TargetRun:
+        log = os.environ.get("CONVSMITH_RUN_LOG")
+        if log:
+            with open(log, "a") as handle:
+                handle.write(source.graph.dumps().replace("\n", "") + "\n")
+        pairs = [tensor_to_numpy(x) for x in source.module(*source.inputs)]
+        return TargetRun(tuple(a for a, _ in pairs), tuple(d for _, d in pairs), {"convert": 0.0})
+
+
+FAULTY_REGISTRY = ConverterRegistry([FaultySegfault(), FaultyHang(), FaultyAlloc(), FaultyCrash(), FaultyEcho(),
+                                     CONVERTERS["torch-onnx-script"]])
+QUICK_REGISTRY = ConverterRegistry([FaultyCrash(), FaultyEcho()])
+
+
+def run_campaign(out: Path, converters: tuple[str, ...], tests: int, registry: str, workers: int = 2,
+                 timeout_s: float = 3.0, memory_mb: int = 256) -> CampaignDB:
+    worker = WorkerConfig(out_dir=str(out), log_dir=str(out / LOG_DIR), registry=registry, min_nodes=2, nodes=3,
+                          timeout_s=timeout_s, memory_mb=memory_mb, check={"input_budget_s": 0.2})
+    spec = CampaignSpec(100, converters, worker, tests)
+    out.mkdir(parents=True, exist_ok=True)
+    db = CampaignDB(out / DB_NAME, create=True)
+    db.set_meta("spec", spec.to_json())
+    assert Campaign(out, spec, db, workers).run() == "finished"
+    return db
+
+
+def test_faulty_converters_get_their_verdicts_and_the_campaign_goes_on(tmp_path: Path) -> None:
+    names = ("faulty-segfault", "faulty-hang", "faulty-alloc", "faulty-crash", "faulty-echo", "torch-onnx-script")
+    db = run_campaign(tmp_path, names, 2, "test_isolation:FAULTY_REGISTRY")
+    rows = db.conn.execute("SELECT idx, seed, converter, symptom FROM tests ORDER BY idx, converter").fetchall()
+    assert [(i, s, c) for i, s, c, _ in rows] == [(i, 100 + i, c) for i in range(2) for c in sorted(names)]
+    by = {(i, c): symptom for i, _, c, symptom in rows}
+    for i in range(2):
+        assert by[i, "faulty-segfault"] == "process_death"
+        assert by[i, "faulty-hang"] == "hang"
+        assert by[i, "faulty-alloc"] == "out_of_memory"
+        assert by[i, "faulty-crash"] == "crash"
+        assert by[i, "faulty-echo"] == "pass"
+        assert by[i, "torch-onnx-script"] not in ("process_death", "hang", "out_of_memory", "own_error")
+    assert db.conn.execute("SELECT COUNT(*) FROM units WHERE done = 1").fetchone()[0] == 2
+    assert db.conn.execute("SELECT COUNT(*) FROM errors").fetchone()[0] == 0
+    signatures = {r[0] for r in db.conn.execute("SELECT signature FROM bugs")}
+    folders = case_folders(tmp_path)
+    assert sorted(f.name for f in folders) == sorted(signatures)
+    assert {read_case(f).verdict.symptom.json_name for f in folders} >= {"process_death", "hang", "out_of_memory"}

@@ -69,8 +69,22 @@ def _explicit() -> dict[str, Template]:
         table[name] = lambda attrs, xs, s=symbol: f"{xs[0]} {s} {xs[1]}"
     for dtype in DType:
         table[f"cast_{dtype.value}"] = lambda attrs, xs: f"{xs[0]}.to(torch.{DType(attrs['to']).torch.__str__()[6:]})"
+    table["erfc"] = lambda attrs, xs: f"torch.special.erfc({xs[0]})"
     table["glu"] = lambda attrs, xs: f"torch.nn.functional.glu({xs[0]}, dim={attrs['dim']!r})"
     table["prelu"] = lambda attrs, xs: f"torch.nn.functional.prelu({xs[0]}, {xs[1]})"
+    for name in ("sum", "mean"):
+        table[name] = lambda a, xs, n=name: f"torch.{n}({xs[0]}, dim={a['dim']!r}, keepdim={a['keepdim']!r})"
+    for name in ("amax", "amin"):
+        table[name] = lambda a, xs, n=name: (f"torch.{n}({xs[0]}, dim={() if a['dim'] is None else a['dim']!r}, "
+                                             f"keepdim={a['keepdim']!r})")
+    for name in ("var", "std", "var_mean", "std_mean"):
+        table[name] = lambda a, xs, n=name: (f"torch.{n}({xs[0]}, dim={a['dim']!r}, correction={a['correction']!r}, "
+                                             f"keepdim={a['keepdim']!r})")
+    table["topk"] = lambda a, xs: (f"tuple(torch.topk({xs[0]}, {a['k']!r}, dim={a['dim']!r}, largest={a['largest']!r}, "
+                                   f"sorted={a['sorted']!r}))")
+    table["roll"] = lambda a, xs: f"torch.roll({xs[0]}, {a['shifts']!r}, {a['dims']!r})"
+    table["tile"] = lambda a, xs: f"torch.tile({xs[0]}, {a['reps']!r})"
+    table["permute"] = lambda a, xs: f"{xs[0]}.permute({a['perm']!r}){'.contiguous()' if a['contiguous'] else ''}"
     return table
 
 

@@ -1,0 +1,234 @@
+#!/usr/bin/env python3
+"""convsmith case wrong_values-torch-onnx-script-node_conversion-softplus-float32-3fad068e80f1-reduced: wrong_values in torch-onnx-script (node_conversion)
+
+Standalone reproduction (torch, onnx, onnxruntime, numpy; not convsmith). Run: python repro.py
+Exit status: 1 when the bug shows, 0 when it does not.
+"""
+import ctypes
+import os
+import sys
+import traceback
+import warnings
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import torch
+from onnx import numpy_helper
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CASE = 'wrong_values-torch-onnx-script-node_conversion-softplus-float32-3fad068e80f1-reduced'
+SYMPTOM = 'wrong_values'
+EXPECTED_ERROR = ''  # exception type name the bug raises (crash-like symptoms)
+CONVERTER = 'torch-onnx-script'
+OPTIONS = {'constant_folding': True, 'opset': 17}
+INPUT_NAMES = ('in1',)
+OUTPUT_NAMES = ('t0',)
+OUTPUT_DTYPES = ('float32',)
+TOLERANCES = {'float64': (1e-09, 1e-12), 'float32': (0.0001, 1e-06), 'float16': (0.005, 0.001), 'bfloat16': (0.016, 0.01), 'int32': (0.0, 0.0), 'int64': (0.0, 0.0), 'int8': (0.0, 0.0), 'uint8': (0.0, 0.0), 'bool': (0.0, 0.0)}  # dtype: (rtol, atol)
+
+
+def load_tensor(rel):
+    proto = onnx.TensorProto()
+    with open(os.path.join(HERE, rel), "rb") as handle:
+        proto.ParseFromString(handle.read())
+    array = numpy_helper.to_array(proto)
+    if array.dtype.name == "bfloat16":
+        return torch.from_numpy(array.astype(np.float32)).to(torch.bfloat16)
+    return torch.from_numpy(np.array(array, copy=True))  # keeps 0-d tensors 0-d
+
+
+def _register(module, name, value):
+    if value.is_floating_point():
+        module.register_parameter(name, torch.nn.Parameter(value, requires_grad=False))
+    else:
+        module.register_buffer(name, value)
+
+
+def to_numpy(x):
+    x = x.detach()
+    return (x.float() if x.dtype == torch.bfloat16 else x).numpy()
+
+
+def ort_value(x):
+    if x.dtype == torch.bfloat16:
+        words = x.contiguous().view(torch.int16).numpy().view(np.uint16)
+        return ort.OrtValue.ortvalue_from_numpy_with_onnx_type(words, onnx.TensorProto.BFLOAT16)
+    return ort.OrtValue.ortvalue_from_numpy(x.contiguous().numpy())
+
+
+def from_ort_value(value):
+    if value.data_type() != "tensor(bfloat16)":
+        return value.numpy()
+    raw = ctypes.string_at(value.data_ptr(), value.tensor_size_in_bytes())
+    words = np.frombuffer(raw, dtype=np.uint16).reshape(value.shape())
+    return (words.astype(np.uint32) << 16).view(np.float32)
+
+
+def run_onnx(data, inputs, level="disabled"):
+    """ONNX Runtime on CPU, one thread, at an optimization level (as convsmith runs targets)."""
+    levels = {"disabled": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
+              "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
+              "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
+              "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL}
+    options = ort.SessionOptions()
+    options.graph_optimization_level = levels[level]
+    options.intra_op_num_threads = options.inter_op_num_threads = 1
+    options.log_severity_level = 3
+    session = ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
+    wanted = [i.name for i in session.get_inputs()]
+    by_name = dict(zip(INPUT_NAMES, inputs))
+    pairs = zip(wanted, [by_name[n] for n in wanted] if all(n in by_name for n in wanted) else inputs)
+    values = session.run_with_ort_values(None, {n: ort_value(x) for n, x in pairs})
+    return [from_ort_value(v) for v in values]
+
+
+def check_and_serialize(model):
+    data = model.SerializeToString()
+    model = onnx.load_from_string(data)
+    onnx.checker.check_model(model, full_check=True)
+    onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True, data_prop=True)
+    return data
+
+
+def export_script(module, inputs, opset, constant_folding=True):
+    import io
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        traced = torch.jit.trace(module, tuple(inputs), check_trace=False)
+        buffer = io.BytesIO()
+        torch.onnx.export(traced, tuple(inputs), buffer, dynamo=False, opset_version=opset,
+                          input_names=list(INPUT_NAMES), output_names=list(OUTPUT_NAMES),
+                          do_constant_folding=constant_folding)
+    return onnx.load_from_string(buffer.getvalue())
+
+
+def export_dynamo(module, inputs, opset, optimize=True):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        program = torch.onnx.export(module, tuple(inputs), dynamo=True, optimize=optimize, opset_version=opset,
+                                    input_names=list(INPUT_NAMES), output_names=list(OUTPUT_NAMES), verbose=False)
+    return program.model_proto
+
+
+def export_upstream(module, inputs):
+    if OPTIONS.get("upstream", "torch-onnx-script") == "torch-onnx-dynamo":
+        return export_dynamo(module, inputs, OPTIONS["opset"])
+    return export_script(module, inputs, OPTIONS["opset"])
+
+
+def transform(model):
+    """The ONNX-to-ONNX converter under test."""
+    if CONVERTER == "onnxsim":
+        import onnxsim
+        return onnxsim.simplify(model, check_n=0, perform_optimization=OPTIONS["perform_optimization"],
+                                skip_fuse_bn=OPTIONS["skip_fuse_bn"])[0]
+    if CONVERTER == "onnxslim":
+        import onnxslim
+        return onnxslim.slim(model, no_constant_folding=OPTIONS["no_constant_folding"])
+    if CONVERTER == "onnxoptimizer":
+        import onnxoptimizer
+        passes = list(OPTIONS["passes"]) or onnxoptimizer.get_fuse_and_elimination_passes()
+        return onnxoptimizer.optimize(model, passes, fixed_point=OPTIONS["fixed_point"])
+    if CONVERTER == "onnx-version-converter":
+        from onnx import version_converter
+        return version_converter.convert_version(model, OPTIONS["target_opset"])
+    raise SystemExit(f"repro.py does not know the converter {CONVERTER!r}")
+
+
+def convert_and_run(module, inputs):
+    """(target outputs, baseline outputs or None): what convsmith compared."""
+    if CONVERTER == "torch-onnx-script":
+        model = export_script(module, inputs, OPTIONS["opset"], OPTIONS["constant_folding"])
+        return run_onnx(check_and_serialize(model), inputs), None
+    if CONVERTER == "torch-onnx-dynamo":
+        model = export_dynamo(module, inputs, OPTIONS["opset"], OPTIONS["optimize"])
+        return run_onnx(check_and_serialize(model), inputs), None
+    upstream = check_and_serialize(export_upstream(module, inputs))
+    baseline = run_onnx(upstream, inputs)
+    if CONVERTER == "ort-optimizer":
+        return run_onnx(upstream, inputs, OPTIONS["level"]), baseline
+    model = transform(onnx.load_from_string(upstream))
+    return run_onnx(check_and_serialize(model), inputs), baseline
+
+
+def compare(name, actual, expected, dtype):
+    """One output: (ok, text). Integers and bools exactly; floats within the dtype's tolerance."""
+    actual, expected = np.asarray(actual), np.asarray(expected)
+    if actual.shape != expected.shape:
+        return False, f"{name}: shape {actual.shape}, expected {expected.shape}"
+    if actual.dtype != expected.dtype:
+        return False, f"{name}: dtype {actual.dtype}, expected {expected.dtype}"
+    if dtype not in TOLERANCES:
+        bad = int((actual != expected).sum())
+        return bad == 0, f"{name}: {bad} of {actual.size} elements differ (exact comparison)"
+    rtol, atol = TOLERANCES[dtype]
+    a, e = actual.astype(np.float64), expected.astype(np.float64)
+    same_nan = np.isnan(a) == np.isnan(e)
+    finite = np.isfinite(a) & np.isfinite(e)
+    same_inf = np.where(np.isinf(a) | np.isinf(e), a == e, True)
+    diff = np.where(finite, np.abs(a - e), 0.0)
+    bad = ~same_nan | ~same_inf | (diff > atol + rtol * np.abs(np.where(finite, e, 0.0)))
+    max_abs = float(diff.max()) if diff.size else 0.0
+    rel = diff / np.maximum(np.abs(np.where(finite, e, 0.0)), 1e-30)
+    max_rel = float(rel.max()) if rel.size else 0.0
+    text = (f"{name}: {int(bad.sum())} of {bad.size} elements out of tolerance (rtol={rtol}, atol={atol}); "
+            f"max abs diff {max_abs:.6g}, max rel diff {max_rel:.6g}")
+    return not bool(bad.any()), text
+
+
+def judge(outputs, wanted, label):
+    shows = len(outputs) != len(wanted)
+    if shows:
+        print(f"observed {len(outputs)} outputs, expected {len(wanted)}")
+    for name, got, want, dtype in zip(OUTPUT_NAMES, outputs, wanted, OUTPUT_DTYPES):
+        ok, text = compare(name, got, want, dtype)
+        print(("  ok   " if ok else "  BAD  ") + text)
+        if not ok:
+            print(f"    observed: {np.asarray(got).ravel()[:8]}")
+            print(f"    {label}: {np.asarray(want).ravel()[:8]}")
+        shows = shows or not ok
+    return shows
+
+
+class Repro(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, in1):
+        t0 = torch.nn.functional.softplus(in1, beta=1.0, threshold=0.0)  # softplus
+        return (t0, )
+
+
+def main():
+    torch.manual_seed(0)
+    inputs = [load_tensor(f"test_data_set_0/input_{i}.pb") for i in range(len(INPUT_NAMES))]
+    saved = [load_tensor(f"test_data_set_0/output_{i}.pb") for i in range(len(OUTPUT_NAMES))]
+    module = Repro().eval()
+    with torch.no_grad():
+        eager = [to_numpy(x) for x in module(*inputs)]
+    print(f"{CASE}: {CONVERTER} {OPTIONS}")
+    print(f"torch {torch.__version__}, onnx {onnx.__version__}, onnxruntime {ort.__version__}")
+    if not judge(eager, [to_numpy(x) for x in saved], "saved expected"):
+        print("eager PyTorch matches the saved expected outputs")
+    try:
+        outputs, baseline = convert_and_run(module, inputs)
+    except Exception as exc:
+        shown = type(exc).__name__ == EXPECTED_ERROR or SYMPTOM not in ("wrong_values", "wrong_shape", "wrong_dtype")
+        traceback.print_exc()
+        print(f"observed: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+        print(f"expected: a converted model that runs and matches eager PyTorch")
+        print("BUG REPRODUCES" if shown else "FAILS DIFFERENTLY")
+        return 1
+    if baseline is not None:
+        print("target vs the unconverted ONNX model (baseline):")
+        shows = judge(outputs, baseline, "baseline")
+    else:
+        print("target vs eager PyTorch:")
+        shows = judge(outputs, eager, "eager")
+    print("BUG REPRODUCES" if shows else "bug does not show: converted outputs match")
+    return 1 if shows else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

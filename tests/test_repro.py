@@ -1,0 +1,152 @@
+"""repro.py stands alone and shows each corpus bug; bad case folders give one line and a non-zero exit; replay
+outcomes map to the documented exit statuses."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+from fuzzer import cli
+from fuzzer.case import read_case
+from fuzzer.hand_graphs import elementwise
+from fuzzer.repro_script import TEMPLATES, missing_templates, render_module
+from generators.materialize import materialize, random_inputs
+from oracles.verdict import Stage, Symptom, Verdict
+
+CORPUS = Path(__file__).resolve().parents[1] / "corpus"
+CASES = sorted(p.parent for p in CORPUS.glob("*/case.json"))
+WITH_MODEL = next(c for c in CASES if (c / "model.onnx").exists())  # the case the bad-input tests break
+
+# Runs every repro.py in one interpreter that has the venv's site-packages on its path but not the project:
+# -I (no user site, no cwd, no PYTHON* variables), -S (no .pth files, so the editable install's finder is not
+# loaded); site-packages is appended by hand.
+BOOT = r"""
+import contextlib, io, json, os, runpy, sys
+sys.path.append(SITE)
+try:
+    import generators  # noqa: F401
+    leaked = True
+except ImportError:
+    leaked = False
+results = {}
+for folder in FOLDERS:
+    os.chdir(folder)
+    out = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+            runpy.run_path("repro.py", run_name="__main__")
+        code = 0
+    except SystemExit as exc:
+        code = exc.code
+    results[os.path.basename(folder)] = [code, out.getvalue()]
+print("REPORT " + json.dumps({"leaked": leaked, "results": results}))
+"""
+
+
+def test_corpus_is_populated_with_distinct_signatures() -> None:
+    signatures = [read_case(c).signature for c in CASES]
+    assert len(CASES) >= 10 and len(set(signatures)) == len(signatures)
+
+
+@pytest.mark.parametrize("folder", CASES, ids=[c.name[:60] for c in CASES])
+def test_every_corpus_op_has_a_template(folder: Path) -> None:
+    assert missing_templates(read_case(folder).graph) == []
+
+
+def test_rendered_module_computes_what_the_graph_module_computes() -> None:
+    """The template source of each corpus graph, run in plain torch, equals the convsmith module bit for bit."""
+    import torch
+
+    for folder in CASES + [None]:
+        graph = read_case(folder).graph if folder else elementwise()
+        module = materialize(graph, 0)
+        scope: dict = {"torch": torch, "load_tensor": None,
+                       "_register": lambda m, n, v: m.register_buffer(n, v)}
+        exec(render_module(graph).replace("load_tensor('weights/", "WEIGHTS[('").replace(".pb')", "')]"),
+             {**scope, "WEIGHTS": {w: getattr(module, w).detach() for w in graph.weights}}, scope)
+        inputs = tuple(random_inputs(graph, 0).values())
+        with torch.no_grad():
+            for ours, theirs in zip(scope["Repro"]()(*inputs), module(*inputs), strict=True):
+                assert ours.dtype == theirs.dtype and ours.shape == theirs.shape
+                assert torch.equal(ours.nan_to_num(0.5), theirs.nan_to_num(0.5)), graph.ops()
+
+
+def test_templates_cover_the_unary_family() -> None:
+    assert {"log10", "erfc", "softplus", "add", "floor_divide", "cast_float16", "topk"} <= set(TEMPLATES)
+
+
+def test_repro_scripts_stand_alone_and_show_the_bug(tmp_path: Path) -> None:
+    folders = []
+    for case in CASES:
+        shutil.copytree(case, tmp_path / case.name)
+        folders.append(str(tmp_path / case.name))
+    site = sysconfig.get_paths()["purelib"]
+    code = f"SITE = {site!r}\nFOLDERS = {folders!r}\n" + BOOT
+    proc = subprocess.run([sys.executable, "-I", "-S", "-c", code], cwd=tmp_path, capture_output=True, text=True,
+                          env={"PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1"}, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    line = [ln for ln in proc.stdout.splitlines() if ln.startswith("REPORT ")][-1]
+    report = json.loads(line[len("REPORT "):])
+    assert report["leaked"] is False
+    for name, (status, text) in report["results"].items():
+        assert status == 1, f"{name}: {text[-1500:]}"
+        assert "BUG REPRODUCES" in text, f"{name}: {text[-1500:]}"
+
+
+# ---- bad input: one line, exit 2, never a traceback -------------------------------------------------------
+
+def _broken(tmp_path: Path, kind: str) -> Path:
+    folder = tmp_path / kind
+    shutil.copytree(WITH_MODEL, folder)
+    if kind == "missing-file":
+        (folder / "test_data_set_0" / "input_0.pb").unlink()
+    elif kind == "malformed-json":
+        (folder / "case.json").write_text("{\"schema_version\": 1,")
+    elif kind == "unknown-schema":
+        data = json.loads((folder / "case.json").read_text())
+        data["schema_version"] = 99
+        (folder / "case.json").write_text(json.dumps(data))
+    elif kind == "truncated-onnx":
+        (folder / "model.onnx").write_bytes((folder / "model.onnx").read_bytes()[:40])
+    elif kind == "no-case-json":
+        (folder / "case.json").unlink()
+    return folder
+
+
+@pytest.mark.parametrize("kind", ["missing-file", "malformed-json", "unknown-schema", "truncated-onnx",
+                                  "no-case-json"])
+@pytest.mark.parametrize("command", ["repro", "reduce", "promote"])
+def test_bad_case_folder_gives_one_line(tmp_path: Path, capsys, command: str, kind: str) -> None:
+    folder = _broken(tmp_path, kind)
+    extra = ["--corpus", str(tmp_path / "corpus")] if command == "promote" else []
+    status = cli.main([command, str(folder), *extra])
+    err = capsys.readouterr().err
+    assert status == 2
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1 and str(folder) in err
+    assert not (tmp_path / "corpus").exists()
+
+
+# ---- replay outcomes and exit statuses -----------------------------------------------------------------
+
+def _fake_verdict(symptom: Symptom, signature: str) -> Verdict:
+    return Verdict(symptom, Stage.NODE_CONVERSION if symptom is not Symptom.PASS else Stage.NONE, "x",
+                   signature=signature)
+
+
+@pytest.mark.parametrize("outcome,status,word", [("same", 0, "reproduces"), ("pass", 1, "fixed (now pass)"),
+                                                 ("other", 1, "fails differently (now crash-other)")])
+def test_repro_exit_status_follows_the_outcome(monkeypatch, capsys, outcome: str, status: int, word: str) -> None:
+    import fuzzer.replay as replay
+
+    case = read_case(CASES[0])
+    verdicts = {"same": case.verdict, "pass": _fake_verdict(Symptom.PASS, ""),
+                "other": _fake_verdict(Symptom.CRASH, "crash-other")}
+    monkeypatch.setattr(replay, "replay_verdict", lambda c, o=None: verdicts[outcome])
+    assert cli.main(["repro", str(CASES[0])]) == status
+    assert capsys.readouterr().out.strip() == f"{case.id}: {word}"

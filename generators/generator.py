@@ -116,6 +116,8 @@ class _GraphBuilder:
         self.records: list[_NodeRecord] = []
         self.int_attrs: list[_IntAttr] = []
         self.ranges: dict[str, tuple[Any, Any]] = {}
+        self.value_ranges: dict[str, tuple[float, float]] = {}  # known bounds of a tensor's values
+        self.needed: dict[str, tuple[float, float]] = {}  # placeholders' values must stay inside these
         self._counter = 0
         ops = REGISTRY.select(opts.include_ops, opts.exclude_ops)
         allowed = set(opts.dtypes)
@@ -162,13 +164,15 @@ class _GraphBuilder:
         return any(t.dtype is dtype and t.rank in ranks for n, t in self.tensors.items() if n not in self.weights)
 
     def pick_input(
-        self, dtype: DType, ranks: tuple[int, ...], pending: _Pending, taken: list[str]
+        self, dtype: DType, ranks: tuple[int, ...], pending: _Pending, taken: list[str],
+        domain: tuple[float, float] | None = None,
     ) -> tuple[str, SymTensor]:
         ranks = tuple(r for r in ranks if r <= self.opts.max_rank)
         # One tensor twice in a node (x - x, x / x) makes degenerate graphs no input can rescue.
         candidates = [
             n for n, t in self.tensors.items()
             if t.dtype is dtype and t.rank in ranks and n not in self.weights and n not in taken
+            and _overlaps(self.value_ranges.get(n), domain)
         ]
         if candidates and self.rng.random() >= self.opts.new_input_prob:
             # Prefer recent tensors so graphs grow deep, not only wide.
@@ -209,8 +213,9 @@ class _GraphBuilder:
             inputs: list[tuple[str, SymTensor]] = []
         else:
             inputs = []
-            for dt, rk in zip(sig.ins, op.ranks):
-                inputs.append(self.pick_input(dt, rk, pending, [n for n, _ in inputs]))
+            domains = op.input_domain or (None,) * op.arity
+            for dt, rk, domain in zip(sig.ins, op.ranks, domains):
+                inputs.append(self.pick_input(dt, rk, pending, [n for n, _ in inputs], domain))
         build = self.call_build(op, pending, [t for _, t in inputs])
         if build is None or build.outputs[0].dtype is not sig.out:
             return build is not None and self._bug(op, "first output dtype differs from the signature")
@@ -233,7 +238,7 @@ class _GraphBuilder:
         wanted = self.tensors[target]
         op = self.rng.choice(self.ops)
         sigs = [s for s in self.allowed_sigs(op) if s.out is wanted.dtype]
-        if not sigs:
+        if not sigs or not _overlaps(op.value_range, self.needed.get(target)):
             return False
         sig = self.rng.choice(sigs)
         pending = _Pending(self.fresh_name("n"))
@@ -277,6 +282,11 @@ class _GraphBuilder:
             self.weights.append(name)
         for name, tensor in zip(out_names, outs):
             self.tensors[name] = tensor
+        if op.value_range is not None:
+            self.value_ranges[out_names[0]] = op.value_range
+        for name, domain in zip(in_names, op.input_domain):
+            if domain is not None and name in self.placeholders:
+                self.needed[name] = domain
         self.int_attrs += pending.int_attrs
         self.ranges.update(pending.ranges)
         record = _NodeRecord(op, list(in_names) + [n for n, _ in pending.weights], list(out_names), build.attrs)
@@ -382,6 +392,13 @@ def _generate(seed: int, opts: GenOptions) -> Graph:
     if not builder.records:
         raise GenerationError(f"no operator could be placed in {attempts} attempts")
     return _renamed(builder.to_graph())
+
+
+def _overlaps(values: tuple[float, float] | None, domain: tuple[float, float] | None) -> bool:
+    """False only when a tensor's known value range and an input's domain cannot meet."""
+    if values is None or domain is None:
+        return True
+    return values[0] < domain[1] and domain[0] < values[1]
 
 
 def _renamed(graph: Graph) -> Graph:

@@ -1,10 +1,10 @@
 """Search for inputs and weights that keep every intermediate of the eager run free of NaN and Inf.
 
 Most graphs pass on the first random draw. When one does not, the search runs the graph node by node with
-float32 master copies of every float leaf (inputs and weights), sums each op's `domain_loss` (log of a
-non-positive, division by near zero, ...) plus a magnitude penalty on the inputs of any node whose output
-overflowed, and takes normalised gradient steps. Integer leaves cannot follow a gradient: a positive
-integer loss or an eager error draws them again. Everything is seeded and bounded by a time budget.
+float32 master copies of every float leaf (inputs and weights), finds the first node out of its domain
+(its `domain_loss` is positive: log of a non-positive, division by near zero, ...) or overflowing, and
+follows the gradient of that penalty (for an overflow, of the magnitude of its inputs) with sign steps.
+Integer leaves cannot follow a gradient: a positive integer loss or an eager error draws them again. Everything is seeded and bounded by a time budget.
 """
 
 from __future__ import annotations
@@ -132,7 +132,7 @@ def _step(leaves: _Leaves, loss: torch.Tensor, size: float) -> bool:
     return moved
 
 
-def find_valid_inputs(module: GraphModule, seed: int, budget_s: float = 1.0, max_steps: int = 200) -> FoundInputs:
+def find_valid_inputs(module: GraphModule, seed: int, budget_s: float = 1.0, max_steps: int = 400) -> FoundInputs:
     """Inputs (and weights) with a NaN/Inf-free eager run, searched from `seed` within `budget_s` seconds."""
     graph = module.graph
     start = time.perf_counter()
@@ -151,7 +151,7 @@ def find_valid_inputs(module: GraphModule, seed: int, budget_s: float = 1.0, max
             return _found(module, leaves, True, step + 1, start)
         if time.perf_counter() - start > budget_s:
             break
-        size *= 0.93  # a shrinking step settles instead of oscillating between two domain edges
+        size *= 0.85  # a shrinking step settles instead of oscillating between two domain edges
         if int_trouble:
             _redraw_ints(graph, leaves, gen)
             if step % 4 == 3:
@@ -161,7 +161,16 @@ def find_valid_inputs(module: GraphModule, seed: int, budget_s: float = 1.0, max
             redraws += 1
             size = STEP
             _redraw_floats(graph, leaves, gen, redraws)
-    return _found(module, leaves, False, max_steps, start)
+    return _found(module, leaves, _is_valid(module, leaves), max_steps, start)
+
+
+def _is_valid(module: GraphModule, leaves: _Leaves) -> bool:
+    """Whether the last step (taken after the last check) happened to land on valid values."""
+    try:
+        loss, int_trouble = _first_violation(module, leaves.values())
+    except RuntimeError:
+        return False
+    return loss is None and not int_trouble
 
 
 def _found(module: GraphModule, leaves: _Leaves, valid: bool, steps: int, start: float) -> FoundInputs:

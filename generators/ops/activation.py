@@ -104,7 +104,23 @@ class Prelu(OpSpec):
         return F.prelu(x, weight)
 
 
-OPS: list[type[OpSpec]] = [
+INF = float("inf")
+# Value ranges of the activations whose output is bounded whatever the input (used to avoid infeasible graphs).
+RANGES: dict[str, tuple[float, float]] = {
+    "relu": (0, INF), "relu6": (0, 6), "softplus": (0, INF), "hardsigmoid": (0, 1), "logsigmoid": (-INF, 0),
+    "softsign": (-1, 1), "softmax": (0, 1), "log_softmax": (-INF, 0), "softmin": (0, 1), "silu": (-0.279, INF),
+    "mish": (-0.309, INF), "gelu": (-0.171, INF), "hardswish": (-0.375, INF),
+}
+
+
+def _with_ranges(ops: list[type[OpSpec]]) -> list[type[OpSpec]]:
+    for op in ops:
+        if op.name in RANGES:
+            op.value_range = RANGES[op.name]
+    return ops
+
+
+OPS: list[type[OpSpec]] = _with_ranges([
     _act("relu", F.relu, FLOATS + INTS),
     _act("relu6", F.relu6, FLOATS + INTS),
     _act("gelu", F.gelu, approximate=("none", "tanh")),
@@ -129,4 +145,4 @@ OPS: list[type[OpSpec]] = [
     _softmax("softmin", F.softmin),
     Glu,
     Prelu,
-]
+])

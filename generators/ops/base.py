@@ -9,8 +9,9 @@ concrete attributes. `domain_loss` steers the input search away from NaN/Inf.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar, Mapping, Protocol, Sequence
+from typing import Any, ClassVar, Protocol
 
 import torch
 import z3
@@ -88,6 +89,11 @@ class OpSpec:
     ranks: ClassVar[tuple[tuple[int, ...], ...]]
     # Data inputs must be distinct tensors when True (e.g. ops whose converters dedupe inputs); rarely needed.
     commutative: ClassVar[bool] = False
+    # Interval the first output's values always lie in, whatever the inputs (None: unknown or unbounded).
+    value_range: ClassVar[tuple[float, float] | None] = None
+    # Per data input, the interval its values must lie in (None: anything). The generator never feeds an input
+    # from a tensor whose value_range is disjoint from it: no input search could rescue log(-abs(x)).
+    input_domain: ClassVar[tuple[tuple[float, float] | None, ...]] = ()
 
     @property
     def arity(self) -> int:

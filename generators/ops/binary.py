@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 
@@ -40,6 +40,8 @@ class NonzeroDivisor(Binary):
 
 class Pow(Binary):
     """x ** y: a negative base needs an integer exponent, and the result must not overflow."""
+
+    input_domain = ((TINY, float("inf")), None)
 
     def domain_loss(self, attrs: AttrMap, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor | None:
         if not a.is_floating_point():

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 
-from generators.dtypes import FLOATS, INTS, NUMERIC, SIGNED_INTS, DType
+from generators.dtypes import FLOATS, INTS, SIGNED_INTS, DType
 from generators.ops.base import SAFE_EXP_ARG, AttrMap, Build, BuildContext, OpSpec, Sig, SymTensor, clamp_penalty
 
 ANY_RANK = (0, 1, 2, 3, 4, 5)
@@ -47,9 +47,21 @@ class Unary(OpSpec):
         return loss
 
 
+INF = float("inf")
+# Value ranges of the ops whose output is bounded, whatever the input (pi/2 rounded up).
+RANGES: dict[str, tuple[float, float]] = {
+    "exp": (0, INF), "expm1": (-1, INF), "exp2": (0, INF), "sqrt": (0, INF), "rsqrt": (0, INF),
+    "sin": (-1, 1), "cos": (-1, 1), "tanh": (-1, 1), "sigmoid": (0, 1), "erf": (-1, 1), "erfc": (0, 2),
+    "atan": (-1.571, 1.571), "asin": (-1.571, 1.571), "acos": (0, 3.142), "cosh": (1, INF), "abs": (0, INF),
+    "square": (0, INF), "acosh": (0, INF), "sign": (-1, 1), "frac": (-1, 1),
+}
+
+
 def _unary(name: str, fn: Callable, dtypes=FLOATS, domain: Domain = Domain()) -> type[Unary]:
+    bounds = (-INF if domain.lo is None else domain.lo, INF if domain.hi is None else domain.hi)
     return type(name, (Unary,), {"name": name, "fn": staticmethod(fn), "sigs": tuple(Sig((d,), d) for d in dtypes),
-                                 "domain": domain})
+                                 "domain": domain, "value_range": RANGES.get(name),
+                                 "input_domain": (bounds if bounds != (-INF, INF) else None,)})
 
 
 # Half-precision exp overflows past ~11; float32 past ~88. One bound fits all dtypes.

@@ -36,7 +36,7 @@ def innermost_frame(log: str) -> str | None:
     if not frames:
         return None
     path, line, fn = frames[-1]
-    return f"{path}:{line} in {fn}"
+    return f"{path.split('site-packages/')[-1]}:{line} in {fn}"
 
 
 def localization(case: Any) -> str:

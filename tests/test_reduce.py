@@ -140,3 +140,36 @@ def test_cut_feeds_readers_from_a_fresh_input_of_the_same_type() -> None:
     assert cut_graph.ops() == ["tanh", "add", "sin", "cos"]
     assert cut_graph.inputs == {"in1": TensorType((2, 3, 4), F32), "r0": TensorType((2, 3, 4), F32)}
     assert prune(cut_graph) == cut_graph and graph_size(cut_graph) < graph_size(graph)
+
+
+# ---- the case-level wrapper and the CLI, on a real (already minimal) corpus case ------------------------------
+
+def test_reduce_command_writes_a_linked_reduced_case(tmp_path, capsys) -> None:
+    from pathlib import Path
+
+    from fuzzer import cli
+    from fuzzer.case import read_case
+
+    corpus = Path(__file__).resolve().parents[1] / "corpus"
+    folder = next(p.parent for p in sorted(corpus.glob("*log10*/case.json")))
+    assert cli.main(["reduce", str(folder), "--out", str(tmp_path), "--budget", "30"]) == 0
+    assert "1 -> 1 nodes" in capsys.readouterr().out
+    reduced = read_case(tmp_path / folder.name)  # '<id>-reduced' stays '<id>-reduced'
+    original = read_case(folder)
+    assert reduced.signature == original.signature and reduced.original == str(folder)
+    assert reduced.graph.ops() == ["log10"] and reduced.reduction["nodes_after"] == 1
+    assert [p["name"] for p in reduced.reduction["passes"]] == [p.__name__ for p in PASSES]
+
+
+def test_promote_sets_the_expectation(tmp_path, capsys) -> None:
+    from pathlib import Path
+
+    from fuzzer import cli
+    from fuzzer.case import read_case
+
+    corpus = Path(__file__).resolve().parents[1] / "corpus"
+    folder = next(p.parent for p in sorted(corpus.glob("*floor_divide*/case.json")))
+    assert cli.main(["promote", str(folder), "--corpus", str(tmp_path)]) == 0
+    assert read_case(tmp_path / folder.name).expectation == "bug"
+    assert cli.main(["promote", str(folder), "--corpus", str(tmp_path), "--expect", "pass"]) == 2
+    assert "still fails" in capsys.readouterr().err

@@ -118,6 +118,9 @@ class _GraphBuilder:
         self.ranges: dict[str, tuple[Any, Any]] = {}
         self.value_ranges: dict[str, tuple[float, float]] = {}  # known bounds of a tensor's values
         self.needed: dict[str, tuple[float, float]] = {}  # placeholders' values must stay inside these
+        self.zero_prone: set[str] = set()  # tensors that may hold zeros no input can remove
+        self.unit_scale: set[str] = set()  # tensors with an element of magnitude >= 1 whatever the input
+        self.needs_nonzero: set[str] = set()  # placeholders that feed an input which must be nonzero
         self._counter = 0
         ops = REGISTRY.select(opts.include_ops, opts.exclude_ops)
         allowed = set(opts.dtypes)
@@ -165,14 +168,15 @@ class _GraphBuilder:
 
     def pick_input(
         self, dtype: DType, ranks: tuple[int, ...], pending: _Pending, taken: list[str],
-        domain: tuple[float, float] | None = None,
+        domain: tuple[float, float] | None = None, nonzero: bool = False,
     ) -> tuple[str, SymTensor]:
         ranks = tuple(r for r in ranks if r <= self.opts.max_rank)
         # One tensor twice in a node (x - x, x / x) makes degenerate graphs no input can rescue.
         candidates = [
             n for n, t in self.tensors.items()
             if t.dtype is dtype and t.rank in ranks and n not in self.weights and n not in taken
-            and _overlaps(self.value_ranges.get(n), domain)
+            and _overlaps(self.value_ranges.get(n), domain) and not (nonzero and n in self.zero_prone)
+            and not (_excludes_normalized(domain) and n in self.unit_scale)
         ]
         if candidates and self.rng.random() >= self.opts.new_input_prob:
             # Prefer recent tensors so graphs grow deep, not only wide.
@@ -214,8 +218,9 @@ class _GraphBuilder:
         else:
             inputs = []
             domains = op.input_domain or (None,) * op.arity
-            for dt, rk, domain in zip(sig.ins, op.ranks, domains):
-                inputs.append(self.pick_input(dt, rk, pending, [n for n, _ in inputs], domain))
+            for i, (dt, rk, domain) in enumerate(zip(sig.ins, op.ranks, domains)):
+                taken = [n for n, _ in inputs]
+                inputs.append(self.pick_input(dt, rk, pending, taken, domain, op.needs_nonzero(i)))
         build = self.call_build(op, pending, [t for _, t in inputs])
         if build is None or build.outputs[0].dtype is not sig.out:
             return build is not None and self._bug(op, "first output dtype differs from the signature")
@@ -239,6 +244,10 @@ class _GraphBuilder:
         op = self.rng.choice(self.ops)
         sigs = [s for s in self.allowed_sigs(op) if s.out is wanted.dtype]
         if not sigs or not _overlaps(op.value_range, self.needed.get(target)):
+            return False
+        if op.emits_zeros and target in self.needs_nonzero:
+            return False
+        if op.unit_scale and _excludes_normalized(self.needed.get(target)):
             return False
         sig = self.rng.choice(sigs)
         pending = _Pending(self.fresh_name("n"))
@@ -282,11 +291,13 @@ class _GraphBuilder:
             self.weights.append(name)
         for name, tensor in zip(out_names, outs):
             self.tensors[name] = tensor
-        if op.value_range is not None:
-            self.value_ranges[out_names[0]] = op.value_range
-        for name, domain in zip(in_names, op.input_domain):
+        self.track_values(op, in_names[: op.arity], out_names)
+        for i, name in enumerate(in_names[: op.arity]):
+            domain = op.input_domain[i] if i < len(op.input_domain) else None
             if domain is not None and name in self.placeholders:
                 self.needed[name] = domain
+            if op.needs_nonzero(i) and name in self.placeholders:
+                self.needs_nonzero.add(name)
         self.int_attrs += pending.int_attrs
         self.ranges.update(pending.ranges)
         record = _NodeRecord(op, list(in_names) + [n for n, _ in pending.weights], list(out_names), build.attrs)
@@ -294,6 +305,23 @@ class _GraphBuilder:
             self.records.insert(0, record)
         else:
             self.records.append(record)
+
+    def track_values(self, op: OpSpec, data_in: list[str], out_names: list[str]) -> None:
+        """What is known of the new outputs' values: a bounded range, and whether exact zeros may be there."""
+        ranges = [self.value_ranges.get(n) for n in data_in]
+        for name in out_names if op.preserves_values else out_names[:1]:
+            if op.value_range is not None:
+                self.value_ranges[name] = op.value_range
+            elif op.preserves_values and data_in and None not in ranges:
+                self.value_ranges[name] = (min(r[0] for r in ranges), max(r[1] for r in ranges))
+            inherits = (op.preserves_values or op.keeps_zeros) and any(n in self.zero_prone for n in data_in)
+            if op.emits_zeros or inherits:
+                self.zero_prone.add(name)
+            if op.unit_scale or (op.preserves_values and any(n in self.unit_scale for n in data_in)):
+                self.unit_scale.add(name)
+        for name in out_names[1:]:
+            if self.tensors[name].dtype is DType.INT64:
+                self.zero_prone.add(name)  # the indices of max/topk/sort/pool: 0 is always among them
 
     @staticmethod
     def _bug(op: OpSpec, what: str) -> bool:
@@ -399,6 +427,12 @@ def _overlaps(values: tuple[float, float] | None, domain: tuple[float, float] | 
     if values is None or domain is None:
         return True
     return values[0] < domain[1] and domain[0] < values[1]
+
+
+def _excludes_normalized(domain: tuple[float, float] | None) -> bool:
+    """A domain no wider than (-1, 1) or on one side of zero: a normalized tensor (zero mean, unit scale)
+    never fits it."""
+    return domain is not None and (domain[1] - domain[0] <= 2.0 or domain[0] >= 0 or domain[1] <= 0)
 
 
 def _renamed(graph: Graph) -> Graph:

@@ -4,12 +4,14 @@ Most graphs pass on the first random draw. When one does not, the search runs th
 float32 master copies of every float leaf (inputs and weights), finds the first node out of its domain
 (its `domain_loss` is positive: log of a non-positive, division by near zero, ...) or overflowing, and
 follows the gradient of that penalty (for an overflow, of the magnitude of its inputs) with sign steps.
-Integer leaves cannot follow a gradient: a positive integer loss or an eager error draws them again. Everything is seeded and bounded by a time budget.
+Integer leaves cannot follow a gradient: a positive integer loss or an eager error draws them again.
+Everything is seeded and bounded by a time budget.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Collection
 from dataclasses import dataclass
 
 import torch
@@ -41,11 +43,12 @@ class _Leaves:
     dtypes: dict[str, torch.dtype]
 
     @classmethod
-    def of(cls, values: dict[str, torch.Tensor]) -> _Leaves:
+    def of(cls, values: dict[str, torch.Tensor], frozen: Collection[str] = ()) -> _Leaves:
+        """Float leaves become searchable masters, except `frozen` ones (those with a declared value range)."""
         masters, fixed, dtypes = {}, {}, {}
         for name, v in values.items():
             dtypes[name] = v.dtype
-            if v.is_floating_point():
+            if v.is_floating_point() and name not in frozen:
                 wide = torch.float64 if v.dtype == torch.float64 else torch.float32
                 masters[name] = v.detach().to(wide).requires_grad_(True)
             else:
@@ -88,10 +91,22 @@ def _first_violation(module: GraphModule, env: dict[str, torch.Tensor]) -> tuple
     return None, False
 
 
-def _redraw_ints(graph: Graph, leaves: _Leaves, gen: torch.Generator) -> None:
+# Integer redraws alternate signed, positive-only and negative-only draws: a divisor drawn from [-8, 8] holds a
+# zero almost surely once it has a few dozen elements, one drawn from [1, 8] never does.
+INT_RANGE_SHAPES = ((-8, 8), (1, 8), (-8, -1), (1, 3))
+
+
+def _redraw_ints(graph: Graph, leaves: _Leaves, gen: torch.Generator, attempt: int) -> None:
+    shape = INT_RANGE_SHAPES[attempt % len(INT_RANGE_SHAPES)]
     for name in leaves.fixed:
         ttype = graph.types[name]
-        leaves.fixed[name] = random_tensor(ttype, gen, graph.ranges.get(name))
+        if name in graph.ranges:
+            value_range = graph.ranges[name]
+        elif ttype.dtype.is_int and ttype.dtype.is_signed:
+            value_range = shape
+        else:
+            value_range = (max(shape[0], 0), max(shape[1], 1)) if ttype.dtype.is_int else None
+        leaves.fixed[name] = random_tensor(ttype, gen, value_range)
 
 
 # Fallback ranges by shape: symmetric, positive-only and negative-only, each shrinking with the attempt, so
@@ -138,8 +153,8 @@ def find_valid_inputs(module: GraphModule, seed: int, budget_s: float = 1.0, max
     start = time.perf_counter()
     gen = torch.Generator().manual_seed(seed + 104729)
     weights = {n: getattr(module, n).detach() for n in graph.weights}
-    leaves = _Leaves.of({**random_inputs(graph, seed), **weights})
-    redraws = 0
+    leaves = _Leaves.of({**random_inputs(graph, seed), **weights}, frozen=set(graph.ranges))
+    redraws = int_redraws = 0
     size = STEP
     for step in range(max_steps):
         env = leaves.values()
@@ -153,7 +168,8 @@ def find_valid_inputs(module: GraphModule, seed: int, budget_s: float = 1.0, max
             break
         size *= 0.85  # a shrinking step settles instead of oscillating between two domain edges
         if int_trouble:
-            _redraw_ints(graph, leaves, gen)
+            int_redraws += 1
+            _redraw_ints(graph, leaves, gen, int_redraws)
             if step % 4 == 3:
                 redraws += 1
                 _redraw_floats(graph, leaves, gen, redraws)

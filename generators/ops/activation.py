@@ -113,10 +113,15 @@ RANGES: dict[str, tuple[float, float]] = {
 }
 
 
+# Activations that map a whole interval to exactly 0.
+ZERO_EMITTERS = frozenset({"relu", "relu6", "hardshrink", "softshrink", "threshold", "hardsigmoid", "hardswish"})
+
+
 def _with_ranges(ops: list[type[OpSpec]]) -> list[type[OpSpec]]:
     for op in ops:
         if op.name in RANGES:
             op.value_range = RANGES[op.name]
+        op.emits_zeros = op.name in ZERO_EMITTERS
     return ops
 
 

@@ -94,6 +94,25 @@ class OpSpec:
     # Per data input, the interval its values must lie in (None: anything). The generator never feeds an input
     # from a tensor whose value_range is disjoint from it: no input search could rescue log(-abs(x)).
     input_domain: ClassVar[tuple[tuple[float, float] | None, ...]] = ()
+    # The first output can hold exact zeros the input search cannot remove (padding, masks, floor of small
+    # values, argmax indices); such a tensor never feeds an input that must be nonzero.
+    emits_zeros: ClassVar[bool] = False
+    # Data inputs (by position) that must hold no zero besides those an input_domain excludes (divisors).
+    nonzero_inputs: ClassVar[tuple[int, ...]] = ()
+    # Output values are some of the input values (reshapes, gathers, max-pool, linear resizes): known value
+    # ranges and exact zeros carry over.
+    preserves_values: ClassVar[bool] = False
+    # A zero input element gives a zero output element (x * y, sin, sqrt): exact zeros carry over.
+    keeps_zeros: ClassVar[bool] = False
+    # Normalizations: some output element has magnitude >= 1 whatever the input, so the output can never
+    # fit a narrow domain such as asin's (-1, 1).
+    unit_scale: ClassVar[bool] = False
+
+    def needs_nonzero(self, index: int) -> bool:
+        """Whether data input `index` must be free of zeros."""
+        domain = self.input_domain[index] if index < len(self.input_domain) else None
+        excludes_zero = domain is not None and (domain[0] >= 0 or domain[1] <= 0)
+        return excludes_zero or index in self.nonzero_inputs
 
     @property
     def arity(self) -> int:

@@ -31,6 +31,8 @@ class Binary(OpSpec):
 class NonzeroDivisor(Binary):
     """Division-like ops: the divisor must stay away from zero (and, for ints, be nonzero)."""
 
+    nonzero_inputs = (1,)
+
     def domain_loss(self, attrs: AttrMap, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor | None:
         if not b.is_floating_point():
             # Not differentiable: a positive value tells the search to resample integer inputs.
@@ -51,14 +53,16 @@ class Pow(Binary):
         return clamp_penalty(a, lo=TINY) + torch.relu(magnitude - 8.0).sum()
 
 
-def _bin(name: str, fn: Callable, dtypes=NUMERIC, base: type[Binary] = Binary) -> type[Binary]:
-    return type(name, (base,), {"name": name, "fn": staticmethod(fn), "sigs": same_sigs(dtypes, 2)})
+def _bin(name: str, fn: Callable, dtypes=NUMERIC, base: type[Binary] = Binary, keeps_zeros: bool = False
+         ) -> type[Binary]:
+    return type(name, (base,), {"name": name, "fn": staticmethod(fn), "sigs": same_sigs(dtypes, 2),
+                                "keeps_zeros": keeps_zeros})
 
 
 OPS: list[type[OpSpec]] = [
     _bin("add", lambda a, b: a + b),
     _bin("sub", lambda a, b: a - b, FLOATS + INTS),
-    _bin("mul", lambda a, b: a * b),
+    _bin("mul", lambda a, b: a * b, keeps_zeros=True),
     _bin("div", lambda a, b: a / b, FLOATS, NonzeroDivisor),
     _bin("floor_divide", lambda a, b: a // b, FLOATS + SIGNED_INTS, NonzeroDivisor),
     _bin("remainder", lambda a, b: a % b, FLOATS + SIGNED_INTS, NonzeroDivisor),

@@ -53,7 +53,9 @@ class Cast(OpSpec):
 def _cast(target: DType) -> type[Cast]:
     name = f"cast_{target.value}"
     sigs = tuple(Sig((d,), target) for d in ALL)
-    return type(name, (Cast,), {"name": name, "target": target, "sigs": sigs})
+    # A cast to an integer or bool type truncates a whole interval to 0.
+    emits_zeros = not target.is_float
+    return type(name, (Cast,), {"name": name, "target": target, "sigs": sigs, "emits_zeros": emits_zeros})
 
 
 OPS: list[type[OpSpec]] = [_cast(d) for d in ALL]

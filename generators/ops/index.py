@@ -37,6 +37,7 @@ def replace_dim(shape: tuple[Dim, ...], axis: int, new: tuple[Dim, ...]) -> tupl
 
 class Gather(IndexOp):
     """torch.gather(x, dim, index): index has x's rank and is no larger than x off the axis."""
+    preserves_values = True
 
     name = "gather"
 
@@ -53,6 +54,7 @@ class Gather(IndexOp):
 
 class TakeAlongDim(IndexOp):
     """torch.take_along_dim(x, index, dim): index broadcasts with x off the axis; dim=None indexes the flat x."""
+    preserves_values = True
 
     name = "take_along_dim"
 
@@ -80,6 +82,7 @@ class TakeAlongDim(IndexOp):
 
 class Take(IndexOp):
     """torch.take(x, index): indices into the flattened x, negative ones count from the end."""
+    preserves_values = True
 
     name = "take"
     ranks = (ANY_RANK,)
@@ -94,6 +97,7 @@ class Take(IndexOp):
 
 class IndexSelect(IndexOp):
     """torch.index_select(x, dim, index) with a 1-D index (repeats allowed)."""
+    preserves_values = True
 
     name = "index_select"
 
@@ -124,6 +128,7 @@ class AdvancedIndex(IndexOp):
 
 
 class Embedding(IndexOp):
+    emits_zeros = True
     """F.embedding(index, table, padding_idx): the table is the data input, the index an int64 weight."""
 
     name = "embedding"
@@ -143,6 +148,7 @@ class Embedding(IndexOp):
 # ---- writing ----------------------------------------------------------------------------------------
 
 class MaskedFill(IndexOp):
+    emits_zeros = True
     """x.masked_fill(mask, value) with a bool mask that broadcasts to x."""
 
     name = "masked_fill"
@@ -244,6 +250,7 @@ class IndexAdd(IndexOp):
 
 
 class IndexFill(IndexOp):
+    emits_zeros = True
     """x.index_fill(dim, index, value): repeated indices write the same value, so order does not matter."""
 
     name = "index_fill"
@@ -258,6 +265,7 @@ class IndexFill(IndexOp):
 
 
 class OneHot(IndexOp):
+    emits_zeros = True
     """F.one_hot(index, num_classes): the index is an int64 weight in [0, num_classes)."""
 
     name = "one_hot"

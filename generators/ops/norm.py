@@ -13,7 +13,9 @@ from generators.ops.base import AttrMap, Build, BuildContext, Dim, OpSpec, SymTe
 
 EPS = (1e-5, 1e-3, 0.1)
 MOMENTUM = (0.1, 0.0, 0.5)  # F.batch_norm takes no None (that is only the nn module's)
+# Running statistics are buffers in a real model: their declared ranges also keep the input search off them.
 VAR_RANGE = (0.1, 2.0)  # running variances must be positive
+MEAN_RANGE = (-1.0, 1.0)
 
 
 def channel_weights(ctx: BuildContext, dtype: DType, c: Dim, count: int, **bounds: Any) -> list[z3.BoolRef]:
@@ -28,6 +30,7 @@ def not_single(dims: tuple[Dim, ...]) -> z3.BoolRef:
 
 class Norm(OpSpec):
     family = "norm"
+    unit_scale = True
     sigs = same_sigs(FLOATS)
 
 
@@ -43,8 +46,8 @@ class BatchNorm(Norm):
         if batch_stats:
             reqs = [not_single(x.shape[:1] + x.shape[2:])]
         else:
-            reqs = channel_weights(ctx, x.dtype, c, 1) + channel_weights(ctx, x.dtype, c, 1, lo=VAR_RANGE[0],
-                                                                         hi=VAR_RANGE[1])
+            reqs = channel_weights(ctx, x.dtype, c, 1, lo=MEAN_RANGE[0], hi=MEAN_RANGE[1]) + channel_weights(
+                ctx, x.dtype, c, 1, lo=VAR_RANGE[0], hi=VAR_RANGE[1])
         affine = ctx.choice("affine", (True, False))
         reqs += channel_weights(ctx, x.dtype, c, 2 if affine else 0)
         attrs = {"batch_stats": batch_stats, "affine": affine, "eps": ctx.choice("eps", EPS),
@@ -70,8 +73,8 @@ class InstanceNorm(Norm):
         if use_input_stats:  # running buffers would be updated in place here, so none are passed
             reqs = [not_single(x.shape[2:])]
         else:
-            reqs = channel_weights(ctx, x.dtype, c, 1) + channel_weights(ctx, x.dtype, c, 1, lo=VAR_RANGE[0],
-                                                                         hi=VAR_RANGE[1])
+            reqs = channel_weights(ctx, x.dtype, c, 1, lo=MEAN_RANGE[0], hi=MEAN_RANGE[1]) + channel_weights(
+                ctx, x.dtype, c, 1, lo=VAR_RANGE[0], hi=VAR_RANGE[1])
         affine = ctx.choice("affine", (True, False))
         reqs += channel_weights(ctx, x.dtype, c, 2 if affine else 0)
         attrs = {"use_input_stats": use_input_stats, "affine": affine, "eps": ctx.choice("eps", EPS),

@@ -145,6 +145,7 @@ class Prod(Reduce):
 
 
 class Argmax(Reduce):
+    emits_zeros = True  # indices and counts are 0 whatever the values
     name = "argmax"
     sigs = _to_int64(NUMERIC)
     multi = False
@@ -154,6 +155,7 @@ class Argmax(Reduce):
 
 
 class Argmin(Argmax):
+    emits_zeros = True  # indices and counts are 0 whatever the values
     name = "argmin"
 
     def fn(self, x, dim, keepdim, attrs):
@@ -241,6 +243,7 @@ class Norm(Reduce):
 
 
 class Any_(Reduce):
+    emits_zeros = True  # indices and counts are 0 whatever the values
     name = "any"
     # uint8 keeps its dtype in torch.any/all (a legacy rule converters may miss).
     sigs = tuple(Sig((d,), DType.UINT8 if d is DType.UINT8 else DType.BOOL) for d in ALL)
@@ -250,6 +253,7 @@ class Any_(Reduce):
 
 
 class All(Any_):
+    emits_zeros = True  # indices and counts are 0 whatever the values
     name = "all"
 
     def fn(self, x, dim, keepdim, attrs):
@@ -257,6 +261,7 @@ class All(Any_):
 
 
 class CountNonzero(Reduce):
+    emits_zeros = True  # indices and counts are 0 whatever the values
     name = "count_nonzero"
     sigs = _to_int64(ALL)
     has_keepdim = False

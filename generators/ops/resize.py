@@ -25,6 +25,7 @@ def scaled(size: Dim, scale: float) -> Dim:
 
 class Interpolate(OpSpec):
     """F.interpolate in one mode over 1-3 spatial dims, by output size or per-dim scale factors."""
+    preserves_values = True  # bicubic overshoots: see _interp
 
     family = "resize"
     mode: ClassVar[str]
@@ -53,12 +54,14 @@ class Interpolate(OpSpec):
 
 
 def _interp(name: str, mode: str, spatial: tuple[int, ...], dtypes=FLOATS, **extra: Any) -> type[Interpolate]:
-    attrs = {"name": name, "mode": mode, "sigs": same_sigs(dtypes), "ranks": (tuple(n + 2 for n in spatial),)}
+    attrs = {"name": name, "mode": mode, "sigs": same_sigs(dtypes), "ranks": (tuple(n + 2 for n in spatial),),
+             "preserves_values": mode != "bicubic"}
     return type(name, (Interpolate,), attrs | extra)
 
 
 class PixelShuffle(OpSpec):
     """(*, C*r*r, H, W) -> (*, C, H*r, W*r); pixel_unshuffle is the inverse."""
+    preserves_values = True
 
     name = "pixel_shuffle"
     family = "resize"

@@ -55,6 +55,7 @@ def fill_value(ctx: BuildContext, dtype: DType) -> float | int | bool:
 
 class ShapeOp(OpSpec):
     """Shape ops move elements without arithmetic, so every dtype is accepted."""
+    preserves_values = True
 
     family = "shape"
     sigs = same_sigs(ALL)
@@ -605,6 +606,8 @@ class Pad(ShapeOp):
 
 
 class PadConstant(Pad):
+    preserves_values = False
+    emits_zeros = True
     """Constant padding: any rank, negative pads crop."""
 
     name = "pad_constant"
@@ -733,6 +736,7 @@ class Rot90(ShapeOp):
 # ---- triangles and diagonals ----------------------------------------------------------------------
 
 class Tril(ShapeOp):
+    emits_zeros = True
     """torch.tril(x, diagonal) over the last two dims."""
 
     name = "tril"
@@ -783,6 +787,7 @@ SCAN_SIGS = tuple(Sig((d,), d) for d in FLOATS) + tuple(Sig((d,), DType.INT64) f
 
 class Cumsum(ShapeOp):
     """torch.cumsum(x, dim)."""
+    preserves_values = False
 
     name = "cumsum"
     sigs = SCAN_SIGS

@@ -57,11 +57,20 @@ RANGES: dict[str, tuple[float, float]] = {
 }
 
 
+# Ops that map a whole interval to 0 (no gradient leads out of it).
+ZERO_EMITTERS = frozenset({"floor", "ceil", "round", "trunc", "frac", "sign"})
+# Ops with f(0) == 0: a zero in gives a zero out.
+ZERO_KEEPERS = frozenset({"abs", "neg", "square", "sqrt", "sin", "tan", "tanh", "atan", "asin", "asinh", "atanh",
+                          "erf", "sinh", "expm1", "log1p"})
+
+
 def _unary(name: str, fn: Callable, dtypes=FLOATS, domain: Domain = Domain()) -> type[Unary]:
     bounds = (-INF if domain.lo is None else domain.lo, INF if domain.hi is None else domain.hi)
     return type(name, (Unary,), {"name": name, "fn": staticmethod(fn), "sigs": tuple(Sig((d,), d) for d in dtypes),
                                  "domain": domain, "value_range": RANGES.get(name),
-                                 "input_domain": (bounds if bounds != (-INF, INF) else None,)})
+                                 "input_domain": (bounds if bounds != (-INF, INF) else None,),
+                                 "nonzero_inputs": (0,) if domain.avoid_zero else (),
+                                 "emits_zeros": name in ZERO_EMITTERS, "keeps_zeros": name in ZERO_KEEPERS})
 
 
 # Half-precision exp overflows past ~11; float32 past ~88. One bound fits all dtypes.

@@ -26,6 +26,7 @@ from fuzzer.converters import ConverterRegistry
 from fuzzer.db import OWN_ERROR, CampaignDB, TestRow
 from fuzzer.errors import UsageError
 from fuzzer.progress import Counts, Progress
+from fuzzer.reduce_queue import ReduceQueue
 from fuzzer.worker import WorkerConfig, fault_file, load_registry, worker_main
 from generators.ir import Graph
 from oracles.signature import crash_signature
@@ -102,6 +103,7 @@ class Campaign:
     registry: ConverterRegistry | None = None
     counts: Counts = field(default_factory=Counts)
     on_result: Callable[[dict[str, Any]], None] | None = None
+    reduce_budget_s: float | None = None  # minimize each new bug case in the background; None: don't
 
     def __post_init__(self) -> None:
         self.registry = self.registry or load_registry(self.spec.worker.registry)
@@ -115,6 +117,10 @@ class Campaign:
         self.log_dir = self.out_dir / LOG_DIR
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.counts = Counts.from_db(self.db)
+        self.reducer: ReduceQueue | None = None
+        if self.reduce_budget_s is not None:
+            self.reducer = ReduceQueue(self.log_dir, self.reduce_budget_s)
+            self.reducer.requeue(case_folders(self.out_dir))
 
     # ---- the loop -----------------------------------------------------------------------------------------
 
@@ -140,6 +146,8 @@ class Campaign:
                     break  # in-flight units stay unfinished: a resume completes them
                 self.poll(0.2)
                 self.watch()
+                if self.reducer is not None:
+                    self.reducer.step()
                 self.db.beat(self.session)
                 if self.progress is not None:
                     self.progress.update(self.counts)
@@ -148,9 +156,22 @@ class Campaign:
         finally:
             self.shutdown()
             self.db.end_session(self.session, status)
+            self.finish_reductions(status)
             if self.progress is not None:
                 self.progress.close(self.counts)
         return status
+
+    def finish_reductions(self, status: str) -> None:
+        """A finished campaign reduces every waiting case; a stopped one only lets the running one end."""
+        if self.reducer is None:
+            return
+        try:
+            if status == "finished":
+                self.reducer.drain()
+            else:
+                self.reducer.close(wait_s=0 if status == "interrupted" else self.reduce_budget_s or 0)
+        except KeyboardInterrupt:
+            self.reducer.close(wait_s=0)
 
     def more_work(self) -> bool:
         return bool(self.queue) or self.spec.max_tests is None or self.db.next_index() < self.spec.max_tests
@@ -298,6 +319,8 @@ class Campaign:
                       msg.get("timings", {}), float(msg.get("wall_s", 0.0)))
         new_bug = self.db.record_test(row, self.session, not unit.remaining, msg.get("case_dir"))
         self.counts.add(row.symptom, new_bug)
+        if new_bug and msg.get("case_dir") and self.reducer is not None:
+            self.reducer.add(self.out_dir / msg["case_dir"])
         if not unit.remaining:
             slot.unit, slot.phase, slot.converter = None, None, None
         if self.on_result is not None:

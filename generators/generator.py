@@ -38,6 +38,10 @@ class GenOptions:
     max_attempts_per_node: int = 40
 
 
+# z3 resource units per check (about a second of solving); a typical 10-node graph uses ~50k in all.
+RLIMIT_PER_CHECK = 400_000
+
+
 class GenerationError(RuntimeError):
     """The generator could not reach the requested size with these options."""
 
@@ -109,6 +113,11 @@ class _GraphBuilder:
         self.opts = opts
         self.z3ctx = z3.main_ctx()  # fresh per graph: see _fresh_z3_context
         self.solver = z3.Solver(ctx=self.z3ctx)
+        # Element bounds over chains of 5-D tensors are nonlinear and can keep z3 busy for minutes. A resource
+        # limit (not a time limit: that would make graphs depend on machine speed) turns such a candidate into
+        # an `unknown`, which is rejected like an `unsat`.
+        self.solver.set("rlimit", RLIMIT_PER_CHECK)
+        self.last_model: z3.ModelRef | None = None  # of the last accepted insertion
         self.solver.set("random_seed", seed % (2**31))
         self.tensors: dict[str, SymTensor] = {}
         self.placeholders: list[str] = []
@@ -226,9 +235,8 @@ class _GraphBuilder:
             return build is not None and self._bug(op, "first output dtype differs from the signature")
         outs, reqs = self.output_constraints(build, pending)
         constraints = pending.bounds + build.requires + reqs
-        if self.solver.check(*constraints) != z3.sat:
+        if not self.accept(constraints):
             return False
-        self.solver.add(*constraints)
         for name, tensor in pending.new_inputs:
             self.tensors[name] = tensor
             self.placeholders.append(name)
@@ -263,9 +271,8 @@ class _GraphBuilder:
         outs, reqs = self.output_constraints(build, pending)
         link = [a == b for a, b in zip(outs[0].shape, wanted.shape)]
         constraints = pending.bounds + build.requires + reqs + link
-        if self.solver.check(*constraints) != z3.sat:
+        if not self.accept(constraints):
             return False
-        self.solver.add(*constraints)
         self.placeholders.remove(target)
         for name, tensor in pending.new_inputs:
             self.tensors[name] = tensor
@@ -274,6 +281,14 @@ class _GraphBuilder:
         outs = [wanted] + outs[1:]
         in_names = [n for n, _ in pending.new_inputs]
         self.commit(op, pending, in_names, [target] + extra, outs, build, at_front=True)
+        return True
+
+    def accept(self, constraints: list[z3.BoolRef]) -> bool:
+        """Try the candidate's constraints as assumptions; keep them only when satisfiable (unknown rejects)."""
+        if self.solver.check(*constraints) != z3.sat:
+            return False
+        self.last_model = self.solver.model()
+        self.solver.add(*constraints)
         return True
 
     def call_build(self, op: OpSpec, pending: _Pending, inputs: list[SymTensor]) -> Build | None:
@@ -343,9 +358,11 @@ class _GraphBuilder:
             if not core:
                 break
             wishes = [w for w in wishes if w.get_id() not in core]
-        if self.solver.check() != z3.sat:
-            raise GenerationError("constraints became unsatisfiable")
-        return self.solver.model()
+        if self.solver.check() == z3.sat:
+            return self.solver.model()
+        if self.last_model is None:
+            raise GenerationError("no operator's constraints were ever satisfiable")
+        return self.last_model  # the solver gave up (resource limit): the last insertion's answer still holds
 
     def _spread(self, lo: int, hi: int) -> int:
         # Small values are where most real models live, but large ones are where converters break.

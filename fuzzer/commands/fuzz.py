@@ -32,6 +32,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--resume", type=Path, metavar="DIR", help="continue the campaign in DIR with its options")
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds per converter test before HANG")
     parser.add_argument("--memory-mb", type=int, default=4096, help="memory per worker before OUT_OF_MEMORY")
+    parser.add_argument("--no-reduce", action="store_true", help="do not minimize new bug cases in the background")
+    parser.add_argument("--reduce-budget", type=float, default=60.0, help="seconds to minimize each new bug case")
     parser.add_argument("--registry", default=DEFAULT_REGISTRY, help="MODULE:ATTR of the converter registry "
                         "(plugins and tests)")
     parser.add_argument("--log-interval", type=float, default=60.0, help=argparse.SUPPRESS)
@@ -118,15 +120,22 @@ def resumed_campaign(args: argparse.Namespace) -> tuple[Path, CampaignDB, Campai
 def run(args: argparse.Namespace) -> int:
     if args.minutes is not None and args.minutes <= 0 or args.tests is not None and args.tests < 0:
         raise UsageError("--minutes and --tests must be positive")
+    if args.reduce_budget <= 0:
+        raise UsageError("--reduce-budget must be positive")
     check_device(args.device)
     out, db, spec = resumed_campaign(args) if args.resume else new_campaign(args)
     check_device(spec.worker.device)
     progress = Progress(interval_s=args.log_interval, total=None)
-    campaign = Campaign(out, spec, db, args.workers, args.minutes, progress)
+    campaign = Campaign(out, spec, db, args.workers, args.minutes, progress,
+                        reduce_budget_s=None if args.no_reduce else args.reduce_budget)
     try:
         status = campaign.run()
     finally:
         print(format_summary(summarize(db)))
         db.close()
+    if campaign.reducer is not None:
+        r = campaign.reducer
+        print(f"reduction: {r.reduced} new cases minimized, {r.failed} failed (see .logs/reduce.log), "
+              f"{len(r.pending)} waiting (minimized on --resume, or by `convsmith reduce CASE`)")
     print(f"campaign {status}: {out}" + (f" (continue with --resume {out})" if status != "finished" else ""))
     return 130 if status == "interrupted" else 0

@@ -1,0 +1,39 @@
+"""A campaign minimizes each new bug case in the background, inside the case folder, and says so."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from fuzzer.campaign import case_folders
+
+
+def run_fuzz(out: Path, *extra: str) -> subprocess.CompletedProcess:
+    # elu on bfloat16 through the TorchScript exporter is a known, deterministic invalid model (see corpus/).
+    command = [sys.executable, "-m", "fuzzer", "fuzz", "--tests", "2", "--workers", "1", "--converters",
+               "torch-onnx-script", "--ops", "elu", "--dtypes", "bfloat16", "--nodes", "2", "--out", str(out),
+               "--reduce-budget", "20", *extra]
+    return subprocess.run(command, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+
+
+def test_new_bug_cases_are_reduced_inside_their_folder(tmp_path: Path) -> None:
+    done = run_fuzz(tmp_path / "c")
+    assert done.returncode == 0, done.stderr
+    folders = case_folders(tmp_path / "c")
+    assert len(folders) == 1
+    reduced = [p for p in folders[0].iterdir() if p.name.endswith("-reduced")]
+    assert len(reduced) == 1
+    case = json.loads((reduced[0] / "case.json").read_text())
+    assert case["original"] == str(folders[0])
+    assert len(case["graph"]["nodes"]) == 1
+    assert "reduction: 1 new cases minimized, 0 failed" in done.stdout
+
+
+def test_no_reduce_leaves_cases_as_found(tmp_path: Path) -> None:
+    done = run_fuzz(tmp_path / "c", "--no-reduce")
+    assert done.returncode == 0, done.stderr
+    (folder,) = case_folders(tmp_path / "c")
+    assert not [p for p in folder.iterdir() if p.name.endswith("-reduced")]
+    assert "reduction:" not in done.stdout

@@ -100,3 +100,13 @@ def pad_tanh() -> Graph:
     padded = g.op("pad_constant", (a,), (1, 2, 5, 7), pad=(2, 2, 1, 1), mode="constant", value=0.5)
     g.op("tanh", (padded,), (1, 2, 5, 7))
     return g.build()
+
+
+def layer_norm_tanh() -> Graph:
+    """layer_norm over the last dim (weight and bias, eps 1e-5) then tanh: an ONNX LayerNormalization."""
+    g = GraphBuilder()
+    a = g.input((2, 3, 8))
+    w, b = g.weight((8,)), g.weight((8,))
+    normed = g.op("layer_norm", (a, w, b), (2, 3, 8), normalized_dims=1, affine="weight_bias", eps=1e-5)
+    g.op("tanh", (normed,), (2, 3, 8))
+    return g.build()

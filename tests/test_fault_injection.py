@@ -99,6 +99,11 @@ def add_transpose(model: onnx.ModelProto) -> None:
     model.graph.node.insert(list(model.graph.node).index(node) + 1, transpose)
 
 
+def norm_epsilon(model: onnx.ModelProto) -> None:
+    """The normalization's epsilon raised from 1e-5 to 1.0: values shrink toward the bias."""
+    _set_attr(_node(model, "LayerNormalization"), "epsilon", 1.0)
+
+
 def pad_mode(model: onnx.ModelProto) -> None:
     _set_attr(_node(model, "Pad"), "mode", "edge")
 
@@ -112,6 +117,7 @@ CASES: dict[str, tuple[Callable[[], Graph], Mutation, Symptom]] = {
     "dropped_transpose": (hand_graphs.sub_permute, drop_transpose, Symptom.WRONG_VALUES),
     "added_transpose": (hand_graphs.conv_relu_add, add_transpose, Symptom.WRONG_VALUES),
     "pad_mode": (hand_graphs.pad_tanh, pad_mode, Symptom.WRONG_VALUES),
+    "norm_epsilon": (hand_graphs.layer_norm_tanh, norm_epsilon, Symptom.WRONG_VALUES),
 }
 CAUGHT_BY_VALIDATION: dict[str, tuple[Callable[[], Graph], Mutation]] = {
     "conv_pads_declared": (hand_graphs.conv_relu_add, conv_pads_declared),

@@ -1,7 +1,9 @@
 """Campaign throughput: tests per minute (per converter) and the share of wall time outside converters and
 runtimes (generation + oracle + our own overhead; goal <= 15%).
 
-    python bench/fuzz.py [--seconds 60 | --minutes M] [--workers N] [--converters a,b] [--out DIR]
+    python bench/fuzz.py [--seconds 60 | --minutes M] [--workers N] [--converters a,b] [--nodes K] [--out DIR]
+
+`measure()` is the same measurement as a function (bench/compare_nnsmith.py uses it).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import os
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -19,28 +22,41 @@ from fuzzer.db import open_campaign  # noqa: E402
 from fuzzer.progress import summarize  # noqa: E402
 
 
+def measure(minutes: float, workers: int, converters: str | None = None, nodes: int | None = None,
+            out: Path | None = None) -> tuple[int, dict[str, Any], Path]:
+    """Runs a campaign of `minutes` into `out` (a temporary folder by default) and returns its exit status,
+    `fuzzer.progress.summarize` of it and the folder."""
+    out = out or Path(tempfile.mkdtemp(prefix="convsmith-bench-")) / "campaign"
+    argv = ["fuzz", "--minutes", str(minutes), "--workers", str(workers), "--out", str(out)]
+    if converters:
+        argv += ["--converters", converters]
+    if nodes is not None:
+        argv += ["--nodes", str(nodes)]
+    code = cli_main(argv)
+    return code, summarize(open_campaign(out)), out
+
+
+def outside_share(data: dict[str, Any]) -> float:
+    shares = data["shares"]
+    return shares["generation"] + shares["oracle"] + shares["overhead"]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--minutes", type=float)
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--converters")
+    parser.add_argument("--nodes", type=int, help="operators per graph (the campaign's default when left out)")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     minutes = args.minutes if args.minutes is not None else args.seconds / 60
-    out = args.out or Path(tempfile.mkdtemp(prefix="convsmith-bench-")) / "campaign"
-    argv = ["fuzz", "--minutes", str(minutes), "--workers", str(args.workers), "--out", str(out)]
-    if args.converters:
-        argv += ["--converters", args.converters]
-    code = cli_main(argv)
-    db = open_campaign(out)
-    data = summarize(db)
+    code, data, _ = measure(minutes, args.workers, args.converters, args.nodes, args.out)
     shares = data["shares"]
-    outside = shares["generation"] + shares["oracle"] + shares["overhead"]
     print(f"\nbench: {data['tests_per_min']:.1f} tests/min with {args.workers} workers")
     for conv, rate in sorted(data["per_converter_per_min"].items()):
         print(f"  {conv:<24} {rate:8.1f} tests/min")
-    print(f"bench: share outside converters and runtimes {outside:.1%} (goal <= 15%): generation "
+    print(f"bench: share outside converters and runtimes {outside_share(data):.1%} (goal <= 15%): generation "
           f"{shares['generation']:.1%}, oracle {shares['oracle']:.1%}, overhead {shares['overhead']:.1%}")
     return code
 

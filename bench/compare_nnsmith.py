@@ -1,0 +1,107 @@
+"""convsmith's campaign next to NNSmith's own fuzz loop, on this machine, at the same graph size: tests (models) per
+minute and bug reports saved.
+
+    bash bench/nnsmith_env.sh                      # once: .venv-nnsmith with NNSmith from PyPI
+    python bench/compare_nnsmith.py [--minutes 2] [--nodes 5,10] [--workers 1] [--skip-nnsmith]
+
+Both sides test the same pipeline: a random graph of at most `--nodes` operators in PyTorch, exported to ONNX by
+the TorchScript exporter (convsmith: `--converters torch-onnx-script`; NNSmith: `model.type=onnx`, whose exporter
+the launcher in bench/nnsmith_loop.py selects), run by ONNX Runtime and compared with PyTorch. They run one after
+the other, never at once. convsmith runs `--workers` processes (1 by default, as NNSmith's loop is one process).
+
+The figures are not of one kind in every respect, and the output says so:
+  - a convsmith test is one graph through one converter, each graph with searched NaN/Inf-free inputs and a float64
+    reference; an NNSmith model is one generated model with random inputs and the PyTorch output as its oracle;
+  - convsmith saves one case folder per distinct bug signature; NNSmith saves one report folder per failing model
+    (not deduplicated), so its count of distinct exception messages is shown beside it;
+  - convsmith's rate is over its session's wall time (worker start-up included); NNSmith's is over its loop, its
+    start-up (imports, cached operator probe) left out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import fuzz as convsmith_bench  # noqa: E402  (bench/fuzz.py)
+import nnsmith_loop  # noqa: E402
+
+from fuzzer.db import open_campaign  # noqa: E402
+
+CONVERTER = "torch-onnx-script"
+
+
+def run_convsmith(minutes: float, nodes: int, workers: int, out: Path) -> dict:
+    code, data, folder = convsmith_bench.measure(minutes, workers, CONVERTER, nodes, out)
+    conn = open_campaign(folder).conn
+    failing = conn.execute("SELECT COUNT(*) FROM tests WHERE is_bug = 1").fetchone()[0]
+    unsupported = conn.execute("SELECT COUNT(*) FROM tests WHERE symptom = 'unsupported'").fetchone()[0]
+    return {"code": code, "tests": data["tests"], "tests_per_min": data["tests_per_min"], "wall_s": data["wall_s"],
+            "reports": len(data["bugs"]), "failing_tests": failing, "unsupported": unsupported,
+            "outside": convsmith_bench.outside_share(data), "out": str(folder)}
+
+
+def table(rows: list[tuple[int, dict, dict | None]], workers: int, minutes: float) -> str:
+    head = (f"{'nodes':>5}  {'fuzzer':<28} {'tests/min':>10} {'tests':>7} {'reports saved':>14} "
+            f"{'failing tests':>14}  notes")
+    lines = [head, "-" * len(head)]
+    for nodes, ours, theirs in rows:
+        lines.append(f"{nodes:>5}  {'convsmith (' + CONVERTER + ')':<28} {ours['tests_per_min']:>10.1f} "
+                     f"{ours['tests']:>7} {ours['reports']:>14} {ours['failing_tests']:>14}  "
+                     f"{workers} worker(s), {ours['wall_s']:.0f} s wall, {ours['unsupported']} unsupported, "
+                     f"{ours['outside']:.0%} of time outside converter/runtime")
+        if theirs is None:
+            continue
+        failing = sum(theirs["reports_by_kind"].values())
+        lines.append(f"{nodes:>5}  {'nnsmith 0.1.0 (onnx, ort)':<28} {theirs['models_per_min']:>10.1f} "
+                     f"{theirs['models']:>7} {theirs['reports']:>14} {failing:>14}  "
+                     f"1 process, {theirs['loop_s']:.0f} s loop (+{theirs['startup_s']:.0f} s start-up), "
+                     f"{theirs['distinct_exceptions']} distinct exception messages, "
+                     f"{theirs['failed_make']} failed to make"
+                     + ("" if theirs["returncode"] == 0 else f", exit status {theirs['returncode']}"))
+    lines.append("")
+    lines.append(f"{minutes:g} min each, one after the other, on {os.cpu_count()} cores. Other engineers' jobs may "
+                 "run on this machine at the same time, so the rates are indicative, not exact.")
+    lines.append("reports saved: convsmith's deduplicated bug case folders; NNSmith's report folders, one per "
+                 "failing model (not deduplicated). failing tests: tests (models) that were counted as a bug.")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--minutes", type=float, default=2.0, help="time budget of each run (default 2)")
+    parser.add_argument("--nodes", default="5,10", help="comma-separated graph sizes, operators per graph")
+    parser.add_argument("--workers", type=int, default=1, help="convsmith's worker processes (default 1)")
+    parser.add_argument("--memory-gb", type=float, default=8.0, help="NNSmith's address-space cap")
+    parser.add_argument("--out", type=Path, help="folder for both sides' campaigns (default: a temporary one)")
+    parser.add_argument("--skip-nnsmith", action="store_true", help="convsmith only (no .venv-nnsmith needed)")
+    args = parser.parse_args()
+    sizes = [int(n) for n in args.nodes.split(",") if n.strip()]
+    out = args.out or Path(tempfile.mkdtemp(prefix="compare-nnsmith-"))
+    print(f"compare: {args.minutes:g} min per run, nodes {sizes}, output in {out}", flush=True)
+    if not args.skip_nnsmith and not (nnsmith_loop.VENV / "bin" / "python").exists():
+        print(f"compare: {nnsmith_loop.VENV} is missing: run `bash bench/nnsmith_env.sh` (or pass --skip-nnsmith)")
+        return 2
+    rows = []
+    for nodes in sizes:
+        print(f"compare: convsmith, {nodes} nodes ...", flush=True)
+        ours = run_convsmith(args.minutes, nodes, args.workers, out / f"convsmith-{nodes}")
+        theirs = None
+        if not args.skip_nnsmith:
+            print(f"compare: nnsmith, {nodes} nodes ...", flush=True)
+            theirs = nnsmith_loop.run_loop(args.minutes, nodes, out / f"nnsmith-{nodes}", args.memory_gb)
+            print(nnsmith_loop.describe(theirs), flush=True)
+        rows.append((nodes, ours, theirs))
+    print()
+    print(table(rows, args.workers, args.minutes))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -17,12 +17,18 @@ SEEDS = 300
 
 
 def assert_eager_matches_ir(graph: Graph, seed: int) -> bool:
-    """Check every tensor's shape and dtype; False when no valid inputs were found (the run may raise then)."""
+    """Check every tensor's shape and dtype in an eager run; False when the run raised.
+
+    NaN/Inf do not matter to shapes, so the input search gets a small budget here (bench/generate.py measures
+    the valid-input rate); the one error an eager run may still raise is an integer division by zero.
+    """
     module = materialize(graph, seed)
-    found = find_valid_inputs(module, seed, budget_s=0.3)
-    if not found.valid:
+    found = find_valid_inputs(module, seed, budget_s=0.05)
+    try:
+        env = module.run_all(*found.inputs.values())
+    except RuntimeError as exc:
+        assert "ZeroDivisionError" in str(exc), (seed, exc)
         return False
-    env = module.run_all(*found.inputs.values())
     for name, ttype in graph.types.items():
         assert tuple(env[name].shape) == ttype.shape, (seed, name)
         assert DType.from_torch(env[name].dtype) is ttype.dtype, (seed, name)
@@ -31,15 +37,20 @@ def assert_eager_matches_ir(graph: Graph, seed: int) -> bool:
 
 @pytest.mark.parametrize("nodes", [5, 10, 20])
 def test_300_seeds_generate_materialize_and_match_the_ir(nodes: int) -> None:
-    checked = 0
-    for seed in range(SEEDS):
+    checked = skipped = 0
+    seed = 0
+    while checked < SEEDS:
         graph = generate(seed, GenOptions(nodes=nodes))
         validate(graph, REGISTRY)
         assert len(graph.nodes) == nodes, seed
         assert Graph.loads(graph.dumps()) == graph, seed
-        checked += assert_eager_matches_ir(graph, seed)
-    # Graphs without NaN-free inputs are not run; the input search keeps them rare (bench/generate.py measures).
-    assert checked >= SEEDS * 0.95, checked
+        if assert_eager_matches_ir(graph, seed):
+            checked += 1
+        else:
+            skipped += 1
+        seed += 1
+    # An integer division by zero that no input draw avoided within the budget: rare, and measured here.
+    assert skipped <= SEEDS * 0.02, skipped
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -15,6 +15,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fuzzer.worker import detach_from_terminal_and_parent
+
 GRACE_S = 60.0  # on top of the budget: process start-up and the final full check
 FAILED_LIST = "reduce_failed.txt"
 
@@ -59,7 +61,8 @@ class ReduceQueue:
             command = [sys.executable, "-m", "fuzzer", "reduce", str(case_dir), "--budget", str(self.budget_s),
                        "--out", str(case_dir)]
             with open(self.log_dir / "reduce.log", "a") as log:
-                proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+                proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                        preexec_fn=detach_from_terminal_and_parent)
             self.running = (case_dir, proc, time.monotonic())
 
     def _finish(self, case_dir: Path, proc: subprocess.Popen) -> None:

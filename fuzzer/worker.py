@@ -109,13 +109,18 @@ def _vm_size_bytes() -> int:
     return 0
 
 
-def setup_process(config: WorkerConfig) -> Any:
-    """Signals, parent-death, threads, memory limit, stdout/stderr to a log, faulthandler; returns the fault file."""
+def detach_from_terminal_and_parent() -> None:
+    """Ignore Ctrl-C (the campaign decides when children stop) and die with the parent, even on SIGKILL."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
     except (OSError, AttributeError):  # not Linux: the pipe's EOF still ends the loop
         pass
+
+
+def setup_process(config: WorkerConfig) -> Any:
+    """Signals, parent-death, threads, memory limit, stdout/stderr to a log, faulthandler; returns the fault file."""
+    detach_from_terminal_and_parent()
     import torch
 
     torch.set_num_threads(1)

@@ -126,8 +126,10 @@ def run(args: argparse.Namespace) -> int:
     out, db, spec = resumed_campaign(args) if args.resume else new_campaign(args)
     check_device(spec.worker.device)
     progress = Progress(interval_s=args.log_interval, total=None)
+    # `convsmith reduce` replays a case with the standard converters: an injected registry's finds are not reduced.
+    reduce = not args.no_reduce and spec.worker.registry == DEFAULT_REGISTRY
     campaign = Campaign(out, spec, db, args.workers, args.minutes, progress,
-                        reduce_budget_s=None if args.no_reduce else args.reduce_budget)
+                        reduce_budget_s=args.reduce_budget if reduce else None)
     try:
         status = campaign.run()
     finally:

@@ -28,7 +28,7 @@ fuzz: install
 	$(BIN)/convsmith fuzz --minutes $(MINUTES) --workers $(WORKERS) --out bugs
 
 test: install
-	$(BIN)/python -m pytest -q -p no:cacheprovider -n 2
+	$(BIN)/python -m pytest -p no:cacheprovider -n 2
 
 bench: install
 	$(BIN)/python bench/generate.py

@@ -37,10 +37,15 @@ class Tally:
     symptoms: Counter = field(default_factory=Counter)
     signatures: dict[str, list[int]] = field(default_factory=lambda: defaultdict(list))
     seconds: float = 0.0
+    # For each value divergence the precision-aware oracle flags: (target error, source error) vs float64.
+    errors: list[tuple[float, float]] = field(default_factory=list)
 
 
-def output_flags(result: CheckResult) -> tuple[int, int, int]:
-    """(outputs, flagged by the fixed tolerance, flagged by the precision-aware oracle) of one run."""
+def output_flags(result: CheckResult, errors: list[tuple[float, float]]) -> tuple[int, int, int]:
+    """(outputs, flagged by the fixed tolerance, flagged by the precision-aware oracle) of one run.
+
+    Appends (target error, source error) against the float64 reference for each value divergence flagged.
+    """
     run, expected = result.target, result.expected
     if run is None or expected is None or len(run.outputs) != len(expected.eager):
         return 0, 0, 0
@@ -52,8 +57,15 @@ def output_flags(result: CheckResult) -> tuple[int, int, int]:
                                         strict=True):
         tol = FIXED if dtype in FLOAT_DTYPES else None
         fixed += not compare(actual, base, dtype, tol).ok
-        own = compare(actual, base, dtype)
-        aware += not own.ok and (actual.shape != base.shape or blame_output(base, actual, ref, dtype).blamed)
+        if compare(actual, base, dtype).ok:
+            continue
+        if actual.shape != base.shape:
+            aware += 1
+            continue
+        blame = blame_output(base, actual, ref, dtype)
+        if blame.blamed:
+            aware += 1
+            errors.append((blame.target_error, blame.source_error))
     return len(run.outputs), fixed, aware
 
 
@@ -74,7 +86,7 @@ def bench_converter(name: str, seeds: range, gen: GenOptions, check_options: Che
         finally:
             tally.seconds += time.perf_counter() - start
         tally.graphs += 1
-        n, fixed, aware = output_flags(result)
+        n, fixed, aware = output_flags(result, tally.errors)
         tally.outputs, tally.fixed_flags, tally.aware_flags = tally.outputs + n, tally.fixed_flags + fixed, \
             tally.aware_flags + aware
         verdict = result.verdict
@@ -89,6 +101,12 @@ def report(name: str, tally: Tally) -> None:
     print(f"   fixed tolerance (rtol {FIXED.rtol:g}, atol {FIXED.atol:g}) flags {tally.fixed_flags} outputs; "
           f"precision-aware oracle flags {tally.aware_flags}")
     print("   verdicts: " + ", ".join(f"{k} {v}" for k, v in tally.symptoms.most_common()))
+    if tally.errors:
+        # Errors in tolerance units against the float64 reference: blamed means target > 1 and > K x source.
+        closest = min(tally.errors, key=lambda e: e[0] / max(e[1], 1e-12))
+        farther = sum(t > 1 and t > s for t, s in tally.errors)
+        print(f"   value divergences flagged: {len(tally.errors)}; target farther from float64 than the source in "
+              f"{farther}; closest call: target {closest[0]:.3g} vs source {closest[1]:.3g} tolerance units")
     for signature, seeds in sorted(tally.signatures.items(), key=lambda kv: -len(kv[1])):
         print(f"   {len(seeds):4d}  {signature}  seeds {seeds[:8]}{' ...' if len(seeds) > 8 else ''}")
 

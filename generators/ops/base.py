@@ -9,7 +9,7 @@ concrete attributes. `domain_loss` steers the input search away from NaN/Inf.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
@@ -67,7 +67,7 @@ class BuildContext(Protocol):
         """A symbolic integer attribute in [lo, hi]; the generator spreads its value over the range."""
 
     def choice(self, name: str, options: Sequence[Any]) -> Any:
-        """A categorical attribute picked from `options` (recorded for reproducibility by name)."""
+        """A categorical attribute picked from `options` with the graph's seeded rng (`name` documents it)."""
 
     def weight(self, rank: int, dtype: DType, lo: Any = None, hi: Any = None) -> SymTensor:
         """A fresh weight tensor, appended to the node's inputs after the data inputs.
@@ -87,8 +87,6 @@ class OpSpec:
     sigs: ClassVar[tuple[Sig, ...]]
     # Allowed ranks per data input.
     ranks: ClassVar[tuple[tuple[int, ...], ...]]
-    # Data inputs must be distinct tensors when True (e.g. ops whose converters dedupe inputs); rarely needed.
-    commutative: ClassVar[bool] = False
     # Interval the first output's values always lie in, whatever the inputs (None: unknown or unbounded).
     value_range: ClassVar[tuple[float, float] | None] = None
     # Per data input, the interval its values must lie in (None: anything). The generator never feeds an input
@@ -199,5 +197,3 @@ def finite_max(dtype: DType) -> float:
 
 
 SAFE_EXP_ARG = math.log(60000.0)  # exp() stays finite even in float16 below this
-
-Forward = Callable[..., torch.Tensor]

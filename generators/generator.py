@@ -9,6 +9,7 @@ as assumptions (dropping the unsat core), so the graph does not settle on z3's f
 from __future__ import annotations
 
 import random
+import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -74,7 +75,7 @@ class _Context:
         self._pending = pending
 
     def int_attr(self, name: str, lo: int, hi: int) -> z3.ArithRef:
-        var = z3.Int(f"{self._pending.prefix}.{name}", self._gen.z3ctx)
+        var = self._gen.named_int(f"{self._pending.prefix}.{name}")
         self._pending.int_attrs.append(_IntAttr(var, lo, hi))
         self._pending.bounds += [var >= lo, var <= hi]
         return var
@@ -117,7 +118,6 @@ class _GraphBuilder:
         # limit (not a time limit: that would make graphs depend on machine speed) turns such a candidate into
         # an `unknown`, which is rejected like an `unsat`.
         self.solver.set("rlimit", RLIMIT_PER_CHECK)
-        self.last_model: z3.ModelRef | None = None  # of the last accepted insertion
         self.solver.set("random_seed", seed % (2**31))
         self.tensors: dict[str, SymTensor] = {}
         self.placeholders: list[str] = []
@@ -128,6 +128,10 @@ class _GraphBuilder:
         self.value_ranges: dict[str, tuple[float, float]] = {}  # known bounds of a tensor's values
         self.needed: dict[str, tuple[float, float]] = {}  # placeholders' values must stay inside these
         self.zero_prone: set[str] = set()  # tensors that may hold zeros no input can remove
+        self.bounded_dims: dict[int, z3.ArithRef] = {}  # dims with 1 <= d <= max_dim in the solver, by term id
+        self.var_names: dict[int, str] = {}  # every variable's name by term id
+        self.var_terms: list[z3.ArithRef] = []
+        self.bounded_shapes: set[tuple[int, ...]] = set()  # shapes whose element bound is in the solver
         self.unit_scale: set[str] = set()  # tensors with an element of magnitude >= 1 whatever the input
         self.needs_nonzero: set[str] = set()  # placeholders that feed an input which must be nonzero
         self._counter = 0
@@ -144,7 +148,13 @@ class _GraphBuilder:
 
     def fresh_dim(self) -> z3.ArithRef:
         self._counter += 1
-        return z3.Int(f"d{self._counter}", self.z3ctx)
+        return self.named_int(f"d{self._counter}")
+
+    def named_int(self, name: str) -> z3.ArithRef:
+        var = z3.Int(name, self.z3ctx)
+        self.var_names[var.get_id()] = name
+        self.var_terms.append(var)  # holding the term keeps its id from being reused
+        return var
 
     def dim_bounds(self, var: z3.ArithRef) -> list[z3.BoolRef]:
         return [var >= 1, var <= self.opts.max_dim]
@@ -168,6 +178,7 @@ class _GraphBuilder:
         rank = self.rng.randint(1, min(4, self.opts.max_rank))
         tensor = self.new_placeholder_type(rank, dtype, pending)
         self.solver.add(*pending.bounds)
+        self.register_bounded([tensor])
         name = self.fresh_name("v")
         self.tensors[name] = tensor
         self.placeholders.append(name)
@@ -198,16 +209,25 @@ class _GraphBuilder:
         return name, tensor
 
     def output_constraints(self, build: Build, pending: _Pending) -> tuple[list[SymTensor], list[z3.BoolRef]]:
-        """Give every output dim a fresh variable (keeps later expressions small) and bound it."""
+        """Give every computed output dim a fresh variable (keeps later expressions small) and bound it.
+
+        A dim that already is a bounded variable (elementwise ops, most shape ops pass dims through) is reused
+        as it is, and a shape some tensor already has needs no second element bound: z3's Python API costs
+        far more than its solving here, so every constraint not made is time saved.
+        """
         outs: list[SymTensor] = []
         reqs: list[z3.BoolRef] = []
         for out in build.outputs:
             dims = []
             for expr in out.shape:
+                if z3.is_const(expr) and expr.get_id() in self.bounded_dims:
+                    dims.append(expr)
+                    continue
                 var = self.fresh_dim()
                 reqs += [var == expr, var >= 1, var <= self.opts.max_dim]
                 dims.append(var)
-            reqs.append(numel(dims) <= self.opts.max_numel)
+            if _shape_key(dims) not in self.bounded_shapes:
+                reqs.append(numel(dims) <= self.opts.max_numel)
             outs.append(SymTensor(tuple(dims), out.dtype))
         return outs, reqs
 
@@ -287,7 +307,6 @@ class _GraphBuilder:
         """Try the candidate's constraints as assumptions; keep them only when satisfiable (unknown rejects)."""
         if self.solver.check(*constraints) != z3.sat:
             return False
-        self.last_model = self.solver.model()
         self.solver.add(*constraints)
         return True
 
@@ -300,7 +319,15 @@ class _GraphBuilder:
             self._bug(op, "build returned no outputs")
         return build
 
+    def register_bounded(self, tensors: list[SymTensor]) -> None:
+        """Remember dims and shapes whose bounds are now in the solver (only accepted ones: see _shape_key)."""
+        for tensor in tensors:
+            for d in tensor.shape:
+                self.bounded_dims[d.get_id()] = d  # holding the term keeps its id from being reused
+            self.bounded_shapes.add(_shape_key(tensor.shape))
+
     def commit(self, op, pending, in_names, out_names, outs, build, at_front: bool) -> None:
+        self.register_bounded([t for _, t in pending.weights] + [t for _, t in pending.new_inputs] + list(outs))
         for name, tensor in pending.weights:
             self.tensors[name] = tensor
             self.weights.append(name)
@@ -358,11 +385,12 @@ class _GraphBuilder:
             if not core:
                 break
             wishes = [w for w in wishes if w.get_id() not in core]
+        # Every asserted constraint was satisfiable when added, so only the resource limit can stop this check:
+        # the last try gets more room.
+        self.solver.set("rlimit", RLIMIT_PER_CHECK * 25)
         if self.solver.check() == z3.sat:
             return self.solver.model()
-        if self.last_model is None:
-            raise GenerationError("no operator's constraints were ever satisfiable")
-        return self.last_model  # the solver gave up (resource limit): the last insertion's answer still holds
+        raise GenerationError(f"z3 gave up on the final model ({self.solver.reason_unknown()})")
 
     def _spread(self, lo: int, hi: int) -> int:
         # Small values are where most real models live, but large ones are where converters break.
@@ -373,12 +401,12 @@ class _GraphBuilder:
     def to_graph(self) -> Graph:
         model = self.spread_values()
 
-        # Most dims and attributes are plain variables: one pass over the model beats an eval per variable.
-        values = {d.name(): model[d].as_long() for d in model.decls() if d.arity() == 0}
+        values = _model_values(model)
 
         def val(expr: Any) -> Any:
-            if isinstance(expr, z3.ArithRef) and expr.num_args() == 0 and not z3.is_int_value(expr):
-                return values.get(expr.decl().name(), 1)
+            name = self.var_names.get(expr.get_id()) if isinstance(expr, z3.ExprRef) else None
+            if name is not None:
+                return values.get(name, 1)  # a variable the constraints never pinned: any value in range works
             if isinstance(expr, z3.ExprRef):
                 return model.eval(expr, model_completion=True).as_long()
             if isinstance(expr, (tuple, list)):
@@ -437,6 +465,26 @@ def _generate(seed: int, opts: GenOptions) -> Graph:
     if not builder.records:
         raise GenerationError(f"no operator could be placed in {attempts} attempts")
     return _renamed(builder.to_graph())
+
+
+_DEFINE_INT = re.compile(r"\(define-fun (\S+) \(\) Int\s+(\(- \d+\)|\d+)\)")
+
+
+def _model_values(model: z3.ModelRef) -> dict[str, int]:
+    """Every integer constant of the model, read from its one-call text form.
+
+    Asking z3's Python API for hundreds of values one by one costs more than generating the whole graph.
+    """
+    return {name: int(value.replace("(- ", "-").rstrip(")")) for name, value in _DEFINE_INT.findall(model.sexpr())}
+
+
+def _shape_key(shape) -> tuple[int, ...]:
+    """A shape's dims as sorted term ids: the element count does not depend on their order.
+
+    Only shapes of accepted tensors are registered: a rejected candidate's bound never reached the solver, and
+    an unregistered combination of bounded dims (a, c) may still be too large.
+    """
+    return tuple(sorted(d.get_id() for d in shape))
 
 
 def _overlaps(values: tuple[float, float] | None, domain: tuple[float, float] | None) -> bool:

@@ -12,6 +12,8 @@ import argparse
 import os
 import sys
 import tempfile
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +38,45 @@ def measure(minutes: float, workers: int, converters: str | None = None, nodes: 
     return code, summarize(open_campaign(out)), out
 
 
+def descendants_rss_mb() -> dict[int, float]:
+    """Resident memory (MB) of every process below this one (the workers sit under the forkserver)."""
+    parent: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parent[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+    mine, frontier = set(), {os.getpid()}
+    while frontier:
+        frontier = {pid for pid, ppid in parent.items() if ppid in frontier} - mine
+        mine |= frontier
+    rss: dict[int, float] = {}
+    for pid in mine:
+        try:
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    rss[pid] = int(line.split()[1]) / 1024
+        except OSError:
+            continue
+    return rss
+
+
+class MemorySampler(threading.Thread):
+    """Every `interval_s`, the largest resident size among the campaign's processes (is memory flat?)."""
+
+    def __init__(self, interval_s: float) -> None:
+        super().__init__(daemon=True)
+        self.interval_s, self.samples, self.stopped = interval_s, [], threading.Event()
+
+    def run(self) -> None:
+        start = time.monotonic()
+        while not self.stopped.wait(self.interval_s):
+            rss = descendants_rss_mb()
+            if rss:
+                self.samples.append((time.monotonic() - start, max(rss.values())))
+
+
 def outside_share(data: dict[str, Any]) -> float:
     shares = data["shares"]
     return shares["generation"] + shares["oracle"] + shares["overhead"]
@@ -51,13 +92,19 @@ def main() -> int:
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     minutes = args.minutes if args.minutes is not None else args.seconds / 60
+    sampler = MemorySampler(interval_s=max(5.0, minutes * 6))  # about ten samples a run
+    sampler.start()
     code, data, _ = measure(minutes, args.workers, args.converters, args.nodes, args.out)
+    sampler.stopped.set()
     shares = data["shares"]
     print(f"\nbench: {data['tests_per_min']:.1f} tests/min with {args.workers} workers")
     for conv, rate in sorted(data["per_converter_per_min"].items()):
         print(f"  {conv:<24} {rate:8.1f} tests/min")
     print(f"bench: share outside converters and runtimes {outside_share(data):.1%} (goal <= 15%): generation "
           f"{shares['generation']:.1%}, oracle {shares['oracle']:.1%}, overhead {shares['overhead']:.1%}")
+    if sampler.samples:
+        trace = ", ".join(f"{t / 60:.1f}m {mb:.0f}" for t, mb in sampler.samples)
+        print(f"bench: largest process RSS over time (MB; goal: flat, under 1500 per worker): {trace}")
     return code
 
 

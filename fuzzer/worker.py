@@ -55,6 +55,7 @@ class WorkerConfig:
     exclude_ops: tuple[str, ...] = ()
     dtypes: tuple[str, ...] = ()
     max_numel: int = GenOptions.max_numel
+    avoid_pairs: tuple[tuple[str, str], ...] = ()  # (op, dtype) the probe found unsupported
     converter_options: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
     check: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     timeout_s: float = 60.0
@@ -74,7 +75,7 @@ class WorkerConfig:
         nodes = random.Random(seed).randint(min(self.min_nodes, self.nodes), self.nodes)
         dtypes = tuple(DType(d) for d in self.dtypes) or GenOptions.dtypes
         return GenOptions(nodes=nodes, include_ops=self.include_ops, exclude_ops=self.exclude_ops, dtypes=dtypes,
-                          max_numel=self.max_numel)
+                          max_numel=self.max_numel, avoid_pairs=frozenset(tuple(p) for p in self.avoid_pairs))
 
 
 def _plain(value: Any) -> Any:

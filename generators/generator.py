@@ -34,6 +34,8 @@ class GenOptions:
     include_ops: tuple[str, ...] = ()
     exclude_ops: tuple[str, ...] = ()
     dtypes: tuple[DType, ...] = ALL
+    # (operator, dtype of its first input) pairs never to generate, e.g. what a converter's probe found unsupported.
+    avoid_pairs: frozenset[tuple[str, str]] = frozenset()
     forward_prob: float = 0.75
     new_input_prob: float = 0.15
     max_attempts_per_node: int = 40
@@ -136,8 +138,7 @@ class _GraphBuilder:
         self.needs_nonzero: set[str] = set()  # placeholders that feed an input which must be nonzero
         self._counter = 0
         ops = REGISTRY.select(opts.include_ops, opts.exclude_ops)
-        allowed = set(opts.dtypes)
-        self.ops = [op for op in ops if any(set(s.ins) | {s.out} <= allowed for s in op.sigs)]
+        self.ops = [op for op in ops if self.allowed_sigs(op)]
         if not self.ops:
             raise GenerationError("no operator accepts the allowed dtypes")
 
@@ -170,7 +171,9 @@ class _GraphBuilder:
     # -- insertion ----------------------------------------------------------------------------------
     def allowed_sigs(self, op: OpSpec) -> list:
         allowed = set(self.opts.dtypes)
-        return [s for s in op.sigs if set(s.ins) | {s.out} <= allowed]
+        avoid = self.opts.avoid_pairs
+        return [s for s in op.sigs if set(s.ins) | {s.out} <= allowed
+                and (op.name, (s.ins[0] if s.ins else s.out).value) not in avoid]
 
     def seed_placeholder(self) -> None:
         pending = _Pending("seed")

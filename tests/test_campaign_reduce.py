@@ -37,3 +37,16 @@ def test_no_reduce_leaves_cases_as_found(tmp_path: Path) -> None:
     (folder,) = case_folders(tmp_path / "c")
     assert not [p for p in folder.iterdir() if p.name.endswith("-reduced")]
     assert "reduction:" not in done.stdout
+
+
+def test_avoid_unsupported_without_a_probe_cache_is_one_clear_line(tmp_path: Path) -> None:
+    command = [sys.executable, "-m", "fuzzer", "fuzz", "--tests", "1", "--out", str(tmp_path / "c"),
+               "--avoid-unsupported", "torch-onnx-script"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                          stdin=subprocess.DEVNULL)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines()[-1] == (
+        "convsmith fuzz: --avoid-unsupported: no probe cache for torch-onnx-script at these library versions; "
+        "run `convsmith probe --converters torch-onnx-script` first")
+    assert "Traceback" not in done.stderr
+    assert not (tmp_path / "c").exists()

@@ -119,3 +119,15 @@ def test_float64_twin_runs_every_float_tensor_in_float64() -> None:
     for name, ttype in graph.types.items():
         if ttype.dtype.is_float:
             assert env[name].dtype == DType.FLOAT64.torch, name
+
+
+def test_avoided_op_dtype_pairs_never_appear() -> None:
+    avoid = frozenset({("add", "float32"), ("mul", "float32")})
+    opts = GenOptions(nodes=8, include_ops=("add", "mul", "relu"), dtypes=(DType.FLOAT32, DType.FLOAT64),
+                      avoid_pairs=avoid)
+    seen = set()
+    for seed in range(20):
+        graph = generate(seed, opts)
+        seen |= {(n.op, graph.types[n.inputs[0]].dtype.value) for n in graph.nodes}
+    assert not seen & avoid
+    assert ("add", "float64") in seen and ("relu", "float32") in seen

@@ -8,9 +8,12 @@ import sys
 from pathlib import Path
 
 from fuzzer.campaign import LOG_DIR, Campaign, CampaignSpec
+from fuzzer.commands.probe import DEFAULT_CACHE as DEFAULT_PROBE_CACHE
+from fuzzer.converters import CONVERTERS
 from fuzzer.db import DB_NAME, CampaignDB, open_campaign
 from fuzzer.errors import UsageError
 from fuzzer.options import _names, add_generator_arguments, generator_options
+from fuzzer.probe import load_probe
 from fuzzer.progress import Progress, format_summary, summarize
 from fuzzer.worker import DEFAULT_REGISTRY, WorkerConfig, load_registry
 
@@ -32,6 +35,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--resume", type=Path, metavar="DIR", help="continue the campaign in DIR with its options")
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds per converter test before HANG")
     parser.add_argument("--memory-mb", type=int, default=4096, help="memory per worker before OUT_OF_MEMORY")
+    parser.add_argument("--avoid-unsupported", nargs="?", const="torch-onnx-script", metavar="CONVERTERS",
+                        help="never generate the (operator, dtype) pairs that `convsmith probe` found unsupported by "
+                             "these converters (default torch-onnx-script, the exporter most converters start from)")
     parser.add_argument("--no-reduce", action="store_true", help="do not minimize new bug cases in the background")
     parser.add_argument("--reduce-budget", type=float, default=60.0, help="seconds to minimize each new bug case")
     parser.add_argument("--registry", default=DEFAULT_REGISTRY, help="MODULE:ATTR of the converter registry "
@@ -85,19 +91,35 @@ def prepare_out(out: Path) -> None:
         raise UsageError(f"{out} already holds a campaign; continue it with --resume {out} or choose another --out")
 
 
+def avoided_pairs(converters: str | None) -> tuple[tuple[str, str], ...]:
+    """The (op, dtype) pairs the cached probe of `converters` found unsupported; UsageError without a cache."""
+    if not converters:
+        return ()
+    names = [c.strip() for c in converters.split(",") if c.strip()]
+    unknown = [c for c in names if c not in CONVERTERS]
+    if unknown:
+        raise UsageError(f"--avoid-unsupported: unknown converter(s) {', '.join(unknown)}")
+    table = load_probe(DEFAULT_PROBE_CACHE, names)
+    if table is None:
+        raise UsageError(f"--avoid-unsupported: no probe cache for {', '.join(names)} at these library versions; "
+                         f"run `convsmith probe --converters {','.join(names)}` first")
+    return tuple(sorted(set().union(*(table.unsupported(c) for c in names))))
+
+
 def new_campaign(args: argparse.Namespace) -> tuple[Path, CampaignDB, CampaignSpec]:
     gen = generator_options(args)
     if args.min_nodes < 1 or args.workers < 1 or args.timeout <= 0:
         raise UsageError("--min-nodes, --workers and --timeout must be positive")
     out = args.out
     choose_converters(args.registry, args.converters, check_availability=False)  # unknown names first
+    avoid = avoided_pairs(args.avoid_unsupported)
     prepare_out(out)
     converters = choose_converters(args.registry, args.converters)
     worker = WorkerConfig(out_dir=str(out), log_dir=str(out / LOG_DIR), registry=args.registry,
                           min_nodes=args.min_nodes, nodes=gen.nodes, include_ops=gen.include_ops,
                           exclude_ops=gen.exclude_ops, dtypes=tuple(d.value for d in gen.dtypes),
-                          max_numel=gen.max_numel, timeout_s=args.timeout, memory_mb=args.memory_mb,
-                          device=args.device)
+                          max_numel=gen.max_numel, avoid_pairs=avoid,
+                          timeout_s=args.timeout, memory_mb=args.memory_mb, device=args.device)
     spec = CampaignSpec(args.seed, converters, worker, args.tests)
     db = CampaignDB(out / DB_NAME, create=True)
     db.set_meta("spec", spec.to_json())

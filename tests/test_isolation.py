@@ -122,3 +122,22 @@ def test_faulty_converters_get_their_verdicts_and_the_campaign_goes_on(tmp_path:
     folders = case_folders(tmp_path)
     assert sorted(f.name for f in folders) == sorted(signatures)
     assert {read_case(f).verdict.symptom.json_name for f in folders} >= {"process_death", "hang", "out_of_memory"}
+
+
+def test_workers_are_recycled_between_units_and_nothing_is_lost(tmp_path: Path, monkeypatch) -> None:
+    import fuzzer.campaign as campaign
+
+    monkeypatch.setattr(campaign, "RECYCLE_AFTER_UNITS", 2)
+    spawned: list[int] = []
+    original = campaign.Campaign.spawn
+
+    def counting_spawn(self):
+        slot = original(self)
+        spawned.append(slot.proc.pid)
+        return slot
+
+    monkeypatch.setattr(campaign.Campaign, "spawn", counting_spawn)
+    db = run_campaign(tmp_path, ("faulty-echo",), 6, "test_isolation:QUICK_REGISTRY", workers=1)
+    assert db.conn.execute("SELECT COUNT(*) FROM units WHERE done = 1").fetchone() == (6,)
+    assert db.conn.execute("SELECT COUNT(*) FROM tests").fetchone() == (6,)
+    assert len(set(spawned)) >= 3  # the first worker, then a fresh one after every second unit

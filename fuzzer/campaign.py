@@ -25,6 +25,7 @@ from fuzzer.case import CaseData, case_id, collect_versions, now_iso, read_case,
 from fuzzer.converters import ConverterRegistry
 from fuzzer.db import OWN_ERROR, CampaignDB, TestRow
 from fuzzer.errors import UsageError
+from fuzzer.fault_stage import stage_of_fault
 from fuzzer.progress import Counts, Progress
 from fuzzer.reduce_queue import ReduceQueue
 from fuzzer.worker import WorkerConfig, fault_file, load_registry, worker_main
@@ -345,17 +346,18 @@ class Campaign:
         frame, dump = fault_frame(fault_file(self.log_dir, slot.proc.pid))
         name = slot.converter
         if slot.phase in ("convert", "case") and name is not None and name in unit.remaining:
-            stage = Stage.NONE
             message = f"{symptom.json_name}: {reason}" + (f" in {frame}" if frame else "")
             if slot.phase == "case":  # our own case writer died: not the converter's
                 self.own_error({"idx": unit.idx, "seed": unit.seed, "converter": name, "phase": "case",
                                 "exc_type": symptom.json_name, "message": reason, "traceback": dump})
                 self.commit(slot, own_error_row(unit, name))
             else:
+                stage = stage_of_fault(dump) or Stage.NONE
+                labels = ("stage-unknown",) if stage is Stage.NONE else ()
                 signature = crash_signature(name, stage, symptom.name, reason, frame)
-                verdict = Verdict(symptom, stage, name, signature=signature, message=message,
-                                  labels=("stage-unknown",))
-                case_dir = self.write_lost_case(slot, unit, verdict, dump)
+                verdict = Verdict(symptom, stage, name, signature=signature, message=message, labels=labels)
+                # A death in the upstream export is the exporter's bug, filed under the exporter's own test.
+                case_dir = self.write_lost_case(slot, unit, verdict, dump) if verdict.is_bug else None
                 self.commit(slot, verdict_row(unit, verdict, case_dir))
         else:  # generation, materialization or the eager source: never a converter's bug
             self.own_error({"idx": unit.idx, "seed": unit.seed, "converter": None, "phase": slot.phase or "generate",

@@ -1,0 +1,57 @@
+"""Which pipeline stage a worker was in when it died, read from its faulthandler dump.
+
+A segfault or abort leaves no exception to tag, only the Python stack faulthandler wrote. The innermost frame
+in convsmith's converter code sits inside a `with steps.at(Stage.X, ...)` block; reading that block from the
+source names the stage. A death inside the upstream export of an ONNX-to-ONNX converter is the exporter's
+(Stage.SOURCE for that converter), as it is for exceptions.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import re
+from pathlib import Path
+
+from oracles.verdict import Stage
+
+_FRAME = re.compile(r'^\s*File "([^"]+)", line (\d+) in (\S+)')
+_OURS = ("/fuzzer/converters/", "/fuzzer/onnx_run.py")
+
+
+def stage_of_fault(dump: str) -> Stage | None:
+    """The stage of the innermost `steps.at(Stage.X)` block on the dumped stack; None when it cannot tell."""
+    frames = [(m.group(1), int(m.group(2)), m.group(3)) for m in map(_FRAME.match, dump.splitlines()) if m]
+    if any(path.endswith("/fuzzer/converters/upstream.py") and func == "export_upstream"
+           for path, _, func in frames):
+        return Stage.SOURCE
+    for path, line, _ in frames:  # faulthandler lists the innermost frame first
+        if any(part in path for part in _OURS):
+            return _stage_blocks(path).get(line)
+    return None
+
+
+@functools.lru_cache(maxsize=64)
+def _stage_blocks(path: str) -> dict[int, Stage]:
+    """Line number -> stage of the innermost literal `with <x>.at(Stage.NAME, ...)` block around it."""
+    try:
+        tree = ast.parse(Path(path).read_text())
+    except (OSError, SyntaxError):
+        return {}
+    lines: dict[int, Stage] = {}
+    blocks = sorted((n for n in ast.walk(tree) if isinstance(n, ast.With)), key=lambda n: n.lineno)
+    for node in blocks:  # outer blocks first, so inner ones overwrite their lines
+        stage = next(filter(None, (_literal_stage(item.context_expr) for item in node.items)), None)
+        if stage is not None:
+            for line in range(node.lineno, (node.end_lineno or node.lineno) + 1):
+                lines[line] = stage
+    return lines
+
+
+def _literal_stage(expr: ast.expr) -> Stage | None:
+    if not (isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr == "at"):
+        return None
+    first = expr.args[0] if expr.args else None
+    if isinstance(first, ast.Attribute) and isinstance(first.value, ast.Name) and first.value.id == "Stage":
+        return Stage.__members__.get(first.attr)
+    return None

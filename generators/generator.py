@@ -4,6 +4,10 @@ Dtypes and ranks are chosen in Python; dims and integer attributes are z3 intege
 requirements (plus the element bound on every new tensor) are checked as assumptions and added to the
 solver only when satisfiable. At the end, random target values for every attribute and input dim are tried
 as assumptions (dropping the unsat core), so the graph does not settle on z3's first answer.
+
+Alongside shapes, the builder tracks what is known of each tensor's values (a bounded range, exact zeros that
+no input can remove, the unit scale of a normalization) and never feeds such a tensor to an input whose domain
+it cannot meet: an infeasible graph would only waste the input search's budget.
 """
 
 from __future__ import annotations

@@ -9,10 +9,8 @@ import torch
 import torch.nn.functional as F
 
 from generators.dtypes import FLOATS, INTS
-from generators.ops.base import SAFE_EXP_ARG, AttrMap, Build, BuildContext, OpSpec, SymTensor, same_sigs
+from generators.ops.base import ANY_RANK, SAFE_EXP_ARG, AttrMap, Build, BuildContext, OpSpec, SymTensor, same_sigs
 from generators.ops.reduce import pick_axis
-
-ANY_RANK = (0, 1, 2, 3, 4, 5)
 
 
 class Activation(OpSpec):

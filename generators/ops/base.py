@@ -9,7 +9,7 @@ concrete attributes. `domain_loss` steers the input search away from NaN/Inf.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
@@ -133,7 +133,29 @@ class OpSpec:
         return f"<op {self.name}>"
 
 
+class BroadcastBinary(OpSpec):
+    """Two data inputs of one dtype broadcast together, computed by the class's `fn(a, b)`.
+
+    The output keeps the inputs' dtype unless a subclass's `result_dtype` says otherwise (comparisons: bool).
+    """
+
+    ranks = ((0, 1, 2, 3, 4, 5), (0, 1, 2, 3, 4, 5))
+    fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+    def result_dtype(self, dtype: DType) -> DType:
+        return dtype
+
+    def build(self, ctx: BuildContext, a: SymTensor, b: SymTensor) -> Build:
+        shape, reqs = broadcast(a.shape, b.shape)
+        return Build([SymTensor(shape, self.result_dtype(a.dtype))], reqs)
+
+    def forward(self, attrs: AttrMap, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return type(self).fn(a, b)
+
+
 # ---- helpers shared by the families -------------------------------------------------------------
+
+ANY_RANK: tuple[int, ...] = (0, 1, 2, 3, 4, 5)
 
 def same_sigs(dtypes: Sequence[DType], arity: int = 1, out: DType | None = None) -> tuple[Sig, ...]:
     """Signatures where every data input has the same dtype; output has it too unless `out` is given."""

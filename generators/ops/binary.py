@@ -7,25 +7,21 @@ from collections.abc import Callable
 import torch
 
 from generators.dtypes import FLOATS, INTS, NUMERIC, SIGNED_INTS
-from generators.ops.base import AttrMap, Build, BuildContext, OpSpec, SymTensor, broadcast, clamp_penalty, same_sigs
+from generators.ops.base import (
+    AttrMap,
+    BroadcastBinary,
+    OpSpec,
+    clamp_penalty,
+    same_sigs,
+)
 
-ANY_RANK = (0, 1, 2, 3, 4, 5)
 TINY = 1e-3
 
 
-class Binary(OpSpec):
-    """Two inputs of one dtype, broadcast together; output keeps the dtype."""
+class Binary(BroadcastBinary):
+    """Arithmetic on two inputs of one dtype, broadcast together; output keeps the dtype."""
 
     family = "binary"
-    ranks = (ANY_RANK, ANY_RANK)
-    fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
-
-    def build(self, ctx: BuildContext, a: SymTensor, b: SymTensor) -> Build:
-        shape, reqs = broadcast(a.shape, b.shape)
-        return Build([SymTensor(shape, a.dtype)], reqs)
-
-    def forward(self, attrs: AttrMap, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-        return type(self).fn(a, b)
 
 
 class NonzeroDivisor(Binary):

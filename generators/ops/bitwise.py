@@ -7,26 +7,26 @@ from collections.abc import Callable
 import torch
 
 from generators.dtypes import INTS, DType
-from generators.ops.base import AttrMap, Build, BuildContext, OpSpec, Sig, SymTensor, broadcast, same_sigs
+from generators.ops.base import (
+    ANY_RANK,
+    AttrMap,
+    BroadcastBinary,
+    Build,
+    BuildContext,
+    OpSpec,
+    Sig,
+    SymTensor,
+    same_sigs,
+)
 
-ANY_RANK = (0, 1, 2, 3, 4, 5)
 BITS = {DType.INT8: 8, DType.UINT8: 8, DType.INT32: 32, DType.INT64: 64}
 
 
-class Bitwise(OpSpec):
+class Bitwise(BroadcastBinary):
     """Two inputs of one int or bool dtype, broadcast together; output keeps the dtype."""
 
     family = "bitwise"
-    ranks = (ANY_RANK, ANY_RANK)
     sigs = same_sigs(INTS + (DType.BOOL,), 2)
-    fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
-
-    def build(self, ctx: BuildContext, a: SymTensor, b: SymTensor) -> Build:
-        shape, reqs = broadcast(a.shape, b.shape)
-        return Build([SymTensor(shape, a.dtype)], reqs)
-
-    def forward(self, attrs: AttrMap, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-        return type(self).fn(a, b)
 
 
 def _bitwise(name: str, fn: Callable) -> type[Bitwise]:

@@ -9,9 +9,7 @@ from __future__ import annotations
 import torch
 
 from generators.dtypes import ALL, DType
-from generators.ops.base import AttrMap, Build, BuildContext, OpSpec, Sig, SymTensor, clamp_penalty
-
-ANY_RANK = (0, 1, 2, 3, 4, 5)
+from generators.ops.base import ANY_RANK, AttrMap, Build, BuildContext, OpSpec, Sig, SymTensor, clamp_penalty
 
 # Values a float may hold before casting to the target; outside them the conversion is undefined in C++
 # (float -> int) or overflows to inf (-> float16).

@@ -7,24 +7,26 @@ from collections.abc import Callable
 import torch
 
 from generators.dtypes import ALL, FLOATS, INTS, NUMERIC, SIGNED_INTS, DType
-from generators.ops.base import AttrMap, Build, BuildContext, OpSpec, Sig, SymTensor, broadcast
+from generators.ops.base import (
+    ANY_RANK,
+    AttrMap,
+    BroadcastBinary,
+    Build,
+    BuildContext,
+    OpSpec,
+    Sig,
+    SymTensor,
+    broadcast,
+)
 
-ANY_RANK = (0, 1, 2, 3, 4, 5)
 
-
-class Compare(OpSpec):
+class Compare(BroadcastBinary):
     """Two inputs of one dtype, broadcast together; the output is bool."""
 
     family = "compare"
-    ranks = (ANY_RANK, ANY_RANK)
-    fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
-    def build(self, ctx: BuildContext, a: SymTensor, b: SymTensor) -> Build:
-        shape, reqs = broadcast(a.shape, b.shape)
-        return Build([SymTensor(shape, DType.BOOL)], reqs)
-
-    def forward(self, attrs: AttrMap, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-        return type(self).fn(a, b)
+    def result_dtype(self, dtype: DType) -> DType:
+        return DType.BOOL
 
 
 def _cmp(name: str, fn: Callable, dtypes=ALL) -> type[Compare]:

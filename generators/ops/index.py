@@ -10,10 +10,20 @@ import torch.nn.functional as F
 import z3
 
 from generators.dtypes import ALL, NUMERIC, DType
-from generators.ops.base import AttrMap, Build, BuildContext, Dim, OpSpec, Sig, SymTensor, norm_axis, same_sigs
+from generators.ops.base import (
+    ANY_RANK,
+    AttrMap,
+    Build,
+    BuildContext,
+    Dim,
+    OpSpec,
+    Sig,
+    SymTensor,
+    norm_axis,
+    same_sigs,
+)
 from generators.ops.shape import fill_value, pick_axis, size_of
 
-ANY_RANK = (0, 1, 2, 3, 4, 5)
 POS_RANK = (1, 2, 3, 4, 5)
 I64 = DType.INT64
 

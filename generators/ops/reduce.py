@@ -9,9 +9,8 @@ import torch
 import z3
 
 from generators.dtypes import ALL, FLOATS, INTS, NUMERIC, DType
-from generators.ops.base import AttrMap, Build, BuildContext, OpSpec, Sig, SymTensor, finite_max, same_sigs
+from generators.ops.base import ANY_RANK, AttrMap, Build, BuildContext, OpSpec, Sig, SymTensor, finite_max, same_sigs
 
-ANY_RANK = (0, 1, 2, 3, 4, 5)
 TINY = 1e-3
 Dims = int | tuple[int, ...] | None
 

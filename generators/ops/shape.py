@@ -12,6 +12,7 @@ import z3
 
 from generators.dtypes import ALL, FLOATS, INTS, DType
 from generators.ops.base import (
+    ANY_RANK,
     AttrMap,
     Build,
     BuildContext,
@@ -24,7 +25,6 @@ from generators.ops.base import (
     same_sigs,
 )
 
-ANY_RANK = (0, 1, 2, 3, 4, 5)
 POS_RANK = (1, 2, 3, 4, 5)
 MAX_RANK = 5
 

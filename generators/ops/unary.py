@@ -8,9 +8,18 @@ from dataclasses import dataclass
 import torch
 
 from generators.dtypes import FLOATS, INTS, SIGNED_INTS, DType
-from generators.ops.base import SAFE_EXP_ARG, AttrMap, Build, BuildContext, OpSpec, Sig, SymTensor, clamp_penalty
+from generators.ops.base import (
+    ANY_RANK,
+    SAFE_EXP_ARG,
+    AttrMap,
+    Build,
+    BuildContext,
+    OpSpec,
+    Sig,
+    SymTensor,
+    clamp_penalty,
+)
 
-ANY_RANK = (0, 1, 2, 3, 4, 5)
 TINY = 1e-3  # distance kept from a pole or a domain edge, so float16 rounding cannot cross it
 
 

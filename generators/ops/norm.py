@@ -28,6 +28,25 @@ def not_single(dims: tuple[Dim, ...]) -> z3.BoolRef:
     return z3.Or(*[d > 1 for d in dims]) if dims else z3.BoolVal(False)
 
 
+def running_and_affine(ctx: BuildContext, x: SymTensor, running: bool) -> tuple[list[z3.BoolRef], bool]:
+    """Weights for running mean/var (when `running`) then an optional affine weight/bias, all of x's channels."""
+    c = x.shape[1]
+    reqs: list[z3.BoolRef] = []
+    if running:
+        reqs += channel_weights(ctx, x.dtype, c, 1, lo=MEAN_RANGE[0], hi=MEAN_RANGE[1])
+        reqs += channel_weights(ctx, x.dtype, c, 1, lo=VAR_RANGE[0], hi=VAR_RANGE[1])
+    affine = ctx.choice("affine", (True, False))
+    reqs += channel_weights(ctx, x.dtype, c, 2 if affine else 0)
+    return reqs, affine
+
+
+def split_weights(ws: tuple[torch.Tensor, ...], running: bool, affine: bool) -> tuple[torch.Tensor | None, ...]:
+    """(running mean, running var, weight, bias) from the weights running_and_affine made; None where absent."""
+    mean, var = ws[:2] if running else (None, None)
+    weight, bias = ws[-2:] if affine else (None, None)
+    return mean, var, weight, bias
+
+
 class Norm(OpSpec):
     family = "norm"
     unit_scale = True
@@ -41,22 +60,16 @@ class BatchNorm(Norm):
     ranks = ((2, 3, 4, 5),)
 
     def build(self, ctx: BuildContext, x: SymTensor) -> Build:
-        c = x.shape[1]
         batch_stats = ctx.choice("batch_stats", (False, False, True))
+        reqs, affine = running_and_affine(ctx, x, running=not batch_stats)
         if batch_stats:
-            reqs = [not_single(x.shape[:1] + x.shape[2:])]
-        else:
-            reqs = channel_weights(ctx, x.dtype, c, 1, lo=MEAN_RANGE[0], hi=MEAN_RANGE[1]) + channel_weights(
-                ctx, x.dtype, c, 1, lo=VAR_RANGE[0], hi=VAR_RANGE[1])
-        affine = ctx.choice("affine", (True, False))
-        reqs += channel_weights(ctx, x.dtype, c, 2 if affine else 0)
+            reqs.append(not_single(x.shape[:1] + x.shape[2:]))
         attrs = {"batch_stats": batch_stats, "affine": affine, "eps": ctx.choice("eps", EPS),
                  "momentum": ctx.choice("momentum", MOMENTUM)}
         return Build([SymTensor(x.shape, x.dtype)], reqs, attrs)
 
     def forward(self, attrs: AttrMap, x: torch.Tensor, *ws: torch.Tensor) -> torch.Tensor:
-        mean, var = (None, None) if attrs["batch_stats"] else ws[:2]
-        weight, bias = ws[-2:] if attrs["affine"] else (None, None)
+        mean, var, weight, bias = split_weights(ws, not attrs["batch_stats"], attrs["affine"])
         return F.batch_norm(x, mean, var, weight, bias, training=attrs["batch_stats"], momentum=attrs["momentum"],
                             eps=attrs["eps"])
 
@@ -68,22 +81,17 @@ class InstanceNorm(Norm):
     ranks = ((3, 4, 5),)
 
     def build(self, ctx: BuildContext, x: SymTensor) -> Build:
-        c = x.shape[1]
         use_input_stats = ctx.choice("use_input_stats", (True, True, False))
-        if use_input_stats:  # running buffers would be updated in place here, so none are passed
-            reqs = [not_single(x.shape[2:])]
-        else:
-            reqs = channel_weights(ctx, x.dtype, c, 1, lo=MEAN_RANGE[0], hi=MEAN_RANGE[1]) + channel_weights(
-                ctx, x.dtype, c, 1, lo=VAR_RANGE[0], hi=VAR_RANGE[1])
-        affine = ctx.choice("affine", (True, False))
-        reqs += channel_weights(ctx, x.dtype, c, 2 if affine else 0)
+        # With input statistics, running buffers would be updated in place, so none are passed.
+        reqs, affine = running_and_affine(ctx, x, running=not use_input_stats)
+        if use_input_stats:
+            reqs.append(not_single(x.shape[2:]))
         attrs = {"use_input_stats": use_input_stats, "affine": affine, "eps": ctx.choice("eps", EPS),
                  "momentum": ctx.choice("momentum", MOMENTUM)}
         return Build([SymTensor(x.shape, x.dtype)], reqs, attrs)
 
     def forward(self, attrs: AttrMap, x: torch.Tensor, *ws: torch.Tensor) -> torch.Tensor:
-        mean, var = (None, None) if attrs["use_input_stats"] else ws[:2]
-        weight, bias = ws[-2:] if attrs["affine"] else (None, None)
+        mean, var, weight, bias = split_weights(ws, not attrs["use_input_stats"], attrs["affine"])
         return F.instance_norm(x, mean, var, weight, bias, use_input_stats=attrs["use_input_stats"],
                                momentum=attrs["momentum"], eps=attrs["eps"])
 

@@ -144,7 +144,7 @@ class Prod(Reduce):
 
 
 class Argmax(Reduce):
-    emits_zeros = True  # indices and counts are 0 whatever the values
+    emits_zeros = True  # index 0 is a likely answer whatever the values
     name = "argmax"
     sigs = _to_int64(NUMERIC)
     multi = False
@@ -154,7 +154,6 @@ class Argmax(Reduce):
 
 
 class Argmin(Argmax):
-    emits_zeros = True  # indices and counts are 0 whatever the values
     name = "argmin"
 
     def fn(self, x, dim, keepdim, attrs):
@@ -242,7 +241,7 @@ class Norm(Reduce):
 
 
 class Any_(Reduce):
-    emits_zeros = True  # indices and counts are 0 whatever the values
+    emits_zeros = True  # False (0) is a likely answer whatever the values
     name = "any"
     # uint8 keeps its dtype in torch.any/all (a legacy rule converters may miss).
     sigs = tuple(Sig((d,), DType.UINT8 if d is DType.UINT8 else DType.BOOL) for d in ALL)
@@ -252,7 +251,6 @@ class Any_(Reduce):
 
 
 class All(Any_):
-    emits_zeros = True  # indices and counts are 0 whatever the values
     name = "all"
 
     def fn(self, x, dim, keepdim, attrs):
@@ -260,7 +258,7 @@ class All(Any_):
 
 
 class CountNonzero(Reduce):
-    emits_zeros = True  # indices and counts are 0 whatever the values
+    emits_zeros = True  # a count of 0 is a likely answer whatever the values
     name = "count_nonzero"
     sigs = _to_int64(ALL)
     has_keepdim = False

@@ -25,7 +25,7 @@ from fuzzer.case import CaseData, case_id, collect_versions, now_iso, read_case,
 from fuzzer.converters import ConverterRegistry
 from fuzzer.db import OWN_ERROR, CampaignDB, TestRow
 from fuzzer.errors import UsageError
-from fuzzer.fault_stage import stage_of_fault
+from fuzzer.fault_stage import FRAME, stage_of_fault
 from fuzzer.progress import Counts, Progress
 from fuzzer.reduce_queue import ReduceQueue
 from fuzzer.worker import WorkerConfig, fault_file, load_registry, worker_main
@@ -442,7 +442,6 @@ def baseline(slot: Slot) -> int:
     return _BASELINES[pid]
 
 
-_FRAME = re.compile(r'^\s*File "([^"]+)", line (\d+) in (\S+)')
 
 
 def fault_frame(path: Path) -> tuple[str, str]:
@@ -452,11 +451,11 @@ def fault_frame(path: Path) -> tuple[str, str]:
     except OSError:
         return "", ""
     blocks = re.split(r"(?m)^(?=(?:Fatal Python error|Current thread|Thread|Stack|Timeout \())", text)
-    dumps = [b for b in blocks if _FRAME.search(b.splitlines()[1] if len(b.splitlines()) > 1 else "")]
+    dumps = [b for b in blocks if FRAME.search(b.splitlines()[1] if len(b.splitlines()) > 1 else "")]
     if not dumps:
         return "", text[-4000:]
     last = dumps[-1]
-    match = next(m for m in map(_FRAME.match, last.splitlines()) if m)
+    match = next(m for m in map(FRAME.match, last.splitlines()) if m)
     return f"{match.group(1)}:{match.group(2)} in {match.group(3)}", last[-4000:]
 
 

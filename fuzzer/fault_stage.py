@@ -15,13 +15,14 @@ from pathlib import Path
 
 from oracles.verdict import Stage
 
-_FRAME = re.compile(r'^\s*File "([^"]+)", line (\d+) in (\S+)')
+# One line of a faulthandler dump: File "path", line N in function.
+FRAME = re.compile(r'^\s*File "([^"]+)", line (\d+) in (\S+)')
 _OURS = ("/fuzzer/converters/", "/fuzzer/onnx_run.py")
 
 
 def stage_of_fault(dump: str) -> Stage | None:
     """The stage of the innermost `steps.at(Stage.X)` block on the dumped stack; None when it cannot tell."""
-    frames = [(m.group(1), int(m.group(2)), m.group(3)) for m in map(_FRAME.match, dump.splitlines()) if m]
+    frames = [(m.group(1), int(m.group(2)), m.group(3)) for m in map(FRAME.match, dump.splitlines()) if m]
     if any(path.endswith("/fuzzer/converters/upstream.py") and func == "export_upstream"
            for path, _, func in frames):
         return Stage.SOURCE

@@ -19,6 +19,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from fuzzer.campaign import rss_bytes  # noqa: E402
 from fuzzer.cli import main as cli_main  # noqa: E402
 from fuzzer.db import open_campaign  # noqa: E402
 from fuzzer.progress import summarize  # noqa: E402
@@ -51,15 +52,8 @@ def descendants_rss_mb() -> dict[int, float]:
     while frontier:
         frontier = {pid for pid, ppid in parent.items() if ppid in frontier} - mine
         mine |= frontier
-    rss: dict[int, float] = {}
-    for pid in mine:
-        try:
-            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    rss[pid] = int(line.split()[1]) / 1024
-        except OSError:
-            continue
-    return rss
+    sizes = {pid: rss_bytes(pid) for pid in mine}
+    return {pid: size / 2**20 for pid, size in sizes.items() if size}  # 0: it exited meanwhile
 
 
 class MemorySampler(threading.Thread):

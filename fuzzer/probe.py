@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -23,6 +21,7 @@ from tqdm import tqdm
 
 from fuzzer.check import CheckOptions, available_converter, run_check
 from fuzzer.converters import CONVERTERS
+from fuzzer.fsutil import atomic_write_text
 from generators.dtypes import DType
 from generators.generator import GenerationError, GenOptions, generate
 from generators.ir import Graph
@@ -176,10 +175,7 @@ def _write(path: Path, converter: str, versions: Mapping[str, str], options: Map
     data = {"probe_version": PROBE_VERSION, "converter": converter, "versions": dict(versions),
             "options": dict(options), "entries": [asdict(e) for e in rows]}
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    with os.fdopen(fd, "w") as f:
-        json.dump(data, f, indent=1)
-    os.replace(tmp, path)
+    atomic_write_text(path, json.dumps(data, indent=1))
 
 
 # ---- public entry points -------------------------------------------------------------------------------

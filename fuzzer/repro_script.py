@@ -53,8 +53,7 @@ def _call_dim(qual: str) -> Template:
 # forward() of a family base class -> how a call of the class's `fn` is written
 _FORWARD_STYLES: dict[str, Callable[[str], Template]] = {
     "Unary.forward": _call,
-    "Binary.forward": _call,
-    "Compare.forward": _call,
+    "BroadcastBinary.forward": _call,  # binary, bitwise and compare ops
     "Predicate.forward": _call,
     "Activation.forward": _call_kwargs,
     "SoftmaxLike.forward": _call_dim,

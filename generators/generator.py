@@ -12,6 +12,7 @@ it cannot meet: an infeasible graph would only waste the input search's budget.
 
 from __future__ import annotations
 
+import functools
 import random
 import re
 from collections.abc import Iterator, Sequence
@@ -23,7 +24,7 @@ import z3
 
 from generators.dtypes import ALL, DType
 from generators.ir import Graph, Node, TensorType
-from generators.ops.base import Build, OpBug, OpSpec, SymTensor, numel
+from generators.ops.base import Build, OpBug, OpSpec, Sig, SymTensor, numel
 from generators.registry import REGISTRY
 
 
@@ -83,7 +84,7 @@ class _Context:
     def int_attr(self, name: str, lo: int, hi: int) -> z3.ArithRef:
         var = self._gen.named_int(f"{self._pending.prefix}.{name}")
         self._pending.int_attrs.append(_IntAttr(var, lo, hi))
-        self._pending.bounds += [var >= lo, var <= hi]
+        self._pending.bounds += [var >= self._gen.const(lo), var <= self._gen.const(hi)]
         return var
 
     def choice(self, name: str, options: Sequence[Any]) -> Any:
@@ -96,7 +97,7 @@ class _Context:
 
     def weight(self, rank: int, dtype: DType, lo: Any = None, hi: Any = None) -> SymTensor:
         tensor = SymTensor(tuple(self.dim() for _ in range(rank)), dtype)
-        self._pending.bounds.append(numel(tensor.shape) <= self._gen.opts.max_numel)
+        self._pending.bounds.append(numel(tensor.shape) <= self._gen.const(self._gen.opts.max_numel))
         name = self._gen.fresh_name("w")
         self._pending.weights.append((name, tensor))
         if lo is not None and hi is not None:
@@ -141,8 +142,9 @@ class _GraphBuilder:
         self.unit_scale: set[str] = set()  # tensors with an element of magnitude >= 1 whatever the input
         self.needs_nonzero: set[str] = set()  # placeholders that feed an input which must be nonzero
         self._counter = 0
-        ops = REGISTRY.select(opts.include_ops, opts.exclude_ops)
-        self.ops = [op for op in ops if self.allowed_sigs(op)]
+        self._consts: dict[int, z3.ArithRef] = {}
+        self.sig_table = _sig_table(opts.include_ops, opts.exclude_ops, opts.dtypes, opts.avoid_pairs)
+        self.ops = tuple(self.sig_table)
         if not self.ops:
             raise GenerationError("no operator accepts the allowed dtypes")
 
@@ -161,30 +163,34 @@ class _GraphBuilder:
         self.var_terms.append(var)  # holding the term keeps its id from being reused
         return var
 
+    def const(self, value: int) -> z3.ArithRef:
+        """An integer constant made once per graph: z3's Python API would make a new term for every `x <= 64`."""
+        term = self._consts.get(value)
+        if term is None:
+            term = self._consts[value] = z3.IntVal(value, self.z3ctx)
+        return term
+
     def dim_bounds(self, var: z3.ArithRef) -> list[z3.BoolRef]:
-        return [var >= 1, var <= self.opts.max_dim]
+        return [var >= self.const(1), var <= self.const(self.opts.max_dim)]
 
     def new_placeholder_type(self, rank: int, dtype: DType, pending: _Pending) -> SymTensor:
         shape = tuple(self.fresh_dim() for _ in range(rank))
         for d in shape:
             pending.bounds += self.dim_bounds(d)
         tensor = SymTensor(shape, dtype)
-        pending.bounds.append(numel(shape) <= self.opts.max_numel)
+        pending.bounds.append(numel(shape) <= self.const(self.opts.max_numel))
         return tensor
 
     # -- insertion ----------------------------------------------------------------------------------
-    def allowed_sigs(self, op: OpSpec) -> list:
-        allowed = set(self.opts.dtypes)
-        avoid = self.opts.avoid_pairs
-        return [s for s in op.sigs if set(s.ins) | {s.out} <= allowed
-                and (op.name, (s.ins[0] if s.ins else s.out).value) not in avoid]
+    def allowed_sigs(self, op: OpSpec) -> tuple[Sig, ...]:
+        return self.sig_table[op]
 
     def seed_placeholder(self) -> None:
         pending = _Pending("seed")
         dtype = self.rng.choice(self.opts.dtypes)
         rank = self.rng.randint(1, min(4, self.opts.max_rank))
         tensor = self.new_placeholder_type(rank, dtype, pending)
-        self.solver.add(*pending.bounds)
+        self.assert_all(pending.bounds)
         self.register_bounded([tensor])
         name = self.fresh_name("v")
         self.tensors[name] = tensor
@@ -231,10 +237,10 @@ class _GraphBuilder:
                     dims.append(expr)
                     continue
                 var = self.fresh_dim()
-                reqs += [var == expr, var >= 1, var <= self.opts.max_dim]
+                reqs += [var == expr, *self.dim_bounds(var)]
                 dims.append(var)
             if _shape_key(dims) not in self.bounded_shapes:
-                reqs.append(numel(dims) <= self.opts.max_numel)
+                reqs.append(numel(dims) <= self.const(self.opts.max_numel))
             outs.append(SymTensor(tuple(dims), out.dtype))
         return outs, reqs
 
@@ -312,10 +318,27 @@ class _GraphBuilder:
 
     def accept(self, constraints: list[z3.BoolRef]) -> bool:
         """Try the candidate's constraints as assumptions; keep them only when satisfiable (unknown rejects)."""
-        if self.solver.check(*constraints) != z3.sat:
+        if not constraints:  # nothing new (an elementwise op on bounded dims): the solver is still satisfiable
+            return True
+        if self.check(constraints) != z3.sat:
             return False
-        self.solver.add(*constraints)
+        self.assert_all(constraints)
         return True
+
+    # z3's Solver.add and Solver.check re-cast every term through several Python layers; on graphs of a few
+    # nodes that was a fifth of the generation time. These call the C API with the terms as they are.
+    def _ast(self, term: z3.BoolRef | bool) -> z3.Ast:
+        return term.as_ast() if isinstance(term, z3.BoolRef) else z3.BoolVal(term, self.z3ctx).as_ast()
+
+    def check(self, assumptions: Sequence[z3.BoolRef]) -> z3.CheckSatResult:
+        array = (z3.Ast * len(assumptions))(*(self._ast(t) for t in assumptions))
+        ctx, solver = self.z3ctx.ref(), self.solver.solver
+        return z3.CheckSatResult(z3.Z3_solver_check_assumptions(ctx, solver, len(assumptions), array))
+
+    def assert_all(self, terms: Sequence[z3.BoolRef]) -> None:
+        ctx, solver = self.z3ctx.ref(), self.solver.solver
+        for term in terms:
+            z3.Z3_solver_assert(ctx, solver, self._ast(term))
 
     def call_build(self, op: OpSpec, pending: _Pending, inputs: list[SymTensor]) -> Build | None:
         ctx = _Context(self, pending)
@@ -381,12 +404,12 @@ class _GraphBuilder:
         """Ask for random attribute and input-dim values; drop the ones the solver rejects."""
         wishes: list[z3.BoolRef] = []
         for attr in self.int_attrs:
-            wishes.append(attr.var == self._spread(attr.lo, attr.hi))
+            wishes.append(attr.var == self.const(self._spread(attr.lo, attr.hi)))
         for name in self.placeholders:
             for d in self.tensors[name].shape:
-                wishes.append(d == self._spread(1, min(self.opts.max_dim, 32)))
+                wishes.append(d == self.const(self._spread(1, min(self.opts.max_dim, 32))))
         for _ in range(8):
-            if self.solver.check(*wishes) == z3.sat:
+            if self.check(wishes) == z3.sat:
                 return self.solver.model()
             core = {c.get_id() for c in self.solver.unsat_core()}
             if not core:
@@ -395,7 +418,7 @@ class _GraphBuilder:
         # Every asserted constraint was satisfiable when added, so only the resource limit can stop this check:
         # the last try gets more room.
         self.solver.set("rlimit", RLIMIT_PER_CHECK * 25)
-        if self.solver.check() == z3.sat:
+        if self.check([]) == z3.sat:
             return self.solver.model()
         raise GenerationError(f"z3 gave up on the final model ({self.solver.reason_unknown()})")
 
@@ -434,6 +457,23 @@ class _GraphBuilder:
         live = set(inputs) | set(weights) | {o for node in nodes for o in node.outputs}
         ranges = {n: (val(lo), val(hi)) for n, (lo, hi) in self.ranges.items()}
         return Graph(inputs, weights, nodes, outputs, {n: t for n, t in types.items() if n in live}, ranges)
+
+
+@functools.cache
+def _sig_table(include: tuple[str, ...], exclude: tuple[str, ...], dtypes: tuple[DType, ...],
+               avoid: frozenset[tuple[str, str]]) -> dict[OpSpec, tuple[Sig, ...]]:
+    """Each selected operator's signatures within the allowed dtypes and not avoided; operators with none left out.
+
+    Pure in its (hashable) arguments, so it is computed once per set of options rather than once per graph.
+    """
+    allowed = set(dtypes)
+    table = {}
+    for op in REGISTRY.select(include, exclude):
+        sigs = tuple(s for s in op.sigs if set(s.ins) | {s.out} <= allowed
+                     and (op.name, (s.ins[0] if s.ins else s.out).value) not in avoid)
+        if sigs:
+            table[op] = sigs
+    return table
 
 
 @contextmanager

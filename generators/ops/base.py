@@ -163,8 +163,10 @@ def same_sigs(dtypes: Sequence[DType], arity: int = 1, out: DType | None = None)
 
 
 def numel(shape: Sequence[Dim]) -> Dim | int:
-    total: Dim | int = 1
-    for d in shape:
+    if not shape:
+        return 1
+    total: Dim | int = shape[0]
+    for d in shape[1:]:  # no leading `1 *`: every z3 term made in Python costs tens of microseconds
         total = total * d
     return total
 

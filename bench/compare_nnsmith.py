@@ -4,10 +4,14 @@ minute and bug reports saved.
     bash bench/nnsmith_env.sh                      # once: .venv-nnsmith with NNSmith from PyPI
     python bench/compare_nnsmith.py [--minutes 2] [--nodes 5,10] [--workers 1] [--skip-nnsmith]
 
-Both sides test the same pipeline: a random graph of at most `--nodes` operators in PyTorch, exported to ONNX by
-the TorchScript exporter (convsmith: `--converters torch-onnx-script`; NNSmith: `model.type=onnx`, whose exporter
-the launcher in bench/nnsmith_loop.py selects), run by ONNX Runtime and compared with PyTorch. They run one after
-the other, never at once. convsmith runs `--workers` processes (1 by default, as NNSmith's loop is one process).
+Both sides test the same pipeline: a random graph of exactly `--nodes` operators in PyTorch (NNSmith's generator
+inserts operators until it has `max_nodes` of them, placeholders not counted; convsmith runs with `--min-nodes`
+equal to `--nodes`), exported to ONNX by the TorchScript exporter (convsmith: `--converters torch-onnx-script`;
+NNSmith: `model.type=onnx`, whose exporter the launcher in bench/nnsmith_loop.py selects), run by ONNX Runtime and
+compared with PyTorch. Both leave out what the exporter does not support: NNSmith by its cached operator probe,
+convsmith by `--avoid-unsupported` (its own cached probe; run `convsmith probe` once). They run one after the
+other, never at once. convsmith runs `--workers` processes (1 by default, as NNSmith's loop is one process that
+uses one core); with `--workers 2` the table shows what each tool makes of this 2-core machine.
 
 The figures are not of one kind in every respect, and the output says so:
   - a convsmith test is one graph through one converter, each graph with searched NaN/Inf-free inputs and a float64
@@ -38,7 +42,8 @@ CONVERTER = "torch-onnx-script"
 
 
 def run_convsmith(minutes: float, nodes: int, workers: int, out: Path) -> dict:
-    code, data, folder = convsmith_bench.measure(minutes, workers, CONVERTER, nodes, out)
+    code, data, folder = convsmith_bench.measure(minutes, workers, CONVERTER, nodes, out, exact_nodes=True,
+                                                 avoid_unsupported=True)
     conn = open_campaign(folder).conn
     failing = conn.execute("SELECT COUNT(*) FROM tests WHERE is_bug = 1").fetchone()[0]
     unsupported = conn.execute("SELECT COUNT(*) FROM tests WHERE symptom = 'unsupported'").fetchone()[0]

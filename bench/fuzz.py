@@ -1,7 +1,8 @@
 """Campaign throughput: tests per minute (per converter) and the share of wall time outside converters and
 runtimes (generation + oracle + our own overhead; goal <= 15%).
 
-    python bench/fuzz.py [--seconds 60 | --minutes M] [--workers N] [--converters a,b] [--nodes K] [--out DIR]
+    python bench/fuzz.py [--seconds 60 | --minutes M] [--workers N] [--converters a,b] [--nodes K]
+                         [--exact-nodes] [--avoid-unsupported] [--out DIR]
 
 `measure()` is the same measurement as a function (bench/compare_nnsmith.py uses it).
 """
@@ -26,15 +27,20 @@ from fuzzer.progress import summarize  # noqa: E402
 
 
 def measure(minutes: float, workers: int, converters: str | None = None, nodes: int | None = None,
-            out: Path | None = None) -> tuple[int, dict[str, Any], Path]:
+            out: Path | None = None, exact_nodes: bool = False, avoid_unsupported: bool = False) -> tuple[
+        int, dict[str, Any], Path]:
     """Runs a campaign of `minutes` into `out` (a temporary folder by default) and returns its exit status,
-    `fuzzer.progress.summarize` of it and the folder."""
+    `fuzzer.progress.summarize` of it and the folder. `exact_nodes`: every graph has `nodes` operators (the
+    campaign otherwise draws 2..nodes); `avoid_unsupported`: skip the (op, dtype) pairs the cached probe of the
+    converters found unsupported."""
     out = out or Path(tempfile.mkdtemp(prefix="convsmith-bench-")) / "campaign"
     argv = ["fuzz", "--minutes", str(minutes), "--workers", str(workers), "--out", str(out)]
     if converters:
         argv += ["--converters", converters]
     if nodes is not None:
-        argv += ["--nodes", str(nodes)]
+        argv += ["--nodes", str(nodes)] + (["--min-nodes", str(nodes)] if exact_nodes else [])
+    if avoid_unsupported:
+        argv += ["--avoid-unsupported", converters or "torch-onnx-script"]
     code = cli_main(argv)
     return code, summarize(open_campaign(out)), out
 
@@ -83,12 +89,16 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--converters")
     parser.add_argument("--nodes", type=int, help="operators per graph (the campaign's default when left out)")
+    parser.add_argument("--exact-nodes", action="store_true", help="every graph has --nodes operators")
+    parser.add_argument("--avoid-unsupported", action="store_true",
+                        help="avoid what the cached probe of --converters found unsupported")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     minutes = args.minutes if args.minutes is not None else args.seconds / 60
     sampler = MemorySampler(interval_s=max(5.0, minutes * 6))  # about ten samples a run
     sampler.start()
-    code, data, _ = measure(minutes, args.workers, args.converters, args.nodes, args.out)
+    code, data, _ = measure(minutes, args.workers, args.converters, args.nodes, args.out, args.exact_nodes,
+                            args.avoid_unsupported)
     sampler.stopped.set()
     shares = data["shares"]
     print(f"\nbench: {data['tests_per_min']:.1f} tests/min with {args.workers} workers")

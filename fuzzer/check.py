@@ -313,21 +313,33 @@ def follow_up(result: CheckResult, converter: Converter, options: ConverterOptio
         return result
     timings = dict(result.timings)
     if check_options.rerun:
+        inner: dict[str, float] = {}
         with timer(timings, "rerun"):
-            second = judge(expected, converter, options, {})
+            second = judge(expected, converter, options, inner)
+        book_inner(timings, "rerun", inner)
         outputs = second.target.outputs if second.target else None
         rerun = check_rerun(verdict, second.verdict, run.outputs, outputs)
         if rerun.flaky:
             return dataclasses.replace(result, verdict=mark_flaky(verdict, rerun), timings=timings)
     verdict = verdict.with_labels(*discontinuity_labels(expected, run))
     if check_options.locate and verdict.symptom is Symptom.WRONG_VALUES:
+        inner = {}
         with timer(timings, "locate"):
-            verdict = locate(verdict, expected, converter, options)
+            verdict = locate(verdict, expected, converter, options, inner)
+        book_inner(timings, "locate", inner)
     culprit = getattr(converter, "culprit", None)
     if check_options.culprit and culprit is not None and verdict.stage is Stage.GRAPH_OPTIMIZATION:
         with timer(timings, "culprit"):
             verdict = verdict.with_labels(*culprit(expected.source, options, run, _diverges(expected, run, converter)))
     return dataclasses.replace(result, verdict=verdict, timings=timings)
+
+
+def book_inner(timings: dict[str, float], follow_up_name: str, inner: Mapping[str, float]) -> None:
+    """Move the steps timed inside a follow-up (the converter's export, the runtime, the oracle) out of its own
+    timer into "<follow-up>.<step>" entries, so time spent converting again is booked as conversion."""
+    for name, seconds in inner.items():
+        timings[f"{follow_up_name}.{name}"] = timings.get(f"{follow_up_name}.{name}", 0.0) + seconds
+    timings[follow_up_name] = max(timings[follow_up_name] - sum(inner.values()), 0.0)
 
 
 def _diverges(expected: Expected, run: TargetRun, converter: Converter) -> Callable[[tuple[np.ndarray, ...]], bool]:
@@ -370,7 +382,8 @@ def prefix_source(source: Source, k: int) -> Source:
     return Source(sub, module, values)
 
 
-def locate(verdict: Verdict, expected: Expected, converter: Converter, options: ConverterOptions) -> Verdict:
+def locate(verdict: Verdict, expected: Expected, converter: Converter, options: ConverterOptions,
+           timings: dict[str, float] | None = None) -> Verdict:
     """Bisect graph prefixes for the shortest one that still diverges; its diverging output names op and dtype.
 
     Assumes a divergence persists in longer prefixes (true unless a later op hides it); when no shorter prefix
@@ -378,12 +391,13 @@ def locate(verdict: Verdict, expected: Expected, converter: Converter, options: 
     """
     n = len(expected.source.graph.nodes)
     seen: dict[int, Verdict] = {}
+    timings = {} if timings is None else timings
 
     def diverging(k: int) -> bool:
-        prefix = expect(prefix_source(expected.source, k), {})
+        prefix = expect(prefix_source(expected.source, k), timings)
         if isinstance(prefix, CheckResult):
             return False
-        seen[k] = judge(prefix, converter, options, {}).verdict
+        seen[k] = judge(prefix, converter, options, timings).verdict
         return seen[k].symptom is Symptom.WRONG_VALUES
 
     lo, hi = 1, n

@@ -18,7 +18,10 @@ SHARE_NAMES = ("generation", "conversion", "runtime", "oracle", "overhead")
 
 
 def category(timer: str) -> str:
-    """generation, runtime, oracle (incl. rerun/locate follow-ups) or conversion (every converter step)."""
+    """generation, runtime, oracle (incl. rerun/locate follow-ups) or conversion (every converter step).
+
+    A step timed inside a follow-up ("rerun.export", "locate.reference") is booked by the step's own name."""
+    timer = timer.rsplit(".", 1)[-1]
     if timer in GENERATION:
         return "generation"
     if timer in ORACLE:

@@ -1,0 +1,40 @@
+"""How timings are booked into the summary's shares of wall time."""
+
+import pytest
+
+from fuzzer.check import book_inner
+from fuzzer.progress import category
+
+
+@pytest.mark.parametrize(("timer", "share"), [
+    ("generate", "generation"),
+    ("inputs", "generation"),
+    ("reference", "generation"),
+    ("export", "conversion"),
+    ("converter_other", "conversion"),
+    ("runtime_load", "runtime"),
+    ("upstream_runtime", "runtime"),
+    ("upstream_export", "conversion"),
+    ("oracle", "oracle"),
+    ("rerun", "oracle"),
+    ("locate", "oracle"),
+    ("rerun.export", "conversion"),
+    ("rerun.runtime", "runtime"),
+    ("rerun.oracle", "oracle"),
+    ("locate.reference", "generation"),
+    ("locate.capture", "conversion"),
+])
+def test_each_timer_is_booked_by_its_own_step(timer: str, share: str) -> None:
+    assert category(timer) == share
+
+
+def test_book_inner_moves_the_steps_out_of_the_follow_up_timer() -> None:
+    timings = {"export": 1.0, "rerun": 0.5}
+    book_inner(timings, "rerun", {"export": 0.3, "runtime": 0.1})
+    assert timings == pytest.approx({"export": 1.0, "rerun": 0.1, "rerun.export": 0.3, "rerun.runtime": 0.1})
+
+
+def test_book_inner_never_leaves_a_negative_remainder() -> None:
+    timings = {"locate": 0.1}
+    book_inner(timings, "locate", {"export": 0.2})
+    assert timings == {"locate": 0.0, "locate.export": 0.2}

@@ -9,7 +9,9 @@ inserts operators until it has `max_nodes` of them, placeholders not counted; co
 equal to `--nodes`), exported to ONNX by the TorchScript exporter (convsmith: `--converters torch-onnx-script`;
 NNSmith: `model.type=onnx`, whose exporter the launcher in bench/nnsmith_loop.py selects), run by ONNX Runtime and
 compared with PyTorch. Both leave out what the exporter does not support: NNSmith by its cached operator probe,
-convsmith by `--avoid-unsupported` (its own cached probe; run `convsmith probe` once). They run one after the
+convsmith by `--avoid-unsupported` (its own cached probe; run `convsmith probe` once). NNSmith does not minimize
+what it finds, so convsmith runs with `--no-reduce` (a campaign minimizes new cases in a background process by
+default, which on a machine with one worker per core takes CPU from the workers). They run one after the
 other, never at once. convsmith runs `--workers` processes (1 by default, as NNSmith's loop is one process that
 uses one core); with `--workers 2` the table shows what each tool makes of this 2-core machine.
 
@@ -43,7 +45,7 @@ CONVERTER = "torch-onnx-script"
 
 def run_convsmith(minutes: float, nodes: int, workers: int, out: Path) -> dict:
     code, data, folder = convsmith_bench.measure(minutes, workers, CONVERTER, nodes, out, exact_nodes=True,
-                                                 avoid_unsupported=True)
+                                                 avoid_unsupported=True, reduce=False)
     conn = open_campaign(folder).conn
     failing = conn.execute("SELECT COUNT(*) FROM tests WHERE is_bug = 1").fetchone()[0]
     unsupported = conn.execute("SELECT COUNT(*) FROM tests WHERE symptom = 'unsupported'").fetchone()[0]

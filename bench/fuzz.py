@@ -2,7 +2,7 @@
 runtimes (generation + oracle + our own overhead; goal <= 15%).
 
     python bench/fuzz.py [--seconds 60 | --minutes M] [--workers N] [--converters a,b] [--nodes K]
-                         [--exact-nodes] [--avoid-unsupported] [--out DIR]
+                         [--exact-nodes] [--avoid-unsupported] [--no-reduce] [--out DIR]
 
 `measure()` is the same measurement as a function (bench/compare_nnsmith.py uses it).
 """
@@ -27,12 +27,12 @@ from fuzzer.progress import summarize  # noqa: E402
 
 
 def measure(minutes: float, workers: int, converters: str | None = None, nodes: int | None = None,
-            out: Path | None = None, exact_nodes: bool = False, avoid_unsupported: bool = False) -> tuple[
-        int, dict[str, Any], Path]:
+            out: Path | None = None, exact_nodes: bool = False, avoid_unsupported: bool = False,
+            reduce: bool = True) -> tuple[int, dict[str, Any], Path]:
     """Runs a campaign of `minutes` into `out` (a temporary folder by default) and returns its exit status,
     `fuzzer.progress.summarize` of it and the folder. `exact_nodes`: every graph has `nodes` operators (the
     campaign otherwise draws 2..nodes); `avoid_unsupported`: skip the (op, dtype) pairs the cached probe of the
-    converters found unsupported."""
+    converters found unsupported; `reduce` False: no background minimization of new cases."""
     out = out or Path(tempfile.mkdtemp(prefix="convsmith-bench-")) / "campaign"
     argv = ["fuzz", "--minutes", str(minutes), "--workers", str(workers), "--out", str(out)]
     if converters:
@@ -41,6 +41,8 @@ def measure(minutes: float, workers: int, converters: str | None = None, nodes: 
         argv += ["--nodes", str(nodes)] + (["--min-nodes", str(nodes)] if exact_nodes else [])
     if avoid_unsupported:
         argv += ["--avoid-unsupported", converters or "torch-onnx-script"]
+    if not reduce:
+        argv += ["--no-reduce"]
     code = cli_main(argv)
     return code, summarize(open_campaign(out)), out
 
@@ -92,13 +94,14 @@ def main() -> int:
     parser.add_argument("--exact-nodes", action="store_true", help="every graph has --nodes operators")
     parser.add_argument("--avoid-unsupported", action="store_true",
                         help="avoid what the cached probe of --converters found unsupported")
+    parser.add_argument("--no-reduce", action="store_true", help="no background minimization of new cases")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     minutes = args.minutes if args.minutes is not None else args.seconds / 60
     sampler = MemorySampler(interval_s=max(5.0, minutes * 6))  # about ten samples a run
     sampler.start()
     code, data, _ = measure(minutes, args.workers, args.converters, args.nodes, args.out, args.exact_nodes,
-                            args.avoid_unsupported)
+                            args.avoid_unsupported, not args.no_reduce)
     sampler.stopped.set()
     shares = data["shares"]
     print(f"\nbench: {data['tests_per_min']:.1f} tests/min with {args.workers} workers")

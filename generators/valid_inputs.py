@@ -21,6 +21,9 @@ from generators.materialize import GraphModule, random_inputs, random_tensor
 
 OVERFLOW_BOUND = 4.0  # where the magnitude penalty pushes inputs of an overflowing node
 STEP = 0.15
+# Of 600 ten-node graphs, the valid ones needed at most 213 steps (all but 5 under 100), while the 8 searches that
+# never succeeded each ran 400 steps: 41% of all search time. 200 steps keeps ~99.8% of the successes.
+MAX_STEPS = 200
 
 
 @dataclass
@@ -147,7 +150,8 @@ def _step(leaves: _Leaves, loss: torch.Tensor, size: float) -> bool:
     return moved
 
 
-def find_valid_inputs(module: GraphModule, seed: int, budget_s: float = 1.0, max_steps: int = 400) -> FoundInputs:
+def find_valid_inputs(module: GraphModule, seed: int, budget_s: float = 1.0,
+                      max_steps: int = MAX_STEPS) -> FoundInputs:
     """Inputs (and weights) with a NaN/Inf-free eager run, searched from `seed` within `budget_s` seconds."""
     graph = module.graph
     start = time.perf_counter()

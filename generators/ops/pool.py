@@ -135,7 +135,21 @@ class AdaptivePoolND(OpSpec):
     def build(self, ctx: BuildContext, x: SymTensor) -> Build:
         n = self.n
         keep = (False, False, False, True) if n > 1 else (False,)
-        size = tuple(None if ctx.choice(f"keep{i}", keep) else ctx.int_attr(f"size{i}", 1, 16) for i in range(n))
+        # Real models mostly pool to a size that divides the input (global pooling, halving), and some exporters
+        # support only that case (TorchScript: "output size that are not factor of input size"): half the sized
+        # dims get a small constant size that the input dim must be a multiple of (linear for z3; a variable
+        # divisor made generation twice as slow), the other half a free size.
+        sizes: list[Any] = []
+        requires = []
+        for i, d in enumerate(x.shape[-n:]):
+            if ctx.choice(f"keep{i}", keep):
+                sizes.append(None)
+            elif ctx.choice(f"divides{i}", (False, True)):
+                sizes.append(ctx.choice(f"size{i}", (1, 1, 2, 3, 4)))
+                requires.append(d % sizes[-1] == 0)
+            else:
+                sizes.append(ctx.int_attr(f"size{i}", 1, 16))
+        size = tuple(sizes)
         dims = tuple(d if s is None else s for d, s in zip(x.shape[-n:], size, strict=True))
         out = SymTensor(x.shape[:-n] + dims, x.dtype)
         attrs: dict[str, Any] = {"output_size": size}
@@ -143,7 +157,7 @@ class AdaptivePoolND(OpSpec):
         if self.indices:
             attrs["return_indices"] = ctx.choice("return_indices", (False, False, True))
             outs += [SymTensor(out.shape, DType.INT64)] if attrs["return_indices"] else []
-        return Build(outs, [], attrs)
+        return Build(outs, requires, attrs)
 
     def forward(self, attrs: AttrMap, x: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, ...]:
         size = attrs["output_size"][0] if self.n == 1 else attrs["output_size"]

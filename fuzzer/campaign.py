@@ -35,9 +35,11 @@ from oracles.verdict import Stage, Symptom, Verdict
 
 LOG_DIR = ".logs"
 START_TIMEOUT_S = 180.0
-# A worker's resident memory creeps up (exporter and runtime caches, allocator fragmentation: about 40 MB a
-# minute seen here); replacing it between units every so often keeps memory flat over a days-long campaign.
+# A worker's resident memory creeps up (exporter and runtime caches, allocator fragmentation: 40-80 MB a
+# minute seen here); replacing it between units, after so many units or once it is this large, keeps memory
+# flat over a days-long campaign.
 RECYCLE_AFTER_UNITS = 300
+RECYCLE_ABOVE_MB = 1200
 MAX_START_FAILURES = 3
 HOUSEKEEPING_S = 0.5  # how often the loop checks workers' memory and writes its heartbeat
 
@@ -251,7 +253,7 @@ class Campaign:
         if check_memory:
             self.last_memory_check = now
         for i, slot in enumerate(list(self.slots)):
-            if slot.ready and not slot.busy and slot.units_done >= RECYCLE_AFTER_UNITS:
+            if slot.ready and not slot.busy and self.due_for_recycling(slot):
                 self.send(slot, {"type": "stop"})
                 slot.proc.join(timeout=5)
                 self.kill(slot)
@@ -277,6 +279,13 @@ class Campaign:
                 self.start_failures = 0
                 self.lost(slot, *verdict)
             self.slots[i] = self.spawn()
+
+    @staticmethod
+    def due_for_recycling(slot: Slot) -> bool:
+        """An idle worker that has run enough units, or grown too large (never a fresh one: it must progress)."""
+        if slot.units_done == 0:
+            return False
+        return slot.units_done >= RECYCLE_AFTER_UNITS or rss_bytes(slot.proc.pid) > RECYCLE_ABOVE_MB * 2**20
 
     def start_failed(self, slot: Slot) -> None:
         self.start_failures += 1

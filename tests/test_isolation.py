@@ -124,20 +124,39 @@ def test_faulty_converters_get_their_verdicts_and_the_campaign_goes_on(tmp_path:
     assert {read_case(f).verdict.symptom.json_name for f in folders} >= {"process_death", "hang", "out_of_memory"}
 
 
-def test_workers_are_recycled_between_units_and_nothing_is_lost(tmp_path: Path, monkeypatch) -> None:
+def record_spawns(monkeypatch) -> list[int]:
+    """The pid of every worker the campaign starts, in order."""
     import fuzzer.campaign as campaign
 
-    monkeypatch.setattr(campaign, "RECYCLE_AFTER_UNITS", 2)
     spawned: list[int] = []
     original = campaign.Campaign.spawn
 
-    def counting_spawn(self):
+    def recording_spawn(self):
         slot = original(self)
         spawned.append(slot.proc.pid)
         return slot
 
-    monkeypatch.setattr(campaign.Campaign, "spawn", counting_spawn)
+    monkeypatch.setattr(campaign.Campaign, "spawn", recording_spawn)
+    return spawned
+
+
+def test_workers_are_recycled_between_units_and_nothing_is_lost(tmp_path: Path, monkeypatch) -> None:
+    import fuzzer.campaign as campaign
+
+    monkeypatch.setattr(campaign, "RECYCLE_AFTER_UNITS", 2)
+    spawned = record_spawns(monkeypatch)
     db = run_campaign(tmp_path, ("faulty-echo",), 6, "test_isolation:QUICK_REGISTRY", workers=1)
     assert db.conn.execute("SELECT COUNT(*) FROM units WHERE done = 1").fetchone() == (6,)
     assert db.conn.execute("SELECT COUNT(*) FROM tests").fetchone() == (6,)
     assert len(set(spawned)) >= 3  # the first worker, then a fresh one after every second unit
+
+
+def test_a_worker_grown_past_the_memory_mark_is_replaced_between_units(tmp_path: Path, monkeypatch) -> None:
+    import fuzzer.campaign as campaign
+
+    monkeypatch.setattr(campaign, "RECYCLE_ABOVE_MB", 1)  # every worker is larger: replaced after each unit
+    spawned = record_spawns(monkeypatch)
+    db = run_campaign(tmp_path, ("faulty-echo",), 4, "test_isolation:QUICK_REGISTRY", workers=1)
+    assert db.conn.execute("SELECT COUNT(*) FROM units WHERE done = 1").fetchone() == (4,)
+    assert db.conn.execute("SELECT COUNT(*) FROM tests").fetchone() == (4,)
+    assert len(set(spawned)) >= 4  # a fresh worker for each unit (the last one may end with the campaign)

@@ -79,6 +79,17 @@ class MemorySampler(threading.Thread):
                 self.samples.append((time.monotonic() - start, max(rss.values())))
 
 
+def memory_trace(samples: list[tuple[float, float]], bins: int = 12) -> str:
+    """The largest sample in each of `bins` equal spans of the run, as 'minute MB' pairs."""
+    end = samples[-1][0] or 1.0
+    peaks: dict[int, tuple[float, float]] = {}
+    for t, mb in samples:
+        b = min(int(t / end * bins), bins - 1)
+        if b not in peaks or mb > peaks[b][1]:
+            peaks[b] = (t, mb)
+    return ", ".join(f"{t / 60:.1f}m {mb:.0f}" for t, mb in (peaks[b] for b in sorted(peaks)))
+
+
 def outside_share(data: dict[str, Any]) -> float:
     shares = data["shares"]
     return shares["generation"] + shares["oracle"] + shares["overhead"]
@@ -98,7 +109,7 @@ def main() -> int:
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     minutes = args.minutes if args.minutes is not None else args.seconds / 60
-    sampler = MemorySampler(interval_s=max(5.0, minutes * 6))  # about ten samples a run
+    sampler = MemorySampler(interval_s=5.0)
     sampler.start()
     code, data, _ = measure(minutes, args.workers, args.converters, args.nodes, args.out, args.exact_nodes,
                             args.avoid_unsupported, not args.no_reduce)
@@ -110,8 +121,8 @@ def main() -> int:
     print(f"bench: share outside converters and runtimes {outside_share(data):.1%} (goal <= 15%): generation "
           f"{shares['generation']:.1%}, oracle {shares['oracle']:.1%}, overhead {shares['overhead']:.1%}")
     if sampler.samples:
-        trace = ", ".join(f"{t / 60:.1f}m {mb:.0f}" for t, mb in sampler.samples)
-        print(f"bench: largest process RSS over time (MB; goal: flat, under 1500 per worker): {trace}")
+        print(f"bench: largest process RSS over time (MB; goal: flat, under 1500 per worker): "
+              f"{memory_trace(sampler.samples)}; peak {max(mb for _, mb in sampler.samples):.0f}")
     return code
 
 

@@ -2,6 +2,7 @@
 PYTHON ?= python3
 VENV ?= .venv
 TORCH ?= torch==2.13.0
+GPU ?=
 MINUTES ?= 3
 WORKERS ?= 2
 BIN := $(VENV)/bin
@@ -13,13 +14,15 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-# torch first, pinned (the CPU build by default; `make install TORCH=torch` for a GPU box), so that nothing
-# later pulls another build. onnx2torch is installed without its dependencies: it would pull torchvision,
-# which asks for a different torch; it is reported unavailable where torchvision does not import.
+# torch first, pinned (the CPU build by default; `make install TORCH=torch GPU=1` for a GPU box), so that
+# nothing later pulls another build. onnx2torch is installed without its dependencies: it would pull
+# torchvision, which asks for a different torch; it is reported unavailable where torchvision does not import.
+# GPU=1 swaps onnxruntime for onnxruntime-gpu (both install the same module, so only one may be present).
 $(STAMP): $(BIN)/python pyproject.toml
 	$(BIN)/pip install --quiet "$(TORCH)"
 	$(BIN)/pip install --quiet -e ".[optimizers,dev]"
 	$(BIN)/pip install --quiet --no-deps "onnx2torch>=1.5"
+	$(if $(GPU),$(BIN)/pip uninstall --quiet -y onnxruntime && $(BIN)/pip install --quiet "onnxruntime-gpu>=1.18")
 	touch $(STAMP)
 
 install: $(STAMP)

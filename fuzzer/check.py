@@ -103,11 +103,13 @@ def check_graph(graph: Graph, seed: int, converter_name: str,
 
 def run_check(graph: Graph, seed: int, converter_name: str,
               options: ConverterOptions | Mapping[str, Any] | None = None,
-              check_options: CheckOptions = CheckOptions()) -> CheckResult:
+              check_options: CheckOptions = CheckOptions(), device: str = "cpu") -> CheckResult:
+    """The verdict of one graph under one converter, with timings and artifacts; the source and ONNX Runtime run
+    on `device` (cpu or cuda)."""
     converter = available_converter(converter_name)
     opts = converter.options(options)
     timings: dict[str, float] = {}
-    prepared = prepare(graph, seed, converter.name, timings, check_options.input_budget_s)
+    prepared = prepare(graph, seed, converter.name, timings, check_options.input_budget_s, device)
     if isinstance(prepared, CheckResult):
         return dataclasses.replace(prepared, options=opts.to_json())
     result = judge(prepared, converter, opts, timings)
@@ -151,13 +153,19 @@ def timer(timings: dict[str, float], name: str) -> Iterator[None]:
 
 
 def prepare(graph: Graph, seed: int, converter: str, timings: dict[str, float],
-            budget_s: float) -> Expected | CheckResult:
-    """Materialize, search inputs (which may settle weights, so before the twin), run eager and float64."""
+            budget_s: float, device: str = "cpu") -> Expected | CheckResult:
+    """Materialize, search inputs (which may settle weights, so before the twin), run eager and float64.
+
+    The search runs on the CPU (seeded, so the same inputs everywhere); the module and inputs then move to
+    `device`, where the eager and float64 runs happen."""
     with timer(timings, "materialize"):
         module = materialize(graph, seed)
     with timer(timings, "inputs"):
         found = find_valid_inputs(module, seed, budget_s=budget_s)
-    source = Source(graph, module, tuple(found.inputs[n] for n in graph.inputs))
+    inputs = tuple(found.inputs[n] for n in graph.inputs)
+    if device != "cpu":
+        module, inputs = module.to(device), tuple(x.to(device) for x in inputs)
+    source = Source(graph, module, inputs, device)
     expected = expect(source, timings, converter)
     if isinstance(expected, Expected) and not found.valid:
         expected = dataclasses.replace(expected, valid_inputs=False)
@@ -174,7 +182,7 @@ def expect(source: Source, timings: dict[str, float], converter: str = "source")
     except Exception as exc:  # the eager model itself failed on these inputs
         failure = failure_of(Stage.SOURCE, exc)
         return CheckResult(failure_verdict(converter, failure), timings, failure=failure)
-    return Expected(source, _numpy(eager), tuple(r.detach().numpy() for r in reference))
+    return Expected(source, _numpy(eager), tuple(r.detach().cpu().numpy() for r in reference))
 
 
 def _numpy(outputs: Sequence[Any]) -> tuple[np.ndarray, ...]:
@@ -379,7 +387,7 @@ def prefix_source(source: Source, k: int) -> Source:
                 {n: r for n, r in graph.ranges.items() if n in defined})
     module = GraphModule(sub, {w: getattr(source.module, w).detach() for w in weights})
     values = tuple(x for n, x in zip(graph.inputs, source.inputs, strict=True) if n in inputs)
-    return Source(sub, module, values)
+    return Source(sub, module, values, source.device)
 
 
 def locate(verdict: Verdict, expected: Expected, converter: Converter, options: ConverterOptions,

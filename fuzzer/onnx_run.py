@@ -39,21 +39,32 @@ def validate(model: onnx.ModelProto) -> None:
     onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True, data_prop=True)
 
 
-def make_session(model: bytes, level: str = "disabled",
-                 disabled_optimizers: Sequence[str] = ()) -> ort.InferenceSession:
-    """A CPU session at an optimization level (disabled, basic, extended, all), one thread for determinism."""
+def providers_for(device: str) -> list[str]:
+    """ONNX Runtime's execution providers for a device: CUDA first (nodes it lacks kernels for fall back to the
+    CPU, as in any ORT deployment), or the CPU alone."""
+    if device == "cuda":
+        return ["CUDAExecutionProvider", "CPUExecutionProvider"]
+    if device == "cpu":
+        return ["CPUExecutionProvider"]
+    raise ValueError(f"unknown device {device!r} (cpu or cuda)")
+
+
+def make_session(model: bytes, level: str = "disabled", disabled_optimizers: Sequence[str] = (),
+                 device: str = "cpu") -> ort.InferenceSession:
+    """A session at an optimization level (disabled, basic, extended, all) on `device`, one CPU thread for
+    determinism."""
     options = ort.SessionOptions()
     options.graph_optimization_level = LEVELS[level]
     options.intra_op_num_threads = 1
     options.inter_op_num_threads = 1
     options.log_severity_level = 3
     return ort.InferenceSession(
-        model, options, providers=["CPUExecutionProvider"], disabled_optimizers=list(disabled_optimizers) or None
+        model, options, providers=providers_for(device), disabled_optimizers=list(disabled_optimizers) or None
     )
 
 
 def to_ort_value(x: torch.Tensor) -> ort.OrtValue:
-    x = x.detach().contiguous()
+    x = x.detach().cpu().contiguous()  # ORT copies host inputs to its device
     if x.dtype == torch.bfloat16:
         words = x.view(torch.int16).numpy().view(np.uint16)
         return ort.OrtValue.ortvalue_from_numpy_with_onnx_type(words, onnx.TensorProto.BFLOAT16)
@@ -94,7 +105,7 @@ def run_model(model: bytes, source: Source, steps: Steps, level: str = "disabled
         tuple[np.ndarray, ...], tuple[str, ...]]:
     """Load (tagged `load_stage`: graph optimization when optimizers run at load) and run one model."""
     with steps.at(load_stage, "runtime_load"):
-        session = make_session(model, level, disabled_optimizers)
+        session = make_session(model, level, disabled_optimizers, source.device)
     with steps.at(Stage.RUNTIME_EXECUTION, "runtime"):
         return run_session(session, source.input_names, source.inputs)
 

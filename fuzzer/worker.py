@@ -110,6 +110,14 @@ def _vm_size_bytes() -> int:
     return 0
 
 
+def address_space_limit(config: WorkerConfig, vm_size: int) -> int | None:
+    """RLIMIT_AS for a worker: its size now plus its memory budget; none on a GPU, where the CUDA runtime maps
+    far more address space than it uses (the campaign's resident-memory watchdog still applies)."""
+    if config.memory_mb <= 0 or config.device != "cpu":
+        return None
+    return vm_size + config.memory_mb * 2**20
+
+
 def detach_from_terminal_and_parent() -> None:
     """Ignore Ctrl-C (the campaign decides when children stop) and die with the parent, even on SIGKILL."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -129,8 +137,8 @@ def setup_process(config: WorkerConfig) -> Any:
         torch.set_num_interop_threads(1)
     except RuntimeError:  # already set in this process
         pass
-    if config.memory_mb > 0:
-        limit = _vm_size_bytes() + config.memory_mb * 2**20
+    limit = address_space_limit(config, _vm_size_bytes())
+    if limit is not None:
         soft, hard = resource.getrlimit(resource.RLIMIT_AS)
         if hard == resource.RLIM_INFINITY or limit < hard:
             resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
@@ -195,7 +203,8 @@ class UnitRunner:
             graph = generate(seed, self.config.gen_options(seed))
             timings["generate"] = time.perf_counter() - start
             self.send({"type": "graph", "idx": idx, "graph": graph.to_json(), "nodes": len(graph.nodes)})
-            prepared = prepare(graph, seed, "source", timings, self.check_options.input_budget_s)
+            prepared = prepare(graph, seed, "source", timings, self.check_options.input_budget_s,
+                               self.config.device)
         except Exception as exc:  # GenerationError, OpBug, anything: ours, never a converter's
             self.own_error(idx, seed, None, "generate", exc)
             self.send({"type": "unit_failed", "idx": idx, "timings": timings})

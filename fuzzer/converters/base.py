@@ -54,7 +54,8 @@ class Source:
 
     graph: Graph
     module: GraphModule
-    inputs: tuple[torch.Tensor, ...]  # in graph.inputs order
+    inputs: tuple[torch.Tensor, ...]  # in graph.inputs order, on `device`
+    device: str = "cpu"  # where the module and inputs live; ONNX Runtime targets run there too
 
     @property
     def input_names(self) -> tuple[str, ...]:

@@ -34,7 +34,7 @@ class OnnxToTorch(Converter):
         steps = Steps()
         up = export_upstream(source, options.upstream, options.opset, steps, run=False)
         with steps.at(Stage.NODE_CONVERSION, "transform"):
-            module = onnx2torch.convert(up.model)
+            module = onnx2torch.convert(up.model).to(source.device)
         by_name = dict(zip(source.input_names, source.inputs, strict=True))
         names = [i.name for i in up.model.graph.input if i.name in by_name] or list(source.input_names)
         with steps.at(Stage.RUNTIME_EXECUTION, "runtime"), torch.no_grad():

@@ -81,7 +81,7 @@ class OrtOptimizer(Converter):
 def _diverges_at(model: bytes, source: Source, level: str, disabled: Sequence[str], diverges: Diverges) -> bool:
     """Does the run at `level` with `disabled` optimizers diverge? A crash counts as diverging."""
     try:
-        session = make_session(model, level, disabled)
+        session = make_session(model, level, disabled, source.device)
         outputs, _ = run_session(session, source.input_names, source.inputs)
     except Exception:  # the optimizer crashed with this set: still guilty-looking, keep searching
         return True

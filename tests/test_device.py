@@ -1,0 +1,48 @@
+"""Device plumbing: ONNX Runtime providers, the worker's address-space limit, and (on a machine with a CUDA GPU
+and onnxruntime-gpu) a real check with the source and ONNX Runtime on the GPU."""
+
+from __future__ import annotations
+
+import onnxruntime
+import pytest
+import torch
+
+from fuzzer import hand_graphs
+from fuzzer.check import CheckOptions, run_check
+from fuzzer.onnx_run import providers_for
+from fuzzer.worker import WorkerConfig, address_space_limit
+from oracles.verdict import Symptom
+
+HAS_CUDA = torch.cuda.is_available() and "CUDAExecutionProvider" in onnxruntime.get_available_providers()
+
+
+@pytest.mark.parametrize(("device", "providers"), [
+    ("cpu", ["CPUExecutionProvider"]),
+    ("cuda", ["CUDAExecutionProvider", "CPUExecutionProvider"]),
+])
+def test_providers_follow_the_device(device: str, providers: list[str]) -> None:
+    assert providers_for(device) == providers
+
+
+def test_an_unknown_device_is_refused() -> None:
+    with pytest.raises(ValueError, match="unknown device 'tpu'"):
+        providers_for("tpu")
+
+
+@pytest.mark.parametrize(("device", "memory_mb", "limit"), [
+    ("cpu", 4096, 1000 + 4096 * 2**20),
+    ("cpu", 0, None),
+    ("cuda", 4096, None),  # the CUDA runtime maps far more address space than it uses
+])
+def test_address_space_limit(device: str, memory_mb: int, limit: int | None) -> None:
+    config = WorkerConfig(out_dir="o", log_dir="l", memory_mb=memory_mb, device=device)
+    assert address_space_limit(config, 1000) == limit
+
+
+@pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU and onnxruntime-gpu")
+@pytest.mark.parametrize("converter", ["torch-onnx-script", "ort-optimizer"])
+def test_a_graph_checks_on_the_gpu(converter: str) -> None:
+    result = run_check(hand_graphs.conv_relu_add(), 0, converter, check_options=CheckOptions(rerun=False),
+                       device="cuda")
+    assert result.verdict.symptom is Symptom.PASS, result.verdict.message
+    assert result.expected is not None and result.expected.source.inputs[0].is_cuda

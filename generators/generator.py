@@ -327,18 +327,20 @@ class _GraphBuilder:
 
     # z3's Solver.add and Solver.check re-cast every term through several Python layers; on graphs of a few
     # nodes that was a fifth of the generation time. These call the C API with the terms as they are.
-    def _ast(self, term: z3.BoolRef | bool) -> z3.Ast:
-        return term.as_ast() if isinstance(term, z3.BoolRef) else z3.BoolVal(term, self.z3ctx).as_ast()
+    def _bools(self, terms: Sequence[z3.BoolRef | bool]) -> list[z3.BoolRef]:
+        """The terms as z3 booleans (a plain True from a build becomes one), held while the C API uses them."""
+        return [t if isinstance(t, z3.BoolRef) else z3.BoolVal(t, self.z3ctx) for t in terms]
 
-    def check(self, assumptions: Sequence[z3.BoolRef]) -> z3.CheckSatResult:
-        array = (z3.Ast * len(assumptions))(*(self._ast(t) for t in assumptions))
+    def check(self, assumptions: Sequence[z3.BoolRef | bool]) -> z3.CheckSatResult:
+        terms = self._bools(assumptions)
+        array = (z3.Ast * len(terms))(*(t.as_ast() for t in terms))
         ctx, solver = self.z3ctx.ref(), self.solver.solver
-        return z3.CheckSatResult(z3.Z3_solver_check_assumptions(ctx, solver, len(assumptions), array))
+        return z3.CheckSatResult(z3.Z3_solver_check_assumptions(ctx, solver, len(terms), array))
 
-    def assert_all(self, terms: Sequence[z3.BoolRef]) -> None:
+    def assert_all(self, terms: Sequence[z3.BoolRef | bool]) -> None:
         ctx, solver = self.z3ctx.ref(), self.solver.solver
-        for term in terms:
-            z3.Z3_solver_assert(ctx, solver, self._ast(term))
+        for term in self._bools(terms):
+            z3.Z3_solver_assert(ctx, solver, term.as_ast())
 
     def call_build(self, op: OpSpec, pending: _Pending, inputs: list[SymTensor]) -> Build | None:
         ctx = _Context(self, pending)

@@ -402,11 +402,13 @@ def locate(verdict: Verdict, expected: Expected, converter: Converter, options: 
     timings = {} if timings is None else timings
 
     def diverging(k: int) -> bool:
-        prefix = expect(prefix_source(expected.source, k), timings)
-        if isinstance(prefix, CheckResult):
-            return False
-        seen[k] = judge(prefix, converter, options, timings).verdict
-        return seen[k].symptom is Symptom.WRONG_VALUES
+        steps: dict[str, float] = {}  # one check's steps (judge replaces the converter's timings it is given)
+        prefix = expect(prefix_source(expected.source, k), steps)
+        if not isinstance(prefix, CheckResult):
+            seen[k] = judge(prefix, converter, options, steps).verdict
+        for name, seconds in steps.items():
+            timings[name] = timings.get(name, 0.0) + seconds
+        return k in seen and seen[k].symptom is Symptom.WRONG_VALUES
 
     lo, hi = 1, n
     while lo < hi:

@@ -188,7 +188,11 @@ def test_follow_up_reruns_and_locates_the_first_diverging_operator() -> None:
     options = converter.options()
     first = judge(expected, converter, options, {})
     assert first.verdict.diverging_op == "sub"
-    verdict = follow_up(first, converter, options, CheckOptions()).verdict
+    result = follow_up(first, converter, options, CheckOptions())
+    verdict = result.verdict
     assert verdict.symptom is Symptom.WRONG_VALUES, verdict.message
     assert (verdict.diverging_op, verdict.diverging_dtype) == ("tanh", "float32")
     assert "tanh" in verdict.signature and "first-diverging-prefix:2" in verdict.labels
+    # The conversions the follow-ups ran again are booked under their own steps, not as oracle time.
+    for step in ("rerun.export", "rerun.runtime", "locate.export", "locate.runtime", "locate.reference"):
+        assert result.timings[step] > 0, step

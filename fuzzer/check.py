@@ -253,7 +253,7 @@ def oracle(expected: Expected, run: TargetRun, converter: Converter) -> Verdict:
     if len(run.outputs) != len(dtypes):
         return _divergence(expected, converter, Symptom.WRONG_SHAPE, (), None,
                            f"target has {len(run.outputs)} outputs, the graph {len(dtypes)}")
-    if run.baseline is not None and not _matches_graph(baseline, expected.eager):
+    if run.baseline is not None and not _matches_graph(baseline, run.baseline_dtypes, expected.eager, dtypes):
         return Verdict(Symptom.WRONG_SHAPE, Stage.SOURCE, name, message="the unconverted model's outputs do not "
                        "have the graph's shapes and dtypes: the exporter's bug, not this converter's")
     rows = zip(run.outputs, run.output_dtypes, baseline, dtypes, strict=True)
@@ -282,7 +282,12 @@ def _compare(actual: np.ndarray, declared: str, expected: np.ndarray, dtype: str
     return result
 
 
-def _matches_graph(baseline: Sequence[np.ndarray], eager: Sequence[np.ndarray]) -> bool:
+def _matches_graph(baseline: Sequence[np.ndarray], declared: Sequence[str] | None, eager: Sequence[np.ndarray],
+                   dtypes: Sequence[str]) -> bool:
+    """Whether the unconverted model's outputs have the graph's shapes and dtypes; its declared dtypes too, since
+    bfloat16 and float32 share numpy storage."""
+    if declared is not None and tuple(declared) != tuple(dtypes):
+        return False
     return len(baseline) == len(eager) and all(b.shape == e.shape and b.dtype == e.dtype
                                                for b, e in zip(baseline, eager, strict=True))
 

@@ -116,3 +116,18 @@ def test_ort_culprit_search_runs_and_names_the_lowest_level() -> None:
     run = conv.convert(expected.source)
     assert conv.culprit(expected.source, conv.options(), run, lambda outputs: True) == ("ort-level:basic",)
     assert conv.culprit(expected.source, conv.options(), run, lambda outputs: False) == ()
+
+
+def test_an_exporter_dtype_bug_is_not_blamed_on_the_onnx_passes_after_it() -> None:
+    """The TorchScript exporter declares float32 for the bfloat16 diagonal at offset 8 of a 1x10 matrix: its own
+    wrong_dtype bug (found by a campaign, seed 138). The ONNX-to-ONNX converters that start from its export must not be
+    blamed for it (bfloat16 and float32 share numpy storage, so only the declared dtypes tell)."""
+    g = hand_graphs.GraphBuilder()
+    x = g.input((1, 1, 10, 1), DType.BFLOAT16)
+    graph = g.build((g.op("diagonal", (x,), (1, 1, 1), DType.BFLOAT16, dim1=0, dim2=2, offset=8),))
+    exporter = run_check(graph, 0, "torch-onnx-script", check_options=FAST_CHECK).verdict
+    assert (exporter.symptom, exporter.stage) == (Symptom.WRONG_DTYPE, Stage.NODE_CONVERSION), exporter.message
+    for name in ("ort-optimizer", "onnxsim", "onnxoptimizer"):
+        _skip_unavailable(name)
+        verdict = run_check(graph, 0, name, check_options=FAST_CHECK).verdict
+        assert verdict.stage is Stage.SOURCE and not verdict.is_bug, (name, verdict.message)

@@ -130,6 +130,7 @@ class TargetRun:
     model: bytes | None = None  # the serialized target ONNX model, where there is one
     baseline: tuple[np.ndarray, ...] | None = None
     baseline_model: bytes | None = None
+    baseline_dtypes: tuple[str, ...] | None = None  # what the unconverted model declared
 
 
 class UpstreamError(Exception):

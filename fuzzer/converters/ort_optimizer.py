@@ -63,7 +63,7 @@ class OrtOptimizer(Converter):
         up = export_upstream(source, options.upstream, options.opset, steps)
         outputs, dtypes = run_model(up.data, source, steps, options.level, load_stage=Stage.GRAPH_OPTIMIZATION)
         return TargetRun(outputs, dtypes, dict(steps.timings), model=up.data, baseline=up.outputs,
-                         baseline_model=up.data)
+                         baseline_model=up.data, baseline_dtypes=up.output_dtypes)
 
     def culprit(self, source: Source, options: OrtOptimizerOptions, run: TargetRun, diverges: Diverges) -> tuple[
             str, ...]:

@@ -66,4 +66,5 @@ class OnnxPassConverter(Converter):
         with steps.at(self.transform_stage, "transform"):
             model = self.transform(up.model, options)
         run = run_onnx_target(model, source, steps)
-        return replace(run, timings=dict(steps.timings), baseline=up.outputs, baseline_model=up.data)
+        return replace(run, timings=dict(steps.timings), baseline=up.outputs, baseline_model=up.data,
+                       baseline_dtypes=up.output_dtypes)

@@ -16,6 +16,10 @@ _DTYPE_WORD = r"(?:b?float|u?int|complex)\d+(?:_t)?"
 # names ('/Conv_3', 'onnx::Add_12', 'v12_out', 'input_0') go; op names ('aten::max_pool2d', 'Gelu') stay.
 _NOT_DTYPE = r"(?<!::)\b(?!" + _DTYPE_WORD + r"\b)"
 _RULES: tuple[tuple[re.Pattern[str], str], ...] = (
+    # ONNX Runtime and shape inference name the node; its name is the exporter's choice ('/ScatterElements',
+    # 'node_scatter_add', 'node_ScatterElements_2'), never the bug's.
+    (re.compile(r"\bName:'[^']*'"), "Name:'<name>'"),
+    (re.compile(r"\bnode name: [^\s),]+"), "node name: <name>"),
     (re.compile(r"File \"[^\"]*\", line \d+"), "<path>"),
     (re.compile(r"(?:[A-Za-z]:)?(?:[\\/][\w.+\-]+){2,}\.\w+(?::\d+)*"), "<path>"),
     (re.compile(r"0x[0-9a-fA-F]+|\b[0-9a-fA-F]{12,}\b"), "<hex>"),

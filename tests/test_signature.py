@@ -33,6 +33,10 @@ SAME = [
     ("torch-size", "got torch.Size([2, 3]) and 2x3x4", "got torch.Size([5]) and 7x1"),
     ("whitespace", "a   b\tc", "a b c"),
     ("later-lines", "Shape mismatch\n  at node 3\n  at v1", "Shape mismatch\n  at node 9"),
+    ("ort-node-names", "running ScatterElements node. Name:'node_scatter_add' Status Message: Indices differ",
+     "running ScatterElements node. Name:'/ScatterElements' Status Message: Indices differ"),
+    ("inference-node-names", "(op_type:Mul, node name: node_mul_reduce): B has inconsistent type",
+     "(op_type:Mul, node name: /Mul_1): B has inconsistent type"),
 ]
 
 # Pairs that must not share a signature: the essence differs.

@@ -20,6 +20,9 @@ _RULES: tuple[tuple[re.Pattern[str], str], ...] = (
     # 'node_scatter_add', 'node_ScatterElements_2'), never the bug's.
     (re.compile(r"\bName:'[^']*'"), "Name:'<name>'"),
     (re.compile(r"\bnode name: [^\s),]+"), "node name: <name>"),
+    # TorchScript IR values ("the value 'input.4 defined in (%input.4 : Tensor = onnx::Abs(%out.3)").
+    (re.compile(r"'[\w.]+ defined in"), "'<value> defined in"),
+    (re.compile(r"%[\w.]+"), "%<value>"),
     (re.compile(r"File \"[^\"]*\", line \d+"), "<path>"),
     (re.compile(r"(?:[A-Za-z]:)?(?:[\\/][\w.+\-]+){2,}\.\w+(?::\d+)*"), "<path>"),
     (re.compile(r"0x[0-9a-fA-F]+|\b[0-9a-fA-F]{12,}\b"), "<hex>"),

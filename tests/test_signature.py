@@ -35,6 +35,8 @@ SAME = [
     ("later-lines", "Shape mismatch\n  at node 3\n  at v1", "Shape mismatch\n  at node 9"),
     ("ort-node-names", "running ScatterElements node. Name:'node_scatter_add' Status Message: Indices differ",
      "running ScatterElements node. Name:'/ScatterElements' Status Message: Indices differ"),
+    ("torchscript-values", "[Caused by the value 'input.4 defined in (%input.4 : Tensor = onnx::Abs(%out), scope",
+     "[Caused by the value 'a defined in (%a : Tensor = onnx::Abs(%out.3), scope"),
     ("inference-node-names", "(op_type:Mul, node name: node_mul_reduce): B has inconsistent type",
      "(op_type:Mul, node name: /Mul_1): B has inconsistent type"),
 ]
@@ -45,6 +47,8 @@ DIFFERENT = [
     ("op-types", "No Op registered for 'Gelu'", "No Op registered for 'Erf'"),
     ("aten-ops", "Exporting 'aten::max_pool2d' is not supported", "Exporting 'aten::avg_pool2d' is not supported"),
     ("dtypes", "Cast to float16 failed", "Cast to float32 failed"),
+    ("torchscript-node-kinds", "the value 'x defined in (%x : Tensor = onnx::Abs(%y)",
+     "the value 'x defined in (%x : Tensor = onnx::Log(%y)"),
 ]
 
 

@@ -1,25 +1,5 @@
-# torch-onnx-script: crash at node_conversion with permute, logit, hardtanh
-
-## Summary
-It fails at the node_conversion stage of torch-onnx-script, in `torch/onnx/_internal/torchscript_exporter/_type_utils.py:241 in from_value`.
-Converter `torch-onnx-script` with options `{'opset': 17, 'constant_folding': True}`.
-Signature `crash-torch-onnx-script-node_conversion-SymbolicValueError-708a04726740`.
-Reduced from `/tmp/found/crash-torch-onnx-script-node_conversion-SymbolicValueError-708a04726740`.
-
-## Environment
-- numpy: 2.4.6
-- onnx: 1.23.2
-- onnxruntime: 1.32.0
-- torch: 2.13.0+cpu
-
-## Reproduction
-Save next to `weights/` and `test_data_set_0/` from the case folder and run `python repro.py` (exit 1 = the bug
-shows). Inputs and expected outputs are in the ONNX test-case layout (`test_data_set_0/input_<i>.pb`,
-`output_<i>.pb` eager float32, `reference_<i>.pb` float64).
-
-```python
 #!/usr/bin/env python3
-"""convsmith case crash-torch-onnx-script-node_conversion-SymbolicValueError-708a04726740-reduced: crash in torch-onnx-script (node_conversion)
+"""convsmith case crash-torch-onnx-script-node_conversion-SymbolicValueError-605c31a54651-reduced: crash in torch-onnx-script (node_conversion)
 
 Standalone reproduction (torch, onnx, onnxruntime, numpy; not convsmith). Run: python repro.py
 Exit status: 1 when the bug shows, 0 when it does not.
@@ -37,7 +17,7 @@ import torch
 from onnx import numpy_helper
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-CASE = 'crash-torch-onnx-script-node_conversion-SymbolicValueError-708a04726740-reduced'
+CASE = 'crash-torch-onnx-script-node_conversion-SymbolicValueError-605c31a54651-reduced'
 SYMPTOM = 'crash'
 EXPECTED_ERROR = 'SymbolicValueError'  # exception type name the bug raises (crash-like symptoms)
 CONVERTER = 'torch-onnx-script'
@@ -254,70 +234,3 @@ def main():
 
 if __name__ == "__main__":
     sys.exit(main())
-```
-
-## Observed vs expected
-**Observed:**
-
-```
-torch.onnx.errors.SymbolicValueError: Cannot determine scalar type for this '<class 'torch.TensorType'>' instance and a default value was not provided.  [Caused by the value 'input defined in (%input : Tensor = onnx::Log(%7), scope: generators.materialize.GraphModule:: # /work/main/generators/ops/unary.py:38:0
-)' (type 'Tensor') in the TorchScript graph. The containing node has kind 'onnx::Log'.] 
-    (node defined in /work/main/generators/ops/unary.py(38): forward
-/work/main/generators/materialize.py(100): _run
-/work/main/generators/materialize.py(88): forward
-/work/main/.venv/lib/python3.11/site-packages/torch/nn/modules/module.py(1768): _slow_forward
-/work/main/.venv/lib/python3.11/site-packages/torch/nn/modules/module.py(1789): _call_impl
-/work/main/.venv/lib/python3.11/site-packages/torch/nn/modules/module.py(1778): _wrapped_call_impl
-/work/main/.venv/lib/python3.11/site-packages/torch/jit/_trace.py(1216): trace_module
-/work/main/.venv/lib/python3.11/site-packages/torch/jit/_trace.py(707): _trace_impl
-/work/main/.venv/lib/python3.11/site-packages/torch/jit/_trace.py(1022): trace
-/work/main/fuzzer/converters/torch_onnx_script.py(27): export_script
-/work/main/fuzzer/converters/torch_onnx_script.py(47): convert_impl
-/work/main/fuzzer/converters/base.py(194): convert
-/work/main/fuzzer/check.py(189): <lambda>
-/work/main/fuzzer/check.py(202): _judge_run
-/work/main/fuzzer/check.py(189): judge
-/work/main/fuzzer/check.py(113): run_check
-/work/main/fuzzer/reduce.py(191): case_from_check
-/work/main/fuzzer/reduce.py(206): reduce_case
-/work/main/bench/reduce.py(83): bench
-/work/main/bench/reduce.py(127): main
-/work/main/bench/reduce.py(132): <module>
-)
-
-    Inputs:
-        #0: 7 defined in (%7 : Tensor(1, 33) = onnx::Div(%x, %6), scope: generators.materialize.GraphModule:: # /work/main/generators/ops/unary.py:38:0
-    )  (type 'Tensor')
-    Outputs:
-        #0: input defined in (%input : Tensor = onnx::Log(%7), scope: generators.materialize.GraphModule:: # /work/main/genera
-```
-
-**Expected:** the conversion succeeds and the converted model runs.
-
-## The minimized graph
-```
-input  in0 : float16[1x1]
-t0 : float16[1x1] = permute(in0) {contiguous=False, perm=(0, -1)}
-t1 : float16[1x1] = logit(t0)
-t2 : float16[1x1] = hardtanh(t1) {max_val=0.0, min_val=0.0}
-outputs: t2
-```
-
-<details><summary>DOT</summary>
-
-```dot
-digraph convsmith {
-  rankdir=TB;
-  node [fontname="Helvetica", fontsize=10];
-  "in0" [shape=ellipse, style=filled, fillcolor="#dbe9f6", label="in0\nfloat16[1x1]"];
-  "op0" [shape=box, style="rounded,filled", fillcolor="#fff2cc", label="permute\ncontiguous=False\nperm=(0, -1)"];
-  "in0" -> "op0" [label="in0: float16[1x1]"];
-  "op1" [shape=box, style="rounded,filled", fillcolor="#fff2cc", label="logit"];
-  "op0" -> "op1" [label="t0: float16[1x1]"];
-  "op2" [shape=box, style="rounded,filled", fillcolor="#fff2cc", label="hardtanh\nmax_val=0.0\nmin_val=0.0"];
-  "op1" -> "op2" [label="t1: float16[1x1]"];
-  "out:t2" [shape=ellipse, style=filled, fillcolor="#d9ead3", label="t2"];
-  "op2" -> "out:t2" [label="float16[1x1]"];
-}
-```
-</details>

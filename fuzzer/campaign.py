@@ -36,10 +36,10 @@ from oracles.verdict import Stage, Symptom, Verdict
 LOG_DIR = ".logs"
 START_TIMEOUT_S = 180.0
 # A worker's resident memory creeps up (exporter and runtime caches, allocator fragmentation: 40-80 MB a
-# minute seen here); replacing it between units, after so many units or once it is this large, keeps memory
-# flat over a days-long campaign.
+# minute seen here); replacing it between units, after so many units or once it has grown this much since its
+# first unit (relative: a CUDA worker starts far larger than a CPU one), keeps memory flat over a long campaign.
 RECYCLE_AFTER_UNITS = 300
-RECYCLE_ABOVE_MB = 1200
+RECYCLE_GROWTH_MB = 700
 MAX_START_FAILURES = 3
 HOUSEKEEPING_S = 0.5  # how often the loop checks workers' memory and writes its heartbeat
 
@@ -268,7 +268,7 @@ class Campaign:
             elif slot.busy and slot.phase in ("convert", "generate", "case") and \
                     now - slot.phase_start > self.spec.worker.timeout_s:
                 verdict = (Symptom.HANG, f"no result after {self.spec.worker.timeout_s:g} s")
-            elif slot.busy and limit is not None and check_memory and over_memory(slot, limit):
+            elif slot.busy and limit is not None and check_memory and resident_growth(slot) > limit:
                 verdict = (Symptom.OUT_OF_MEMORY, f"resident memory over {self.spec.worker.memory_mb} MiB")
             if verdict is None:
                 continue
@@ -285,7 +285,7 @@ class Campaign:
         """An idle worker that has run enough units, or grown too large (never a fresh one: it must progress)."""
         if slot.units_done == 0:
             return False
-        return slot.units_done >= RECYCLE_AFTER_UNITS or rss_bytes(slot.proc.pid) > RECYCLE_ABOVE_MB * 2**20
+        return slot.units_done >= RECYCLE_AFTER_UNITS or resident_growth(slot) > RECYCLE_GROWTH_MB * 2**20
 
     def start_failed(self, slot: Slot) -> None:
         self.start_failures += 1
@@ -452,12 +452,12 @@ def rss_bytes(pid: int) -> int:
         return 0
 
 
-def over_memory(slot: Slot, limit: int) -> bool:
-    """Resident growth past the limit, counted from the worker's size when first checked busy (torch loaded)."""
+def resident_growth(slot: Slot) -> int:
+    """Bytes the worker has grown since it was first measured at work (torch and friends loaded by then)."""
     rss = rss_bytes(slot.proc.pid)
     if slot.rss_baseline is None:
         slot.rss_baseline = rss
-    return rss - slot.rss_baseline > limit
+    return rss - slot.rss_baseline
 
 
 def fault_frame(path: Path) -> tuple[str, str]:

@@ -154,7 +154,7 @@ def test_workers_are_recycled_between_units_and_nothing_is_lost(tmp_path: Path, 
 def test_a_worker_grown_past_the_memory_mark_is_replaced_between_units(tmp_path: Path, monkeypatch) -> None:
     import fuzzer.campaign as campaign
 
-    monkeypatch.setattr(campaign, "RECYCLE_ABOVE_MB", 1)  # every worker is larger: replaced after each unit
+    monkeypatch.setattr(campaign, "RECYCLE_GROWTH_MB", -1)  # every worker has grown: replaced after each unit
     spawned = record_spawns(monkeypatch)
     db = run_campaign(tmp_path, ("faulty-echo",), 4, "test_isolation:QUICK_REGISTRY", workers=1)
     assert db.conn.execute("SELECT COUNT(*) FROM units WHERE done = 1").fetchone() == (4,)

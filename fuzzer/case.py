@@ -85,6 +85,7 @@ class CaseData:
     original: str | None = None
     reduction: Mapping[str, Any] | None = None
     expectation: str | None = None
+    device: str = "cpu"  # where the source model and ONNX Runtime ran (cpu, cuda)
 
     def to_json(self, files: Mapping[str, str] | None = None) -> dict[str, Any]:
         """case.json's content; `files` maps each data file to its sha256."""
@@ -101,6 +102,7 @@ class CaseData:
             "input_names": list(self.input_names),
             "output_names": list(self.output_names),
             "created": self.created,
+            "device": self.device,
             "original": self.original,
             "reduction": None if self.reduction is None else dict(self.reduction),
             "expectation": self.expectation,
@@ -303,6 +305,9 @@ def read_case(path: Path | str) -> CaseData:
         raise CaseError(f"{folder}: expectation must be null, 'bug' or 'pass', not {expectation!r}")
     if not isinstance(fields["seed"], int):
         raise CaseError(f"{folder}: seed must be an integer")
+    device = data.get("device", "cpu")  # cases written before devices were recorded ran on the CPU
+    if device not in ("cpu", "cuda"):
+        raise CaseError(f"{folder}: device must be 'cpu' or 'cuda', not {device!r}")
     model = _read_model(folder, digests)
     weights = {}
     for name in graph.weights:
@@ -316,7 +321,7 @@ def read_case(path: Path | str) -> CaseData:
         expected=_indexed(folder, "output", len(output_names), digests),
         reference=_indexed(folder, "reference", len(output_names), digests),
         model=model, log=_read_text(folder, "log.txt"), original=data.get("original"),
-        reduction=data.get("reduction"), expectation=expectation,
+        reduction=data.get("reduction"), expectation=expectation, device=device,
     )
 
 
@@ -349,8 +354,10 @@ def with_changes(case: CaseData, **changes: Any) -> CaseData:
 
 
 def case_from_result(result: Any, graph: Graph, seed: int, converter: str, versions: Mapping[str, str],
-                     log: str = "", case_id_: str | None = None, original: str | None = None) -> CaseData:
-    """A CaseData from a fuzzer.check.CheckResult (duck-typed here so this module does not import check.py)."""
+                     log: str = "", case_id_: str | None = None, original: str | None = None,
+                     device: str = "cpu") -> CaseData:
+    """A CaseData from a fuzzer.check.CheckResult (duck-typed here so this module does not import check.py);
+    `device` is recorded when the result has no source (a failed source runs nowhere else)."""
     verdict: Verdict = result.verdict
     expected, target = result.expected, result.target
     weights: dict[str, np.ndarray] = {}
@@ -371,5 +378,5 @@ def case_from_result(result: Any, graph: Graph, seed: int, converter: str, versi
         converter_options=dict(result.options), verdict=verdict, versions=dict(versions),
         input_names=tuple(graph.inputs), output_names=tuple(graph.outputs), created=now_iso(),
         weights=weights, inputs=inputs, expected=eager, reference=reference, model=model, log=log,
-        original=original,
+        original=original, device=expected.source.device if expected is not None else device,
     )

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fuzzer.check import CheckOptions, run_check
+from fuzzer.device import require_device
 from fuzzer.reduce_passes import PASSES, Pass, attr_cost, prune, range_cost, retype, value_range
 from generators.ir import Graph, GraphError, validate
 from generators.registry import REGISTRY
@@ -156,12 +157,12 @@ def reduce_graph(graph: Graph, seed: int, is_same_bug: Callable[[Graph], bool], 
 
 
 def signature_oracle(seed: int, converter: str, options: Any, signature: str,
-                     check_options: CheckOptions = REDUCE_CHECK) -> Callable[[Graph], bool]:
-    """is_same_bug for real converters: the candidate's verdict has exactly `signature`."""
+                     check_options: CheckOptions = REDUCE_CHECK, device: str = "cpu") -> Callable[[Graph], bool]:
+    """is_same_bug for real converters: the candidate's verdict (on `device`) has exactly `signature`."""
 
     def is_same_bug(graph: Graph) -> bool:
         try:
-            verdict = run_check(graph, seed, converter, options, check_options).verdict
+            verdict = run_check(graph, seed, converter, options, check_options, device).verdict
         except Exception:  # a candidate that breaks convsmith itself is not the bug we are after
             return False
         return verdict.signature == signature
@@ -183,15 +184,15 @@ def case_log(result: Any) -> str:
 
 def case_from_check(graph: Graph, seed: int, converter: str, options: Any, original: str | None = None,
                     reduction: dict[str, Any] | None = None, case_id_: str | None = None,
-                    check_options: CheckOptions = FULL_CHECK) -> Any:
-    """Run the full check on `graph` and package the result as a CaseData."""
+                    check_options: CheckOptions = FULL_CHECK, device: str = "cpu") -> Any:
+    """Run the full check on `graph` (on `device`) and package the result as a CaseData."""
     from fuzzer.case import case_from_result, collect_versions, with_changes
     from fuzzer.converters import CONVERTERS
 
-    result = run_check(graph, seed, converter, options, check_options)
+    result = run_check(graph, seed, converter, options, check_options, device)
     versions = collect_versions(CONVERTERS[converter].distributions)
     case = case_from_result(result, graph, seed, converter, versions, log=case_log(result), case_id_=case_id_,
-                            original=original)
+                            original=original, device=device)
     return with_changes(case, reduction=reduction)
 
 
@@ -201,11 +202,13 @@ class ReductionFailed(RuntimeError):
 
 def reduce_case(case: Any, budget_s: float = 60.0, original: str | None = None) -> tuple[Any, ReduceResult]:
     """Reduce a CaseData: the reduced case (id '<id>-reduced', linked to `original` or the case id) and stats."""
-    oracle = signature_oracle(case.seed, case.converter, case.converter_options, case.signature)
+    require_device(case.device, f"{case.id} (found on {case.device})")
+    oracle = signature_oracle(case.seed, case.converter, case.converter_options, case.signature,
+                              device=case.device)
     result = reduce_graph(case.graph, case.seed, oracle, budget_s)
     reduced = case_from_check(result.graph, case.seed, case.converter, case.converter_options,
                               original=original or case.id, reduction=result.to_json(),
-                              case_id_=reduced_id(case.id))
+                              case_id_=reduced_id(case.id), device=case.device)
     if reduced.signature != case.signature:
         raise ReductionFailed(f"{case.id}: the reduced graph gives {reduced.signature} under the full check, "
                               f"not {case.signature}")

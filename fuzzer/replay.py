@@ -16,6 +16,7 @@ from fuzzer.case import CASE_JSON, CaseData, CaseError, read_case
 from fuzzer.check import CheckOptions, ConverterUnavailable, check_source, run_check
 from fuzzer.converters import CONVERTERS
 from fuzzer.converters.base import Source
+from fuzzer.device import require_device
 from fuzzer.errors import UsageError
 from generators.materialize import GraphModule
 from oracles.verdict import Verdict
@@ -69,7 +70,10 @@ def case_source(case: CaseData) -> Source | None:
     graph = case.graph
     weights = {n: _torch(case.weights[n], graph.types[n].shape) for n in graph.weights}
     inputs = tuple(_torch(x, t.shape) for x, t in zip(case.inputs, graph.inputs.values(), strict=True))
-    return Source(graph, GraphModule(graph, weights), inputs)
+    module = GraphModule(graph, weights)
+    if case.device != "cpu":
+        module, inputs = module.to(case.device), tuple(x.to(case.device) for x in inputs)
+    return Source(graph, module, inputs, case.device)
 
 
 def _torch(x: np.ndarray, shape: tuple[int, ...]) -> torch.Tensor:
@@ -87,10 +91,11 @@ def replay_verdict(case: CaseData, check_options: CheckOptions = REPLAY_CHECK) -
         options: Any = CONVERTERS[case.converter].options(case.converter_options)
     except (TypeError, ValueError) as exc:
         raise UsageError(f"{case.id}: bad converter options: {exc}") from None
+    require_device(case.device, f"{case.id} (found on {case.device})")
     try:
         source = case_source(case)
         if source is None:
-            return run_check(case.graph, case.seed, case.converter, options, check_options).verdict
+            return run_check(case.graph, case.seed, case.converter, options, check_options, case.device).verdict
         return check_source(source, case.converter, options, check_options).verdict
     except ConverterUnavailable as exc:
         raise UsageError(str(exc)) from None

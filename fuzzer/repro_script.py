@@ -164,6 +164,7 @@ INPUT_NAMES = {inputs!r}
 OUTPUT_NAMES = {outputs!r}
 OUTPUT_DTYPES = {dtypes!r}
 TOLERANCES = {tolerances!r}  # dtype: (rtol, atol)
+DEVICE = {device!r}  # where convsmith ran the source model and ONNX Runtime
 '''
 
 _HELPERS = '''
@@ -186,11 +187,12 @@ def _register(module, name, value):
 
 
 def to_numpy(x):
-    x = x.detach()
+    x = x.detach().cpu()
     return (x.float() if x.dtype == torch.bfloat16 else x).numpy()
 
 
 def ort_value(x):
+    x = x.detach().cpu()
     if x.dtype == torch.bfloat16:
         words = x.contiguous().view(torch.int16).numpy().view(np.uint16)
         return ort.OrtValue.ortvalue_from_numpy_with_onnx_type(words, onnx.TensorProto.BFLOAT16)
@@ -206,7 +208,7 @@ def from_ort_value(value):
 
 
 def run_onnx(data, inputs, level="disabled"):
-    """ONNX Runtime on CPU, one thread, at an optimization level (as convsmith runs targets)."""
+    """ONNX Runtime on DEVICE, one CPU thread, at an optimization level (as convsmith runs targets)."""
     levels = {"disabled": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
               "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
               "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
@@ -215,7 +217,8 @@ def run_onnx(data, inputs, level="disabled"):
     options.graph_optimization_level = levels[level]
     options.intra_op_num_threads = options.inter_op_num_threads = 1
     options.log_severity_level = 3
-    session = ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
+    providers = ["CUDAExecutionProvider", "CPUExecutionProvider"] if DEVICE == "cuda" else ["CPUExecutionProvider"]
+    session = ort.InferenceSession(data, options, providers=providers)
     wanted = [i.name for i in session.get_inputs()]
     by_name = dict(zip(INPUT_NAMES, inputs))
     pairs = zip(wanted, [by_name[n] for n in wanted] if all(n in by_name for n in wanted) else inputs)
@@ -335,9 +338,9 @@ _MAIN_MODULE = '''
 
 def main():
     torch.manual_seed(0)
-    inputs = [load_tensor(f"test_data_set_0/input_{i}.pb") for i in range(len(INPUT_NAMES))]
+    inputs = [load_tensor(f"test_data_set_0/input_{i}.pb").to(DEVICE) for i in range(len(INPUT_NAMES))]
     saved = [load_tensor(f"test_data_set_0/output_{i}.pb") for i in range(len(OUTPUT_NAMES))]
-    module = Repro().eval()
+    module = Repro().eval().to(DEVICE)
     with torch.no_grad():
         eager = [to_numpy(x) for x in module(*inputs)]
     print(f"{CASE}: {CONVERTER} {OPTIONS}")
@@ -417,6 +420,7 @@ def render_repro(case: Any) -> str:
         inputs=tuple(graph.inputs), outputs=tuple(graph.outputs),
         dtypes=tuple(graph.types[o].dtype.value for o in graph.outputs),
         tolerances={k: (v.rtol, v.atol) for k, v in DEFAULT_TOLERANCES.items()},
+        device=case.device,
     )
     if missing_templates(graph):
         return header + _HELPERS + _MAIN_ONNX

@@ -257,7 +257,8 @@ class UnitRunner:
             if converter.name not in self.versions:
                 self.versions[converter.name] = collect_versions(converter.distributions)
             log = case_log(result)
-            case = case_from_result(result, graph, seed, converter.name, self.versions[converter.name], log)
+            case = case_from_result(result, graph, seed, converter.name, self.versions[converter.name], log,
+                                    device=self.config.device)
             return write_case(out, case).name
         except Exception as exc:  # writing a case is our code
             self.own_error(idx, seed, converter.name, "case", exc)

@@ -76,6 +76,7 @@ def test_first_writer_wins_unless_replace(tmp_path: Path) -> None:
     ("truncated_pb", "test_data_set_0/input_0.pb is truncated"),
     ("missing_pb", "missing test_data_set_0/output_0.pb"),
     ("truncated_model", "model.onnx is truncated"),
+    ("device", "device must be 'cpu' or 'cuda', not 'tpu'"),
 ])
 def test_damage_is_one_clear_case_error(tmp_path: Path, damage: str, message: str) -> None:
     case = CaseData(**{**make_case().__dict__, "model": b"\x08\x07" + b"\x3a" + b"\x00"})
@@ -85,8 +86,9 @@ def test_damage_is_one_clear_case_error(tmp_path: Path, damage: str, message: st
         (folder / "case.json").unlink()
     elif damage == "bad_json":
         (folder / "case.json").write_text("{not json")
-    elif damage in ("schema", "no_field"):
-        data.update({"schema_version": 2}) if damage == "schema" else data.pop("seed")
+    elif damage in ("schema", "no_field", "device"):
+        data.update({"schema_version": 2} if damage == "schema" else {"device": "tpu"} if damage == "device" else {})
+        data.pop("seed") if damage == "no_field" else None
         (folder / "case.json").write_text(json.dumps(data))
     elif damage == "truncated_pb":
         path = folder / "test_data_set_0" / "input_0.pb"
@@ -104,3 +106,13 @@ def test_damage_is_one_clear_case_error(tmp_path: Path, damage: str, message: st
 def test_not_a_folder(tmp_path: Path) -> None:
     with pytest.raises(CaseError, match="not a case folder"):
         read_case(tmp_path / "nope")
+
+
+def test_the_device_is_recorded_and_old_cases_ran_on_the_cpu(tmp_path: Path) -> None:
+    folder = write_case(tmp_path, CaseData(**{**make_case().__dict__, "device": "cuda"}))
+    assert read_case(folder).device == "cuda"
+    assert "DEVICE = 'cuda'" in (folder / "repro.py").read_text()
+    data = json.loads((folder / "case.json").read_text())
+    del data["device"]  # as written before devices were recorded
+    (folder / "case.json").write_text(json.dumps(data))
+    assert read_case(folder).device == "cpu"

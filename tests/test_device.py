@@ -3,12 +3,16 @@ and onnxruntime-gpu) a real check with the source and ONNX Runtime on the GPU.""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import onnxruntime
 import pytest
 import torch
 
 from fuzzer import hand_graphs
 from fuzzer.check import CheckOptions, run_check
+from fuzzer.device import require_device
+from fuzzer.errors import UsageError
 from fuzzer.onnx_run import providers_for
 from fuzzer.worker import WorkerConfig, address_space_limit
 from oracles.verdict import Symptom
@@ -46,3 +50,24 @@ def test_a_graph_checks_on_the_gpu(converter: str) -> None:
                        device="cuda")
     assert result.verdict.symptom is Symptom.PASS, result.verdict.message
     assert result.expected is not None and result.expected.source.inputs[0].is_cuda
+
+
+def test_require_device_names_what_is_missing() -> None:
+    require_device("cpu", "--device cpu")
+    with pytest.raises(UsageError, match=r"^case-x: unknown device 'tpu' \(cpu or cuda\)$"):
+        require_device("tpu", "case-x")
+
+
+@pytest.mark.skipif(HAS_CUDA, reason="checks the refusal on a machine without a usable GPU")
+def test_a_case_found_on_the_gpu_is_refused_in_one_line_here(tmp_path: Path, capsys) -> None:
+    from test_case import make_case
+
+    from fuzzer import cli
+    from fuzzer.case import CaseData, write_case
+
+    case = make_case()
+    folder = write_case(tmp_path, CaseData(**{**case.__dict__, "device": "cuda", "converter": "torch-onnx-script"}))
+    for command in ("repro", "reduce"):
+        assert cli.main([command, str(folder)]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and "(found on cuda)" in err and "Traceback" not in err, err

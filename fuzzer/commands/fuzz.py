@@ -11,6 +11,7 @@ from fuzzer.campaign import LOG_DIR, Campaign, CampaignSpec
 from fuzzer.commands.probe import DEFAULT_CACHE as DEFAULT_PROBE_CACHE
 from fuzzer.converters import CONVERTERS
 from fuzzer.db import DB_NAME, CampaignDB, open_campaign
+from fuzzer.device import require_device
 from fuzzer.errors import UsageError
 from fuzzer.options import _names, add_generator_arguments, generator_options
 from fuzzer.probe import load_probe
@@ -43,18 +44,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--registry", default=DEFAULT_REGISTRY, help="MODULE:ATTR of the converter registry "
                         "(plugins and tests)")
     parser.add_argument("--log-interval", type=float, default=60.0, help=argparse.SUPPRESS)
-
-
-def check_device(device: str) -> None:
-    if device != "cuda":
-        return
-    import onnxruntime
-    import torch
-
-    if not torch.cuda.is_available():
-        raise UsageError("--device cuda: no CUDA GPU is visible to torch here")
-    if "CUDAExecutionProvider" not in onnxruntime.get_available_providers():
-        raise UsageError("--device cuda: onnxruntime has no CUDAExecutionProvider (install the 'gpu' extra)")
 
 
 def choose_converters(registry_ref: str, text: str | None, check_availability: bool = True) -> tuple[str, ...]:
@@ -144,9 +133,9 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--minutes and --tests must be positive")
     if args.reduce_budget <= 0:
         raise UsageError("--reduce-budget must be positive")
-    check_device(args.device)
+    require_device(args.device, f"--device {args.device}")
     out, db, spec = resumed_campaign(args) if args.resume else new_campaign(args)
-    check_device(spec.worker.device)
+    require_device(spec.worker.device, f"{out}: --device {spec.worker.device}")
     progress = Progress(interval_s=args.log_interval, total=None)
     # `convsmith reduce` replays a case with the standard converters: an injected registry's finds are not reduced.
     reduce = not args.no_reduce and spec.worker.registry == DEFAULT_REGISTRY

@@ -160,3 +160,15 @@ def test_a_worker_grown_past_the_memory_mark_is_replaced_between_units(tmp_path:
     assert db.conn.execute("SELECT COUNT(*) FROM units WHERE done = 1").fetchone() == (4,)
     assert db.conn.execute("SELECT COUNT(*) FROM tests").fetchone() == (4,)
     assert len(set(spawned)) >= 4  # a fresh worker for each unit (the last one may end with the campaign)
+
+
+def test_the_preloaded_worker_module_brings_every_lazily_imported_case_renderer() -> None:
+    """Workers fork from a forkserver that preloaded fuzzer.worker; a renderer imported only at the first case
+    would come from the checkout as it is then, possibly newer than the rest of the running campaign."""
+    import subprocess
+    import sys
+
+    code = "import sys, fuzzer.worker; print(sorted(m for m in sys.modules if m in ('fuzzer.report', " \
+           "'fuzzer.repro_script')))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "['fuzzer.report', 'fuzzer.repro_script']"

@@ -9,8 +9,17 @@ import torch
 import torch.nn.functional as F
 
 from generators.dtypes import FLOATS, INTS
-from generators.ops.base import ANY_RANK, SAFE_EXP_ARG, AttrMap, Build, BuildContext, OpSpec, SymTensor, same_sigs
-from generators.ops.reduce import pick_axis
+from generators.ops.base import (
+    ANY_RANK,
+    SAFE_EXP_ARG,
+    AttrMap,
+    Build,
+    BuildContext,
+    OpSpec,
+    SymTensor,
+    pick_axis,
+    same_sigs,
+)
 
 
 class Activation(OpSpec):

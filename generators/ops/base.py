@@ -193,6 +193,12 @@ def norm_axis(axis: int, rank: int) -> int:
     return axis % rank if rank else 0
 
 
+def pick_axis(ctx: BuildContext, n: int, name: str = "dim") -> int:
+    """One of `n` axis positions, written negative a third of the time (converters mishandle those)."""
+    axis = ctx.choice(name, range(n))
+    return axis - n if ctx.choice(f"{name}_negative", (False, False, True)) else axis
+
+
 def conv_out(size: Dim, kernel: Dim, stride: Dim, pad: Dim, dilation: Dim | int = 1) -> Dim:
     """floor((size + 2*pad - dilation*(kernel-1) - 1) / stride) + 1, as z3 integer division."""
     return (size + 2 * pad - dilation * (kernel - 1) - 1) / stride + 1

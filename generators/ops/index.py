@@ -20,9 +20,10 @@ from generators.ops.base import (
     Sig,
     SymTensor,
     norm_axis,
+    pick_axis,
     same_sigs,
 )
-from generators.ops.shape import fill_value, pick_axis, size_of
+from generators.ops.shape import fill_value, size_of
 
 POS_RANK = (1, 2, 3, 4, 5)
 I64 = DType.INT64
@@ -52,7 +53,7 @@ class Gather(IndexOp):
     name = "gather"
 
     def build(self, ctx: BuildContext, x: SymTensor) -> Build:
-        dim = pick_axis(ctx, "dim", x.rank)
+        dim = pick_axis(ctx, x.rank)
         axis = norm_axis(dim, x.rank)
         idx = index_weight(ctx, x.rank, x.shape[axis])
         reqs = [i <= d for k, (i, d) in enumerate(zip(idx.shape, x.shape, strict=True)) if k != axis]
@@ -72,7 +73,7 @@ class TakeAlongDim(IndexOp):
         if ctx.choice("flat", (False, False, True)):
             idx = index_weight(ctx, 1, size_of(x.shape))
             return Build([SymTensor(idx.shape, x.dtype)], [], {"dim": None})
-        dim = pick_axis(ctx, "dim", x.rank)
+        dim = pick_axis(ctx, x.rank)
         axis = norm_axis(dim, x.rank)
         idx = index_weight(ctx, x.rank, x.shape[axis])
         reqs, shape = [], []
@@ -112,7 +113,7 @@ class IndexSelect(IndexOp):
     name = "index_select"
 
     def build(self, ctx: BuildContext, x: SymTensor) -> Build:
-        dim = pick_axis(ctx, "dim", x.rank)
+        dim = pick_axis(ctx, x.rank)
         axis = norm_axis(dim, x.rank)
         idx = index_weight(ctx, 1, x.shape[axis])
         return Build([SymTensor(replace_dim(x.shape, axis, idx.shape), x.dtype)], [], {"dim": dim})
@@ -193,7 +194,7 @@ class Scatter(IndexOp):
     def build(self, ctx: BuildContext, x: SymTensor, src: SymTensor) -> Build:
         if src.rank != x.rank:
             return None
-        dim = pick_axis(ctx, "dim", x.rank)
+        dim = pick_axis(ctx, x.rank)
         axis = norm_axis(dim, x.rank)
         idx, reqs = scatter_index(ctx, x, src, axis)
         # Colliding writes leave an unspecified winner; a single entry along the axis rules them out.
@@ -215,7 +216,7 @@ class ScatterAdd(Scatter):
     def build(self, ctx: BuildContext, x: SymTensor, src: SymTensor) -> Build:
         if src.rank != x.rank:
             return None
-        dim = pick_axis(ctx, "dim", x.rank)
+        dim = pick_axis(ctx, x.rank)
         idx, reqs = scatter_index(ctx, x, src, norm_axis(dim, x.rank))
         return Build([SymTensor(x.shape, x.dtype)], reqs, self.attrs(ctx, x, dim))
 
@@ -247,7 +248,7 @@ class IndexAdd(IndexOp):
     def build(self, ctx: BuildContext, x: SymTensor, source: SymTensor) -> Build:
         if source.rank != x.rank:
             return None
-        dim = pick_axis(ctx, "dim", x.rank)
+        dim = pick_axis(ctx, x.rank)
         axis = norm_axis(dim, x.rank)
         idx = index_weight(ctx, 1, x.shape[axis])
         reqs = [s == (idx.shape[0] if k == axis else d) for k, (s, d) in enumerate(zip(source.shape, x.shape,
@@ -266,7 +267,7 @@ class IndexFill(IndexOp):
     name = "index_fill"
 
     def build(self, ctx: BuildContext, x: SymTensor) -> Build:
-        dim = pick_axis(ctx, "dim", x.rank)
+        dim = pick_axis(ctx, x.rank)
         index_weight(ctx, 1, x.shape[norm_axis(dim, x.rank)], negative=True)
         return Build([SymTensor(x.shape, x.dtype)], [], {"dim": dim, "value": fill_value(ctx, x.dtype)})
 
@@ -309,7 +310,7 @@ class Topk(IndexOp):
     ranks = (ANY_RANK,)
 
     def build(self, ctx: BuildContext, x: SymTensor) -> Build:
-        dim = pick_axis(ctx, "dim", max(x.rank, 1))
+        dim = pick_axis(ctx, max(x.rank, 1))
         axis = norm_axis(dim, x.rank)
         k = ctx.int_attr("k", 1, 64)
         shape = replace_dim(x.shape, axis, (k,)) if x.rank else ()
@@ -331,7 +332,7 @@ class Kthvalue(IndexOp):
     ranks = (ANY_RANK,)
 
     def build(self, ctx: BuildContext, x: SymTensor) -> Build:
-        dim = pick_axis(ctx, "dim", max(x.rank, 1))
+        dim = pick_axis(ctx, max(x.rank, 1))
         axis = norm_axis(dim, x.rank)
         k = ctx.int_attr("k", 1, 64)
         keepdim = ctx.choice("keepdim", (False, True))
@@ -351,7 +352,7 @@ class Sort(IndexOp):
     ranks = (ANY_RANK,)
 
     def sort_attrs(self, ctx: BuildContext, x: SymTensor) -> dict:
-        return {"dim": pick_axis(ctx, "dim", max(x.rank, 1)), "descending": ctx.choice("descending", (False, True)),
+        return {"dim": pick_axis(ctx, max(x.rank, 1)), "descending": ctx.choice("descending", (False, True)),
                 "stable": ctx.choice("stable", (False, True))}
 
     def build(self, ctx: BuildContext, x: SymTensor) -> Build:

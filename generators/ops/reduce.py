@@ -9,16 +9,21 @@ import torch
 import z3
 
 from generators.dtypes import ALL, FLOATS, INTS, NUMERIC, DType
-from generators.ops.base import ANY_RANK, AttrMap, Build, BuildContext, OpSpec, Sig, SymTensor, finite_max, same_sigs
+from generators.ops.base import (
+    ANY_RANK,
+    AttrMap,
+    Build,
+    BuildContext,
+    OpSpec,
+    Sig,
+    SymTensor,
+    finite_max,
+    pick_axis,
+    same_sigs,
+)
 
 TINY = 1e-3
 Dims = int | tuple[int, ...] | None
-
-
-def pick_axis(ctx: BuildContext, rank: int, name: str = "dim") -> int:
-    """One axis of a rank>=1 tensor, sometimes written negative (converters mishandle those)."""
-    axis = ctx.choice(name, range(rank))
-    return axis - rank if ctx.choice(f"{name}_negative", (False, False, True)) else axis
 
 
 def pick_dims(ctx: BuildContext, rank: int, multi: bool, full: bool) -> Dims:

@@ -22,6 +22,7 @@ from generators.ops.base import (
     SymTensor,
     finite_max,
     norm_axis,
+    pick_axis,
     same_sigs,
 )
 
@@ -34,12 +35,6 @@ MAX_RANK = 5
 def size_of(shape: Sequence[Dim]) -> z3.ArithRef:
     """The element count as a z3 expression (1 for a scalar)."""
     return z3.Product(*shape) if shape else z3.IntVal(1)
-
-
-def pick_axis(ctx: BuildContext, name: str, n: int) -> int:
-    """One of `n` axis positions, written negative a third of the time (converters mishandle those)."""
-    axis = ctx.choice(name, range(n))
-    return axis - n if ctx.choice(f"{name}_negative", (False, False, True)) else axis
 
 
 def fill_value(ctx: BuildContext, dtype: DType) -> float | int | bool:
@@ -127,7 +122,7 @@ class Unflatten(ShapeOp):
     ranks = ((1, 2, 3, 4),)
 
     def build(self, ctx: BuildContext, x: SymTensor) -> Build:
-        dim = pick_axis(ctx, "dim", x.rank)
+        dim = pick_axis(ctx, x.rank)
         parts = [ctx.dim() for _ in range(ctx.choice("parts", (2, 2, 3)))]
         if x.rank + len(parts) - 1 > MAX_RANK:
             return None
@@ -259,7 +254,7 @@ class Squeeze(ShapeOp):
             reqs = [x.shape[i] == 1 if i in ones else x.shape[i] >= 2 for i in range(x.rank)]
             return one([d for i, d in enumerate(x.shape) if i not in ones], x.dtype, reqs, dim=None)
         if mode == "noop":
-            dim = pick_axis(ctx, "dim", x.rank)
+            dim = pick_axis(ctx, x.rank)
             return one(x.shape, x.dtype, [x.shape[dim] >= 2], dim=dim)
         count = 1 if mode == "dim" else ctx.choice("count", range(1, x.rank + 1))
         axes = ctx.rng.sample(range(x.rank), count)
@@ -278,7 +273,7 @@ class Unsqueeze(ShapeOp):
     ranks = ((0, 1, 2, 3, 4),)
 
     def build(self, ctx: BuildContext, x: SymTensor) -> Build:
-        dim = pick_axis(ctx, "dim", x.rank + 1)
+        dim = pick_axis(ctx, x.rank + 1)
         axis = norm_axis(dim, x.rank + 1)
         return one(x.shape[:axis] + (z3.IntVal(1),) + x.shape[axis:], x.dtype, dim=dim)
 
@@ -334,7 +329,7 @@ class Cat(ShapeOp):
         rank = xs[0].rank
         if any(x.rank != rank for x in xs):
             return None
-        dim = pick_axis(ctx, "dim", rank)
+        dim = pick_axis(ctx, rank)
         axis = norm_axis(dim, rank)
         reqs = [x.shape[i] == xs[0].shape[i] for x in xs[1:] for i in range(rank) if i != axis]
         shape = list(xs[0].shape)
@@ -368,7 +363,7 @@ class Stack(ShapeOp):
         rank = xs[0].rank
         if any(x.rank != rank for x in xs):
             return None
-        dim = pick_axis(ctx, "dim", rank + 1)
+        dim = pick_axis(ctx, rank + 1)
         axis = norm_axis(dim, rank + 1)
         reqs = [x.shape[i] == xs[0].shape[i] for x in xs[1:] for i in range(rank)]
         shape = xs[0].shape[:axis] + (z3.IntVal(len(xs)),) + xs[0].shape[axis:]
@@ -402,7 +397,7 @@ class Split(ShapeOp):
     ranks = (POS_RANK,)
 
     def build(self, ctx: BuildContext, x: SymTensor) -> Build:
-        dim = pick_axis(ctx, "dim", x.rank)
+        dim = pick_axis(ctx, x.rank)
         axis = norm_axis(dim, x.rank)
         n = x.shape[axis]
         count = ctx.choice("count", (1, 2, 2, 3, 4))
@@ -424,7 +419,7 @@ class Chunk(ShapeOp):
     ranks = (POS_RANK,)
 
     def build(self, ctx: BuildContext, x: SymTensor) -> Build:
-        dim = pick_axis(ctx, "dim", x.rank)
+        dim = pick_axis(ctx, x.rank)
         axis = norm_axis(dim, x.rank)
         n = x.shape[axis]
         chunks = ctx.choice("chunks", (1, 2, 3, 4, 5))
@@ -443,7 +438,7 @@ class TensorSplit(ShapeOp):
     ranks = (POS_RANK,)
 
     def build(self, ctx: BuildContext, x: SymTensor) -> Build:
-        dim = pick_axis(ctx, "dim", x.rank)
+        dim = pick_axis(ctx, x.rank)
         axis = norm_axis(dim, x.rank)
         n = x.shape[axis]
         count = ctx.choice("count", (1, 2, 3, 4))
@@ -467,7 +462,7 @@ class Unbind(ShapeOp):
     ranks = (POS_RANK,)
 
     def build(self, ctx: BuildContext, x: SymTensor) -> Build:
-        dim = pick_axis(ctx, "dim", x.rank)
+        dim = pick_axis(ctx, x.rank)
         axis = norm_axis(dim, x.rank)
         count = ctx.choice("count", (1, 2, 3, 4))
         out = SymTensor(x.shape[:axis] + x.shape[axis + 1:], x.dtype)
@@ -495,7 +490,7 @@ class Narrow(ShapeOp):
     ranks = (POS_RANK,)
 
     def build(self, ctx: BuildContext, x: SymTensor) -> Build:
-        dim = pick_axis(ctx, "dim", x.rank)
+        dim = pick_axis(ctx, x.rank)
         axis = norm_axis(dim, x.rank)
         n = x.shape[axis]
         start, first = signed_index(ctx, "start", n, ctx.choice("negative", (False, False, True)))
@@ -551,7 +546,7 @@ class Select(ShapeOp):
     ranks = (POS_RANK,)
 
     def build(self, ctx: BuildContext, x: SymTensor) -> Build:
-        dim = pick_axis(ctx, "dim", x.rank)
+        dim = pick_axis(ctx, x.rank)
         axis = norm_axis(dim, x.rank)
         n = x.shape[axis]
         index, pos = signed_index(ctx, "index", n, ctx.choice("negative", (False, True)))
@@ -797,7 +792,7 @@ class Cumsum(ShapeOp):
         return dtype if dtype.is_float else DType.INT64
 
     def build(self, ctx: BuildContext, x: SymTensor) -> Build:
-        dim = pick_axis(ctx, "dim", max(x.rank, 1))
+        dim = pick_axis(ctx, max(x.rank, 1))
         return one(x.shape, self.out_dtype(x.dtype), dim=dim)
 
     def forward(self, attrs: AttrMap, x: torch.Tensor) -> torch.Tensor:
@@ -827,7 +822,7 @@ class Cummax(ShapeOp):
     fn = staticmethod(torch.cummax)
 
     def build(self, ctx: BuildContext, x: SymTensor) -> Build:
-        dim = pick_axis(ctx, "dim", max(x.rank, 1))
+        dim = pick_axis(ctx, max(x.rank, 1))
         return Build([SymTensor(x.shape, x.dtype), SymTensor(x.shape, DType.INT64)], [], {"dim": dim})
 
     def forward(self, attrs: AttrMap, x: torch.Tensor) -> tuple[torch.Tensor, ...]:

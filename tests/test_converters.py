@@ -131,3 +131,28 @@ def test_an_exporter_dtype_bug_is_not_blamed_on_the_onnx_passes_after_it() -> No
         _skip_unavailable(name)
         verdict = run_check(graph, 0, name, check_options=FAST_CHECK).verdict
         assert verdict.stage is Stage.SOURCE and not verdict.is_bug, (name, verdict.message)
+
+
+def test_onnx_to_onnx_converters_share_one_upstream_export_per_source() -> None:
+    """Each graph is exported once for all the ONNX-to-ONNX converters that start from the same exporter and
+    opset; its failure is shared too (and stays the exporter's, Stage.SOURCE)."""
+    from fuzzer.check import judge
+
+    good = prepare(hand_graphs.conv_relu_add(), 0, "source", {}, 1.0)
+    g = hand_graphs.GraphBuilder()
+    x = g.input((1, 1, 4, 2, 2))
+    bad = prepare(g.build((g.op("pixel_shuffle", (x,), (1, 1, 1, 4, 4), upscale_factor=2),)), 0, "source", {}, 1.0)
+    first_timings: dict[str, float] = {}
+    seen = []
+    for i, name in enumerate(("onnxoptimizer", "onnx-version-converter", "ort-optimizer")):
+        _skip_unavailable(name)
+        converter = CONVERTERS[name]
+        timings: dict[str, float] = first_timings if i == 0 else {}
+        result = judge(good, converter, converter.options(), timings)
+        assert result.verdict.symptom is Symptom.PASS, (name, result.verdict.message)
+        assert ("upstream_export" in timings) == (i == 0), (name, sorted(timings))
+        failed = judge(bad, converter, converter.options(), {}).verdict
+        assert (failed.symptom, failed.stage) == (Symptom.UNSUPPORTED, Stage.SOURCE), (name, failed.message)
+        seen.append(failed.message)
+    assert len(set(seen)) == 1 and "pixel_shuffle" in seen[0]
+    assert list(good.source.exports) == [("torch-onnx-script", 17)]

@@ -56,6 +56,8 @@ class Source:
     module: GraphModule
     inputs: tuple[torch.Tensor, ...]  # in graph.inputs order, on `device`
     device: str = "cpu"  # where the module and inputs live; ONNX Runtime targets run there too
+    # Upstream exports by (exporter, opset), made once and shared by the ONNX-to-ONNX converters of this source.
+    exports: dict[tuple[str, int], Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def input_names(self) -> tuple[str, ...]:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import onnx
 
-from fuzzer.converters.base import Converter, ConverterOptions, Source, StageError, Steps, TargetRun
+from fuzzer.converters.base import Converter, ConverterOptions, Source, StageError, Steps, TargetRun, UpstreamError
 from fuzzer.converters.torch_onnx_dynamo import DynamoOptions, export_dynamo
 from fuzzer.converters.torch_onnx_script import ScriptOptions, export_script
 from fuzzer.onnx_run import check_and_serialize, run_model, run_onnx_target, upstream_failure
@@ -30,10 +30,40 @@ class Upstream:
     output_dtypes: tuple[str, ...]
 
 
+@dataclass(frozen=True)
+class _Export:
+    """One upstream export of a source as every converter after it sees it: the serialized model and baseline
+    run, or the failure. The proto is parsed again for each user, as ONNX passes may change it in place."""
+
+    data: bytes = b""
+    outputs: tuple[np.ndarray, ...] = ()
+    output_dtypes: tuple[str, ...] = ()
+    error: UpstreamError | None = None
+
+
 def export_upstream(source: Source, exporter: str, opset: int, steps: Steps, run: bool = True) -> Upstream:
-    """Export with `exporter` at `opset`, validate, and (when `run`) run it unoptimized as the baseline."""
+    """Export with `exporter` at `opset`, validate, and (when `run`) run it unoptimized as the baseline.
+
+    With `run`, the export is made once per source and shared (its steps are timed where it was made): the
+    exporters are deterministic, and five ONNX-to-ONNX converters used to export the same graph five times."""
     if exporter not in UPSTREAMS:
         raise ValueError(f"unknown upstream exporter {exporter!r}; known: {UPSTREAMS}")
+    if not run:
+        return _export(source, exporter, opset, steps, run=False)
+    key = (exporter, opset)
+    if key not in source.exports:
+        try:
+            up = _export(source, exporter, opset, steps, run=True)
+            source.exports[key] = _Export(up.data, up.outputs, up.output_dtypes)
+        except UpstreamError as exc:
+            source.exports[key] = _Export(error=exc)
+    made: _Export = source.exports[key]
+    if made.error is not None:
+        raise made.error
+    return Upstream(onnx.load_from_string(made.data), made.data, made.outputs, made.output_dtypes)
+
+
+def _export(source: Source, exporter: str, opset: int, steps: Steps, run: bool) -> Upstream:
     own = Steps()
     try:
         if exporter == "torch-onnx-script":

@@ -33,6 +33,7 @@ import onnx
 import torch
 
 from fuzzer.converters.base import distribution_version
+from fuzzer.device import DEVICES
 from fuzzer.errors import UsageError
 from fuzzer.fsutil import atomic_publish_dir, atomic_write_text
 from fuzzer.tensor_io import proto_bytes_to_numpy, torch_to_numpy
@@ -306,8 +307,8 @@ def read_case(path: Path | str) -> CaseData:
     if not isinstance(fields["seed"], int):
         raise CaseError(f"{folder}: seed must be an integer")
     device = data.get("device", "cpu")  # cases written before devices were recorded ran on the CPU
-    if device not in ("cpu", "cuda"):
-        raise CaseError(f"{folder}: device must be 'cpu' or 'cuda', not {device!r}")
+    if device not in DEVICES:
+        raise CaseError(f"{folder}: device must be one of {', '.join(DEVICES)}, not {device!r}")
     model = _read_model(folder, digests)
     weights = {}
     for name in graph.weights:

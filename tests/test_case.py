@@ -76,7 +76,7 @@ def test_first_writer_wins_unless_replace(tmp_path: Path) -> None:
     ("truncated_pb", "test_data_set_0/input_0.pb is truncated"),
     ("missing_pb", "missing test_data_set_0/output_0.pb"),
     ("truncated_model", "model.onnx is truncated"),
-    ("device", "device must be 'cpu' or 'cuda', not 'tpu'"),
+    ("device", "device must be one of cpu, cuda, not 'tpu'"),
 ])
 def test_damage_is_one_clear_case_error(tmp_path: Path, damage: str, message: str) -> None:
     case = CaseData(**{**make_case().__dict__, "model": b"\x08\x07" + b"\x3a" + b"\x00"})

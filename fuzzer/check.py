@@ -162,10 +162,7 @@ def prepare(graph: Graph, seed: int, converter: str, timings: dict[str, float],
         module = materialize(graph, seed)
     with timer(timings, "inputs"):
         found = find_valid_inputs(module, seed, budget_s=budget_s)
-    inputs = tuple(found.inputs[n] for n in graph.inputs)
-    if device != "cpu":
-        module, inputs = module.to(device), tuple(x.to(device) for x in inputs)
-    source = Source(graph, module, inputs, device)
+    source = Source.on(device, graph, module, tuple(found.inputs[n] for n in graph.inputs))
     expected = expect(source, timings, converter)
     if isinstance(expected, Expected) and not found.valid:
         expected = dataclasses.replace(expected, valid_inputs=False)
@@ -347,11 +344,16 @@ def follow_up(result: CheckResult, converter: Converter, options: ConverterOptio
     return dataclasses.replace(result, verdict=verdict, timings=timings)
 
 
+def add_timings(timings: dict[str, float], steps: Mapping[str, float], prefix: str = "") -> None:
+    """Add each step's seconds to `timings` under `prefix + name`."""
+    for name, seconds in steps.items():
+        timings[prefix + name] = timings.get(prefix + name, 0.0) + seconds
+
+
 def book_inner(timings: dict[str, float], follow_up_name: str, inner: Mapping[str, float]) -> None:
     """Move the steps timed inside a follow-up (the converter's export, the runtime, the oracle) out of its own
     timer into "<follow-up>.<step>" entries, so time spent converting again is booked as conversion."""
-    for name, seconds in inner.items():
-        timings[f"{follow_up_name}.{name}"] = timings.get(f"{follow_up_name}.{name}", 0.0) + seconds
+    add_timings(timings, inner, f"{follow_up_name}.")
     timings[follow_up_name] = max(timings[follow_up_name] - sum(inner.values()), 0.0)
 
 
@@ -411,8 +413,7 @@ def locate(verdict: Verdict, expected: Expected, converter: Converter, options: 
         prefix = expect(prefix_source(expected.source, k), steps)
         if not isinstance(prefix, CheckResult):
             seen[k] = judge(prefix, converter, options, steps).verdict
-        for name, seconds in steps.items():
-            timings[name] = timings.get(name, 0.0) + seconds
+        add_timings(timings, steps)
         return k in seen and seen[k].symptom is Symptom.WRONG_VALUES
 
     lo, hi = 1, n

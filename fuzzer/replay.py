@@ -70,10 +70,7 @@ def case_source(case: CaseData) -> Source | None:
     graph = case.graph
     weights = {n: _torch(case.weights[n], graph.types[n].shape) for n in graph.weights}
     inputs = tuple(_torch(x, t.shape) for x, t in zip(case.inputs, graph.inputs.values(), strict=True))
-    module = GraphModule(graph, weights)
-    if case.device != "cpu":
-        module, inputs = module.to(case.device), tuple(x.to(case.device) for x in inputs)
-    return Source(graph, module, inputs, case.device)
+    return Source.on(case.device, graph, GraphModule(graph, weights), inputs)
 
 
 def _torch(x: np.ndarray, shape: tuple[int, ...]) -> torch.Tensor:

@@ -59,6 +59,13 @@ class Source:
     # Upstream exports by (exporter, opset), made once and shared by the ONNX-to-ONNX converters of this source.
     exports: dict[tuple[str, int], Any] = field(default_factory=dict, compare=False, repr=False)
 
+    @classmethod
+    def on(cls, device: str, graph: Graph, module: GraphModule, inputs: tuple[torch.Tensor, ...]) -> Source:
+        """A source whose module and inputs (made on the CPU) are moved to `device`."""
+        if device != "cpu":
+            module, inputs = module.to(device), tuple(x.to(device) for x in inputs)
+        return cls(graph, module, inputs, device)
+
     @property
     def input_names(self) -> tuple[str, ...]:
         return tuple(self.graph.inputs)

@@ -133,9 +133,11 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--minutes and --tests must be positive")
     if args.reduce_budget <= 0:
         raise UsageError("--reduce-budget must be positive")
-    require_device(args.device, f"--device {args.device}")
+    if not args.resume:  # before the campaign folder is made
+        require_device(args.device, f"--device {args.device}")
     out, db, spec = resumed_campaign(args) if args.resume else new_campaign(args)
-    require_device(spec.worker.device, f"{out}: --device {spec.worker.device}")
+    if args.resume:  # a resumed campaign runs on the device it was started with
+        require_device(spec.worker.device, f"{out}: --device {spec.worker.device}")
     progress = Progress(interval_s=args.log_interval, total=None)
     # `convsmith reduce` replays a case with the standard converters: an injected registry's finds are not reduced.
     reduce = not args.no_reduce and spec.worker.registry == DEFAULT_REGISTRY

@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import fuzz as convsmith_bench  # noqa: E402  (bench/fuzz.py)
 import nnsmith_loop  # noqa: E402
 
-from fuzzer.db import open_campaign  # noqa: E402
+from fuzzer.campaign.db import open_campaign  # noqa: E402
 
 CONVERTER = "torch-onnx-script"
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from tqdm import tqdm
 
-from fuzzer.check import CheckOptions, CheckResult, run_check
+from fuzzer.check.pipeline import CheckOptions, CheckResult, run_check
 from fuzzer.converters import list_converters
 from generators.dtypes import DType
 from generators.generator import GenerationError, GenOptions, generate

@@ -1,5 +1,5 @@
 import sys
 
-from fuzzer.cli import main
+from fuzzer.commands.main import main
 
 sys.exit(main())

@@ -25,7 +25,7 @@ import z3
 from generators.dtypes import ALL, DType
 from generators.ir import Graph, Node, TensorType
 from generators.ops.base import Build, OpBug, OpSpec, Sig, SymTensor, numel
-from generators.registry import REGISTRY
+from generators.registry import REGISTRY, OpRegistry
 
 
 @dataclass(frozen=True)
@@ -116,7 +116,7 @@ class _NodeRecord:
 class _GraphBuilder:
     """State of one graph under construction (one solver, one rng)."""
 
-    def __init__(self, seed: int, opts: GenOptions) -> None:
+    def __init__(self, seed: int, opts: GenOptions, registry: OpRegistry = REGISTRY) -> None:
         self.rng = random.Random(seed)
         self.opts = opts
         self.z3ctx = z3.main_ctx()  # fresh per graph: see _fresh_z3_context
@@ -143,7 +143,7 @@ class _GraphBuilder:
         self.needs_nonzero: set[str] = set()  # placeholders that feed an input which must be nonzero
         self._counter = 0
         self._consts: dict[int, z3.ArithRef] = {}
-        self.sig_table = _sig_table(opts.include_ops, opts.exclude_ops, opts.dtypes, opts.avoid_pairs)
+        self.sig_table = _sig_table(registry, opts.include_ops, opts.exclude_ops, opts.dtypes, opts.avoid_pairs)
         self.ops = tuple(self.sig_table)
         if not self.ops:
             raise GenerationError("no operator accepts the allowed dtypes")
@@ -462,7 +462,7 @@ class _GraphBuilder:
 
 
 @functools.cache
-def _sig_table(include: tuple[str, ...], exclude: tuple[str, ...], dtypes: tuple[DType, ...],
+def _sig_table(registry: OpRegistry, include: tuple[str, ...], exclude: tuple[str, ...], dtypes: tuple[DType, ...],
                avoid: frozenset[tuple[str, str]]) -> dict[OpSpec, tuple[Sig, ...]]:
     """Each selected operator's signatures within the allowed dtypes and not avoided; operators with none left out.
 
@@ -470,7 +470,7 @@ def _sig_table(include: tuple[str, ...], exclude: tuple[str, ...], dtypes: tuple
     """
     allowed = set(dtypes)
     table = {}
-    for op in REGISTRY.select(include, exclude):
+    for op in registry.select(include, exclude):
         sigs = tuple(s for s in op.sigs if set(s.ins) | {s.out} <= allowed
                      and (op.name, (s.ins[0] if s.ins else s.out).value) not in avoid)
         if sigs:
@@ -494,14 +494,15 @@ def _fresh_z3_context() -> Iterator[None]:
         z3.z3._main_ctx = saved
 
 
-def generate(seed: int, opts: GenOptions | None = None) -> Graph:
-    """Make one valid random graph; the same seed and options always give the same graph."""
+def generate(seed: int, opts: GenOptions | None = None, registry: OpRegistry = REGISTRY) -> Graph:
+    """Make one valid random graph of `registry`'s operators; the same seed and options always give the same
+    graph."""
     with _fresh_z3_context():
-        return _generate(seed, opts or GenOptions())
+        return _generate(seed, opts or GenOptions(), registry)
 
 
-def _generate(seed: int, opts: GenOptions) -> Graph:
-    builder = _GraphBuilder(seed, opts)
+def _generate(seed: int, opts: GenOptions, registry: OpRegistry) -> Graph:
+    builder = _GraphBuilder(seed, opts, registry)
     builder.seed_placeholder()
     attempts = 0
     limit = opts.max_attempts_per_node * max(opts.nodes, 1)
@@ -514,6 +515,25 @@ def _generate(seed: int, opts: GenOptions) -> Graph:
     if not builder.records:
         raise GenerationError(f"no operator could be placed in {attempts} attempts")
     return _renamed(builder.to_graph())
+
+
+def single_op_graph(op: OpSpec, dtype: DType, seed: int, attempts: int = 8,
+                    registry: OpRegistry = REGISTRY) -> Graph | None:
+    """A one-node graph of `op` whose first input (its output, for ops without inputs) has `dtype`; None when
+    the generator cannot make one in `attempts` tries."""
+    sigs = [s for s in op.sigs if (s.ins[0] if s.ins else s.out) is dtype]
+    allowed = tuple(dict.fromkeys([dtype] + [d for s in sigs for d in s.ins] + [s.out for s in sigs]))
+    for attempt in range(attempts):
+        try:
+            graph = generate(seed * 1000 + attempt, GenOptions(nodes=1, include_ops=(op.name,), dtypes=allowed,
+                                                                max_numel=256, max_dim=8), registry)
+        except GenerationError:
+            continue
+        node = graph.nodes[0]
+        first = node.inputs[0] if node.inputs else node.outputs[0]
+        if node.op == op.name and graph.types[first].dtype is dtype:
+            return graph
+    return None
 
 
 _DEFINE_INT = re.compile(r"\(define-fun (\S+) \(\) Int\s+(\(- \d+\)|\d+)\)")

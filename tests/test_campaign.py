@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from fuzzer.campaign import CampaignSpec, case_folders
-from fuzzer.case import read_case
-from fuzzer.cli import main
-from fuzzer.db import DB_NAME
+from fuzzer.campaign.db import DB_NAME
+from fuzzer.campaign.loop import CampaignSpec, case_folders
+from fuzzer.cases.case import read_case
+from fuzzer.commands.main import main
 from generators.generator import generate
 
 TESTS = Path(__file__).parent

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from fuzzer.campaign import case_folders
+from fuzzer.campaign.loop import case_folders
 
 
 def run_fuzz(out: Path, *extra: str) -> subprocess.CompletedProcess:

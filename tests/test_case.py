@@ -9,9 +9,9 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from fuzzer.case import CaseData, CaseError, optional_renderer, read_case, write_case
-from fuzzer.errors import UsageError
-from fuzzer.hand_graphs import conv_relu_add
+from fuzzer.cases.case import CaseData, CaseError, optional_renderer, read_case, write_case
+from fuzzer.support.errors import UsageError
+from hand_graphs import conv_relu_add
 from oracles.verdict import Stage, Symptom, Verdict
 
 
@@ -39,7 +39,7 @@ def test_round_trip(tmp_path: Path) -> None:
     assert back.reference[0].dtype == np.float64
     assert (folder / "graph.dot").exists()
     assert [p.name for p in tmp_path.iterdir()] == [case.id]  # no staging left
-    for module, filename in (("fuzzer.repro_script", "repro.py"), ("fuzzer.report", "report.md")):
+    for module, filename in (("fuzzer.cases.repro", "repro.py"), ("fuzzer.cases.report", "report.md")):
         present = optional_renderer(module, "render_repro" if filename == "repro.py" else "render_report")
         assert (folder / filename).exists() == (present is not None)
 

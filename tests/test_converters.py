@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import hand_graphs
 import pytest
 
-from fuzzer import hand_graphs
-from fuzzer.check import CheckOptions, classify, prepare, run_check
+from fuzzer.check.pipeline import CheckOptions, classify, prepare, run_check
 from fuzzer.converters import CONVERTERS, list_converters
 from fuzzer.converters.base import Failure
 from generators.dtypes import DType
@@ -136,7 +136,7 @@ def test_an_exporter_dtype_bug_is_not_blamed_on_the_onnx_passes_after_it() -> No
 def test_onnx_to_onnx_converters_share_one_upstream_export_per_source() -> None:
     """Each graph is exported once for all the ONNX-to-ONNX converters that start from the same exporter and
     opset; its failure is shared too (and stays the exporter's, Stage.SOURCE)."""
-    from fuzzer.check import judge
+    from fuzzer.check.pipeline import judge
 
     good = prepare(hand_graphs.conv_relu_add(), 0, "source", {}, 1.0)
     g = hand_graphs.GraphBuilder()

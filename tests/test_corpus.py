@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from fuzzer.case import read_case
-from fuzzer.replay import Outcome, replay
+from fuzzer.cases.case import read_case
+from fuzzer.cases.replay import Outcome, replay
 
 CORPUS = Path(__file__).resolve().parents[1] / "corpus"
 

@@ -5,16 +5,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import hand_graphs
 import onnxruntime
 import pytest
 import torch
 
-from fuzzer import hand_graphs
-from fuzzer.check import CheckOptions, run_check
-from fuzzer.device import require_device
-from fuzzer.errors import UsageError
-from fuzzer.onnx_run import providers_for
-from fuzzer.worker import WorkerConfig, address_space_limit
+from fuzzer.campaign.worker import WorkerConfig, address_space_limit
+from fuzzer.check.pipeline import CheckOptions, run_check
+from fuzzer.converters.runtime import providers_for
+from fuzzer.support.device import require_device
+from fuzzer.support.errors import UsageError
 from oracles.verdict import Symptom
 
 HAS_CUDA = torch.cuda.is_available() and "CUDAExecutionProvider" in onnxruntime.get_available_providers()
@@ -62,8 +62,8 @@ def test_require_device_names_what_is_missing() -> None:
 def test_a_case_found_on_the_gpu_is_refused_in_one_line_here(tmp_path: Path, capsys) -> None:
     from test_case import make_case
 
-    from fuzzer import cli
-    from fuzzer.case import CaseData, write_case
+    from fuzzer.cases.case import CaseData, write_case
+    from fuzzer.commands import main as cli
 
     case = make_case()
     folder = write_case(tmp_path, CaseData(**{**case.__dict__, "device": "cuda", "converter": "torch-onnx-script"}))

@@ -8,16 +8,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import hand_graphs
 import numpy as np
 import onnx
 import pytest
 from onnx import helper, numpy_helper
 
-from fuzzer import hand_graphs
-from fuzzer.check import CheckOptions, Expected, check_onnx_model, follow_up, judge, prepare
+from fuzzer.check.pipeline import CheckOptions, Expected, check_onnx_model, follow_up, judge, prepare
 from fuzzer.converters.base import Source, Steps, TargetRun
+from fuzzer.converters.runtime import run_onnx_target
 from fuzzer.converters.torch_onnx_script import ScriptOptions, TorchOnnxScript, export_script
-from fuzzer.onnx_run import run_onnx_target
 from generators.ir import Graph
 from oracles.verdict import Stage, Symptom
 

@@ -14,8 +14,10 @@ from pathlib import Path
 
 import numpy as np
 
-from fuzzer.campaign import LOG_DIR, Campaign, CampaignSpec, case_folders
-from fuzzer.case import read_case
+from fuzzer.campaign.db import DB_NAME, CampaignDB
+from fuzzer.campaign.loop import LOG_DIR, Campaign, CampaignSpec, case_folders
+from fuzzer.campaign.worker import WorkerConfig
+from fuzzer.cases.case import read_case
 from fuzzer.converters import CONVERTERS, ConverterRegistry
 from fuzzer.converters.base import (
     Converter,
@@ -25,8 +27,6 @@ from fuzzer.converters.base import (
     TargetRun,
     tensor_to_numpy,
 )
-from fuzzer.db import DB_NAME, CampaignDB
-from fuzzer.worker import WorkerConfig
 from oracles.verdict import Stage
 
 
@@ -126,7 +126,7 @@ def test_faulty_converters_get_their_verdicts_and_the_campaign_goes_on(tmp_path:
 
 def record_spawns(monkeypatch) -> list[int]:
     """The pid of every worker the campaign starts, in order."""
-    import fuzzer.campaign as campaign
+    import fuzzer.campaign.loop as campaign
 
     spawned: list[int] = []
     original = campaign.Campaign.spawn
@@ -141,7 +141,7 @@ def record_spawns(monkeypatch) -> list[int]:
 
 
 def test_workers_are_recycled_between_units_and_nothing_is_lost(tmp_path: Path, monkeypatch) -> None:
-    import fuzzer.campaign as campaign
+    import fuzzer.campaign.loop as campaign
 
     monkeypatch.setattr(campaign, "RECYCLE_AFTER_UNITS", 2)
     spawned = record_spawns(monkeypatch)
@@ -152,7 +152,7 @@ def test_workers_are_recycled_between_units_and_nothing_is_lost(tmp_path: Path, 
 
 
 def test_a_worker_grown_past_the_memory_mark_is_replaced_between_units(tmp_path: Path, monkeypatch) -> None:
-    import fuzzer.campaign as campaign
+    import fuzzer.campaign.loop as campaign
 
     monkeypatch.setattr(campaign, "RECYCLE_GROWTH_MB", -1)  # every worker has grown: replaced after each unit
     spawned = record_spawns(monkeypatch)
@@ -163,12 +163,12 @@ def test_a_worker_grown_past_the_memory_mark_is_replaced_between_units(tmp_path:
 
 
 def test_the_preloaded_worker_module_brings_every_lazily_imported_case_renderer() -> None:
-    """Workers fork from a forkserver that preloaded fuzzer.worker; a renderer imported only at the first case
+    """Workers fork from a forkserver that preloaded fuzzer.campaign.worker; a renderer imported only at the first case
     would come from the checkout as it is then, possibly newer than the rest of the running campaign."""
     import subprocess
     import sys
 
-    code = "import sys, fuzzer.worker; print(sorted(m for m in sys.modules if m in ('fuzzer.report', " \
-           "'fuzzer.repro_script')))"
+    code = "import sys, fuzzer.campaign.worker; print(sorted(m for m in sys.modules if m in ('fuzzer.cases.report', " \
+           "'fuzzer.cases.repro')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "['fuzzer.report', 'fuzzer.repro_script']"
+    assert out.strip() == "['fuzzer.cases.report', 'fuzzer.cases.repro']"

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from fuzzer.check import CheckResult, run_check
-from fuzzer.probe import OK, UNSUPPORTED, ProbeError, load_probe, probe_pairs, run_probe, tiny_graph
+from fuzzer.campaign.probe import OK, UNSUPPORTED, ProbeError, load_probe, probe_pairs, run_probe, tiny_graph
+from fuzzer.check.pipeline import CheckResult, run_check
 from generators.dtypes import DType
 from oracles.verdict import Stage, Symptom, Verdict
 

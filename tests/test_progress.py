@@ -2,8 +2,8 @@
 
 import pytest
 
-from fuzzer.check import book_inner
-from fuzzer.progress import category
+from fuzzer.campaign.progress import category
+from fuzzer.check.pipeline import book_inner
 
 
 @pytest.mark.parametrize(("timer", "share"), [

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from fuzzer.hand_graphs import GraphBuilder
-from fuzzer.reduce import graph_size, reduce_graph
-from fuzzer.reduce_passes import PASSES, cut, prune
+from fuzzer.reduce.passes import PASSES, cut, prune
+from fuzzer.reduce.shrinker import graph_size, reduce_graph
+from generators.builder import GraphBuilder
 from generators.dtypes import DType
 from generators.ir import Graph, Node, TensorType
 
@@ -147,8 +147,8 @@ def test_cut_feeds_readers_from_a_fresh_input_of_the_same_type() -> None:
 def test_reduce_command_writes_a_linked_reduced_case(tmp_path, capsys) -> None:
     from pathlib import Path
 
-    from fuzzer import cli
-    from fuzzer.case import read_case
+    from fuzzer.cases.case import read_case
+    from fuzzer.commands import main as cli
 
     corpus = Path(__file__).resolve().parents[1] / "corpus"
     # A crash, not a wrong value: `reduce` re-derives inputs from the seed, and the input search may change
@@ -167,8 +167,8 @@ def test_reduce_command_writes_a_linked_reduced_case(tmp_path, capsys) -> None:
 def test_promote_sets_the_expectation(tmp_path, capsys) -> None:
     from pathlib import Path
 
-    from fuzzer import cli
-    from fuzzer.case import read_case
+    from fuzzer.cases.case import read_case
+    from fuzzer.commands import main as cli
 
     corpus = Path(__file__).resolve().parents[1] / "corpus"
     folder = next(p.parent for p in sorted(corpus.glob("*floor_divide*/case.json")))

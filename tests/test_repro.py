@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from fuzzer import cli
-from fuzzer.case import read_case
-from fuzzer.hand_graphs import elementwise
-from fuzzer.repro_script import TEMPLATES, missing_templates, render_module
+from fuzzer.cases.case import read_case
+from fuzzer.cases.repro import TEMPLATES, missing_templates, render_module
+from fuzzer.commands import main as cli
+from hand_graphs import elementwise
 from generators.materialize import materialize, random_inputs
 from oracles.verdict import Stage, Symptom, Verdict
 
@@ -142,7 +142,7 @@ def _fake_verdict(symptom: Symptom, signature: str) -> Verdict:
 @pytest.mark.parametrize("outcome,status,word", [("same", 0, "reproduces"), ("pass", 1, "fixed (now pass)"),
                                                  ("other", 1, "fails differently (now crash-other)")])
 def test_repro_exit_status_follows_the_outcome(monkeypatch, capsys, outcome: str, status: int, word: str) -> None:
-    import fuzzer.replay as replay
+    import fuzzer.cases.replay as replay
 
     case = read_case(CASES[0])
     verdicts = {"same": case.verdict, "pass": _fake_verdict(Symptom.PASS, ""),

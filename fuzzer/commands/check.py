@@ -6,9 +6,9 @@ import argparse
 import json
 from pathlib import Path
 
-from fuzzer.check import ConverterUnavailable, run_check
+from fuzzer.check.pipeline import ConverterUnavailable, run_check
 from fuzzer.converters import CONVERTERS
-from fuzzer.errors import UsageError
+from fuzzer.support.errors import UsageError
 from generators.ir import Graph, GraphError, validate
 from generators.registry import REGISTRY
 

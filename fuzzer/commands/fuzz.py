@@ -7,16 +7,16 @@ import os
 import sys
 from pathlib import Path
 
-from fuzzer.campaign import LOG_DIR, Campaign, CampaignSpec
+from fuzzer.campaign.db import DB_NAME, CampaignDB, open_campaign
+from fuzzer.campaign.loop import LOG_DIR, Campaign, CampaignSpec
+from fuzzer.campaign.probe import load_probe
+from fuzzer.campaign.progress import Progress, format_summary, summarize
+from fuzzer.campaign.worker import DEFAULT_REGISTRY, WorkerConfig, load_registry
+from fuzzer.commands.flags import _names, add_generator_arguments, generator_options
 from fuzzer.commands.probe import DEFAULT_CACHE as DEFAULT_PROBE_CACHE
 from fuzzer.converters import CONVERTERS
-from fuzzer.db import DB_NAME, CampaignDB, open_campaign
-from fuzzer.device import require_device
-from fuzzer.errors import UsageError
-from fuzzer.options import _names, add_generator_arguments, generator_options
-from fuzzer.probe import load_probe
-from fuzzer.progress import Progress, format_summary, summarize
-from fuzzer.worker import DEFAULT_REGISTRY, WorkerConfig, load_registry
+from fuzzer.support.device import require_device
+from fuzzer.support.errors import UsageError
 
 NAME = "fuzz"
 HELP = "run a fuzzing campaign: isolated workers, a campaign database, one case folder per distinct bug"

@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from fuzzer.errors import UsageError
-from fuzzer.fsutil import atomic_write_bytes, atomic_write_text
-from fuzzer.options import add_generator_arguments, generator_options
-from fuzzer.tensor_io import tensor_to_proto_bytes
+from fuzzer.commands.flags import add_generator_arguments, generator_options
+from fuzzer.support.errors import UsageError
+from fuzzer.support.files import atomic_write_bytes, atomic_write_text
+from fuzzer.support.tensors import tensor_to_proto_bytes
 from generators.dot import to_dot
 from generators.generator import GenerationError, generate
 from generators.materialize import materialize

@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from fuzzer.check import ConverterUnavailable
+from fuzzer.campaign.probe import ProbeError, run_probe
+from fuzzer.check.pipeline import ConverterUnavailable
 from fuzzer.converters import CONVERTERS
-from fuzzer.errors import UsageError
-from fuzzer.probe import ProbeError, run_probe
+from fuzzer.support.errors import UsageError
 from generators.dtypes import DType
 from generators.registry import REGISTRY
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from fuzzer.case import with_changes, write_case
-from fuzzer.errors import UsageError
-from fuzzer.replay import Outcome, load_case, replay
+from fuzzer.cases.case import with_changes, write_case
+from fuzzer.cases.replay import Outcome, load_case, replay
+from fuzzer.support.errors import UsageError
 
 NAME = "promote"
 HELP = "copy a case into the regression corpus with its expectation (known bug, or must pass)"

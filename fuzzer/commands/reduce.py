@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from fuzzer.case import write_case
-from fuzzer.check import ConverterUnavailable
-from fuzzer.errors import UsageError
-from fuzzer.reduce import ReductionFailed, reduce_case
-from fuzzer.replay import load_case
+from fuzzer.cases.case import write_case
+from fuzzer.cases.replay import load_case
+from fuzzer.check.pipeline import ConverterUnavailable
+from fuzzer.reduce.shrinker import ReductionFailed, reduce_case
+from fuzzer.support.errors import UsageError
 
 NAME = "reduce"
 HELP = "minimize a saved bug case (same signature, smaller graph) and write the reduced case folder"

@@ -6,8 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from fuzzer.errors import UsageError
-from fuzzer.replay import Outcome, load_case, replay
+from fuzzer.cases.replay import Outcome, load_case, replay
+from fuzzer.support.errors import UsageError
 
 NAME = "repro"
 HELP = "replay saved bug cases on the installed versions: reproduces, fixed, or fails differently"

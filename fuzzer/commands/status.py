@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from fuzzer.db import open_campaign
-from fuzzer.progress import format_summary, summarize
+from fuzzer.campaign.db import open_campaign
+from fuzzer.campaign.progress import format_summary, summarize
 
 NAME = "status"
 HELP = "summarize a campaign folder: tests by converter x symptom x stage, unique bugs, throughput, time shares"

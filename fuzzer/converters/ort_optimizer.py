@@ -12,8 +12,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from fuzzer.converters.base import Converter, ConverterOptions, Source, Steps, TargetRun
+from fuzzer.converters.runtime import make_session, run_model, run_session
 from fuzzer.converters.upstream import export_upstream
-from fuzzer.onnx_run import make_session, run_model, run_session
 from oracles.verdict import Stage
 
 LEVEL_ORDER = ("basic", "extended", "all")

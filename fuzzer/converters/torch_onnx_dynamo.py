@@ -15,7 +15,7 @@ import onnx
 import torch
 
 from fuzzer.converters.base import Converter, ConverterOptions, Source, Steps, TargetRun
-from fuzzer.onnx_run import check_and_serialize, run_model
+from fuzzer.converters.runtime import check_and_serialize, run_model
 from oracles.verdict import Stage
 
 TORCHLIB_MIN_OPSET = 18  # torchlib has no implementations below this; lower opsets are version-converted

@@ -10,7 +10,7 @@ import onnx
 import torch
 
 from fuzzer.converters.base import Converter, ConverterOptions, Source, Steps, TargetRun
-from fuzzer.onnx_run import check_and_serialize, run_model
+from fuzzer.converters.runtime import check_and_serialize, run_model
 from oracles.verdict import Stage
 
 

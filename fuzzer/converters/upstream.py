@@ -12,9 +12,9 @@ import numpy as np
 import onnx
 
 from fuzzer.converters.base import Converter, ConverterOptions, Source, StageError, Steps, TargetRun, UpstreamError
+from fuzzer.converters.runtime import check_and_serialize, run_model, run_onnx_target, upstream_failure
 from fuzzer.converters.torch_onnx_dynamo import DynamoOptions, export_dynamo
 from fuzzer.converters.torch_onnx_script import ScriptOptions, export_script
-from fuzzer.onnx_run import check_and_serialize, run_model, run_onnx_target, upstream_failure
 from oracles.verdict import Stage
 
 UPSTREAMS = ("torch-onnx-script", "torch-onnx-dynamo")

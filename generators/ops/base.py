@@ -1,22 +1,27 @@
-"""What an operator spec is: dtypes, ranks, a z3 shape rule with requirements, and its PyTorch call.
+"""What an operator spec is: dtypes, ranks, a z3 shape rule with requirements, its PyTorch call and source.
 
-An op is a small class. The generator hands `build` symbolic input tensors (z3 integer dims) and a
-`BuildContext` for attributes and weights; `build` returns symbolic outputs, the z3 requirements that make
-the call valid, and the attributes. `forward` is the PyTorch code a model author would write, called with
-concrete attributes. `domain_loss` steers the input search away from NaN/Inf.
+An op is a small class, and everything about the operator lives on it. The generator hands `build` symbolic
+input tensors (z3 integer dims) and a `BuildContext` for attributes and weights; `build` returns symbolic
+outputs, the z3 requirements that make the call valid, and the attributes. `forward` is the PyTorch code a
+model author would write, called with concrete attributes; `torch_source` writes that same call as plain
+PyTorch source (repro.py); `discontinuity` names where its output jumps (the oracle's labels);
+`domain_loss` steers the input search away from NaN/Inf.
 """
 
 from __future__ import annotations
 
+import importlib
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
+import numpy as np
 import torch
 import z3
 
 from generators.dtypes import DType
+from generators.ops.discontinuity import Closeness, Detector
 
 Dim = z3.ArithRef
 AttrMap = Mapping[str, Any]
@@ -105,6 +110,9 @@ class OpSpec:
     # Normalizations: some output element has magnitude >= 1 whatever the input, so the output can never
     # fit a narrow domain such as asin's (-1, 1).
     unit_scale: ClassVar[bool] = False
+    # Where the output jumps for a tiny change of the input (rounding ties, branch cuts, comparison ties):
+    # the oracle labels divergences on such inputs. None: the op is continuous.
+    discontinuity: ClassVar[Detector | None] = None
 
     def needs_nonzero(self, index: int) -> bool:
         """Whether data input `index` must be free of zeros."""
@@ -125,6 +133,19 @@ class OpSpec:
     def domain_loss(self, attrs: AttrMap, *xs: torch.Tensor) -> torch.Tensor | None:
         """A non-negative differentiable penalty that is zero when inputs are inside the op's domain."""
         return None
+
+    def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
+        """This call as one plain-PyTorch expression over the variables `args` (data inputs, then weights),
+        for repro.py: it must compute what `forward` computes, bit for bit, with only `torch` imported."""
+        raise NotImplementedError(f"operator {self.name} does not write its PyTorch source")
+
+    def discontinuities(self, attrs: AttrMap, inputs: Sequence[np.ndarray],
+                        near: Closeness = Closeness()) -> frozenset[str]:
+        """Labels of the discontinuities these (numpy) input values sit on; empty for a continuous op."""
+        arrays = [np.asarray(x) for x in inputs]
+        if self.discontinuity is None or not arrays or any(x.size == 0 for x in arrays):
+            return frozenset()
+        return frozenset(self.discontinuity(arrays, attrs, near))
 
     def out_dtypes_for(self, ins: tuple[DType, ...]) -> list[Sig]:
         return [s for s in self.sigs if s.ins == ins]
@@ -152,8 +173,41 @@ class BroadcastBinary(OpSpec):
     def forward(self, attrs: AttrMap, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         return type(self).fn(a, b)
 
+    def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
+        return call(function_source(type(self).fn), args)
+
 
 # ---- helpers shared by the families -------------------------------------------------------------
+
+# Where `function_source` looks for the public name of a torch function, most specific last.
+_PUBLIC_MODULES = ("torch", "torch.nn.functional", "torch.special", "torch.linalg")
+
+
+def function_source(fn: Callable[..., Any]) -> str:
+    """'torch.log10' / 'torch.nn.functional.elu' for a public torch function (checked to be that very object)."""
+    name = getattr(fn, "__name__", "")
+    for module in _PUBLIC_MODULES:
+        if name and getattr(importlib.import_module(module), name, None) is fn:
+            return f"{module}.{name}"
+    raise OpBug(f"{fn!r} is not a public torch function: write the op's torch_source by hand")
+
+
+def literal(value: Any) -> str:
+    """Python source for an attribute value: like repr, but inf and nan as float('inf') / float('nan')."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"float({str(value)!r})"
+    if isinstance(value, tuple):
+        return f"({', '.join(map(literal, value))}{',' if len(value) == 1 else ''})"
+    if isinstance(value, list):
+        return f"[{', '.join(map(literal, value))}]"
+    return repr(value)
+
+
+def call(qual: str, args: Sequence[str], *positional: Any, **kwargs: Any) -> str:
+    """`qual(arg0, arg1, <positional literals>, key=<literal>, ...)`, keyword arguments in the given order."""
+    parts = [*args, *map(literal, positional), *(f"{k}={literal(v)}" for k, v in kwargs.items())]
+    return f"{qual}({', '.join(parts)})"
+
 
 ANY_RANK: tuple[int, ...] = (0, 1, 2, 3, 4, 5)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import torch
@@ -9,7 +10,18 @@ import torch.nn.functional as F
 import z3
 
 from generators.dtypes import FLOATS
-from generators.ops.base import AttrMap, Build, BuildContext, Dim, OpSpec, SymTensor, conv_out, same_sigs
+from generators.ops.base import (
+    AttrMap,
+    Build,
+    BuildContext,
+    Dim,
+    OpSpec,
+    SymTensor,
+    call,
+    conv_out,
+    function_source,
+    same_sigs,
+)
 
 # The CPU kernels also take int64 (not int32 once groups/bias are used); ONNX Conv is float-only, so
 # integer convolutions would only measure exporter refusals. Floats only.
@@ -22,6 +34,15 @@ PADDING_MODES = ("zeros", "zeros", "reflect", "replicate", "circular")
 def spatial_attrs(ctx: BuildContext, name: str, n: int, lo: int, hi: int) -> tuple[Dim, ...]:
     """One symbolic integer attribute per spatial dim (stride0, stride1, ...)."""
     return tuple(ctx.int_attr(f"{name}{i}", lo, hi) for i in range(n))
+
+
+def functional_source(fn: Any) -> str:
+    """'torch.nn.functional.conv2d' for a function torch.nn.functional exports (checked to be that very object),
+    else `function_source`'s name: the spelling a model author uses for convolutions, pools and norms."""
+    name = getattr(fn, "__name__", "")
+    if name and getattr(F, name, None) is fn:
+        return f"torch.nn.functional.{name}"
+    return function_source(fn)
 
 
 def torch_pad(padding: tuple[int, ...]) -> tuple[int, ...]:
@@ -85,6 +106,15 @@ class ConvND(OpSpec):
         return type(self).fn(x, w, b, stride=attrs["stride"], padding=padding, dilation=attrs["dilation"],
                              groups=attrs["groups"])
 
+    def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
+        x, *weights = args  # weight, then the bias when attrs["bias"]
+        padding = attrs["padding"]
+        if attrs["padding_mode"] != "zeros":
+            x = call(functional_source(F.pad), [x], torch_pad(padding), mode=attrs["padding_mode"])
+            padding = 0
+        return call(functional_source(type(self).fn), [x, *weights], stride=attrs["stride"], padding=padding,
+                    dilation=attrs["dilation"], groups=attrs["groups"])
+
 
 class ConvTransposeND(ConvND):
     """Transposed convolution; the weight is [C_in, C_out/groups, *k]."""
@@ -113,6 +143,10 @@ class ConvTransposeND(ConvND):
         return type(self).fn(x, w, b, stride=attrs["stride"], padding=attrs["padding"],
                              output_padding=attrs["output_padding"], groups=attrs["groups"],
                              dilation=attrs["dilation"])
+
+    def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
+        return call(functional_source(type(self).fn), args, stride=attrs["stride"], padding=attrs["padding"],
+                    output_padding=attrs["output_padding"], groups=attrs["groups"], dilation=attrs["dilation"])
 
 
 def _conv(name: str, n: int, fn: Any, base: type[ConvND] = ConvND) -> type[ConvND]:

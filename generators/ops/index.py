@@ -5,6 +5,8 @@ Index tensors are int64 weights whose values the generator bounds to the indexed
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 import torch.nn.functional as F
 import z3
@@ -19,10 +21,13 @@ from generators.ops.base import (
     OpSpec,
     Sig,
     SymTensor,
+    call,
+    literal,
     norm_axis,
     pick_axis,
     same_sigs,
 )
+from generators.ops.discontinuity import IndexTie, every_position, top_k_window
 from generators.ops.shape import fill_value, size_of
 
 POS_RANK = (1, 2, 3, 4, 5)
@@ -62,6 +67,10 @@ class Gather(IndexOp):
     def forward(self, attrs: AttrMap, x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
         return torch.gather(x, attrs["dim"], index)
 
+    def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
+        x, index = args
+        return f"torch.gather({x}, {literal(attrs['dim'])}, {index})"
+
 
 class TakeAlongDim(IndexOp):
     """torch.take_along_dim(x, index, dim): index broadcasts with x off the axis; dim=None indexes the flat x."""
@@ -90,6 +99,11 @@ class TakeAlongDim(IndexOp):
             return torch.take_along_dim(x, index)
         return torch.take_along_dim(x, index, dim=attrs["dim"])
 
+    def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
+        if attrs["dim"] is None:
+            return call("torch.take_along_dim", args)
+        return call("torch.take_along_dim", args, dim=attrs["dim"])
+
 
 class Take(IndexOp):
     """torch.take(x, index): indices into the flattened x, negative ones count from the end."""
@@ -104,6 +118,9 @@ class Take(IndexOp):
 
     def forward(self, attrs: AttrMap, x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
         return torch.take(x, index)
+
+    def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
+        return call("torch.take", args)
 
 
 class IndexSelect(IndexOp):
@@ -121,6 +138,10 @@ class IndexSelect(IndexOp):
     def forward(self, attrs: AttrMap, x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
         return torch.index_select(x, attrs["dim"], index)
 
+    def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
+        x, index = args
+        return f"torch.index_select({x}, {literal(attrs['dim'])}, {index})"
+
 
 class AdvancedIndex(IndexOp):
     """x[:, idx] with an int64 tensor index (1-D or 2-D, negative entries allowed): advanced indexing."""
@@ -136,6 +157,10 @@ class AdvancedIndex(IndexOp):
 
     def forward(self, attrs: AttrMap, x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
         return x[(slice(None),) * attrs["axis"] + (index,)]
+
+    def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
+        x, index = args
+        return f"{x}[{':, ' * attrs['axis']}{index}]"
 
 
 class Embedding(IndexOp):
@@ -154,6 +179,10 @@ class Embedding(IndexOp):
 
     def forward(self, attrs: AttrMap, table: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
         return F.embedding(index, table, padding_idx=attrs["padding_idx"])
+
+    def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
+        table, index = args
+        return call("torch.nn.functional.embedding", [index, table], padding_idx=attrs["padding_idx"])
 
 
 # ---- writing ----------------------------------------------------------------------------------------
@@ -174,6 +203,10 @@ class MaskedFill(IndexOp):
 
     def forward(self, attrs: AttrMap, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         return x.masked_fill(mask, attrs["value"])
+
+    def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
+        x, mask = args
+        return call(f"{x}.masked_fill", [mask], attrs["value"])
 
 
 def scatter_index(ctx: BuildContext, x: SymTensor, src: SymTensor, axis: int) -> tuple[SymTensor, list]:
@@ -206,6 +239,10 @@ class Scatter(IndexOp):
     def forward(self, attrs: AttrMap, x: torch.Tensor, src: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
         return x.scatter(attrs["dim"], index, src)
 
+    def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
+        x, src, index = args
+        return f"{x}.scatter({literal(attrs['dim'])}, {index}, {src})"
+
 
 class ScatterAdd(Scatter):
     """torch.scatter_add(x, dim, index, src): colliding writes add up."""
@@ -223,6 +260,10 @@ class ScatterAdd(Scatter):
     def forward(self, attrs: AttrMap, x: torch.Tensor, src: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
         return torch.scatter_add(x, attrs["dim"], index, src)
 
+    def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
+        x, src, index = args
+        return f"torch.scatter_add({x}, {literal(attrs['dim'])}, {index}, {src})"
+
 
 class ScatterReduce(ScatterAdd):
     """x.scatter_reduce(dim, index, src, reduce, include_self)."""
@@ -236,6 +277,11 @@ class ScatterReduce(ScatterAdd):
 
     def forward(self, attrs: AttrMap, x: torch.Tensor, src: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
         return x.scatter_reduce(attrs["dim"], index, src, attrs["reduce"], include_self=attrs["include_self"])
+
+    def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
+        x, src, index = args
+        return (f"{x}.scatter_reduce({literal(attrs['dim'])}, {index}, {src}, {literal(attrs['reduce'])}, "
+                f"include_self={literal(attrs['include_self'])})")
 
 
 class IndexAdd(IndexOp):
@@ -259,6 +305,10 @@ class IndexAdd(IndexOp):
     def forward(self, attrs: AttrMap, x: torch.Tensor, source: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
         return x.index_add(attrs["dim"], index, source, alpha=attrs["alpha"])
 
+    def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
+        x, source, index = args
+        return f"{x}.index_add({literal(attrs['dim'])}, {index}, {source}, alpha={literal(attrs['alpha'])})"
+
 
 class IndexFill(IndexOp):
     emits_zeros = True
@@ -273,6 +323,10 @@ class IndexFill(IndexOp):
 
     def forward(self, attrs: AttrMap, x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
         return x.index_fill(attrs["dim"], index, attrs["value"])
+
+    def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
+        x, index = args
+        return f"{x}.index_fill({literal(attrs['dim'])}, {index}, {literal(attrs['value'])})"
 
 
 class OneHot(IndexOp):
@@ -291,6 +345,9 @@ class OneHot(IndexOp):
     def forward(self, attrs: AttrMap, index: torch.Tensor) -> torch.Tensor:
         return F.one_hot(index, attrs["num_classes"])
 
+    def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
+        return call("torch.nn.functional.one_hot", args, attrs["num_classes"])
+
 
 # ---- ordering -----------------------------------------------------------------------------------------
 
@@ -307,6 +364,7 @@ class Topk(IndexOp):
 
     name = "topk"
     sigs = NO_BOOL
+    discontinuity = IndexTie(True, top_k_window)
     ranks = (ANY_RANK,)
 
     def build(self, ctx: BuildContext, x: SymTensor) -> Build:
@@ -323,12 +381,17 @@ class Topk(IndexOp):
         out = torch.topk(x, attrs["k"], dim=attrs["dim"], largest=attrs["largest"], sorted=attrs["sorted"])
         return tuple(out)
 
+    def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
+        topk = call("torch.topk", args, attrs["k"], dim=attrs["dim"], largest=attrs["largest"], sorted=attrs["sorted"])
+        return f"tuple({topk})"
+
 
 class Kthvalue(IndexOp):
     """torch.kthvalue(x, k, dim, keepdim): the k-th smallest value and its index."""
 
     name = "kthvalue"
     sigs = NO_BOOL
+    discontinuity = IndexTie(False, every_position)
     ranks = (ANY_RANK,)
 
     def build(self, ctx: BuildContext, x: SymTensor) -> Build:
@@ -344,12 +407,16 @@ class Kthvalue(IndexOp):
     def forward(self, attrs: AttrMap, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
         return tuple(torch.kthvalue(x, attrs["k"], dim=attrs["dim"], keepdim=attrs["keepdim"]))
 
+    def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
+        return f"tuple({call('torch.kthvalue', args, attrs['k'], dim=attrs['dim'], keepdim=attrs['keepdim'])})"
+
 
 class Sort(IndexOp):
     """torch.sort(x, dim, descending, stable): sorted values and the permutation."""
 
     name = "sort"
     ranks = (ANY_RANK,)
+    discontinuity = IndexTie(False, every_position)  # Argsort inherits it
 
     def sort_attrs(self, ctx: BuildContext, x: SymTensor) -> dict:
         return {"dim": pick_axis(ctx, max(x.rank, 1)), "descending": ctx.choice("descending", (False, True)),
@@ -360,6 +427,12 @@ class Sort(IndexOp):
 
     def forward(self, attrs: AttrMap, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
         return tuple(torch.sort(x, dim=attrs["dim"], descending=attrs["descending"], stable=attrs["stable"]))
+
+    def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
+        return f"tuple({call('torch.sort', args, **self.sort_kwargs(attrs))})"
+
+    def sort_kwargs(self, attrs: AttrMap) -> dict:
+        return {"dim": attrs["dim"], "descending": attrs["descending"], "stable": attrs["stable"]}
 
 
 class Argsort(Sort):
@@ -373,6 +446,9 @@ class Argsort(Sort):
 
     def forward(self, attrs: AttrMap, x: torch.Tensor) -> torch.Tensor:
         return torch.argsort(x, dim=attrs["dim"], descending=attrs["descending"], stable=attrs["stable"])
+
+    def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
+        return call("torch.argsort", args, **self.sort_kwargs(attrs))
 
 
 OPS: list[type[OpSpec]] = [

@@ -9,7 +9,19 @@ import torch.nn.functional as F
 import z3
 
 from generators.dtypes import ALL, FLOATS, DType
-from generators.ops.base import AttrMap, Build, BuildContext, Dim, OpSpec, SymTensor, broadcast, same_sigs
+from generators.ops.base import (
+    AttrMap,
+    Build,
+    BuildContext,
+    Dim,
+    OpSpec,
+    SymTensor,
+    broadcast,
+    call,
+    function_source,
+    literal,
+    same_sigs,
+)
 
 # int8/uint8 products accumulate in the same narrow type and wrap around; converters widen. Left out.
 MATMUL_DTYPES = FLOATS + (DType.INT32, DType.INT64)
@@ -55,6 +67,9 @@ class MatProduct(OpSpec):
     def forward(self, attrs: AttrMap, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         return type(self).fn(a, b)
 
+    def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
+        return call(function_source(type(self).fn), args)
+
 
 class Matmul(MatProduct):
     name = "matmul"
@@ -62,6 +77,10 @@ class Matmul(MatProduct):
 
     def forward(self, attrs: AttrMap, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         return a @ b
+
+    def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
+        a, b = args
+        return f"{a} @ {b}"
 
 
 class Mm(MatProduct):
@@ -124,6 +143,9 @@ class Linear(OpSpec):
     def forward(self, attrs: AttrMap, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None = None) -> torch.Tensor:
         return F.linear(x, w, b)
 
+    def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
+        return call("torch.nn.functional.linear", args)  # the bias is there when attrs["bias"] is
+
 
 class AddMm(OpSpec):
     """beta * input + alpha * (m1 @ m2), with `input` broadcast to the product's shape."""
@@ -144,6 +166,9 @@ class AddMm(OpSpec):
 
     def forward(self, attrs: AttrMap, c: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         return type(self).fn(c, a, b, beta=attrs["beta"], alpha=attrs["alpha"])
+
+    def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
+        return call(function_source(type(self).fn), args, beta=attrs["beta"], alpha=attrs["alpha"])
 
 
 class BaddBmm(AddMm):
@@ -191,6 +216,9 @@ class Einsum(OpSpec):
 
     def forward(self, attrs: AttrMap, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         return torch.einsum(attrs["equation"], a, b)
+
+    def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
+        return call("torch.einsum", [literal(attrs["equation"]), *args])
 
 
 OPS: list[type[OpSpec]] = [Matmul, Mm, Bmm, Mv, Dot, Outer, Linear, AddMm, BaddBmm, Einsum]

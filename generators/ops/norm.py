@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -9,7 +10,8 @@ import torch.nn.functional as F
 import z3
 
 from generators.dtypes import FLOATS, DType
-from generators.ops.base import AttrMap, Build, BuildContext, Dim, OpSpec, SymTensor, same_sigs
+from generators.ops.base import AttrMap, Build, BuildContext, Dim, OpSpec, SymTensor, call, literal, same_sigs
+from generators.ops.conv import functional_source
 
 EPS = (1e-5, 1e-3, 0.1)
 MOMENTUM = (0.1, 0.0, 0.5)  # F.batch_norm takes no None (that is only the nn module's)
@@ -47,6 +49,18 @@ def split_weights(ws: tuple[torch.Tensor, ...], running: bool, affine: bool) -> 
     return mean, var, weight, bias
 
 
+def split_weight_names(args: Sequence[str], running: bool, affine: bool) -> list[str]:
+    """`split_weights` over source: the names of (running mean, running var, weight, bias), 'None' where absent."""
+    mean, var = args[:2] if running else ("None", "None")
+    weight, bias = args[-2:] if affine else ("None", "None")
+    return [mean, var, weight, bias]
+
+
+def last_dims_source(x: str, count: int) -> str:
+    """Source for the shape of `x`'s last `count` (>= 1) dims, read from the tensor when the repro runs."""
+    return f"{x}.shape[{-count}:]"
+
+
 class Norm(OpSpec):
     family = "norm"
     unit_scale = True
@@ -73,6 +87,12 @@ class BatchNorm(Norm):
         return F.batch_norm(x, mean, var, weight, bias, training=attrs["batch_stats"], momentum=attrs["momentum"],
                             eps=attrs["eps"])
 
+    def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
+        x, *ws = args
+        weights = split_weight_names(ws, not attrs["batch_stats"], attrs["affine"])
+        return call(functional_source(F.batch_norm), [x, *weights], training=attrs["batch_stats"],
+                    momentum=attrs["momentum"], eps=attrs["eps"])
+
 
 class InstanceNorm(Norm):
     """F.instance_norm from per-instance statistics, or from running statistics (use_input_stats=False)."""
@@ -94,6 +114,12 @@ class InstanceNorm(Norm):
         mean, var, weight, bias = split_weights(ws, not attrs["use_input_stats"], attrs["affine"])
         return F.instance_norm(x, mean, var, weight, bias, use_input_stats=attrs["use_input_stats"],
                                momentum=attrs["momentum"], eps=attrs["eps"])
+
+    def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
+        x, *ws = args
+        weights = split_weight_names(ws, not attrs["use_input_stats"], attrs["affine"])
+        return call(functional_source(F.instance_norm), [x, *weights], use_input_stats=attrs["use_input_stats"],
+                    momentum=attrs["momentum"], eps=attrs["eps"])
 
 
 class LayerNorm(Norm):
@@ -119,6 +145,11 @@ class LayerNorm(Norm):
         weight, bias = (tuple(ws) + (None, None))[:2]
         return F.layer_norm(x, shape, weight, bias, eps=attrs["eps"])
 
+    def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
+        x, *ws = args  # weight and bias, weight only, or neither
+        return call(functional_source(F.layer_norm), [x, last_dims_source(x, attrs["normalized_dims"]), *ws],
+                    eps=attrs["eps"])
+
 
 class RmsNorm(LayerNorm):
     name = "rms_norm"
@@ -128,6 +159,11 @@ class RmsNorm(LayerNorm):
     def forward(self, attrs: AttrMap, x: torch.Tensor, *ws: torch.Tensor) -> torch.Tensor:
         shape = x.shape[x.dim() - attrs["normalized_dims"]:]
         return F.rms_norm(x, shape, ws[0] if ws else None, eps=attrs["eps"])
+
+    def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
+        x, *ws = args  # the weight, or nothing
+        return call(functional_source(F.rms_norm), [x, last_dims_source(x, attrs["normalized_dims"]), *ws],
+                    eps=attrs["eps"])
 
 
 class GroupNorm(Norm):
@@ -153,6 +189,10 @@ class GroupNorm(Norm):
         weight, bias = ws if attrs["affine"] else (None, None)
         return F.group_norm(x, attrs["num_groups"], weight, bias, eps=attrs["eps"])
 
+    def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
+        x, *ws = args  # weight and bias, or neither
+        return call(functional_source(F.group_norm), [x, literal(attrs["num_groups"]), *ws], eps=attrs["eps"])
+
 
 class LocalResponseNorm(Norm):
     """F.local_response_norm across channels; 4-D and wider inputs go through avg_pool3d (no half kernels)."""
@@ -170,6 +210,10 @@ class LocalResponseNorm(Norm):
     def forward(self, attrs: AttrMap, x: torch.Tensor) -> torch.Tensor:
         return F.local_response_norm(x, attrs["size"], alpha=attrs["alpha"], beta=attrs["beta"], k=attrs["k"])
 
+    def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
+        return call(functional_source(F.local_response_norm), args, attrs["size"], alpha=attrs["alpha"],
+                    beta=attrs["beta"], k=attrs["k"])
+
 
 class Normalize(Norm):
     """F.normalize: x / max(||x||_p, eps) along one dim (negative dims too)."""
@@ -184,6 +228,9 @@ class Normalize(Norm):
 
     def forward(self, attrs: AttrMap, x: torch.Tensor) -> torch.Tensor:
         return F.normalize(x, p=attrs["p"], dim=attrs["dim"], eps=attrs["eps"])
+
+    def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
+        return call(functional_source(F.normalize), args, p=attrs["p"], dim=attrs["dim"], eps=attrs["eps"])
 
 
 OPS: list[type[OpSpec]] = [BatchNorm, InstanceNorm, LayerNorm, RmsNorm, GroupNorm, LocalResponseNorm, Normalize]

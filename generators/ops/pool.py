@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import torch
@@ -9,8 +10,9 @@ import torch.nn.functional as F
 import z3
 
 from generators.dtypes import FLOATS, INTS, DType
-from generators.ops.base import AttrMap, Build, BuildContext, Dim, OpSpec, SymTensor, same_sigs
-from generators.ops.conv import spatial_attrs
+from generators.ops.base import AttrMap, Build, BuildContext, Dim, OpSpec, SymTensor, call, same_sigs
+from generators.ops.conv import functional_source, spatial_attrs
+from generators.ops.discontinuity import PoolIndices
 
 F32_64 = (DType.FLOAT32, DType.FLOAT64)  # avg_pool3d has no float16/bfloat16 CPU kernel
 
@@ -69,6 +71,7 @@ class PoolND(OpSpec):
 class MaxPoolND(PoolND):
     preserves_values = True
     has_dilation = True
+    discontinuity = PoolIndices()  # ties within a window make the returned index ambiguous
 
     def build(self, ctx: BuildContext, x: SymTensor) -> Build:
         sizes, attrs, reqs = self.windows(ctx, x)
@@ -80,6 +83,12 @@ class MaxPoolND(PoolND):
     def forward(self, attrs: AttrMap, x: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, ...]:
         return type(self).fn(x, attrs["kernel_size"], attrs["stride"], attrs["padding"], attrs["dilation"],
                              ceil_mode=attrs["ceil_mode"], return_indices=attrs["return_indices"])
+
+    def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
+        # With return_indices the call returns the (values, indices) tuple, the node's two outputs.
+        stride = {"stride": attrs["stride"]} if attrs["stride"] is not None else {}
+        return call(functional_source(type(self).fn), args, attrs["kernel_size"], **stride, padding=attrs["padding"],
+                    dilation=attrs["dilation"], ceil_mode=attrs["ceil_mode"], return_indices=attrs["return_indices"])
 
 
 class AvgPoolND(PoolND):
@@ -101,6 +110,12 @@ class AvgPoolND(PoolND):
         return type(self).fn(x, attrs["kernel_size"], attrs["stride"], attrs["padding"], ceil_mode=attrs["ceil_mode"],
                              count_include_pad=attrs["count_include_pad"], **extra)
 
+    def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
+        stride = {"stride": attrs["stride"]} if attrs["stride"] is not None else {}
+        extra = {"divisor_override": attrs["divisor_override"]} if attrs["divisor_override"] is not None else {}
+        return call(functional_source(type(self).fn), args, attrs["kernel_size"], **stride, padding=attrs["padding"],
+                    ceil_mode=attrs["ceil_mode"], count_include_pad=attrs["count_include_pad"], **extra)
+
 
 class LpPoolND(PoolND):
     """(sum x^p)^(1/p) over each window; an odd p needs non-negative window sums."""
@@ -116,6 +131,13 @@ class LpPoolND(PoolND):
         kernel = attrs["kernel_size"][0] if self.n == 1 else attrs["kernel_size"]
         stride = attrs["stride"][0] if self.n == 1 and attrs["stride"] else attrs["stride"]
         return type(self).fn(x, attrs["norm_type"], kernel, stride, ceil_mode=attrs["ceil_mode"])
+
+    def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
+        kernel = attrs["kernel_size"][0] if self.n == 1 else attrs["kernel_size"]
+        stride = attrs["stride"][0] if self.n == 1 and attrs["stride"] else attrs["stride"]
+        strides = {"stride": stride} if stride is not None else {}
+        return call(functional_source(type(self).fn), args, attrs["norm_type"], kernel, **strides,
+                    ceil_mode=attrs["ceil_mode"])
 
     def domain_loss(self, attrs: AttrMap, x: torch.Tensor) -> torch.Tensor | None:
         if attrs["norm_type"] != 3.0 or not x.is_floating_point():
@@ -165,6 +187,11 @@ class AdaptivePoolND(OpSpec):
             return type(self).fn(x, size, return_indices=attrs["return_indices"])
         return type(self).fn(x, size)
 
+    def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
+        size = attrs["output_size"][0] if self.n == 1 else attrs["output_size"]
+        extra = {"return_indices": attrs["return_indices"]} if self.indices else {}
+        return call(functional_source(type(self).fn), args, size, **extra)
+
 
 def _pool(name: str, base: type[OpSpec], n: int, fn: Any, dtypes=FLOATS, **extra: Any) -> type[OpSpec]:
     attrs = {"name": name, "n": n, "fn": staticmethod(fn), "sigs": same_sigs(dtypes), "ranks": ((n + 1, n + 2),)}
@@ -183,7 +210,10 @@ OPS: list[type[OpSpec]] = [
     _pool("adaptive_avg_pool1d", AdaptivePoolND, 1, F.adaptive_avg_pool1d),
     _pool("adaptive_avg_pool2d", AdaptivePoolND, 2, F.adaptive_avg_pool2d),
     _pool("adaptive_avg_pool3d", AdaptivePoolND, 3, F.adaptive_avg_pool3d),
-    _pool("adaptive_max_pool1d", AdaptivePoolND, 1, F.adaptive_max_pool1d, indices=True),
-    _pool("adaptive_max_pool2d", AdaptivePoolND, 2, F.adaptive_max_pool2d, indices=True),
-    _pool("adaptive_max_pool3d", AdaptivePoolND, 3, F.adaptive_max_pool3d, indices=True),
+    _pool("adaptive_max_pool1d", AdaptivePoolND, 1, F.adaptive_max_pool1d, indices=True,
+          discontinuity=PoolIndices()),
+    _pool("adaptive_max_pool2d", AdaptivePoolND, 2, F.adaptive_max_pool2d, indices=True,
+          discontinuity=PoolIndices()),
+    _pool("adaptive_max_pool3d", AdaptivePoolND, 3, F.adaptive_max_pool3d, indices=True,
+          discontinuity=PoolIndices()),
 ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
 import torch
@@ -17,10 +18,13 @@ from generators.ops.base import (
     OpSpec,
     Sig,
     SymTensor,
+    call,
     finite_max,
+    function_source,
     pick_axis,
     same_sigs,
 )
+from generators.ops.discontinuity import IndexTie, MinMax
 
 TINY = 1e-3
 Dims = int | tuple[int, ...] | None
@@ -65,6 +69,8 @@ class Reduce(OpSpec):
     full_keepdim: ClassVar[bool] = True  # keepdim is accepted together with dim=None
     has_keepdim: ClassVar[bool] = True
     extra_outs: ClassVar[tuple[DType | None, ...]] = ()  # None: the input's dtype
+    # The public torch function the op calls, for torch_source.
+    torch_fn: ClassVar[Callable[..., Any]]
 
     def build(self, ctx: BuildContext, x: SymTensor) -> Build | None:
         dim = pick_dims(ctx, x.rank, self.multi, self.full)
@@ -91,6 +97,13 @@ class Reduce(OpSpec):
     def fn(self, x: torch.Tensor, dim: Dims, keepdim: bool, attrs: AttrMap) -> Any:
         raise NotImplementedError
 
+    def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
+        return call(function_source(type(self).torch_fn), args, **self.source_kwargs(attrs))
+
+    def source_kwargs(self, attrs: AttrMap) -> dict[str, Any]:
+        """The keyword arguments of the call, as `fn` passes them."""
+        return {"dim": attrs["dim"], "keepdim": attrs["keepdim"]}
+
 
 def _to_int64(dtypes) -> tuple[Sig, ...]:
     return tuple(Sig((d,), DType.INT64) for d in dtypes)
@@ -98,6 +111,7 @@ def _to_int64(dtypes) -> tuple[Sig, ...]:
 
 class Sum(Reduce):
     name = "sum"
+    torch_fn = staticmethod(torch.sum)
     sigs = same_sigs(FLOATS) + _to_int64(INTS + (DType.BOOL,))  # integer sums accumulate in int64
 
     def fn(self, x, dim, keepdim, attrs):
@@ -106,6 +120,7 @@ class Sum(Reduce):
 
 class Mean(Reduce):
     name = "mean"
+    torch_fn = staticmethod(torch.mean)
     sigs = same_sigs(FLOATS)
 
     def fn(self, x, dim, keepdim, attrs):
@@ -114,14 +129,19 @@ class Mean(Reduce):
 
 class Amax(Reduce):
     name = "amax"
+    torch_fn = staticmethod(torch.amax)
     sigs = same_sigs(ALL)
 
     def fn(self, x, dim, keepdim, attrs):
         return torch.amax(x, dim=() if dim is None else dim, keepdim=keepdim)
 
+    def source_kwargs(self, attrs):
+        return {"dim": () if attrs["dim"] is None else attrs["dim"], "keepdim": attrs["keepdim"]}
+
 
 class Amin(Amax):
     name = "amin"
+    torch_fn = staticmethod(torch.amin)
 
     def fn(self, x, dim, keepdim, attrs):
         return torch.amin(x, dim=() if dim is None else dim, keepdim=keepdim)
@@ -131,12 +151,16 @@ class Prod(Reduce):
     """torch.prod takes one dim, or none at all (then without keepdim); floats are kept from overflowing."""
 
     name = "prod"
+    torch_fn = staticmethod(torch.prod)
     sigs = same_sigs(FLOATS) + _to_int64(INTS + (DType.BOOL,))
     multi = False
     full_keepdim = False
 
     def fn(self, x, dim, keepdim, attrs):
         return torch.prod(x) if dim is None else torch.prod(x, dim=dim, keepdim=keepdim)
+
+    def source_kwargs(self, attrs):
+        return {} if attrs["dim"] is None else super().source_kwargs(attrs)
 
     def domain_loss(self, attrs: AttrMap, x: torch.Tensor) -> torch.Tensor | None:
         if not x.is_floating_point():
@@ -151,8 +175,10 @@ class Prod(Reduce):
 class Argmax(Reduce):
     emits_zeros = True  # index 0 is a likely answer whatever the values
     name = "argmax"
+    torch_fn = staticmethod(torch.argmax)
     sigs = _to_int64(NUMERIC)
     multi = False
+    discontinuity = IndexTie(True)
 
     def fn(self, x, dim, keepdim, attrs):
         return torch.argmax(x, dim=dim, keepdim=keepdim)
@@ -160,6 +186,8 @@ class Argmax(Reduce):
 
 class Argmin(Argmax):
     name = "argmin"
+    torch_fn = staticmethod(torch.argmin)
+    discontinuity = IndexTie(False)
 
     def fn(self, x, dim, keepdim, attrs):
         return torch.argmin(x, dim=dim, keepdim=keepdim)
@@ -169,17 +197,24 @@ class MaxDim(Reduce):
     """torch.max(x, dim) -> (values, indices)."""
 
     name = "max"
+    torch_fn = staticmethod(torch.max)
     sigs = same_sigs(ALL)
     multi = False
     full = False
     extra_outs = (DType.INT64,)
+    discontinuity = MinMax(True)
 
     def fn(self, x, dim, keepdim, attrs):
         return tuple(torch.max(x, dim=dim, keepdim=keepdim))
 
+    def torch_source(self, attrs, args):
+        return f"tuple({super().torch_source(attrs, args)})"
+
 
 class MinDim(MaxDim):
     name = "min"
+    torch_fn = staticmethod(torch.min)
+    discontinuity = MinMax(False)
 
     def fn(self, x, dim, keepdim, attrs):
         return tuple(torch.min(x, dim=dim, keepdim=keepdim))
@@ -187,6 +222,7 @@ class MinDim(MaxDim):
 
 class LogSumExp(Reduce):
     name = "logsumexp"
+    torch_fn = staticmethod(torch.logsumexp)
     sigs = same_sigs(FLOATS)
     full = False  # torch.logsumexp requires dim
 
@@ -198,6 +234,7 @@ class Var(Reduce):
     """torch.var with correction 0 or 1; correction 1 needs at least two reduced elements."""
 
     name = "var"
+    torch_fn = staticmethod(torch.var)
     sigs = same_sigs(FLOATS)
 
     def options(self, ctx, x, axes):
@@ -208,9 +245,13 @@ class Var(Reduce):
     def fn(self, x, dim, keepdim, attrs):
         return torch.var(x, dim=dim, correction=attrs["correction"], keepdim=keepdim)
 
+    def source_kwargs(self, attrs):
+        return {"dim": attrs["dim"], "correction": attrs["correction"], "keepdim": attrs["keepdim"]}
+
 
 class Std(Var):
     name = "std"
+    torch_fn = staticmethod(torch.std)
 
     def fn(self, x, dim, keepdim, attrs):
         return torch.std(x, dim=dim, correction=attrs["correction"], keepdim=keepdim)
@@ -218,6 +259,7 @@ class Std(Var):
 
 class VarMean(Var):
     name = "var_mean"
+    torch_fn = staticmethod(torch.var_mean)
     extra_outs = (None,)
 
     def fn(self, x, dim, keepdim, attrs):
@@ -226,6 +268,7 @@ class VarMean(Var):
 
 class StdMean(Var):
     name = "std_mean"
+    torch_fn = staticmethod(torch.std_mean)
     extra_outs = (None,)
 
     def fn(self, x, dim, keepdim, attrs):
@@ -244,10 +287,15 @@ class Norm(Reduce):
     def fn(self, x, dim, keepdim, attrs):
         return torch.linalg.vector_norm(x, ord=float(attrs["ord"]), dim=dim, keepdim=keepdim)
 
+    def torch_source(self, attrs, args):
+        # torch.linalg.vector_norm's __name__ is linalg_vector_norm, so function_source cannot find it.
+        return call("torch.linalg.vector_norm", args, ord=float(attrs["ord"]), **self.source_kwargs(attrs))
+
 
 class Any_(Reduce):
     emits_zeros = True  # False (0) is a likely answer whatever the values
     name = "any"
+    torch_fn = staticmethod(torch.any)
     # uint8 keeps its dtype in torch.any/all (a legacy rule converters may miss).
     sigs = tuple(Sig((d,), DType.UINT8 if d is DType.UINT8 else DType.BOOL) for d in ALL)
 
@@ -257,6 +305,7 @@ class Any_(Reduce):
 
 class All(Any_):
     name = "all"
+    torch_fn = staticmethod(torch.all)
 
     def fn(self, x, dim, keepdim, attrs):
         return torch.all(x, dim=dim, keepdim=keepdim)
@@ -265,11 +314,15 @@ class All(Any_):
 class CountNonzero(Reduce):
     emits_zeros = True  # a count of 0 is a likely answer whatever the values
     name = "count_nonzero"
+    torch_fn = staticmethod(torch.count_nonzero)
     sigs = _to_int64(ALL)
     has_keepdim = False
 
     def fn(self, x, dim, keepdim, attrs):
         return torch.count_nonzero(x, dim=dim)
+
+    def source_kwargs(self, attrs):
+        return {"dim": attrs["dim"]}
 
 
 OPS: list[type[OpSpec]] = [

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any, ClassVar
 
@@ -9,8 +10,8 @@ import torch
 import torch.nn.functional as F
 
 from generators.dtypes import ALL, FLOATS, DType
-from generators.ops.base import AttrMap, Build, BuildContext, Dim, OpSpec, SymTensor, same_sigs
-from generators.ops.conv import spatial_attrs
+from generators.ops.base import AttrMap, Build, BuildContext, Dim, OpSpec, SymTensor, call, same_sigs
+from generators.ops.conv import functional_source, spatial_attrs
 
 # Dyadic scales: size * scale is exact in double, so torch's floor(size * scale) equals the rational floor.
 SCALES = (2, 3, 0.5, 1.5, 2.5, 0.75, 1.25, 0.25)
@@ -52,6 +53,13 @@ class Interpolate(OpSpec):
                              align_corners=attrs["align_corners"],
                              recompute_scale_factor=attrs["recompute_scale_factor"], antialias=attrs["antialias"])
 
+    def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
+        # The arguments a model author writes: the ones that differ from F.interpolate's defaults.
+        given = {"size": attrs["size"], "scale_factor": attrs["scale_factor"], "mode": self.mode,
+                 "align_corners": attrs["align_corners"], "recompute_scale_factor": attrs["recompute_scale_factor"],
+                 "antialias": attrs["antialias"] or None}
+        return call(functional_source(F.interpolate), args, **{k: v for k, v in given.items() if v is not None})
+
 
 def _interp(name: str, mode: str, spatial: tuple[int, ...], dtypes=FLOATS, **extra: Any) -> type[Interpolate]:
     attrs = {"name": name, "mode": mode, "sigs": same_sigs(dtypes), "ranks": (tuple(n + 2 for n in spatial),),
@@ -77,6 +85,9 @@ class PixelShuffle(OpSpec):
     def forward(self, attrs: AttrMap, x: torch.Tensor) -> torch.Tensor:
         return F.pixel_shuffle(x, attrs["upscale_factor"])
 
+    def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
+        return call(functional_source(F.pixel_shuffle), args, attrs["upscale_factor"])
+
 
 class PixelUnshuffle(PixelShuffle):
     name = "pixel_unshuffle"
@@ -89,6 +100,9 @@ class PixelUnshuffle(PixelShuffle):
 
     def forward(self, attrs: AttrMap, x: torch.Tensor) -> torch.Tensor:
         return F.pixel_unshuffle(x, attrs["downscale_factor"])
+
+    def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
+        return call(functional_source(F.pixel_unshuffle), args, attrs["downscale_factor"])
 
 
 WITH_UINT8 = FLOATS + (DType.UINT8,)

@@ -20,7 +20,10 @@ from generators.ops.base import (
     OpSpec,
     Sig,
     SymTensor,
+    call,
     finite_max,
+    function_source,
+    literal,
     norm_axis,
     pick_axis,
     same_sigs,
@@ -60,6 +63,18 @@ class ShapeOp(OpSpec):
 def one(shape: Sequence[Dim], dtype: DType, requires: list | None = None, /, **attrs: Any) -> Build:
     """A single-output Build."""
     return Build([SymTensor(tuple(shape), dtype)], requires or [], attrs)
+
+
+def method(x: str, name: str, *positional: Any, **kwargs: Any) -> str:
+    """`x.name(<literals>)`: a tensor method call in source, the way models write most shape ops."""
+    return call(f"{x}.{name}", [], *positional, **kwargs)
+
+
+def index_source(x: str, axis: int, item: str) -> str:
+    """`x[:, :, item]` for a non-negative axis, `x[..., item, :]` counting from the back for a negative one."""
+    if axis < 0:
+        return f"{x}[{', '.join(['...', item] + [':'] * (-axis - 1))}]"
+    return f"{x}[{', '.join([':'] * axis + [item])}]"
 
 
 # ---- reshaping ----------------------------------------------------------------------------------
@@ -105,6 +120,9 @@ class Reshape(ShapeOp):
     def forward(self, attrs: AttrMap, x: torch.Tensor) -> torch.Tensor:
         return x.reshape(attrs["shape"])
 
+    def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
+        return method(args[0], "reshape", attrs["shape"])
+
 
 class View(Reshape):
     """x.contiguous().view(shape): the view idiom (contiguous because the input may be a transpose)."""
@@ -113,6 +131,9 @@ class View(Reshape):
 
     def forward(self, attrs: AttrMap, x: torch.Tensor) -> torch.Tensor:
         return x.contiguous().view(attrs["shape"])
+
+    def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
+        return method(f"{args[0]}.contiguous()", "view", attrs["shape"])
 
 
 class Unflatten(ShapeOp):
@@ -137,6 +158,9 @@ class Unflatten(ShapeOp):
     def forward(self, attrs: AttrMap, x: torch.Tensor) -> torch.Tensor:
         return x.unflatten(attrs["dim"], attrs["sizes"])
 
+    def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
+        return method(args[0], "unflatten", attrs["dim"], attrs["sizes"])
+
 
 class Flatten(ShapeOp):
     """torch.flatten(x, start_dim, end_dim)."""
@@ -156,11 +180,19 @@ class Flatten(ShapeOp):
     def forward(self, attrs: AttrMap, x: torch.Tensor) -> torch.Tensor:
         return torch.flatten(x, attrs["start_dim"], attrs["end_dim"])
 
+    def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
+        return call("torch.flatten", args, attrs["start_dim"], attrs["end_dim"])
+
 
 # ---- axis order ---------------------------------------------------------------------------------
 
 def maybe_contiguous(x: torch.Tensor, attrs: AttrMap) -> torch.Tensor:
     return x.contiguous() if attrs["contiguous"] else x
+
+
+def maybe_contiguous_source(x: str, attrs: AttrMap) -> str:
+    """The source of `maybe_contiguous`: `.contiguous()` appended when the attribute asks for it."""
+    return f"{x}.contiguous()" if attrs["contiguous"] else x
 
 
 class Transpose(ShapeOp):
@@ -184,6 +216,9 @@ class Transpose(ShapeOp):
     def forward(self, attrs: AttrMap, x: torch.Tensor) -> torch.Tensor:
         return maybe_contiguous(x.transpose(attrs["dim0"], attrs["dim1"]), attrs)
 
+    def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
+        return maybe_contiguous_source(method(args[0], "transpose", attrs["dim0"], attrs["dim1"]), attrs)
+
 
 class T(ShapeOp):
     """x.t(): the 0-2D transpose."""
@@ -196,6 +231,9 @@ class T(ShapeOp):
 
     def forward(self, attrs: AttrMap, x: torch.Tensor) -> torch.Tensor:
         return x.t()
+
+    def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
+        return method(args[0], "t")
 
 
 class Permute(ShapeOp):
@@ -212,6 +250,9 @@ class Permute(ShapeOp):
 
     def forward(self, attrs: AttrMap, x: torch.Tensor) -> torch.Tensor:
         return maybe_contiguous(x.permute(attrs["perm"]), attrs)
+
+    def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
+        return maybe_contiguous_source(method(args[0], "permute", attrs["perm"]), attrs)
 
 
 class Movedim(ShapeOp):
@@ -239,6 +280,9 @@ class Movedim(ShapeOp):
     def forward(self, attrs: AttrMap, x: torch.Tensor) -> torch.Tensor:
         return torch.movedim(x, attrs["source"], attrs["destination"])
 
+    def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
+        return call("torch.movedim", args, attrs["source"], attrs["destination"])
+
 
 # ---- size-1 dims and broadcasting ----------------------------------------------------------------
 
@@ -265,6 +309,9 @@ class Squeeze(ShapeOp):
     def forward(self, attrs: AttrMap, x: torch.Tensor) -> torch.Tensor:
         return x.squeeze() if attrs["dim"] is None else x.squeeze(attrs["dim"])
 
+    def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
+        return method(args[0], "squeeze") if attrs["dim"] is None else method(args[0], "squeeze", attrs["dim"])
+
 
 class Unsqueeze(ShapeOp):
     """x.unsqueeze(dim), dim in [-rank-1, rank]."""
@@ -279,6 +326,9 @@ class Unsqueeze(ShapeOp):
 
     def forward(self, attrs: AttrMap, x: torch.Tensor) -> torch.Tensor:
         return x.unsqueeze(attrs["dim"])
+
+    def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
+        return method(args[0], "unsqueeze", attrs["dim"])
 
 
 class Expand(ShapeOp):
@@ -306,6 +356,9 @@ class Expand(ShapeOp):
     def forward(self, attrs: AttrMap, x: torch.Tensor) -> torch.Tensor:
         return x.expand(attrs["sizes"])
 
+    def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
+        return method(args[0], "expand", attrs["sizes"])
+
 
 class BroadcastTo(Expand):
     """torch.broadcast_to(x, shape): the functional spelling of expand."""
@@ -314,6 +367,9 @@ class BroadcastTo(Expand):
 
     def forward(self, attrs: AttrMap, x: torch.Tensor) -> torch.Tensor:
         return torch.broadcast_to(x, attrs["sizes"])
+
+    def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
+        return call("torch.broadcast_to", args, attrs["sizes"])
 
 
 # ---- joining and splitting ------------------------------------------------------------------------
@@ -338,6 +394,9 @@ class Cat(ShapeOp):
 
     def forward(self, attrs: AttrMap, *xs: torch.Tensor) -> torch.Tensor:
         return torch.cat(xs, dim=attrs["dim"])
+
+    def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
+        return f"torch.cat(({', '.join(args)}), dim={literal(attrs['dim'])})"
 
 
 class Cat3(Cat):
@@ -371,6 +430,9 @@ class Stack(ShapeOp):
 
     def forward(self, attrs: AttrMap, *xs: torch.Tensor) -> torch.Tensor:
         return torch.stack(xs, dim=attrs["dim"])
+
+    def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
+        return f"torch.stack(({', '.join(args)}), dim={literal(attrs['dim'])})"
 
 
 class Stack3(Stack):
@@ -411,6 +473,9 @@ class Split(ShapeOp):
     def forward(self, attrs: AttrMap, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
         return torch.split(x, attrs["split"], dim=attrs["dim"])
 
+    def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
+        return call("torch.split", args, attrs["split"], dim=attrs["dim"])
+
 
 class Chunk(ShapeOp):
     """torch.chunk(x, chunks, dim): may yield fewer than `chunks` pieces, which converters get wrong."""
@@ -429,6 +494,9 @@ class Chunk(ShapeOp):
 
     def forward(self, attrs: AttrMap, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
         return torch.chunk(x, attrs["chunks"], dim=attrs["dim"])
+
+    def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
+        return call("torch.chunk", args, attrs["chunks"], dim=attrs["dim"])
 
 
 class TensorSplit(ShapeOp):
@@ -454,6 +522,9 @@ class TensorSplit(ShapeOp):
     def forward(self, attrs: AttrMap, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
         return torch.tensor_split(x, attrs["split"], dim=attrs["dim"])
 
+    def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
+        return call("torch.tensor_split", args, attrs["split"], dim=attrs["dim"])
+
 
 class Unbind(ShapeOp):
     """torch.unbind(x, dim): one output per slice of a small dim."""
@@ -470,6 +541,9 @@ class Unbind(ShapeOp):
 
     def forward(self, attrs: AttrMap, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
         return torch.unbind(x, dim=attrs["dim"])
+
+    def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
+        return call("torch.unbind", args, dim=attrs["dim"])
 
 
 # ---- windows: narrow, slicing, select, pad ------------------------------------------------------
@@ -500,6 +574,9 @@ class Narrow(ShapeOp):
 
     def forward(self, attrs: AttrMap, x: torch.Tensor) -> torch.Tensor:
         return torch.narrow(x, attrs["dim"], attrs["start"], attrs["length"])
+
+    def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
+        return call("torch.narrow", args, attrs["dim"], attrs["start"], attrs["length"])
 
 
 class Slice(ShapeOp):
@@ -538,6 +615,11 @@ class Slice(ShapeOp):
             return x[(Ellipsis, window) + (slice(None),) * (-axis - 1)]
         return x[(slice(None),) * axis + (window,)]
 
+    def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
+        start, stop, step = attrs["start"], attrs["stop"], attrs["step"]
+        window = f"{'' if start is None else literal(start)}:{'' if stop is None else literal(stop)}"
+        return index_source(args[0], attrs["axis"], window if step == 1 else f"{window}:{literal(step)}")
+
 
 class Select(ShapeOp):
     """x[:, i] / x.select(dim, i): integer indexing that drops a dim; the index is sometimes negative."""
@@ -561,6 +643,11 @@ class Select(ShapeOp):
         if dim < 0:
             return x[(Ellipsis, attrs["index"]) + (slice(None),) * (-dim - 1)]
         return x[(slice(None),) * dim + (attrs["index"],)]
+
+    def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
+        if not attrs["indexing"]:
+            return method(args[0], "select", attrs["dim"], attrs["index"])
+        return index_source(args[0], attrs["dim"], literal(attrs["index"]))
 
 
 class Pad(ShapeOp):
@@ -598,6 +685,11 @@ class Pad(ShapeOp):
         if attrs["mode"] == "constant":
             return F.pad(x, attrs["pad"], mode="constant", value=attrs["value"])
         return F.pad(x, attrs["pad"], mode=attrs["mode"])
+
+    def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
+        if attrs["mode"] == "constant":
+            return call("torch.nn.functional.pad", args, attrs["pad"], mode="constant", value=attrs["value"])
+        return call("torch.nn.functional.pad", args, attrs["pad"], mode=attrs["mode"])
 
 
 class PadConstant(Pad):
@@ -659,6 +751,9 @@ class Tile(ShapeOp):
     def forward(self, attrs: AttrMap, x: torch.Tensor) -> torch.Tensor:
         return torch.tile(x, attrs["reps"])
 
+    def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
+        return call("torch.tile", args, attrs["reps"])
+
 
 class Repeat(Tile):
     """x.repeat(*sizes): like tile but sizes must cover every dim."""
@@ -670,6 +765,9 @@ class Repeat(Tile):
 
     def forward(self, attrs: AttrMap, x: torch.Tensor) -> torch.Tensor:
         return x.repeat(*attrs["reps"])
+
+    def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
+        return method(args[0], "repeat", *attrs["reps"])
 
 
 def pick_axes(ctx: BuildContext, rank: int) -> tuple[int, ...]:
@@ -690,6 +788,9 @@ class Flip(ShapeOp):
     def forward(self, attrs: AttrMap, x: torch.Tensor) -> torch.Tensor:
         return torch.flip(x, attrs["dims"])
 
+    def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
+        return call("torch.flip", args, attrs["dims"])
+
 
 class Roll(ShapeOp):
     """torch.roll(x, shifts, dims): per-axis shifts (negative, or past the size), or a roll of the flat tensor."""
@@ -706,6 +807,11 @@ class Roll(ShapeOp):
 
     def forward(self, attrs: AttrMap, x: torch.Tensor) -> torch.Tensor:
         return torch.roll(x, attrs["shifts"], attrs["dims"])
+
+    def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
+        if attrs["dims"] is None:
+            return call("torch.roll", args, attrs["shifts"])
+        return call("torch.roll", args, attrs["shifts"], attrs["dims"])
 
 
 class Rot90(ShapeOp):
@@ -727,6 +833,9 @@ class Rot90(ShapeOp):
     def forward(self, attrs: AttrMap, x: torch.Tensor) -> torch.Tensor:
         return torch.rot90(x, attrs["k"], attrs["dims"])
 
+    def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
+        return call("torch.rot90", args, attrs["k"], attrs["dims"])
+
 
 # ---- triangles and diagonals ----------------------------------------------------------------------
 
@@ -743,6 +852,9 @@ class Tril(ShapeOp):
     def forward(self, attrs: AttrMap, x: torch.Tensor) -> torch.Tensor:
         return torch.tril(x, attrs["diagonal"])
 
+    def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
+        return call("torch.tril", args, attrs["diagonal"])
+
 
 class Triu(Tril):
     """torch.triu(x, diagonal) over the last two dims."""
@@ -751,6 +863,9 @@ class Triu(Tril):
 
     def forward(self, attrs: AttrMap, x: torch.Tensor) -> torch.Tensor:
         return torch.triu(x, attrs["diagonal"])
+
+    def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
+        return call("torch.triu", args, attrs["diagonal"])
 
 
 class Diagonal(ShapeOp):
@@ -772,6 +887,9 @@ class Diagonal(ShapeOp):
 
     def forward(self, attrs: AttrMap, x: torch.Tensor) -> torch.Tensor:
         return torch.diagonal(x, attrs["offset"], attrs["dim1"], attrs["dim2"])
+
+    def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
+        return call("torch.diagonal", args, offset=attrs["offset"], dim1=attrs["dim1"], dim2=attrs["dim2"])
 
 
 # ---- scans --------------------------------------------------------------------------------------
@@ -797,6 +915,9 @@ class Cumsum(ShapeOp):
 
     def forward(self, attrs: AttrMap, x: torch.Tensor) -> torch.Tensor:
         return type(self).fn(x, attrs["dim"])
+
+    def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
+        return call(function_source(type(self).fn), args, attrs["dim"])
 
 
 class Cumprod(Cumsum):
@@ -827,6 +948,9 @@ class Cummax(ShapeOp):
 
     def forward(self, attrs: AttrMap, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
         return tuple(type(self).fn(x, attrs["dim"]))
+
+    def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
+        return f"tuple({call(function_source(type(self).fn), args, attrs['dim'])})"
 
 
 class Cummin(Cummax):

@@ -21,14 +21,14 @@ from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
 
-from fuzzer.case import CaseData, case_id, collect_versions, now_iso, read_case, write_case
+from fuzzer.campaign.db import OWN_ERROR, CampaignDB, TestRow
+from fuzzer.campaign.faults import FRAME, stage_of_fault
+from fuzzer.campaign.progress import Counts, Progress
+from fuzzer.campaign.reduce_queue import ReduceQueue
+from fuzzer.campaign.worker import WorkerConfig, fault_file, load_registry, worker_main
+from fuzzer.cases.case import CaseData, case_id, collect_versions, now_iso, read_case, write_case
 from fuzzer.converters import ConverterRegistry
-from fuzzer.db import OWN_ERROR, CampaignDB, TestRow
-from fuzzer.errors import UsageError
-from fuzzer.fault_stage import FRAME, stage_of_fault
-from fuzzer.progress import Counts, Progress
-from fuzzer.reduce_queue import ReduceQueue
-from fuzzer.worker import WorkerConfig, fault_file, load_registry, worker_main
+from fuzzer.support.errors import UsageError
 from generators.ir import Graph
 from oracles.signature import crash_signature
 from oracles.verdict import Stage, Symptom, Verdict
@@ -118,7 +118,7 @@ class Campaign:
         self.registry = self.registry or load_registry(self.spec.worker.registry)
         self.ctx = multiprocessing.get_context(self.mp_context)
         if self.mp_context == "forkserver":
-            self.ctx.set_forkserver_preload(["fuzzer.worker"])
+            self.ctx.set_forkserver_preload(["fuzzer.campaign.worker"])
         self.slots: list[Slot] = []
         self.queue: collections.deque[Unit] = collections.deque()
         self.stopping = False

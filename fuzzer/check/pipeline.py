@@ -32,7 +32,7 @@ from fuzzer.converters.base import (
     failure_of,
     tensor_to_numpy,
 )
-from fuzzer.onnx_run import run_onnx_target
+from fuzzer.converters.runtime import run_onnx_target
 from generators.ir import Graph
 from generators.materialize import GraphModule, float64_twin, materialize, widen_inputs
 from generators.valid_inputs import find_valid_inputs

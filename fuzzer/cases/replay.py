@@ -12,12 +12,12 @@ import ml_dtypes
 import numpy as np
 import torch
 
-from fuzzer.case import CASE_JSON, CaseData, CaseError, read_case
-from fuzzer.check import CheckOptions, ConverterUnavailable, check_source, run_check
+from fuzzer.cases.case import CASE_JSON, CaseData, CaseError, read_case
+from fuzzer.check.pipeline import CheckOptions, ConverterUnavailable, check_source, run_check
 from fuzzer.converters import CONVERTERS
 from fuzzer.converters.base import Source
-from fuzzer.device import require_device
-from fuzzer.errors import UsageError
+from fuzzer.support.device import require_device
+from fuzzer.support.errors import UsageError
 from generators.materialize import GraphModule
 from oracles.verdict import Verdict
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fuzzer.errors import UsageError
+from fuzzer.support.errors import UsageError
 
 DB_NAME = "campaign.db"
 DB_SCHEMA = 1

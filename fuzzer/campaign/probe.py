@@ -19,9 +19,9 @@ from typing import Any
 
 from tqdm import tqdm
 
-from fuzzer.check import CheckOptions, available_converter, run_check
+from fuzzer.check.pipeline import CheckOptions, available_converter, run_check
 from fuzzer.converters import CONVERTERS
-from fuzzer.fsutil import atomic_write_text
+from fuzzer.support.files import atomic_write_text
 from generators.dtypes import DType
 from generators.generator import GenerationError, GenOptions, generate
 from generators.ir import Graph

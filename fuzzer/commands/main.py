@@ -12,7 +12,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-from fuzzer.errors import UsageError
+from fuzzer.support.errors import UsageError
 
 COMMANDS: tuple[str, ...] = (
     "generate",

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from fuzzer.repro_script import render_repro
+from fuzzer.cases.repro import render_repro
 from generators.dot import to_dot
 from generators.ir import Graph
 

@@ -17,7 +17,7 @@ from oracles.verdict import Stage
 
 # One line of a faulthandler dump: File "path", line N in function.
 FRAME = re.compile(r'^\s*File "([^"]+)", line (\d+) in (\S+)')
-_OURS = ("/fuzzer/converters/", "/fuzzer/onnx_run.py")
+_OURS = ("/fuzzer/converters/",)
 
 
 def stage_of_fault(dump: str) -> Stage | None:

@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fuzzer.worker import detach_from_terminal_and_parent
+from fuzzer.campaign.worker import detach_from_terminal_and_parent
 
 GRACE_S = 60.0  # on top of the budget: process start-up and the final full check
 FAILED_LIST = "reduce_failed.txt"

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:
-    from fuzzer.db import CampaignDB
+    from fuzzer.campaign.db import CampaignDB
 
 GENERATION = frozenset({"generate", "materialize", "inputs", "source", "reference"})
 ORACLE = frozenset({"oracle", "rerun", "locate", "culprit"})

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from fuzzer.errors import UsageError
+from fuzzer.support.errors import UsageError
 from generators.dtypes import ALL, DType
 from generators.generator import GenOptions
 from generators.registry import REGISTRY

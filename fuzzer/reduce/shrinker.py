@@ -15,9 +15,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from fuzzer.check import CheckOptions, run_check
-from fuzzer.device import require_device
-from fuzzer.reduce_passes import PASSES, Pass, attr_cost, prune, range_cost, retype, value_range
+from fuzzer.check.pipeline import CheckOptions, run_check
+from fuzzer.reduce.passes import PASSES, Pass, attr_cost, prune, range_cost, retype, value_range
+from fuzzer.support.device import require_device
 from generators.ir import Graph, GraphError, validate
 from generators.registry import REGISTRY
 
@@ -186,7 +186,7 @@ def case_from_check(graph: Graph, seed: int, converter: str, options: Any, origi
                     reduction: dict[str, Any] | None = None, case_id_: str | None = None,
                     check_options: CheckOptions = FULL_CHECK, device: str = "cpu") -> Any:
     """Run the full check on `graph` (on `device`) and package the result as a CaseData."""
-    from fuzzer.case import case_from_result, collect_versions, with_changes
+    from fuzzer.cases.case import case_from_result, collect_versions, with_changes
     from fuzzer.converters import CONVERTERS
 
     result = run_check(graph, seed, converter, options, check_options, device)

@@ -8,7 +8,7 @@ Layout (schema_version 1; see shared/DESIGN.md):
   weights/<name>.pb       every weight as a TensorProto
   test_data_set_0/        input_<i>.pb, output_<i>.pb (float32 eager source), reference_<i>.pb (float64)
   graph.dot, log.txt      picture and traceback/timings
-  repro.py, report.md     rendered by fuzzer.repro_script / fuzzer.report when those modules exist
+  repro.py, report.md     rendered by fuzzer.cases.repro / fuzzer.cases.report when those modules exist
 No pickle anywhere: tensors are TensorProto bytes, everything else JSON or text.
 """
 
@@ -33,10 +33,10 @@ import onnx
 import torch
 
 from fuzzer.converters.base import distribution_version
-from fuzzer.device import DEVICES
-from fuzzer.errors import UsageError
-from fuzzer.fsutil import atomic_publish_dir, atomic_write_text
-from fuzzer.tensor_io import proto_bytes_to_numpy, torch_to_numpy
+from fuzzer.support.device import DEVICES
+from fuzzer.support.errors import UsageError
+from fuzzer.support.files import atomic_publish_dir, atomic_write_text
+from fuzzer.support.tensors import proto_bytes_to_numpy, torch_to_numpy
 from generators.dot import to_dot
 from generators.ir import Graph, GraphError
 from oracles.verdict import Verdict
@@ -51,8 +51,8 @@ BASE_LIBRARIES = ("torch", "onnx", "onnxruntime", "numpy")
 
 # Optional renderers owned by other modules: (module, function, file written).
 RENDERERS: tuple[tuple[str, str, str], ...] = (
-    ("fuzzer.repro_script", "render_repro", "repro.py"),
-    ("fuzzer.report", "render_report", "report.md"),
+    ("fuzzer.cases.repro", "render_repro", "repro.py"),
+    ("fuzzer.cases.report", "render_report", "report.md"),
 )
 
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")

@@ -20,7 +20,7 @@ from generators.ir import Graph, Node, TensorType
 from generators.materialize import default_range, materialize, random_inputs
 
 if TYPE_CHECKING:
-    from fuzzer.reduce import Shrinker
+    from fuzzer.reduce.shrinker import Shrinker
 
 Pass = Callable[["Shrinker"], None]
 

@@ -29,13 +29,13 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-import fuzzer.report
-import fuzzer.repro_script
-from fuzzer.case import case_from_result, case_id, collect_versions, write_case
-from fuzzer.check import CheckOptions, CheckResult, follow_up, judge, prepare
+import fuzzer.cases.report
+import fuzzer.cases.repro
+from fuzzer.campaign.db import OWN_ERROR
+from fuzzer.cases.case import case_from_result, case_id, collect_versions, write_case
+from fuzzer.check.pipeline import CheckOptions, CheckResult, follow_up, judge, prepare
 from fuzzer.converters import ConverterRegistry
 from fuzzer.converters.base import Converter
-from fuzzer.db import OWN_ERROR
 from generators.dtypes import DType
 from generators.generator import GenOptions, generate
 from oracles.verdict import Stage, Symptom, Verdict
@@ -43,7 +43,7 @@ from oracles.verdict import Stage, Symptom, Verdict
 # write_case imports the case renderers on first use; importing them here, in the module the forkserver preloads,
 # keeps a running campaign on one version of the code when the checkout changes under it (an hour-long run
 # edited meanwhile failed 92 case writes: new repro_script, old CaseData).
-_RENDERERS = (fuzzer.report, fuzzer.repro_script)
+_RENDERERS = (fuzzer.cases.report, fuzzer.cases.repro)
 DEFAULT_REGISTRY = "fuzzer.converters:CONVERTERS"
 _PR_SET_PDEATHSIG = 1
 

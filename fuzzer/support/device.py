@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fuzzer.errors import UsageError
+from fuzzer.support.errors import UsageError
 
 DEVICES = ("cpu", "cuda")
 

@@ -1,0 +1,1 @@
+"""The reducer: a shrinker with one acceptance point, and its passes."""

@@ -1,0 +1,1 @@
+"""Shared ground of every wing: user errors, atomic files, devices, tensor conversions."""

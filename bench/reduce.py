@@ -23,10 +23,10 @@ DEFAULT_CONVERTERS = ("torch-onnx-script", "ort-optimizer", "onnxsim", "onnxslim
 
 def hunt_chunk(seeds: range, converters: list[str], out: Path, nodes: int) -> None:
     """Check every (seed, converter); write one case folder per new bug signature. Runs in a child process."""
-    from fuzzer.cases.case import case_from_result, case_id, collect_versions, write_case
+    from fuzzer.cases.case import case_from_result, case_id, case_log, collect_versions
+    from fuzzer.cases.folder import write_case
     from fuzzer.check.pipeline import run_check
     from fuzzer.converters import CONVERTERS
-    from fuzzer.reduce.shrinker import case_log
     from generators.generator import GenerationError, GenOptions, generate
 
     seen = {p.name for p in out.iterdir()} if out.exists() else set()
@@ -71,9 +71,9 @@ def _case_dirs(root: Path) -> list[Path]:
 
 
 def bench(cases: list[Path], budget: float, out: Path | None) -> int:
-    from fuzzer.cases.case import write_case
-    from fuzzer.cases.replay import Outcome, load_case, replay
-    from fuzzer.reduce.shrinker import ReductionFailed, reduce_case
+    from fuzzer.cases.folder import load_case, write_case
+    from fuzzer.cases.replay import Outcome, replay
+    from fuzzer.reduce.case import ReductionFailed, reduce_case
 
     rows = []
     print(f"{'case':72} {'before':>6} {'after':>5} {'secs':>6}  same-sig  passes that helped")

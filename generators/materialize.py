@@ -69,6 +69,11 @@ class GraphModule(torch.nn.Module):
             else:
                 self.register_buffer(name, value.clone())
 
+    @property
+    def ops(self) -> tuple[OpSpec, ...]:
+        """The operator spec of each node, in graph order."""
+        return tuple(self._ops)
+
     def load_weights(self, weights: Mapping[str, torch.Tensor]) -> None:
         """Replace weight values in place (same names, shapes and dtypes)."""
         with torch.no_grad():

@@ -8,10 +8,11 @@ from pathlib import Path
 import ml_dtypes
 import numpy as np
 import pytest
-
-from fuzzer.cases.case import CaseData, CaseError, optional_renderer, read_case, write_case
-from fuzzer.support.errors import UsageError
 from hand_graphs import conv_relu_add
+
+from fuzzer.cases.case import CaseData
+from fuzzer.cases.folder import CaseError, read_case, write_case
+from fuzzer.support.errors import UsageError
 from oracles.verdict import Stage, Symptom, Verdict
 
 
@@ -39,9 +40,21 @@ def test_round_trip(tmp_path: Path) -> None:
     assert back.reference[0].dtype == np.float64
     assert (folder / "graph.dot").exists()
     assert [p.name for p in tmp_path.iterdir()] == [case.id]  # no staging left
-    for module, filename in (("fuzzer.cases.repro", "repro.py"), ("fuzzer.cases.report", "report.md")):
-        present = optional_renderer(module, "render_repro" if filename == "repro.py" else "render_report")
-        assert (folder / filename).exists() == (present is not None)
+    assert (folder / "repro.py").exists() and (folder / "report.md").exists()
+
+
+def test_case_folders_are_readable_by_the_group(tmp_path: Path) -> None:
+    """Temp-file helpers make 0700 folders and 0600 files; a published case has the user's usual modes."""
+    import os
+    import stat
+
+    folder = write_case(tmp_path, make_case())
+    old = os.umask(0o022)
+    os.umask(old)
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o777 & ~old
+    for path in folder.rglob("*"):
+        if path.is_file():
+            assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~old, path.name
 
 
 def test_bfloat16_and_model_round_trip(tmp_path: Path) -> None:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import hand_graphs
 import pytest
 
-from fuzzer.check.pipeline import CheckOptions, classify, prepare, run_check
+from fuzzer.check.pipeline import CheckOptions, prepare, run_check
 from fuzzer.converters import CONVERTERS, list_converters
-from fuzzer.converters.base import Failure
 from generators.dtypes import DType
+from oracles.taxonomy import Failure, classify
 from oracles.verdict import Stage, Symptom
 
 INFO = {info.name: info for info in list_converters()}
@@ -104,14 +104,14 @@ def test_float16_cast_graph_passes() -> None:
 
 def test_source_inputs_follow_graph_order() -> None:
     graph = hand_graphs.conv_relu_add()
-    expected = prepare(graph, 0, "x", {}, 1.0)
+    expected = prepare(graph, 0, {}, 1.0)
     assert [tuple(x.shape) for x in expected.source.inputs] == [graph.inputs[n].shape for n in graph.inputs]
 
 
 def test_ort_culprit_search_runs_and_names_the_lowest_level() -> None:
     """With a predicate that always diverges, the lowest level is basic and no single optimizer is guilty."""
     graph = hand_graphs.conv_relu_add()
-    expected = prepare(graph, 0, "ort-optimizer", {}, 1.0)
+    expected = prepare(graph, 0, {}, 1.0)
     conv = CONVERTERS["ort-optimizer"]
     run = conv.convert(expected.source)
     assert conv.culprit(expected.source, conv.options(), run, lambda outputs: True) == ("ort-level:basic",)
@@ -136,12 +136,12 @@ def test_an_exporter_dtype_bug_is_not_blamed_on_the_onnx_passes_after_it() -> No
 def test_onnx_to_onnx_converters_share_one_upstream_export_per_source() -> None:
     """Each graph is exported once for all the ONNX-to-ONNX converters that start from the same exporter and
     opset; its failure is shared too (and stays the exporter's, Stage.SOURCE)."""
-    from fuzzer.check.pipeline import judge
+    from fuzzer.check.judge import judge
 
-    good = prepare(hand_graphs.conv_relu_add(), 0, "source", {}, 1.0)
+    good = prepare(hand_graphs.conv_relu_add(), 0, {}, 1.0)
     g = hand_graphs.GraphBuilder()
     x = g.input((1, 1, 4, 2, 2))
-    bad = prepare(g.build((g.op("pixel_shuffle", (x,), (1, 1, 1, 4, 4), upscale_factor=2),)), 0, "source", {}, 1.0)
+    bad = prepare(g.build((g.op("pixel_shuffle", (x,), (1, 1, 1, 4, 4), upscale_factor=2),)), 0, {}, 1.0)
     first_timings: dict[str, float] = {}
     seen = []
     for i, name in enumerate(("onnxoptimizer", "onnx-version-converter", "ort-optimizer")):

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from fuzzer.cases.case import read_case
+from fuzzer.cases.folder import read_case
 from fuzzer.cases.replay import Outcome, replay
 
 CORPUS = Path(__file__).resolve().parents[1] / "corpus"

@@ -62,7 +62,8 @@ def test_require_device_names_what_is_missing() -> None:
 def test_a_case_found_on_the_gpu_is_refused_in_one_line_here(tmp_path: Path, capsys) -> None:
     from test_case import make_case
 
-    from fuzzer.cases.case import CaseData, write_case
+    from fuzzer.cases.case import CaseData
+    from fuzzer.cases.folder import write_case
     from fuzzer.commands import main as cli
 
     case = make_case()

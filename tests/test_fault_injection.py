@@ -1,7 +1,7 @@
 """Mutated exported models are flagged (wrong values or wrong shape/dtype, at node conversion); unmutated pass.
 
 Each case exports a hand-written graph with the TorchScript exporter, applies one mutation to the ONNX proto
-and judges it with check_onnx_model, as if the exporter had produced the mutated model.
+and judges it with judge_model, as if the exporter had produced the mutated model.
 """
 
 from __future__ import annotations
@@ -14,7 +14,10 @@ import onnx
 import pytest
 from onnx import helper, numpy_helper
 
-from fuzzer.check.pipeline import CheckOptions, Expected, check_onnx_model, follow_up, judge, prepare
+from fuzzer.check.follow_up import follow_up
+from fuzzer.check.judge import judge, judge_model
+from fuzzer.check.pipeline import CheckOptions, Expected, prepare
+from fuzzer.converters import CONVERTERS
 from fuzzer.converters.base import Source, Steps, TargetRun
 from fuzzer.converters.runtime import run_onnx_target
 from fuzzer.converters.torch_onnx_script import ScriptOptions, TorchOnnxScript, export_script
@@ -127,7 +130,7 @@ GRAPHS = {make.__name__: make for make, _, _ in CASES.values()}
 
 
 def _exported(make: Callable[[], Graph]) -> tuple[Expected, onnx.ModelProto]:
-    expected = prepare(make(), 0, "torch-onnx-script", {}, 1.0)
+    expected = prepare(make(), 0, {}, 1.0)
     assert isinstance(expected, Expected)
     return expected, export_script(expected.source, ScriptOptions(), Steps())
 
@@ -135,7 +138,7 @@ def _exported(make: Callable[[], Graph]) -> tuple[Expected, onnx.ModelProto]:
 @pytest.mark.parametrize("graph_name", sorted(GRAPHS))
 def test_unmutated_model_passes(graph_name: str) -> None:
     expected, model = _exported(GRAPHS[graph_name])
-    verdict = check_onnx_model(model, expected).verdict
+    verdict = judge_model(model, expected, CONVERTERS["torch-onnx-script"]).verdict
     assert verdict.symptom is Symptom.PASS, verdict.message
 
 
@@ -144,7 +147,7 @@ def test_mutation_is_flagged_at_node_conversion(case: str) -> None:
     make, mutate, symptom = CASES[case]
     expected, model = _exported(make)
     mutate(model)
-    result = check_onnx_model(model, expected)
+    result = judge_model(model, expected, CONVERTERS["torch-onnx-script"])
     verdict = result.verdict
     assert (verdict.symptom, verdict.stage) == (symptom, Stage.NODE_CONVERSION), verdict.message
     assert verdict.is_bug and verdict.signature.startswith(symptom.json_name)
@@ -156,14 +159,14 @@ def test_mutation_contradicting_declared_types_is_invalid(case: str) -> None:
     make, mutate = CAUGHT_BY_VALIDATION[case]
     expected, model = _exported(make)
     mutate(model)
-    verdict = check_onnx_model(model, expected).verdict
+    verdict = judge_model(model, expected, CONVERTERS["torch-onnx-script"]).verdict
     assert (verdict.symptom, verdict.stage) == (Symptom.INVALID_MODEL, Stage.VALIDATION), verdict.message
 
 
 def test_a_broken_model_is_invalid_at_validation() -> None:
     expected, model = _exported(hand_graphs.elementwise)
     _node(model, "Tanh").input[0] = "no_such_tensor"
-    verdict = check_onnx_model(model, expected).verdict
+    verdict = judge_model(model, expected, CONVERTERS["torch-onnx-script"]).verdict
     assert (verdict.symptom, verdict.stage) == (Symptom.INVALID_MODEL, Stage.VALIDATION), verdict.message
 
 

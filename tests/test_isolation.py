@@ -17,7 +17,7 @@ import numpy as np
 from fuzzer.campaign.db import DB_NAME, CampaignDB
 from fuzzer.campaign.loop import LOG_DIR, Campaign, CampaignSpec, case_folders
 from fuzzer.campaign.worker import WorkerConfig
-from fuzzer.cases.case import read_case
+from fuzzer.cases.folder import read_case
 from fuzzer.converters import CONVERTERS, ConverterRegistry
 from fuzzer.converters.base import (
     Converter,
@@ -25,8 +25,8 @@ from fuzzer.converters.base import (
     Source,
     Steps,
     TargetRun,
-    tensor_to_numpy,
 )
+from fuzzer.support.tensors import to_oracle_array
 from oracles.verdict import Stage
 
 
@@ -82,7 +82,7 @@ class FaultyEcho(_Faulty):
         if log:
             with open(log, "a") as handle:
                 handle.write(source.graph.dumps().replace("\n", "") + "\n")
-        pairs = [tensor_to_numpy(x) for x in source.module(*source.inputs)]
+        pairs = [to_oracle_array(x) for x in source.module(*source.inputs)]
         return TargetRun(tuple(a for a, _ in pairs), tuple(d for _, d in pairs), {"convert": 0.0})
 
 

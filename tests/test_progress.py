@@ -3,7 +3,7 @@
 import pytest
 
 from fuzzer.campaign.progress import category
-from fuzzer.check.pipeline import book_inner
+from fuzzer.check.result import book_inner
 
 
 @pytest.mark.parametrize(("timer", "share"), [

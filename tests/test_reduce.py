@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from fuzzer.reduce.passes import PASSES, cut, prune
-from fuzzer.reduce.shrinker import graph_size, reduce_graph
+from fuzzer.reduce.passes import PASSES
+from fuzzer.reduce.shrinker import reduce_graph
+from fuzzer.reduce.size import graph_size
 from generators.builder import GraphBuilder
 from generators.dtypes import DType
+from generators.edit import cut, prune
 from generators.ir import Graph, Node, TensorType
 
 F32 = DType.FLOAT32
@@ -147,7 +149,7 @@ def test_cut_feeds_readers_from_a_fresh_input_of_the_same_type() -> None:
 def test_reduce_command_writes_a_linked_reduced_case(tmp_path, capsys) -> None:
     from pathlib import Path
 
-    from fuzzer.cases.case import read_case
+    from fuzzer.cases.folder import read_case
     from fuzzer.commands import main as cli
 
     corpus = Path(__file__).resolve().parents[1] / "corpus"
@@ -167,7 +169,7 @@ def test_reduce_command_writes_a_linked_reduced_case(tmp_path, capsys) -> None:
 def test_promote_sets_the_expectation(tmp_path, capsys) -> None:
     from pathlib import Path
 
-    from fuzzer.cases.case import read_case
+    from fuzzer.cases.folder import read_case
     from fuzzer.commands import main as cli
 
     corpus = Path(__file__).resolve().parents[1] / "corpus"

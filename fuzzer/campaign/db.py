@@ -12,15 +12,14 @@ import json
 import sqlite3
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from fuzzer.campaign.result import TestResult
 from fuzzer.support.errors import UsageError
 
 DB_NAME = "campaign.db"
 DB_SCHEMA = 1
-OWN_ERROR = "own_error"  # the symptom column for a test that hit a convsmith bug
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -43,24 +42,6 @@ CREATE TABLE IF NOT EXISTS errors (
     id INTEGER PRIMARY KEY, idx INTEGER, seed INTEGER, converter TEXT, phase TEXT NOT NULL,
     exc_type TEXT NOT NULL, message TEXT NOT NULL, traceback TEXT NOT NULL, time REAL NOT NULL);
 """
-
-
-@dataclass(frozen=True)
-class TestRow:
-    """One graph x converter result, as committed."""
-
-    idx: int
-    seed: int
-    converter: str
-    options: Mapping[str, Any]
-    symptom: str
-    stage: str
-    signature: str
-    is_bug: bool
-    labels: tuple[str, ...]
-    message: str
-    timings: Mapping[str, float]
-    wall_s: float
 
 
 class CampaignDB:
@@ -136,7 +117,7 @@ class CampaignDB:
     def done_units(self) -> int:
         return int(self.conn.execute("SELECT COUNT(*) FROM units WHERE done = 1").fetchone()[0])
 
-    def record_test(self, row: TestRow, session: int, unit_done: bool, case_dir: str | None = None) -> bool:
+    def record_test(self, row: TestResult, session: int, unit_done: bool) -> bool:
         """Commit one test (and its bug row, and the unit's completion) atomically; True for a new signature."""
         now = time.time()
         new_bug = False
@@ -149,12 +130,12 @@ class CampaignDB:
             if row.is_bug:
                 cur = self.conn.execute(
                     "UPDATE bugs SET count = count + 1, last_seen = ?, case_dir = COALESCE(case_dir, ?) "
-                    "WHERE signature = ?", (now, case_dir, row.signature))
+                    "WHERE signature = ?", (now, row.case_dir, row.signature))
                 if cur.rowcount == 0:
                     new_bug = True
                     self.conn.execute("INSERT INTO bugs VALUES (?, ?, ?, ?, 1, ?, ?, ?, ?)",
                                       (row.signature, row.symptom, row.stage, row.converter, now, now, row.seed,
-                                       case_dir))
+                                       row.case_dir))
             if unit_done:
                 self.conn.execute("UPDATE units SET done = 1 WHERE idx = ?", (row.idx,))
         return new_bug
@@ -173,10 +154,6 @@ class CampaignDB:
 
     def bug_signatures(self) -> set[str]:
         return {r[0] for r in self.conn.execute("SELECT signature FROM bugs")}
-
-    def has_case(self, signature: str) -> bool:
-        row = self.conn.execute("SELECT case_dir FROM bugs WHERE signature = ?", (signature,)).fetchone()
-        return row is not None and row[0] is not None
 
     def _transaction(self) -> _Transaction:
         return _Transaction(self.conn)

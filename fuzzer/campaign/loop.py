@@ -15,18 +15,19 @@ import os
 import re
 import signal
 import time
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
 
-from fuzzer.campaign.db import OWN_ERROR, CampaignDB, TestRow
+from fuzzer.campaign.db import CampaignDB
 from fuzzer.campaign.faults import FRAME, stage_of_fault
 from fuzzer.campaign.progress import Counts, Progress
 from fuzzer.campaign.reduce_queue import ReduceQueue
+from fuzzer.campaign.result import TestResult
 from fuzzer.campaign.worker import WorkerConfig, fault_file, load_registry, worker_main
-from fuzzer.cases.case import CaseData, case_id, collect_versions, now_iso, read_case, write_case
+from fuzzer.cases.case import CaseData, case_id, collect_versions, now_iso
+from fuzzer.cases.folder import read_case, write_case
 from fuzzer.converters import ConverterRegistry
 from fuzzer.support.errors import UsageError
 from generators.ir import Graph
@@ -111,7 +112,6 @@ class Campaign:
     mp_context: str = "forkserver"
     registry: ConverterRegistry | None = None
     counts: Counts = field(default_factory=Counts)
-    on_result: Callable[[dict[str, Any]], None] | None = None
     reduce_budget_s: float | None = None  # minimize each new bug case in the background; None: don't
 
     def __post_init__(self) -> None:
@@ -326,9 +326,9 @@ class Campaign:
         elif kind == "unit_failed" and slot.unit is not None:
             self.db.set_unit_info(msg["idx"], slot.nodes, msg["timings"])
             for name in list(slot.unit.remaining):
-                self.commit(slot, own_error_row(slot.unit, name))
+                self.commit(slot, TestResult.own_error(slot.unit.idx, slot.unit.seed, name))
         elif kind == "result" and slot.unit is not None:
-            self.commit(slot, msg)
+            self.commit(slot, TestResult.from_message(msg))
 
     def own_error(self, msg: dict[str, Any]) -> None:
         self.db.record_error(msg.get("idx"), msg.get("seed"), msg.get("converter"), msg["phase"], msg["exc_type"],
@@ -338,24 +338,20 @@ class Campaign:
                          f"{msg['traceback']}\n")
         self.counts.own_errors += 1
 
-    def commit(self, slot: Slot, msg: dict[str, Any]) -> None:
+    def commit(self, slot: Slot, result: TestResult) -> None:
+        """Record one test of the slot's unit (once); a new bug's case folder joins the reduce queue."""
         unit = slot.unit
         assert unit is not None
-        if msg["converter"] not in unit.remaining:
+        if result.converter not in unit.remaining:
             return
-        unit.remaining.remove(msg["converter"])
-        row = TestRow(unit.idx, unit.seed, msg["converter"], msg.get("options", {}), msg["symptom"], msg["stage"],
-                      msg["signature"], bool(msg["is_bug"]), tuple(msg.get("labels", ())), msg.get("message", ""),
-                      msg.get("timings", {}), float(msg.get("wall_s", 0.0)))
-        new_bug = self.db.record_test(row, self.session, not unit.remaining, msg.get("case_dir"))
-        self.counts.add(row.symptom, new_bug)
-        if new_bug and msg.get("case_dir") and self.reducer is not None:
-            self.reducer.add(self.out_dir / msg["case_dir"])
+        unit.remaining.remove(result.converter)
+        new_bug = self.db.record_test(result, self.session, not unit.remaining)
+        self.counts.add(result.symptom, new_bug)
+        if new_bug and result.case_dir and self.reducer is not None:
+            self.reducer.add(self.out_dir / result.case_dir)
         if not unit.remaining:
             slot.unit, slot.phase, slot.converter = None, None, None
             slot.units_done += 1
-        if self.on_result is not None:
-            self.on_result(msg)
 
     def lost(self, slot: Slot, symptom: Symptom, reason: str) -> None:
         """The worker died or was killed mid-unit: a verdict for what it ran; the rest of the unit is requeued."""
@@ -369,7 +365,7 @@ class Campaign:
             if slot.phase == "case":  # our own case writer died: not the converter's
                 self.own_error({"idx": unit.idx, "seed": unit.seed, "converter": name, "phase": "case",
                                 "exc_type": symptom.json_name, "message": reason, "traceback": dump})
-                self.commit(slot, own_error_row(unit, name))
+                self.commit(slot, TestResult.own_error(unit.idx, unit.seed, name))
             else:
                 stage = stage_of_fault(dump) or Stage.NONE
                 labels = ("stage-unknown",) if stage is Stage.NONE else ()
@@ -377,14 +373,14 @@ class Campaign:
                 verdict = Verdict(symptom, stage, name, signature=signature, message=message, labels=labels)
                 # A death in the upstream export is the exporter's bug, filed under the exporter's own test.
                 case_dir = self.write_lost_case(slot, unit, verdict, dump) if verdict.is_bug else None
-                self.commit(slot, verdict_row(unit, verdict, case_dir))
+                self.commit(slot, TestResult.of_verdict(unit.idx, unit.seed, verdict, case_dir=case_dir))
         else:  # generation, materialization or the eager source: never a converter's bug
             self.own_error({"idx": unit.idx, "seed": unit.seed, "converter": None, "phase": slot.phase or "generate",
                             "exc_type": symptom.json_name, "message": reason, "traceback": dump})
             for conv in list(unit.remaining):
                 signature = crash_signature("source", Stage.SOURCE, symptom.name, reason, frame)
                 verdict = Verdict(symptom, Stage.SOURCE, conv, signature=signature, message=reason)
-                self.commit(slot, verdict_row(unit, verdict, None))
+                self.commit(slot, TestResult.of_verdict(unit.idx, unit.seed, verdict))
         if slot.unit is not None and slot.unit.remaining:
             self.queue.appendleft(slot.unit)
         slot.unit = None
@@ -416,18 +412,6 @@ class Campaign:
 def case_folders(out_dir: Path) -> list[Path]:
     return [p for p in Path(out_dir).iterdir() if p.is_dir() and not p.name.startswith(".")
             and (p / "case.json").exists()]
-
-
-def own_error_row(unit: Unit, converter: str) -> dict[str, Any]:
-    return {"converter": converter, "symptom": OWN_ERROR, "stage": Stage.NONE.value, "signature": "",
-            "is_bug": False, "labels": [], "message": "convsmith error (see the errors table)", "timings": {},
-            "wall_s": 0.0}
-
-
-def verdict_row(unit: Unit, verdict: Verdict, case_dir: str | None) -> dict[str, Any]:
-    return {"converter": verdict.converter, "symptom": verdict.symptom.json_name, "stage": verdict.stage.value,
-            "signature": verdict.signature, "is_bug": verdict.is_bug, "labels": list(verdict.labels),
-            "message": verdict.message, "timings": {}, "wall_s": 0.0, "case_dir": case_dir}
 
 
 def describe_exit(code: int | None) -> str:
@@ -473,7 +457,3 @@ def fault_frame(path: Path) -> tuple[str, str]:
     last = dumps[-1]
     match = next(m for m in map(FRAME.match, last.splitlines()) if m)
     return f"{match.group(1)}:{match.group(2)} in {match.group(3)}", last[-4000:]
-
-
-def spec_from(seed_base: int, converters: Sequence[str], worker: WorkerConfig, max_tests: int | None) -> CampaignSpec:
-    return CampaignSpec(seed_base, tuple(converters), worker, max_tests)

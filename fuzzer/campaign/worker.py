@@ -29,21 +29,18 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-import fuzzer.cases.report
-import fuzzer.cases.repro
-from fuzzer.campaign.db import OWN_ERROR
-from fuzzer.cases.case import case_from_result, case_id, collect_versions, write_case
-from fuzzer.check.pipeline import CheckOptions, CheckResult, follow_up, judge, prepare
+from fuzzer.campaign.result import TestResult
+from fuzzer.cases.case import case_from_result, case_id, case_log, collect_versions
+from fuzzer.cases.folder import write_case
+from fuzzer.check.pipeline import CheckOptions, CheckResult, check_prepared, prepare
+from fuzzer.check.result import Prepared
 from fuzzer.converters import ConverterRegistry
 from fuzzer.converters.base import Converter
 from generators.dtypes import DType
 from generators.generator import GenOptions, generate
-from oracles.verdict import Stage, Symptom, Verdict
+from generators.ir import Graph
+from oracles.taxonomy import memory_verdict
 
-# write_case imports the case renderers on first use; importing them here, in the module the forkserver preloads,
-# keeps a running campaign on one version of the code when the checkout changes under it (an hour-long run
-# edited meanwhile failed 92 case writes: new repro_script, old CaseData).
-_RENDERERS = (fuzzer.cases.report, fuzzer.cases.repro)
 DEFAULT_REGISTRY = "fuzzer.converters:CONVERTERS"
 _PR_SET_PDEATHSIG = 1
 
@@ -209,8 +206,7 @@ class UnitRunner:
             graph = generate(seed, self.config.gen_options(seed))
             timings["generate"] = time.perf_counter() - start
             self.send({"type": "graph", "idx": idx, "graph": graph.to_json(), "nodes": len(graph.nodes)})
-            prepared = prepare(graph, seed, "source", timings, self.check_options.input_budget_s,
-                               self.config.device)
+            prepared = prepare(graph, seed, timings, self.check_options.input_budget_s, self.config.device)
         except Exception as exc:  # GenerationError, OpBug, anything: ours, never a converter's
             self.own_error(idx, seed, None, "generate", exc)
             self.send({"type": "unit_failed", "idx": idx, "timings": timings})
@@ -219,35 +215,27 @@ class UnitRunner:
         for name in converters:
             self.run_test(idx, seed, graph, name, prepared)
 
-    def run_test(self, idx: int, seed: int, graph: Any, name: str, prepared: Any) -> None:
+    def run_test(self, idx: int, seed: int, graph: Graph, name: str, prepared: Prepared) -> None:
         start = time.perf_counter()
         self.phase(idx, name, "convert")
         converter = self.registry[name]
-        opts = converter.options(self.config.converter_options.get(name))
-        timings: dict[str, float] = {}
+        opts = converter.options(self.config.converter_options.get(name)).to_json()
         if self.fault is not None:
             faulthandler.dump_traceback_later(max(self.config.timeout_s - 1.0, 0.5), file=self.fault)
         try:
-            if isinstance(prepared, CheckResult):  # the source failed: the same verdict for every converter
-                result = dataclasses.replace(prepared, verdict=dataclasses.replace(prepared.verdict, converter=name))
-            else:
-                judged = judge(prepared, converter, opts, timings)
-                # A failing conversion loses its Steps timings: book the unexplained rest as conversion time.
-                timings["converter_other"] = max(time.perf_counter() - start - sum(timings.values()), 0.0)
-                result = follow_up(judged, converter, opts, self.check_options)
-            result = dataclasses.replace(result, options=opts.to_json())
+            result = check_prepared(prepared, converter, opts, self.check_options)
         except MemoryError:
-            result = CheckResult(memory_verdict(name), timings, options=opts.to_json())
+            result = CheckResult(memory_verdict(name), {}, options=opts)
         except Exception as exc:  # a convsmith bug: counted and logged, never filed as the converter's
             self.own_error(idx, seed, name, "convert", exc)
-            self.send(_row(idx, seed, name, opts.to_json(), None, timings, time.perf_counter() - start))
+            self.send(TestResult.own_error(idx, seed, name, opts, wall_s=time.perf_counter() - start).to_message())
             return
         finally:
             if self.fault is not None:
                 faulthandler.cancel_dump_traceback_later()
         case_dir = self.write_case(idx, seed, graph, converter, result)
-        self.send(_row(idx, seed, name, result.options, result.verdict, result.timings,
-                       time.perf_counter() - start, case_dir))
+        self.send(TestResult.of_verdict(idx, seed, result.verdict, result.options, result.timings,
+                                        time.perf_counter() - start, case_dir).to_message())
 
     def write_case(self, idx: int, seed: int, graph: Any, converter: Converter, result: CheckResult) -> str | None:
         """The case folder of a bug whose folder does not exist yet (the first writer wins a race)."""
@@ -270,32 +258,3 @@ class UnitRunner:
             self.own_error(idx, seed, converter.name, "case", exc)
             return None
 
-
-def memory_verdict(converter: str) -> Verdict:
-    from oracles.signature import crash_signature
-
-    signature = crash_signature(converter, Stage.NONE, "MemoryError", "out of memory", "")
-    return Verdict(Symptom.OUT_OF_MEMORY, Stage.NONE, converter, signature=signature,
-                   message="MemoryError: the worker's memory limit was reached", labels=("stage-unknown",))
-
-
-def case_log(result: CheckResult) -> str:
-    lines = [f"verdict: {result.verdict.symptom.json_name} at {result.verdict.stage.value}",
-             f"message: {result.verdict.message}", "timings (s):"]
-    lines += [f"  {k}: {v:.4f}" for k, v in sorted(result.timings.items())]
-    if result.failure is not None:
-        lines += ["", result.failure.traceback]
-    return "\n".join(lines) + "\n"
-
-
-def _row(idx: int, seed: int, converter: str, options: Mapping[str, Any], verdict: Verdict | None,
-         timings: Mapping[str, float], wall: float, case_dir: str | None = None) -> dict[str, Any]:
-    """A result message; verdict None is our own error."""
-    if verdict is None:
-        fields = {"symptom": OWN_ERROR, "stage": Stage.NONE.value, "signature": "", "is_bug": False, "labels": [],
-                  "message": "convsmith error (see the errors table)"}
-    else:
-        fields = {"symptom": verdict.symptom.json_name, "stage": verdict.stage.value, "signature": verdict.signature,
-                  "is_bug": verdict.is_bug, "labels": list(verdict.labels), "message": verdict.message}
-    return {"type": "result", "idx": idx, "seed": seed, "converter": converter, "options": dict(options),
-            "timings": dict(timings), "wall_s": wall, "case_dir": case_dir, **fields}

@@ -1,65 +1,29 @@
-"""The bug case folder: one frozen CaseData in memory, one folder on disk, written atomically, read with checks.
-
-Layout (schema_version 1; see shared/DESIGN.md):
-  case.json               id, signature, graph, seed, converter(+options), verdict, versions, names, created,
-                          original, reduction, expectation, and "files": {relative path: sha256} of every data
-                          file, so a truncated or edited file is caught on read.
-  model.onnx              the target ONNX model, where one exists
-  weights/<name>.pb       every weight as a TensorProto
-  test_data_set_0/        input_<i>.pb, output_<i>.pb (float32 eager source), reference_<i>.pb (float64)
-  graph.dot, log.txt      picture and traceback/timings
-  repro.py, report.md     rendered by fuzzer.cases.repro / fuzzer.cases.report when those modules exist
-No pickle anywhere: tensors are TensorProto bytes, everything else JSON or text.
-"""
+"""A bug case in memory: one frozen CaseData (graph, seed, converter and options, verdict, tensors, versions),
+made from a check result; its log; its id. The folder on disk is fuzzer/cases/folder.py."""
 
 from __future__ import annotations
 
 import dataclasses
 import datetime
-import hashlib
-import importlib
-import json
 import re
-import shutil
-import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-import ml_dtypes
 import numpy as np
-import onnx
 import torch
 
+from fuzzer.check.pipeline import CheckOptions, CheckResult, run_check
+from fuzzer.check.result import FULL_CHECK
+from fuzzer.converters import CONVERTERS
 from fuzzer.converters.base import distribution_version
-from fuzzer.support.device import DEVICES
-from fuzzer.support.errors import UsageError
-from fuzzer.support.files import atomic_publish_dir, atomic_write_text
-from fuzzer.support.tensors import proto_bytes_to_numpy, torch_to_numpy
-from generators.dot import to_dot
-from generators.ir import Graph, GraphError
+from fuzzer.support.tensors import to_case_array, to_torch
+from generators.ir import Graph
 from oracles.verdict import Verdict
 
 SCHEMA_VERSION = 1
-CASE_JSON = "case.json"
-MODEL = "model.onnx"
-DATA_DIR = "test_data_set_0"
-WEIGHTS_DIR = "weights"
 EXPECTATIONS = (None, "bug", "pass")
 BASE_LIBRARIES = ("torch", "onnx", "onnxruntime", "numpy")
-
-# Optional renderers owned by other modules: (module, function, file written).
-RENDERERS: tuple[tuple[str, str, str], ...] = (
-    ("fuzzer.cases.repro", "render_repro", "repro.py"),
-    ("fuzzer.cases.report", "render_report", "report.md"),
-)
-
-_SAFE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
-
-
-class CaseError(UsageError):
-    """A case folder that cannot be read: missing file, malformed JSON, unknown schema, truncated data."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -113,16 +77,10 @@ class CaseData:
         return data
 
     def inputs_torch(self) -> tuple[torch.Tensor, ...]:
-        return tuple(_to_torch(x) for x in self.inputs)
+        return tuple(to_torch(x) for x in self.inputs)
 
     def weights_torch(self) -> dict[str, torch.Tensor]:
-        return {k: _to_torch(v) for k, v in self.weights.items()}
-
-
-def _to_torch(x: np.ndarray) -> torch.Tensor:
-    if x.dtype == ml_dtypes.bfloat16:
-        return torch.from_numpy(x.astype(np.float32)).to(torch.bfloat16)
-    return torch.from_numpy(np.ascontiguousarray(x).copy())
+        return {k: to_torch(v) for k, v in self.weights.items()}
 
 
 def now_iso() -> str:
@@ -140,225 +98,11 @@ def case_id(signature: str, suffix: str = "") -> str:
     return (text[:150] + (f"-{suffix}" if suffix else ""))
 
 
-def as_case_array(x: torch.Tensor | np.ndarray, dtype: str | None = None) -> np.ndarray:
-    """A tensor for a case: torch tensors keep their dtype; float32-stored bfloat16 numpy (the oracle's storage)
-    becomes ml_dtypes.bfloat16 again when `dtype` says bfloat16 (exact: the low bits are zero)."""
-    if isinstance(x, torch.Tensor):
-        return torch_to_numpy(x)
-    if dtype == "bfloat16" and x.dtype != ml_dtypes.bfloat16:
-        return np.asarray(x, dtype=np.float32).astype(ml_dtypes.bfloat16)
-    return np.asarray(x)
-
-
-# ---- writing ------------------------------------------------------------------------------------------------
-
-def _proto_bytes(name: str, x: np.ndarray) -> bytes:
-    return onnx.numpy_helper.from_array(np.asarray(x), name=name).SerializeToString()
-
-
-def _data_files(case: CaseData) -> dict[str, bytes]:
-    files: dict[str, bytes] = {}
-    if case.model is not None:
-        files[MODEL] = bytes(case.model)
-    for name, value in case.weights.items():
-        if not _SAFE_NAME.match(name):
-            raise ValueError(f"weight name {name!r} is not a safe file name")
-        files[f"{WEIGHTS_DIR}/{name}.pb"] = _proto_bytes(name, value)
-    groups = (("input", case.inputs, case.input_names), ("output", case.expected, case.output_names),
-              ("reference", case.reference, case.output_names))
-    for kind, arrays, names in groups:
-        for i, value in enumerate(arrays):
-            name = names[i] if i < len(names) else f"{kind}_{i}"
-            files[f"{DATA_DIR}/{kind}_{i}.pb"] = _proto_bytes(name, value)
-    return files
-
-
-def optional_renderer(module_name: str, function: str) -> Callable[[CaseData], str] | None:
-    """The renderer when its module exists; None when exactly that module is missing (other errors raise)."""
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        if exc.name == module_name:
-            return None
-        raise
-    return getattr(module, function)
-
-
-def _write(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(data)
-
-
-def write_case(out_dir: Path, case: CaseData, replace: bool = False) -> Path:
-    """Write `case` as out_dir/<case.id>/, atomically (staged beside it, then renamed); returns the folder.
-
-    When the folder already exists it is kept as it is (the first writer wins) unless `replace` is set, in which
-    case the old folder is swapped out after the new one is complete.
-    """
-    out_dir = Path(out_dir)
-    if not _SAFE_NAME.match(case.id):
-        raise ValueError(f"case id {case.id!r} is not a safe folder name")
-    final = out_dir / case.id
-    if final.exists() and not replace:
-        return final
-    out_dir.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(dir=out_dir, prefix=f".tmp-{case.id[:60]}-"))
-    try:
-        files = _data_files(case)
-        for rel, data in files.items():
-            _write(staging / rel, data)
-        _write(staging / "graph.dot", to_dot(case.graph).encode("utf-8"))
-        _write(staging / "log.txt", case.log.encode("utf-8"))
-        for module_name, function, filename in RENDERERS:
-            render = optional_renderer(module_name, function)
-            if render is not None:
-                _write(staging / filename, render(case).encode("utf-8"))
-        digests = {rel: hashlib.sha256(data).hexdigest() for rel, data in files.items()}
-        atomic_write_text(staging / CASE_JSON, json.dumps(case.to_json(digests), indent=1) + "\n")
-        if replace and final.exists():
-            return _swap(staging, final)
-        atomic_publish_dir(staging, final)
-        return final
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-
-
-def _swap(staging: Path, final: Path) -> Path:
-    old = final.with_name(f".old-{final.name}-{staging.name[-8:]}")
-    final.rename(old)
-    staging.rename(final)
-    shutil.rmtree(old, ignore_errors=True)
-    return final
-
-
-# ---- reading ------------------------------------------------------------------------------------------------
-
-def _read_bytes(folder: Path, rel: str) -> bytes:
-    try:
-        return (folder / rel).read_bytes()
-    except FileNotFoundError:
-        raise CaseError(f"{folder}: missing {rel}") from None
-    except OSError as exc:
-        raise CaseError(f"{folder}: cannot read {rel}: {exc.strerror}") from None
-
-
-def _tensor(folder: Path, rel: str, digests: Mapping[str, str] | None) -> tuple[str, np.ndarray]:
-    data = _read_bytes(folder, rel)
-    _check_digest(folder, rel, data, digests)
-    try:
-        return proto_bytes_to_numpy(data)
-    except Exception as exc:  # a truncated proto or a size that does not match its dims
-        raise CaseError(f"{folder}: {rel} is truncated or not a TensorProto ({exc})") from None
-
-
-def _check_digest(folder: Path, rel: str, data: bytes, digests: Mapping[str, str] | None) -> None:
-    if digests is not None and rel in digests and hashlib.sha256(data).hexdigest() != digests[rel]:
-        raise CaseError(f"{folder}: {rel} is truncated or modified (sha256 differs from case.json)")
-
-
-def _indexed(folder: Path, kind: str, count: int, digests: Mapping[str, str] | None) -> tuple[np.ndarray, ...]:
-    """kind_0.pb ... kind_<count-1>.pb; all absent is allowed (a case without data), a gap is not."""
-    paths = [f"{DATA_DIR}/{kind}_{i}.pb" for i in range(count)]
-    present = [(folder / p).exists() or (digests is not None and p in digests) for p in paths]
-    if not any(present):
-        return ()
-    return tuple(_tensor(folder, p, digests)[1] for p in paths)
-
-
-def _load_json(folder: Path) -> dict[str, Any]:
-    text = _read_bytes(folder, CASE_JSON)
-    try:
-        data = json.loads(text)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise CaseError(f"{folder}: case.json is not valid JSON ({exc})") from None
-    if not isinstance(data, dict):
-        raise CaseError(f"{folder}: case.json must hold a JSON object")
-    version = data.get("schema_version")
-    if version != SCHEMA_VERSION:
-        raise CaseError(f"{folder}: unknown case schema_version {version!r} (this convsmith reads {SCHEMA_VERSION})")
-    return data
-
-
-def read_case(path: Path | str) -> CaseData:
-    """Read and validate a case folder (or its case.json); any problem is a CaseError with one clear line."""
-    path = Path(path)
-    folder = path.parent if path.name == CASE_JSON else path
-    if not folder.is_dir():
-        raise CaseError(f"{folder}: not a case folder (no such directory)")
-    data = _load_json(folder)
-    digests = data.get("files")
-    if digests is not None and not isinstance(digests, dict):
-        raise CaseError(f"{folder}: case.json 'files' must be an object")
-    try:
-        graph = Graph.from_json(data["graph"])
-        verdict = Verdict.from_json(data["verdict"])
-        fields = {name: data[name] for name in ("id", "signature", "seed", "converter", "created")}
-        options = dict(data["converter_options"])
-        versions = dict(data["versions"])
-        input_names, output_names = tuple(data["input_names"]), tuple(data["output_names"])
-    except KeyError as exc:
-        raise CaseError(f"{folder}: case.json lacks the field {exc.args[0]!r}") from None
-    except (GraphError, TypeError, ValueError, AttributeError) as exc:
-        raise CaseError(f"{folder}: malformed case.json ({type(exc).__name__}: {exc})") from None
-    expectation = data.get("expectation")
-    if expectation not in EXPECTATIONS:
-        raise CaseError(f"{folder}: expectation must be null, 'bug' or 'pass', not {expectation!r}")
-    if not isinstance(fields["seed"], int):
-        raise CaseError(f"{folder}: seed must be an integer")
-    device = data.get("device", "cpu")  # cases written before devices were recorded ran on the CPU
-    if device not in DEVICES:
-        raise CaseError(f"{folder}: device must be one of {', '.join(DEVICES)}, not {device!r}")
-    model = _read_model(folder, digests)
-    weights = {}
-    for name in graph.weights:
-        rel = f"{WEIGHTS_DIR}/{name}.pb"
-        if (folder / rel).exists() or (digests is not None and rel in digests):
-            weights[name] = _tensor(folder, rel, digests)[1]
-    return CaseData(
-        **fields, graph=graph, converter_options=options, verdict=verdict, versions=versions,
-        input_names=input_names, output_names=output_names, weights=weights,
-        inputs=_indexed(folder, "input", len(input_names), digests),
-        expected=_indexed(folder, "output", len(output_names), digests),
-        reference=_indexed(folder, "reference", len(output_names), digests),
-        model=model, log=_read_text(folder, "log.txt"), original=data.get("original"),
-        reduction=data.get("reduction"), expectation=expectation, device=device,
-    )
-
-
-def _read_model(folder: Path, digests: Mapping[str, str] | None) -> bytes | None:
-    if not (folder / MODEL).exists():
-        if digests is not None and MODEL in digests:
-            raise CaseError(f"{folder}: missing {MODEL}")
-        return None
-    data = _read_bytes(folder, MODEL)
-    _check_digest(folder, MODEL, data, digests)
-    try:
-        proto = onnx.load_from_string(data)
-    except Exception as exc:  # protobuf DecodeError is private
-        raise CaseError(f"{folder}: {MODEL} is truncated or not an ONNX model ({exc})") from None
-    if not proto.HasField("graph"):
-        raise CaseError(f"{folder}: {MODEL} is truncated (no graph)")
-    return data
-
-
-def _read_text(folder: Path, rel: str) -> str:
-    try:
-        return (folder / rel).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return ""
-
-
-def with_changes(case: CaseData, **changes: Any) -> CaseData:
-    """A copy with some fields replaced (dataclasses.replace, re-exported for callers that build on a case)."""
-    return dataclasses.replace(case, **changes)
-
-
-def case_from_result(result: Any, graph: Graph, seed: int, converter: str, versions: Mapping[str, str],
+def case_from_result(result: CheckResult, graph: Graph, seed: int, converter: str, versions: Mapping[str, str],
                      log: str = "", case_id_: str | None = None, original: str | None = None,
                      device: str = "cpu") -> CaseData:
-    """A CaseData from a fuzzer.check.CheckResult (duck-typed here so this module does not import check.py);
-    `device` is recorded when the result has no source (a failed source runs nowhere else)."""
+    """A CaseData from a check result; `device` is recorded when the result has no source (a failed source runs
+    nowhere else)."""
     verdict: Verdict = result.verdict
     expected, target = result.expected, result.target
     weights: dict[str, np.ndarray] = {}
@@ -367,10 +111,10 @@ def case_from_result(result: Any, graph: Graph, seed: int, converter: str, versi
     reference: tuple[np.ndarray, ...] = ()
     if expected is not None:
         source = expected.source
-        weights = {w: as_case_array(getattr(source.module, w)) for w in graph.weights}
-        inputs = tuple(as_case_array(x) for x in source.inputs)
+        weights = {w: to_case_array(getattr(source.module, w)) for w in graph.weights}
+        inputs = tuple(to_case_array(x) for x in source.inputs)
         dtypes = source.output_dtypes
-        eager = tuple(as_case_array(x, d) for x, d in zip(expected.eager, dtypes, strict=True))
+        eager = tuple(to_case_array(x, d) for x, d in zip(expected.eager, dtypes, strict=True))
         reference = tuple(np.asarray(x) for x in expected.reference)
     model = target.model if target is not None else None
     signature = verdict.signature
@@ -381,3 +125,24 @@ def case_from_result(result: Any, graph: Graph, seed: int, converter: str, versi
         weights=weights, inputs=inputs, expected=eager, reference=reference, model=model, log=log,
         original=original, device=expected.source.device if expected is not None else device,
     )
+
+
+def case_log(result: Any) -> str:
+    """log.txt of a case: the verdict and message, the library's traceback (if it failed), per-stage timings."""
+    verdict = result.verdict
+    lines = [f"verdict: {verdict.symptom.json_name} at {verdict.stage.value}", f"message: {verdict.message}"]
+    if result.failure is not None:
+        lines += [f"frame: {result.failure.frame}", "", result.failure.traceback.rstrip()]
+    lines += ["", "timings (s):"] + [f"  {k}: {v:.4f}" for k, v in sorted(result.timings.items())]
+    return "\n".join(lines) + "\n"
+
+
+def case_from_check(graph: Graph, seed: int, converter: str, options: Any, original: str | None = None,
+                    reduction: dict[str, Any] | None = None, case_id_: str | None = None,
+                    check_options: CheckOptions = FULL_CHECK, device: str = "cpu") -> CaseData:
+    """Run the full check on `graph` (on `device`) and package the result as a CaseData."""
+    result = run_check(graph, seed, converter, options, check_options, device)
+    versions = collect_versions(CONVERTERS[converter].distributions)
+    case = case_from_result(result, graph, seed, converter, versions, log=case_log(result), case_id_=case_id_,
+                            original=original, device=device)
+    return dataclasses.replace(case, reduction=reduction)

@@ -3,21 +3,16 @@
 from __future__ import annotations
 
 import enum
-import json
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-import ml_dtypes
-import numpy as np
-import torch
-
-from fuzzer.cases.case import CASE_JSON, CaseData, CaseError, read_case
+from fuzzer.cases.case import CaseData
 from fuzzer.check.pipeline import CheckOptions, ConverterUnavailable, check_source, run_check
 from fuzzer.converters import CONVERTERS
 from fuzzer.converters.base import Source
 from fuzzer.support.device import require_device
 from fuzzer.support.errors import UsageError
+from fuzzer.support.tensors import to_torch
 from generators.materialize import GraphModule
 from oracles.verdict import Verdict
 
@@ -52,32 +47,14 @@ class Replay:
         return text
 
 
-def load_case(path: Path) -> CaseData:
-    """read_case, plus: every data file case.json lists must be present (a missing input is bad input)."""
-    case = read_case(path)
-    folder = path.parent if path.name == CASE_JSON else path
-    listed = json.loads((folder / CASE_JSON).read_text(encoding="utf-8")).get("files") or {}
-    for rel in sorted(listed):
-        if not (folder / rel).is_file():
-            raise CaseError(f"{folder}: missing {rel}")
-    return case
-
-
 def case_source(case: CaseData) -> Source | None:
     """The case's own module, weights and inputs (None when the folder holds no input data)."""
     if len(case.inputs) != len(case.graph.inputs) or set(case.weights) != set(case.graph.weights):
         return None
     graph = case.graph
-    weights = {n: _torch(case.weights[n], graph.types[n].shape) for n in graph.weights}
-    inputs = tuple(_torch(x, t.shape) for x, t in zip(case.inputs, graph.inputs.values(), strict=True))
+    weights = {n: to_torch(case.weights[n], graph.types[n].shape) for n in graph.weights}
+    inputs = tuple(to_torch(x, t.shape) for x, t in zip(case.inputs, graph.inputs.values(), strict=True))
     return Source.on(case.device, graph, GraphModule(graph, weights), inputs)
-
-
-def _torch(x: np.ndarray, shape: tuple[int, ...]) -> torch.Tensor:
-    """numpy -> torch keeping 0-d arrays 0-d (np.ascontiguousarray would make them 1-d)."""
-    if x.dtype == ml_dtypes.bfloat16:
-        return torch.from_numpy(np.array(x, dtype=np.float32)).to(torch.bfloat16).reshape(shape)
-    return torch.from_numpy(np.array(x, copy=True)).reshape(shape)
 
 
 def replay_verdict(case: CaseData, check_options: CheckOptions = REPLAY_CHECK) -> Verdict:

@@ -1,109 +1,19 @@
 """repro.py for a case folder: plain PyTorch source of the graph, the same converter call, a comparison, an exit code.
 
-The module is rendered from the graph, one line of torch code per node, from a per-op template registry
-(TEMPLATES). Families whose ops are "call this torch function" are derived from the op class's `fn` (resolved
-to its public dotted name and checked to be the very same object); the rest are written here by hand. When an
-op has no template the script falls back to running the saved model.onnx against the saved expected outputs.
+The module is rendered from the graph, one line of torch code per node, each written by the operator's own
+`torch_source` (tests/test_op_registry.py checks every operator's source against its forward, bit for bit).
 The script needs torch, onnx, onnxruntime and numpy (plus the ONNX optimizer under test, if any), never convsmith.
 """
 
 from __future__ import annotations
 
-import importlib
 import keyword
 import re
-from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from generators.dtypes import DType
 from generators.ir import Graph
-from generators.registry import REGISTRY
+from generators.registry import REGISTRY, OpRegistry
 from oracles.compare import DEFAULT_TOLERANCES
-
-Template = Callable[[Mapping[str, Any], Sequence[str]], str]
-
-
-# ---- the per-op template registry -------------------------------------------------------------------------
-
-def _public_name(fn: Any) -> str | None:
-    """'torch.log10' / 'torch.nn.functional.elu' / 'torch.special.erfc' when that name gives back `fn`."""
-    for module in ("torch", "torch.nn.functional", "torch.special"):
-        name = getattr(fn, "__name__", None)
-        if name and getattr(importlib.import_module(module), name, None) is fn:
-            return f"{module}.{name}"
-    return None
-
-
-def _kwargs(attrs: Mapping[str, Any]) -> str:
-    return ", ".join(f"{k}={v!r}" for k, v in sorted(attrs.items()))
-
-
-def _call(qual: str) -> Template:
-    return lambda attrs, xs: f"{qual}({', '.join(xs)})"
-
-
-def _call_kwargs(qual: str) -> Template:
-    return lambda attrs, xs: f"{qual}({', '.join(xs)}{', ' if attrs else ''}{_kwargs(attrs)})"
-
-
-def _call_dim(qual: str) -> Template:
-    return lambda attrs, xs: f"{qual}({xs[0]}, dim={attrs['dim']!r})"
-
-
-# forward() of a family base class -> how a call of the class's `fn` is written
-_FORWARD_STYLES: dict[str, Callable[[str], Template]] = {
-    "Unary.forward": _call,
-    "BroadcastBinary.forward": _call,  # binary, bitwise and compare ops
-    "Predicate.forward": _call,
-    "Activation.forward": _call_kwargs,
-    "SoftmaxLike.forward": _call_dim,
-}
-
-_OPERATORS = {"add": "+", "sub": "-", "mul": "*", "div": "/", "floor_divide": "//", "remainder": "%", "pow": "**"}
-
-
-def _explicit() -> dict[str, Template]:
-    table: dict[str, Template] = {}
-    for name, symbol in _OPERATORS.items():
-        table[name] = lambda attrs, xs, s=symbol: f"{xs[0]} {s} {xs[1]}"
-    for dtype in DType:
-        table[f"cast_{dtype.value}"] = lambda attrs, xs: f"{xs[0]}.to(torch.{DType(attrs['to']).torch.__str__()[6:]})"
-    table["erfc"] = lambda attrs, xs: f"torch.special.erfc({xs[0]})"
-    table["glu"] = lambda attrs, xs: f"torch.nn.functional.glu({xs[0]}, dim={attrs['dim']!r})"
-    table["prelu"] = lambda attrs, xs: f"torch.nn.functional.prelu({xs[0]}, {xs[1]})"
-    for name in ("sum", "mean"):
-        table[name] = lambda a, xs, n=name: f"torch.{n}({xs[0]}, dim={a['dim']!r}, keepdim={a['keepdim']!r})"
-    for name in ("amax", "amin"):
-        table[name] = lambda a, xs, n=name: (f"torch.{n}({xs[0]}, dim={() if a['dim'] is None else a['dim']!r}, "
-                                             f"keepdim={a['keepdim']!r})")
-    for name in ("var", "std", "var_mean", "std_mean"):
-        table[name] = lambda a, xs, n=name: (f"torch.{n}({xs[0]}, dim={a['dim']!r}, correction={a['correction']!r}, "
-                                             f"keepdim={a['keepdim']!r})")
-    table["topk"] = lambda a, xs: (f"tuple(torch.topk({xs[0]}, {a['k']!r}, dim={a['dim']!r}, largest={a['largest']!r}, "
-                                   f"sorted={a['sorted']!r}))")
-    table["roll"] = lambda a, xs: f"torch.roll({xs[0]}, {a['shifts']!r}, {a['dims']!r})"
-    table["tile"] = lambda a, xs: f"torch.tile({xs[0]}, {a['reps']!r})"
-    table["permute"] = lambda a, xs: f"{xs[0]}.permute({a['perm']!r}){'.contiguous()' if a['contiguous'] else ''}"
-    return table
-
-
-def _derived() -> dict[str, Template]:
-    table: dict[str, Template] = {}
-    for name, op in REGISTRY.items():
-        style = _FORWARD_STYLES.get(type(op).forward.__qualname__)
-        fn = getattr(type(op), "fn", None)
-        qual = _public_name(fn) if fn is not None else None
-        if style is not None and qual is not None:
-            table[name] = style(qual)
-    return table
-
-
-TEMPLATES: Mapping[str, Template] = {**_derived(), **_explicit()}
-
-
-def missing_templates(graph: Graph) -> list[str]:
-    return sorted({n.op for n in graph.nodes if n.op not in TEMPLATES})
-
 
 # ---- rendering the module -----------------------------------------------------------------------------------
 
@@ -114,8 +24,9 @@ def _ident(name: str) -> str:
     return text
 
 
-def render_module(graph: Graph) -> str:
-    """`class Repro(torch.nn.Module)`: weights loaded from weights/<name>.pb, one line per node in forward."""
+def render_module(graph: Graph, registry: OpRegistry = REGISTRY) -> str:
+    """`class Repro(torch.nn.Module)`: weights loaded from weights/<name>.pb, in forward one line per node, each
+    the operator's own plain-PyTorch source."""
     names = {n: _ident(n) for n in graph.types}
     lines = ["class Repro(torch.nn.Module):", "    def __init__(self):", "        super().__init__()"]
     for w in graph.weights:
@@ -125,7 +36,7 @@ def render_module(graph: Graph) -> str:
     for w in graph.weights:
         lines.append(f"        {names[w]} = self.{w}")
     for node in graph.nodes:
-        expr = TEMPLATES[node.op](node.attrs, [names[n] for n in node.inputs])
+        expr = registry[node.op].torch_source(node.attrs, [names[n] for n in node.inputs])
         targets = ", ".join(names[o] for o in node.outputs) + ("," if len(node.outputs) == 1 else "")
         if len(node.outputs) == 1:
             targets = names[node.outputs[0]]
@@ -370,34 +281,6 @@ if __name__ == "__main__":
     sys.exit(main())
 '''
 
-_MAIN_ONNX = '''
-
-def main():
-    # Fallback: some operators of this graph have no torch template yet, so the saved target model is run.
-    inputs = [load_tensor(f"test_data_set_0/input_{i}.pb") for i in range(len(INPUT_NAMES))]
-    saved = [to_numpy(load_tensor(f"test_data_set_0/output_{i}.pb")) for i in range(len(OUTPUT_NAMES))]
-    path = os.path.join(HERE, "model.onnx")
-    if not os.path.exists(path):
-        print("no model.onnx and no torch templates for every operator: cannot reproduce standalone")
-        return 0
-    with open(path, "rb") as handle:
-        data = handle.read()
-    print(f"{CASE}: running the saved target model.onnx ({CONVERTER})")
-    try:
-        level = OPTIONS.get("level", "disabled") if CONVERTER == "ort-optimizer" else "disabled"
-        outputs = run_onnx(data, inputs, level)
-    except Exception as exc:
-        print(f"observed: {type(exc).__name__}: {exc}")
-        return 1
-    shows = judge(outputs, saved, "expected")
-    print("BUG REPRODUCES" if shows else "bug does not show")
-    return 1 if shows else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
-'''
-
 _EXTRA_LIBS = {"onnxsim": "onnxsim", "onnxslim": "onnxslim", "onnxoptimizer": "onnxoptimizer"}
 
 
@@ -422,9 +305,7 @@ def render_repro(case: Any) -> str:
         tolerances={k: (v.rtol, v.atol) for k, v in DEFAULT_TOLERANCES.items()},
         device=case.device,
     )
-    if missing_templates(graph):
-        return header + _HELPERS + _MAIN_ONNX
     return header + _HELPERS + "\n\n" + render_module(graph) + _MAIN_MODULE
 
 
-__all__ = ["TEMPLATES", "missing_templates", "render_module", "render_repro"]
+__all__ = ["render_module", "render_repro"]

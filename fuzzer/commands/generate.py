@@ -8,7 +8,7 @@ from pathlib import Path
 from fuzzer.commands.flags import add_generator_arguments, generator_options
 from fuzzer.support.errors import UsageError
 from fuzzer.support.files import atomic_write_bytes, atomic_write_text
-from fuzzer.support.tensors import tensor_to_proto_bytes
+from fuzzer.support.tensors import to_proto_bytes
 from generators.dot import to_dot
 from generators.generator import GenerationError, generate
 from generators.materialize import materialize
@@ -41,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
     data = args.out / "test_data_set_0"
     data.mkdir(exist_ok=True)
     for i, (name, value) in enumerate(found.inputs.items()):
-        atomic_write_bytes(data / f"input_{i}.pb", tensor_to_proto_bytes(name, value))
+        atomic_write_bytes(data / f"input_{i}.pb", to_proto_bytes(name, value))
     state = "valid" if found.valid else "NOT valid (NaN/Inf remain)"
     print(f"seed {args.seed}: {len(graph.nodes)} nodes, {len(graph.inputs)} inputs, {len(graph.outputs)} outputs, "
           f"inputs {state} after {found.steps} steps -> {args.out}")

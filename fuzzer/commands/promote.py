@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from pathlib import Path
 
-from fuzzer.cases.case import with_changes, write_case
-from fuzzer.cases.replay import Outcome, load_case, replay
+from fuzzer.cases.folder import load_case, write_case
+from fuzzer.cases.replay import Outcome, replay
 from fuzzer.support.errors import UsageError
 
 NAME = "promote"
@@ -34,6 +35,6 @@ def run(args: argparse.Namespace) -> int:
         if expect == "pass" and result.verdict.is_bug:
             raise UsageError(f"{case.id} still fails ({result.verdict.signature}): not promoted as must-pass")
     expect = expect or "bug"
-    path = write_case(args.corpus, with_changes(case, expectation=expect), replace=True)
+    path = write_case(args.corpus, dataclasses.replace(case, expectation=expect), replace=True)
     print(f"{case.id}: promoted as {'a known bug' if expect == 'bug' else 'must pass'} -> {path}")
     return 0

@@ -5,10 +5,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from fuzzer.cases.case import write_case
-from fuzzer.cases.replay import load_case
+from fuzzer.cases.folder import load_case, write_case
 from fuzzer.check.pipeline import ConverterUnavailable
-from fuzzer.reduce.shrinker import ReductionFailed, reduce_case
+from fuzzer.reduce.case import ReductionFailed, reduce_case
 from fuzzer.support.errors import UsageError
 
 NAME = "reduce"

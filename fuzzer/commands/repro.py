@@ -6,7 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from fuzzer.cases.replay import Outcome, load_case, replay
+from fuzzer.cases.folder import load_case
+from fuzzer.cases.replay import Outcome, replay
 from fuzzer.support.errors import UsageError
 
 NAME = "repro"

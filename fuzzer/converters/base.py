@@ -12,7 +12,6 @@ import dataclasses
 import importlib
 import importlib.metadata
 import time
-import traceback
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -21,9 +20,9 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
-from generators.dtypes import DType
 from generators.ir import Graph
 from generators.materialize import GraphModule
+from oracles.taxonomy import Failure
 from oracles.verdict import Stage
 
 
@@ -75,31 +74,12 @@ class Source:
         return tuple(self.graph.types[n].dtype.value for n in self.graph.outputs)
 
 
-@dataclass(frozen=True)
-class Failure:
-    """A library failure: the stage it happened in, the exception type, message and innermost frame."""
-
-    stage: Stage
-    exc_type: str
-    message: str
-    frame: str
-    traceback: str
-
-
 class StageError(Exception):
     """Raised by converters: the library under test failed at `failure.stage`."""
 
     def __init__(self, failure: Failure) -> None:
         super().__init__(f"{failure.stage.value}: {failure.exc_type}: {failure.message}")
         self.failure = failure
-
-
-def failure_of(stage: Stage, exc: BaseException) -> Failure:
-    frames = traceback.extract_tb(exc.__traceback__)
-    frame = f"{frames[-1].filename}:{frames[-1].lineno} in {frames[-1].name}" if frames else ""
-    exc_type = f"{type(exc).__module__}.{type(exc).__qualname__}"
-    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-    return Failure(stage, exc_type, str(exc), frame, text)
 
 
 @dataclass
@@ -119,7 +99,7 @@ class Steps:
         except StageError:
             raise
         except Exception as exc:  # the library under test failed; KeyboardInterrupt passes through
-            raise StageError(failure_of(stage, exc)) from exc
+            raise StageError(Failure.of(stage, exc)) from exc
         finally:
             self.timings[timer] = self.timings.get(timer, 0.0) + time.perf_counter() - start
 
@@ -217,12 +197,3 @@ def distribution_version(name: str) -> str:
     except importlib.metadata.PackageNotFoundError:
         return "not installed"
 
-
-_KNOWN_TORCH = frozenset(d.torch for d in DType)
-
-
-def tensor_to_numpy(x: torch.Tensor) -> tuple[np.ndarray, str]:
-    """A torch tensor as numpy (bfloat16 widened to float32 storage, exact) and its IR dtype name."""
-    x = x.detach().cpu()
-    name = DType.from_torch(x.dtype).value if x.dtype in _KNOWN_TORCH else f"?{x.dtype}"
-    return (x.float() if x.dtype == torch.bfloat16 else x).numpy(), name

@@ -11,8 +11,9 @@ from dataclasses import dataclass
 
 import torch
 
-from fuzzer.converters.base import Converter, ConverterOptions, Source, Steps, TargetRun, tensor_to_numpy
+from fuzzer.converters.base import Converter, ConverterOptions, Source, Steps, TargetRun
 from fuzzer.converters.upstream import export_upstream
+from fuzzer.support.tensors import to_oracle_array
 from oracles.verdict import Stage
 
 
@@ -40,5 +41,5 @@ class OnnxToTorch(Converter):
         with steps.at(Stage.RUNTIME_EXECUTION, "runtime"), torch.no_grad():
             result = module(*(by_name[n] for n in names))
         results = tuple(result) if isinstance(result, (tuple, list)) else (result,)
-        pairs = [tensor_to_numpy(r) for r in results]
+        pairs = [to_oracle_array(r) for r in results]
         return TargetRun(tuple(a for a, _ in pairs), tuple(d for _, d in pairs), dict(steps.timings), model=up.data)

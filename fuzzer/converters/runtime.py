@@ -16,7 +16,7 @@ import onnx
 import onnxruntime as ort
 import torch
 
-from fuzzer.converters.base import Source, StageError, Steps, TargetRun, UpstreamError
+from fuzzer.converters.base import Source, Steps, TargetRun
 from oracles.verdict import Stage
 
 LEVELS: Mapping[str, ort.GraphOptimizationLevel] = {
@@ -133,7 +133,3 @@ def _parse(data: bytes, steps: Steps) -> onnx.ModelProto:
     with steps.at(Stage.SERIALIZATION, "serialization"):
         return onnx.load_from_string(data)
 
-
-def upstream_failure(exc: StageError, upstream: str) -> UpstreamError:
-    """Re-label an upstream StageError so check.py files it as the source's failure, not this converter's."""
-    return UpstreamError(exc.failure, upstream)

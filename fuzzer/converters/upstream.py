@@ -12,7 +12,7 @@ import numpy as np
 import onnx
 
 from fuzzer.converters.base import Converter, ConverterOptions, Source, StageError, Steps, TargetRun, UpstreamError
-from fuzzer.converters.runtime import check_and_serialize, run_model, run_onnx_target, upstream_failure
+from fuzzer.converters.runtime import check_and_serialize, run_model, run_onnx_target
 from fuzzer.converters.torch_onnx_dynamo import DynamoOptions, export_dynamo
 from fuzzer.converters.torch_onnx_script import ScriptOptions, export_script
 from oracles.verdict import Stage
@@ -73,7 +73,7 @@ def _export(source: Source, exporter: str, opset: int, steps: Steps, run: bool) 
         data = check_and_serialize(model, own)
         outputs, dtypes = run_model(data, source, own) if run else ((), ())
     except StageError as exc:
-        raise upstream_failure(exc, exporter) from exc
+        raise UpstreamError(exc.failure, exporter) from exc
     finally:
         for timer, seconds in own.timings.items():
             steps.timings[f"upstream_{timer}"] = seconds

@@ -8,126 +8,28 @@ or attributes make invalid raises there, and the candidate is dropped before any
 
 from __future__ import annotations
 
-import warnings
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-import torch
-
-from generators.dtypes import DType
-from generators.ir import Graph, Node, TensorType
-from generators.materialize import default_range, materialize, random_inputs
-
-if TYPE_CHECKING:
-    from fuzzer.reduce.shrinker import Shrinker
-
-Pass = Callable[["Shrinker"], None]
+from fuzzer.reduce.size import attr_cost, range_cost, value_range
+from generators.edit import bypass, cut, leaves, prune, with_leaf_shapes
+from generators.ir import Graph
 
 
-# ---- graph surgery ---------------------------------------------------------------------------------------
+class Shrinker(Protocol):
+    """What a pass sees of the shrinker: the current graph and the one acceptance point."""
 
-def prune(graph: Graph) -> Graph:
-    """Drop nodes no output depends on, and inputs, weights, types and ranges nothing reads."""
-    needed = set(graph.outputs)
-    kept: list[Node] = []
-    for node in reversed(graph.nodes):
-        if needed & set(node.outputs):
-            kept.append(node)
-            needed |= set(node.inputs)
-    nodes = tuple(reversed(kept))
-    inputs = {n: t for n, t in graph.inputs.items() if n in needed}
-    weights = {n: t for n, t in graph.weights.items() if n in needed}
-    defined = set(inputs) | set(weights) | {o for node in nodes for o in node.outputs}
-    return Graph(inputs, weights, nodes, graph.outputs, {n: t for n, t in graph.types.items() if n in defined},
-                 {n: r for n, r in graph.ranges.items() if n in defined})
+    current: Graph
+
+    def consider(self, candidate: Graph | None) -> bool:
+        """Keep `candidate` when it is strictly smaller and still the same bug."""
+
+    def consider_retyped(self, candidate: Graph) -> bool:
+        """`consider`, after re-typing a candidate whose shapes or attributes changed."""
 
 
-def _fresh_name(graph: Graph, taken: set[str]) -> str:
-    i = 0
-    while f"r{i}" in graph.types or f"r{i}" in taken:
-        i += 1
-    return f"r{i}"
-
-
-def _rename_inputs(node: Node, mapping: Mapping[str, str]) -> Node:
-    return replace(node, inputs=tuple(mapping.get(n, n) for n in node.inputs))
-
-
-def cut(graph: Graph, index: int) -> Graph | None:
-    """Remove node `index`: its readers read fresh graph inputs of the same types; where its outputs were graph
-    outputs, the node's own computed inputs become outputs instead (so the upstream part stays observable)."""
-    node = graph.nodes[index]
-    later = graph.nodes[index + 1:]
-    read = {n for other in later for n in other.inputs}
-    mapping: dict[str, str] = {}
-    new_inputs = dict(graph.inputs)
-    types = dict(graph.types)
-    for out in node.outputs:
-        if out in read:
-            mapping[out] = _fresh_name(graph, set(mapping.values()))
-            new_inputs[mapping[out]] = types[mapping[out]] = graph.types[out]
-    produced = {o for other in graph.nodes[:index] for o in other.outputs}
-    outputs: list[str] = []
-    for out in graph.outputs:
-        if out not in node.outputs:
-            outputs.append(out)
-            continue
-        outputs += [n for n in node.inputs if n in produced and n not in outputs]
-    outputs = list(dict.fromkeys(mapping.get(o, o) for o in outputs))
-    if not outputs:
-        return None
-    nodes = graph.nodes[:index] + tuple(_rename_inputs(n, mapping) for n in later)
-    for out in node.outputs:
-        types.pop(out, None)
-    return prune(Graph(new_inputs, graph.weights, nodes, tuple(outputs), types, graph.ranges))
-
-
-def bypass(graph: Graph, index: int, source: str) -> Graph | None:
-    """Remove node `index`, feeding its (single-output) readers and outputs from `source`, one of its inputs."""
-    node = graph.nodes[index]
-    if len(node.outputs) != 1 or graph.types[source] != graph.types[node.outputs[0]]:
-        return None
-    mapping = {node.outputs[0]: source}
-    nodes = graph.nodes[:index] + tuple(_rename_inputs(n, mapping) for n in graph.nodes[index + 1:])
-    outputs = tuple(dict.fromkeys(mapping.get(o, o) for o in graph.outputs))
-    if any(o in graph.inputs or o in graph.weights for o in outputs):
-        return None  # a graph input as an output tests nothing
-    types = {n: t for n, t in graph.types.items() if n != node.outputs[0]}
-    return prune(Graph(graph.inputs, graph.weights, nodes, outputs, types, graph.ranges))
-
-
-def retype(graph: Graph, seed: int) -> Graph | None:
-    """The graph with every tensor's type taken from an eager run; None when an op rejects the new shapes or
-    attributes, a dtype changes, or a tensor becomes empty."""
-    try:
-        with warnings.catch_warnings(), torch.no_grad():
-            warnings.simplefilter("ignore")
-            module = materialize(graph, seed)
-            env = module.run_all(*random_inputs(graph, seed).values())
-    except Exception:  # any error of the eager model means the candidate is not a valid graph
-        return None
-    types: dict[str, TensorType] = {}
-    for name, old in graph.types.items():
-        value = env.get(name)
-        if not isinstance(value, torch.Tensor) or value.dtype != old.dtype.torch or value.numel() == 0:
-            return None
-        types[name] = TensorType(tuple(value.shape), old.dtype)
-    return Graph({n: types[n] for n in graph.inputs}, {n: types[n] for n in graph.weights}, graph.nodes,
-                 graph.outputs, types, graph.ranges)
-
-
-def with_leaf_shapes(graph: Graph, shapes: Mapping[str, tuple[int, ...]]) -> Graph:
-    """The graph with some input/weight shapes replaced (other types are stale until `retype`)."""
-    types = dict(graph.types)
-    for name, shape in shapes.items():
-        types[name] = TensorType(tuple(shape), graph.types[name].dtype)
-    return Graph({n: types[n] for n in graph.inputs}, {n: types[n] for n in graph.weights}, graph.nodes,
-                 graph.outputs, types, graph.ranges)
-
-
-def leaves(graph: Graph) -> list[str]:
-    return list(graph.inputs) + list(graph.weights)
+Pass = Callable[[Shrinker], None]
 
 
 # ---- the passes ------------------------------------------------------------------------------------------
@@ -261,29 +163,3 @@ PASSES: tuple[Pass, ...] = (
     simplify_attrs,
     simplify_values,
 )
-
-
-# ---- costs used by the size order ------------------------------------------------------------------------
-
-def attr_cost(value: Any) -> float:
-    if value is None or isinstance(value, str):
-        return 0
-    if isinstance(value, bool):
-        return int(value)
-    if isinstance(value, int | float):
-        return abs(value) + (0 if float(value).is_integer() else 1)
-    if isinstance(value, tuple):
-        return len(value) + sum(attr_cost(v) for v in value)
-    return 0
-
-
-def value_range(graph: Graph, name: str) -> tuple[float, float]:
-    ttype = graph.types[name]
-    lo, hi = graph.ranges.get(name, default_range(ttype.dtype))
-    if ttype.dtype is DType.BOOL:
-        return max(lo, 0), min(hi, 1)
-    return lo, hi
-
-
-def range_cost(bounds: tuple[float, float]) -> float:
-    return abs(bounds[0]) + abs(bounds[1])

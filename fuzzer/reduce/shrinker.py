@@ -1,11 +1,8 @@
 """The reducer: passes over a concrete graph, run to a fixpoint, keeping only smaller graphs with the same bug.
 
 One acceptance point (`Shrinker.consider`): a candidate is pruned, validated, and kept only when it is strictly
-smaller in the size order (`graph_size`) and `is_same_bug` says it still shows the same signature. The passes
-live in fuzzer/reduce_passes.py, listed once in PASSES; each keeps tries/accepts/seconds statistics.
-
-The size order compares, in turn: operators, graph outputs, inputs plus weights, elements over all tensors,
-ranks over all tensors, attribute magnitude, and input-value magnitude (see `graph_size`).
+smaller in the size order (fuzzer/reduce/size.py) and `is_same_bug` says it still shows the same bug. The
+passes live in fuzzer/reduce/passes.py, listed once in PASSES; each keeps tries/accepts/seconds statistics.
 """
 
 from __future__ import annotations
@@ -15,28 +12,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from fuzzer.check.pipeline import CheckOptions, run_check
-from fuzzer.reduce.passes import PASSES, Pass, attr_cost, prune, range_cost, retype, value_range
-from fuzzer.support.device import require_device
+from fuzzer.reduce.passes import PASSES, Pass
+from fuzzer.reduce.size import graph_size
+from generators.edit import prune, retype
 from generators.ir import Graph, GraphError, validate
 from generators.registry import REGISTRY
-
-FULL_CHECK = CheckOptions()
-REDUCE_CHECK = CheckOptions(rerun=False, locate=True, culprit=False)  # locate: the signature depends on it
-
-
-def graph_size(graph: Graph) -> tuple[float, ...]:
-    """The size order, compared lexicographically: a candidate must be strictly smaller to be accepted."""
-    leaves = list(graph.inputs) + list(graph.weights)
-    return (
-        len(graph.nodes),
-        len(graph.outputs),
-        len(leaves),
-        sum(t.numel for t in graph.types.values()),
-        sum(t.rank for t in graph.types.values()),
-        sum(attr_cost(v) for node in graph.nodes for v in node.attrs.values()),
-        sum(range_cost(value_range(graph, n)) for n in leaves),
-    )
 
 
 @dataclass
@@ -154,66 +134,3 @@ def reduce_graph(graph: Graph, seed: int, is_same_bug: Callable[[Graph], bool], 
         exhausted = True
     return ReduceResult(shrinker.current, graph_size(graph), graph_size(shrinker.current),
                         tuple(shrinker.stats.values()), time.monotonic() - start, shrinker.checks, rounds, exhausted)
-
-
-def signature_oracle(seed: int, converter: str, options: Any, signature: str,
-                     check_options: CheckOptions = REDUCE_CHECK, device: str = "cpu") -> Callable[[Graph], bool]:
-    """is_same_bug for real converters: the candidate's verdict (on `device`) has exactly `signature`."""
-
-    def is_same_bug(graph: Graph) -> bool:
-        try:
-            verdict = run_check(graph, seed, converter, options, check_options, device).verdict
-        except Exception:  # a candidate that breaks convsmith itself is not the bug we are after
-            return False
-        return verdict.signature == signature
-
-    return is_same_bug
-
-
-# ---- the case-level wrapper ------------------------------------------------------------------------------
-
-def case_log(result: Any) -> str:
-    """log.txt of a case: the library's traceback (if it failed) and the per-stage timings."""
-    parts = []
-    if result.failure is not None:
-        parts.append(f"stage: {result.failure.stage.value}\nframe: {result.failure.frame}\n\n"
-                     f"{result.failure.traceback}")
-    parts.append("timings (s):\n" + "\n".join(f"  {k}: {v:.4f}" for k, v in sorted(result.timings.items())))
-    return "\n".join(parts) + "\n"
-
-
-def case_from_check(graph: Graph, seed: int, converter: str, options: Any, original: str | None = None,
-                    reduction: dict[str, Any] | None = None, case_id_: str | None = None,
-                    check_options: CheckOptions = FULL_CHECK, device: str = "cpu") -> Any:
-    """Run the full check on `graph` (on `device`) and package the result as a CaseData."""
-    from fuzzer.cases.case import case_from_result, collect_versions, with_changes
-    from fuzzer.converters import CONVERTERS
-
-    result = run_check(graph, seed, converter, options, check_options, device)
-    versions = collect_versions(CONVERTERS[converter].distributions)
-    case = case_from_result(result, graph, seed, converter, versions, log=case_log(result), case_id_=case_id_,
-                            original=original, device=device)
-    return with_changes(case, reduction=reduction)
-
-
-class ReductionFailed(RuntimeError):
-    """The reduced graph no longer shows the case's signature under the full check (e.g. it became flaky)."""
-
-
-def reduce_case(case: Any, budget_s: float = 60.0, original: str | None = None) -> tuple[Any, ReduceResult]:
-    """Reduce a CaseData: the reduced case (id '<id>-reduced', linked to `original` or the case id) and stats."""
-    require_device(case.device, f"{case.id} (found on {case.device})")
-    oracle = signature_oracle(case.seed, case.converter, case.converter_options, case.signature,
-                              device=case.device)
-    result = reduce_graph(case.graph, case.seed, oracle, budget_s)
-    reduced = case_from_check(result.graph, case.seed, case.converter, case.converter_options,
-                              original=original or case.id, reduction=result.to_json(),
-                              case_id_=reduced_id(case.id), device=case.device)
-    if reduced.signature != case.signature:
-        raise ReductionFailed(f"{case.id}: the reduced graph gives {reduced.signature} under the full check, "
-                              f"not {case.signature}")
-    return reduced, result
-
-
-def reduced_id(case_id: str) -> str:
-    return case_id if case_id.endswith("-reduced") else f"{case_id[:150]}-reduced"

@@ -1,4 +1,8 @@
-"""Atomic file and folder writes: a reader never sees half a file, a crash never leaves one."""
+"""Atomic file and folder writes: a reader never sees half a file, a crash never leaves one.
+
+Temp-file helpers make private files (0600) and folders (0700); what is published gets the modes any other
+output gets under the user's umask, so teammates on a shared box can read a campaign.
+"""
 
 from __future__ import annotations
 
@@ -8,11 +12,26 @@ import tempfile
 from pathlib import Path
 
 
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+_UMASK = _umask()  # read once: os.umask can only be read by setting it
+
+
+def make_shared(path: Path) -> None:
+    """Give a folder made by mkdtemp (or a file made by mkstemp) the mode a plain mkdir (open) would give it."""
+    os.chmod(path, (0o777 if Path(path).is_dir() else 0o666) & ~_UMASK)
+
+
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write `data` to a temp file beside `path`, fsync it, then rename it over `path`."""
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, 0o666 & ~_UMASK)
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()

@@ -1,4 +1,8 @@
-"""Tensors to and from ONNX TensorProto bytes (the ONNX test-case layout: input_0.pb, output_0.pb)."""
+"""Every conversion of a tensor between torch, numpy and ONNX TensorProto bytes, in one place.
+
+Two numpy forms of bfloat16 exist, on purpose: a case file keeps the real type (ml_dtypes.bfloat16), the oracle
+compares in float32 storage (exact: bfloat16 is float32 with the low 16 bits zero).
+"""
 
 from __future__ import annotations
 
@@ -8,20 +12,46 @@ import onnx
 import torch
 from onnx import numpy_helper
 
+from generators.dtypes import DType
 
-def torch_to_numpy(x: torch.Tensor) -> np.ndarray:
-    """A numpy copy; bfloat16 becomes ml_dtypes.bfloat16 so the proto keeps its real type."""
+_KNOWN_TORCH = frozenset(d.torch for d in DType)
+
+
+def to_case_array(x: torch.Tensor | np.ndarray, dtype: str | None = None) -> np.ndarray:
+    """A numpy copy for a case file: bfloat16 as ml_dtypes.bfloat16 (torch tensors keep their dtype; an oracle
+    array in float32 storage becomes bfloat16 again when `dtype` says so)."""
+    if isinstance(x, torch.Tensor):
+        x = x.detach().cpu()
+        if x.dtype == torch.bfloat16:
+            return x.float().numpy().astype(ml_dtypes.bfloat16)
+        return x.numpy().copy()
+    if dtype == "bfloat16" and x.dtype != ml_dtypes.bfloat16:
+        return np.asarray(x, dtype=np.float32).astype(ml_dtypes.bfloat16)
+    return np.asarray(x)
+
+
+def to_oracle_array(x: torch.Tensor) -> tuple[np.ndarray, str]:
+    """A torch tensor as the oracle compares it (bfloat16 in float32 storage) and its IR dtype name."""
     x = x.detach().cpu()
-    if x.dtype == torch.bfloat16:
-        return x.float().numpy().astype(ml_dtypes.bfloat16)
-    return x.numpy().copy()
+    name = DType.from_torch(x.dtype).value if x.dtype in _KNOWN_TORCH else f"?{x.dtype}"
+    return (x.float() if x.dtype == torch.bfloat16 else x).numpy(), name
 
 
-def tensor_to_proto_bytes(name: str, x: torch.Tensor) -> bytes:
-    return numpy_helper.from_array(torch_to_numpy(x), name=name).SerializeToString()
+def to_torch(x: np.ndarray, shape: tuple[int, ...] | None = None) -> torch.Tensor:
+    """A numpy array (ml_dtypes.bfloat16 included) as a torch tensor of its own; 0-d arrays stay 0-d."""
+    if x.dtype == ml_dtypes.bfloat16:
+        tensor = torch.from_numpy(np.array(x, dtype=np.float32)).to(torch.bfloat16)
+    else:
+        tensor = torch.from_numpy(np.array(x, copy=True))
+    return tensor if shape is None else tensor.reshape(shape)
 
 
-def proto_bytes_to_numpy(data: bytes) -> tuple[str, np.ndarray]:
+def to_proto_bytes(name: str, x: torch.Tensor | np.ndarray) -> bytes:
+    """A TensorProto named `name`, serialized (the ONNX test-case layout: input_0.pb, output_0.pb)."""
+    return numpy_helper.from_array(to_case_array(x), name=name).SerializeToString()
+
+
+def from_proto_bytes(data: bytes) -> tuple[str, np.ndarray]:
     """(name, array) from TensorProto bytes; raises ValueError on a truncated or foreign file."""
     proto = onnx.TensorProto()
     try:
@@ -29,9 +59,3 @@ def proto_bytes_to_numpy(data: bytes) -> tuple[str, np.ndarray]:
     except Exception as exc:  # protobuf raises DecodeError, a private type
         raise ValueError(f"not a TensorProto: {exc}") from None
     return proto.name, numpy_helper.to_array(proto)
-
-
-def numpy_to_torch(x: np.ndarray) -> torch.Tensor:
-    if x.dtype == ml_dtypes.bfloat16:
-        return torch.from_numpy(x.astype(np.float32)).to(torch.bfloat16)
-    return torch.from_numpy(np.ascontiguousarray(x))

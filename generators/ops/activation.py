@@ -17,9 +17,14 @@ from generators.ops.base import (
     BuildContext,
     OpSpec,
     SymTensor,
+    call,
+    function_source,
     pick_axis,
     same_sigs,
 )
+from generators.ops.discontinuity import Detector, Thresholds, at_zero
+
+INF = float("inf")
 
 
 class Activation(OpSpec):
@@ -30,6 +35,8 @@ class Activation(OpSpec):
     sigs = same_sigs(FLOATS)
     choices: ClassVar[Mapping[str, Sequence[Any]]] = {}
     fn: Callable[..., torch.Tensor]
+    # The public dotted name of `fn` where `function_source` cannot find it (F.threshold is `_threshold`).
+    source: ClassVar[str | None] = None
 
     def build(self, ctx: BuildContext, x: SymTensor) -> Build:
         attrs = {k: ctx.choice(k, options) for k, options in self.choices.items()}
@@ -38,9 +45,18 @@ class Activation(OpSpec):
     def forward(self, attrs: AttrMap, x: torch.Tensor) -> torch.Tensor:
         return type(self).fn(x, **attrs)
 
+    def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
+        return call(self.source or function_source(type(self).fn), args, **attrs)
 
-def _act(name: str, fn: Callable, dtypes=FLOATS, **choices: Sequence[Any]) -> type[Activation]:
-    body = {"name": name, "fn": staticmethod(fn), "sigs": same_sigs(dtypes), "choices": choices}
+
+def _act(name: str, fn: Callable, dtypes=FLOATS, *, source: str | None = None,
+         discontinuity: Detector | None = None, value_range: tuple[float, float] | None = None,
+         emits_zeros: bool = False, **choices: Sequence[Any]) -> type[Activation]:
+    """One activation. `value_range`: the interval its output always lies in, whatever the input (used to avoid
+    infeasible graphs); `emits_zeros`: it maps a whole interval to exactly 0."""
+    # staticmethod: a detector that is a plain function must not bind to the op as a method.
+    body = {"name": name, "fn": staticmethod(fn), "sigs": same_sigs(dtypes), "choices": choices, "source": source,
+            "discontinuity": staticmethod(discontinuity), "value_range": value_range, "emits_zeros": emits_zeros}
     return type(name, (Activation,), body)
 
 
@@ -49,6 +65,7 @@ class Softplus(Activation):
 
     name = "softplus"
     fn = staticmethod(F.softplus)
+    value_range = (0, INF)
     choices = {"beta": (1.0, 0.5, 2.0, 10.0), "threshold": (20.0, 1.0, 5.0)}
 
     def domain_loss(self, attrs: AttrMap, x: torch.Tensor) -> torch.Tensor | None:
@@ -70,9 +87,12 @@ class SoftmaxLike(OpSpec):
     def forward(self, attrs: AttrMap, x: torch.Tensor) -> torch.Tensor:
         return type(self).fn(x, dim=attrs["dim"])
 
+    def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
+        return call(function_source(type(self).fn), args, dim=attrs["dim"])
 
-def _softmax(name: str, fn: Callable) -> type[SoftmaxLike]:
-    return type(name, (SoftmaxLike,), {"name": name, "fn": staticmethod(fn)})
+
+def _softmax(name: str, fn: Callable, value_range: tuple[float, float]) -> type[SoftmaxLike]:
+    return type(name, (SoftmaxLike,), {"name": name, "fn": staticmethod(fn), "value_range": value_range})
 
 
 class Glu(OpSpec):
@@ -92,6 +112,9 @@ class Glu(OpSpec):
     def forward(self, attrs: AttrMap, x: torch.Tensor) -> torch.Tensor:
         return F.glu(x, dim=attrs["dim"])
 
+    def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
+        return call("torch.nn.functional.glu", args, dim=attrs["dim"])
+
 
 class Prelu(OpSpec):
     """F.prelu with a weight of 1 or C (= dim 1 of the input) slopes."""
@@ -100,6 +123,7 @@ class Prelu(OpSpec):
     family = "activation"
     ranks = (ANY_RANK,)
     sigs = same_sigs(FLOATS)
+    discontinuity = at_zero()
 
     def build(self, ctx: BuildContext, x: SymTensor) -> Build:
         weight = ctx.weight(1, x.dtype)
@@ -110,51 +134,42 @@ class Prelu(OpSpec):
     def forward(self, attrs: AttrMap, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
         return F.prelu(x, weight)
 
-
-INF = float("inf")
-# Value ranges of the activations whose output is bounded whatever the input (used to avoid infeasible graphs).
-RANGES: dict[str, tuple[float, float]] = {
-    "relu": (0, INF), "relu6": (0, 6), "softplus": (0, INF), "hardsigmoid": (0, 1), "logsigmoid": (-INF, 0),
-    "softsign": (-1, 1), "softmax": (0, 1), "log_softmax": (-INF, 0), "softmin": (0, 1), "silu": (-0.279, INF),
-    "mish": (-0.309, INF), "gelu": (-0.171, INF), "hardswish": (-0.375, INF),
-}
+    def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
+        return call("torch.nn.functional.prelu", args)
 
 
-# Activations that map a whole interval to exactly 0.
-ZERO_EMITTERS = frozenset({"relu", "relu6", "hardshrink", "softshrink", "threshold", "hardsigmoid", "hardswish"})
-
-
-def _with_ranges(ops: list[type[OpSpec]]) -> list[type[OpSpec]]:
-    for op in ops:
-        if op.name in RANGES:
-            op.value_range = RANGES[op.name]
-        op.emits_zeros = op.name in ZERO_EMITTERS
-    return ops
-
-
-OPS: list[type[OpSpec]] = _with_ranges([
-    _act("relu", F.relu, FLOATS + INTS),
-    _act("relu6", F.relu6, FLOATS + INTS),
-    _act("gelu", F.gelu, approximate=("none", "tanh")),
-    _act("silu", F.silu),
-    _act("mish", F.mish),
-    _act("leaky_relu", F.leaky_relu, negative_slope=(0.01, 0.0, 0.1, 0.2, 0.5, 1.5, -0.3)),
+# hardsigmoid/hardswish switch branch at -3 and 3; hardshrink/softshrink at +-lambd.
+HARD_KNEES = Thresholds(((None, -3.0), (None, 3.0)))
+SHRINK_KNEES = Thresholds((("lambd", 0.5), ("-lambd", 0.5)))
+OPS: list[type[OpSpec]] = [
+    _act("relu", F.relu, FLOATS + INTS, value_range=(0, INF), emits_zeros=True, discontinuity=at_zero()),
+    _act("relu6", F.relu6, FLOATS + INTS, value_range=(0, 6), emits_zeros=True,
+         discontinuity=Thresholds(((None, 0.0), (None, 6.0)))),
+    _act("gelu", F.gelu, value_range=(-0.171, INF), approximate=("none", "tanh")),
+    _act("silu", F.silu, value_range=(-0.279, INF)),
+    _act("mish", F.mish, value_range=(-0.309, INF)),
+    _act("leaky_relu", F.leaky_relu, discontinuity=at_zero(),
+         negative_slope=(0.01, 0.0, 0.1, 0.2, 0.5, 1.5, -0.3)),
     _act("elu", F.elu, alpha=(1.0, 0.5, 2.0, 0.0)),
     _act("selu", F.selu),
     _act("celu", F.celu, alpha=(1.0, 0.5, 2.0)),
     Softplus,
-    _act("hardswish", F.hardswish),
-    _act("hardsigmoid", F.hardsigmoid),
-    _act("hardtanh", F.hardtanh, min_val=(-1.0, -2.0, 0.0, -0.5), max_val=(1.0, 2.0, 6.0, 0.5)),
-    _act("softsign", F.softsign),
+    _act("hardswish", F.hardswish, value_range=(-0.375, INF), emits_zeros=True, discontinuity=HARD_KNEES),
+    _act("hardsigmoid", F.hardsigmoid, value_range=(0, 1), emits_zeros=True, discontinuity=HARD_KNEES),
+    _act("hardtanh", F.hardtanh, discontinuity=Thresholds((("min_val", -1.0), ("max_val", 1.0))),
+         min_val=(-1.0, -2.0, 0.0, -0.5), max_val=(1.0, 2.0, 6.0, 0.5)),
+    _act("softsign", F.softsign, value_range=(-1, 1)),
     _act("tanhshrink", F.tanhshrink),
-    _act("threshold", F.threshold, threshold=(0.0, 0.5, -1.0, 1.0), value=(0.0, -1.0, 2.0, 0.5)),
-    _act("logsigmoid", F.logsigmoid),
-    _act("hardshrink", F.hardshrink, lambd=(0.5, 0.0, 0.25, 1.0)),
-    _act("softshrink", F.softshrink, lambd=(0.5, 0.0, 0.25, 1.0)),
-    _softmax("softmax", F.softmax),
-    _softmax("log_softmax", F.log_softmax),
-    _softmax("softmin", F.softmin),
+    _act("threshold", F.threshold, emits_zeros=True, source="torch.nn.functional.threshold",
+         discontinuity=Thresholds((("threshold", None),)),
+         threshold=(0.0, 0.5, -1.0, 1.0), value=(0.0, -1.0, 2.0, 0.5)),
+    _act("logsigmoid", F.logsigmoid, value_range=(-INF, 0), source="torch.nn.functional.logsigmoid"),
+    _act("hardshrink", F.hardshrink, emits_zeros=True, source="torch.nn.functional.hardshrink",
+         discontinuity=SHRINK_KNEES, lambd=(0.5, 0.0, 0.25, 1.0)),
+    _act("softshrink", F.softshrink, emits_zeros=True, discontinuity=SHRINK_KNEES, lambd=(0.5, 0.0, 0.25, 1.0)),
+    _softmax("softmax", F.softmax, (0, 1)),
+    _softmax("log_softmax", F.log_softmax, (-INF, 0)),
+    _softmax("softmin", F.softmin, (0, 1)),
     Glu,
     Prelu,
-])
+]

@@ -25,6 +25,7 @@ from generators.ops.discontinuity import Closeness, Detector
 
 Dim = z3.ArithRef
 AttrMap = Mapping[str, Any]
+NEAR = Closeness()  # how close to a discontinuity an input counts as on it
 
 
 class OpBug(RuntimeError):
@@ -140,12 +141,13 @@ class OpSpec:
         raise NotImplementedError(f"operator {self.name} does not write its PyTorch source")
 
     def discontinuities(self, attrs: AttrMap, inputs: Sequence[np.ndarray],
-                        near: Closeness = Closeness()) -> frozenset[str]:
+                        near: Closeness = NEAR) -> frozenset[str]:
         """Labels of the discontinuities these (numpy) input values sit on; empty for a continuous op."""
+        detector = type(self).discontinuity  # read off the class: a plain function must not bind as a method
         arrays = [np.asarray(x) for x in inputs]
-        if self.discontinuity is None or not arrays or any(x.size == 0 for x in arrays):
+        if detector is None or not arrays or any(x.size == 0 for x in arrays):
             return frozenset()
-        return frozenset(self.discontinuity(arrays, attrs, near))
+        return frozenset(detector(arrays, attrs, near))
 
     def out_dtypes_for(self, ins: tuple[DType, ...]) -> list[Sig]:
         return [s for s in self.sigs if s.ins == ins]

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import ClassVar
 
 import torch
 
@@ -14,6 +15,7 @@ from generators.ops.base import (
     clamp_penalty,
     same_sigs,
 )
+from generators.ops.discontinuity import Detector, Division, atan2, comparison, power, sign_bit
 
 TINY = 1e-3
 
@@ -22,6 +24,14 @@ class Binary(BroadcastBinary):
     """Arithmetic on two inputs of one dtype, broadcast together; output keeps the dtype."""
 
     family = "binary"
+    # The Python operator the op's lambda applies (`a + b`); None: `fn` is a public torch function.
+    symbol: ClassVar[str | None] = None
+
+    def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
+        if self.symbol is None:
+            return super().torch_source(attrs, args)
+        a, b = args
+        return f"{a} {self.symbol} {b}"
 
 
 class NonzeroDivisor(Binary):
@@ -49,24 +59,28 @@ class Pow(Binary):
         return clamp_penalty(a, lo=TINY) + torch.relu(magnitude - 8.0).sum()
 
 
-def _bin(name: str, fn: Callable, dtypes=NUMERIC, base: type[Binary] = Binary, keeps_zeros: bool = False
-         ) -> type[Binary]:
+def _bin(name: str, fn: Callable, dtypes=NUMERIC, base: type[Binary] = Binary, keeps_zeros: bool = False, *,
+         symbol: str | None = None, discontinuity: Detector | None = None) -> type[Binary]:
+    # staticmethod: a detector that is a plain function (atan2, power) must not bind to the op as a method.
     return type(name, (base,), {"name": name, "fn": staticmethod(fn), "sigs": same_sigs(dtypes, 2),
-                                "keeps_zeros": keeps_zeros})
+                                "keeps_zeros": keeps_zeros, "symbol": symbol,
+                                "discontinuity": staticmethod(discontinuity)})
 
 
 OPS: list[type[OpSpec]] = [
-    _bin("add", lambda a, b: a + b),
-    _bin("sub", lambda a, b: a - b, FLOATS + INTS),
-    _bin("mul", lambda a, b: a * b, keeps_zeros=True),
-    _bin("div", lambda a, b: a / b, FLOATS, NonzeroDivisor),
-    _bin("floor_divide", lambda a, b: a // b, FLOATS + SIGNED_INTS, NonzeroDivisor),
-    _bin("remainder", lambda a, b: a % b, FLOATS + SIGNED_INTS, NonzeroDivisor),
-    _bin("fmod", torch.fmod, FLOATS + SIGNED_INTS, NonzeroDivisor),
-    _bin("pow", lambda a, b: a**b, FLOATS, Pow),
-    _bin("maximum", torch.maximum),
-    _bin("minimum", torch.minimum),
-    _bin("atan2", torch.atan2, FLOATS),
+    _bin("add", lambda a, b: a + b, symbol="+"),
+    _bin("sub", lambda a, b: a - b, FLOATS + INTS, symbol="-"),
+    _bin("mul", lambda a, b: a * b, keeps_zeros=True, symbol="*"),
+    _bin("div", lambda a, b: a / b, FLOATS, NonzeroDivisor, symbol="/", discontinuity=Division()),
+    _bin("floor_divide", lambda a, b: a // b, FLOATS + SIGNED_INTS, NonzeroDivisor, symbol="//",
+         discontinuity=Division(integer=True)),
+    _bin("remainder", lambda a, b: a % b, FLOATS + SIGNED_INTS, NonzeroDivisor, symbol="%",
+         discontinuity=Division(integer=True)),
+    _bin("fmod", torch.fmod, FLOATS + SIGNED_INTS, NonzeroDivisor, discontinuity=Division(integer=True)),
+    _bin("pow", lambda a, b: a**b, FLOATS, Pow, symbol="**", discontinuity=power),
+    _bin("maximum", torch.maximum, discontinuity=comparison),
+    _bin("minimum", torch.minimum, discontinuity=comparison),
+    _bin("atan2", torch.atan2, FLOATS, discontinuity=atan2),
     _bin("hypot", torch.hypot, (FLOATS[0], FLOATS[1])),
-    _bin("copysign", torch.copysign, FLOATS),
+    _bin("copysign", torch.copysign, FLOATS, discontinuity=sign_bit),
 ]

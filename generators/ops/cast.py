@@ -6,9 +6,12 @@ op whose signatures share an input dtype, build could not know the output dtype 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 
 from generators.dtypes import ALL, DType
+from generators.ops import discontinuity as detectors
 from generators.ops.base import ANY_RANK, AttrMap, Build, BuildContext, OpSpec, Sig, SymTensor, clamp_penalty
 
 # Values a float may hold before casting to the target; outside them the conversion is undefined in C++
@@ -28,12 +31,18 @@ class Cast(OpSpec):
     family = "cast"
     ranks = (ANY_RANK,)
     target: DType
+    # Float to int truncates (ties at integers, undefined out of range); float to bool compares with 0.
+    discontinuity = staticmethod(detectors.cast)  # a plain function: it must not bind to the op
 
     def build(self, ctx: BuildContext, x: SymTensor) -> Build:
         return Build([SymTensor(x.shape, self.target)], attrs={"to": self.target.value})
 
     def forward(self, attrs: AttrMap, x: torch.Tensor) -> torch.Tensor:
         return x.to(DType(attrs["to"]).torch)
+
+    def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
+        (x,) = args
+        return f"{x}.to({DType(attrs['to']).torch!r})"
 
     def domain_loss(self, attrs: AttrMap, x: torch.Tensor) -> torch.Tensor | None:
         bounds = TARGET_RANGE.get(self.target)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import ClassVar
 
 import torch
 
@@ -17,21 +18,35 @@ from generators.ops.base import (
     Sig,
     SymTensor,
     broadcast,
+    call,
+    function_source,
 )
+from generators.ops.discontinuity import Detector, Thresholds, comparison, sign_bit
 
 
 class Compare(BroadcastBinary):
     """Two inputs of one dtype, broadcast together; the output is bool."""
 
     family = "compare"
+    # The Python operator the op's lambda applies (`a == b`); None: `fn` is a public torch function.
+    symbol: ClassVar[str | None] = None
 
     def result_dtype(self, dtype: DType) -> DType:
         return DType.BOOL
 
+    def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
+        if self.symbol is None:
+            return super().torch_source(attrs, args)
+        a, b = args
+        return f"{a} {self.symbol} {b}"
 
-def _cmp(name: str, fn: Callable, dtypes=ALL) -> type[Compare]:
+
+def _cmp(name: str, fn: Callable, dtypes=ALL, *, symbol: str | None = None,
+         discontinuity: Detector | None = None) -> type[Compare]:
     sigs = tuple(Sig((d, d), DType.BOOL) for d in dtypes)
-    return type(name, (Compare,), {"name": name, "fn": staticmethod(fn), "sigs": sigs})
+    # staticmethod: a detector that is a plain function (comparison) must not bind to the op as a method.
+    return type(name, (Compare,), {"name": name, "fn": staticmethod(fn), "sigs": sigs, "symbol": symbol,
+                                   "discontinuity": staticmethod(discontinuity)})
 
 
 class Predicate(OpSpec):
@@ -47,10 +62,15 @@ class Predicate(OpSpec):
     def forward(self, attrs: AttrMap, x: torch.Tensor) -> torch.Tensor:
         return type(self).fn(x)
 
+    def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
+        return call(function_source(type(self).fn), args)
 
-def _pred(name: str, fn: Callable, dtypes=FLOATS) -> type[Predicate]:
+
+def _pred(name: str, fn: Callable, dtypes=FLOATS, *, discontinuity: Detector | None = None) -> type[Predicate]:
     sigs = tuple(Sig((d,), DType.BOOL) for d in dtypes)
-    return type(name, (Predicate,), {"name": name, "fn": staticmethod(fn), "sigs": sigs})
+    # staticmethod, as in _cmp: sign_bit is a plain function.
+    return type(name, (Predicate,), {"name": name, "fn": staticmethod(fn), "sigs": sigs,
+                                     "discontinuity": staticmethod(discontinuity)})
 
 
 class IsClose(Compare):
@@ -71,6 +91,9 @@ class IsClose(Compare):
     def forward(self, attrs: AttrMap, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         return torch.isclose(a, b, rtol=attrs["rtol"], atol=attrs["atol"], equal_nan=attrs["equal_nan"])
 
+    def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
+        return call("torch.isclose", args, rtol=attrs["rtol"], atol=attrs["atol"], equal_nan=attrs["equal_nan"])
+
 
 class Where(OpSpec):
     """torch.where(cond, a, b): all three broadcast together; output has the value dtype."""
@@ -88,6 +111,9 @@ class Where(OpSpec):
     def forward(self, attrs: AttrMap, cond: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         return torch.where(cond, a, b)
 
+    def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
+        return call("torch.where", args)
+
 
 # Float clamp bounds: every min is <= every max, so any pair is a valid interval (equal pairs included).
 FLOAT_MINS = (-1.5, -1.0, -0.5, 0.0, 0.25, 0.5)
@@ -101,6 +127,8 @@ class Clamp(OpSpec):
     family = "compare"
     ranks = (ANY_RANK,)
     sigs = tuple(Sig((d,), d) for d in FLOATS + INTS)
+    # The input meets a bound where it is clamped: the attributes min and max (None: that side is open).
+    discontinuity = Thresholds((("min", None), ("max", None)))
 
     def build(self, ctx: BuildContext, x: SymTensor) -> Build:
         sides = ctx.choice("sides", ("both", "both", "min", "max"))
@@ -121,14 +149,18 @@ class Clamp(OpSpec):
     def forward(self, attrs: AttrMap, x: torch.Tensor) -> torch.Tensor:
         return torch.clamp(x, min=attrs["min"], max=attrs["max"])
 
+    def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
+        bounds = {side: attrs[side] for side in ("min", "max") if attrs[side] is not None}
+        return call("torch.clamp", args, **bounds)
+
 
 OPS: list[type[OpSpec]] = [
-    _cmp("eq", lambda a, b: a == b),
-    _cmp("ne", lambda a, b: a != b),
-    _cmp("lt", lambda a, b: a < b),
-    _cmp("le", lambda a, b: a <= b),
-    _cmp("gt", lambda a, b: a > b),
-    _cmp("ge", lambda a, b: a >= b),
+    _cmp("eq", lambda a, b: a == b, symbol="==", discontinuity=comparison),
+    _cmp("ne", lambda a, b: a != b, symbol="!=", discontinuity=comparison),
+    _cmp("lt", lambda a, b: a < b, symbol="<", discontinuity=comparison),
+    _cmp("le", lambda a, b: a <= b, symbol="<=", discontinuity=comparison),
+    _cmp("gt", lambda a, b: a > b, symbol=">", discontinuity=comparison),
+    _cmp("ge", lambda a, b: a >= b, symbol=">=", discontinuity=comparison),
     _cmp("logical_and", torch.logical_and),
     _cmp("logical_or", torch.logical_or),
     _cmp("logical_xor", torch.logical_xor),
@@ -140,5 +172,5 @@ OPS: list[type[OpSpec]] = [
     _pred("isfinite", torch.isfinite),
     _pred("isposinf", torch.isposinf),
     _pred("isneginf", torch.isneginf),
-    _pred("signbit", torch.signbit, FLOATS + SIGNED_INTS),
+    _pred("signbit", torch.signbit, FLOATS + SIGNED_INTS, discontinuity=sign_bit),
 ]

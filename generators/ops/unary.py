@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 
@@ -17,8 +18,11 @@ from generators.ops.base import (
     OpSpec,
     Sig,
     SymTensor,
+    call,
     clamp_penalty,
+    function_source,
 )
+from generators.ops.discontinuity import BranchPoints, Detector, at_zero, rounding, to_integer
 
 TINY = 1e-3  # distance kept from a pole or a domain edge, so float16 rounding cannot cross it
 
@@ -39,12 +43,17 @@ class Unary(OpSpec):
     ranks = (ANY_RANK,)
     fn: Callable[[torch.Tensor], torch.Tensor]
     domain: Domain = Domain()
+    # The public dotted name of `fn` where `function_source` cannot find it (torch.special.erfc is special_erfc).
+    source: ClassVar[str | None] = None
 
     def build(self, ctx: BuildContext, x: SymTensor) -> Build:
         return Build([SymTensor(x.shape, x.dtype)])
 
     def forward(self, attrs: AttrMap, x: torch.Tensor) -> torch.Tensor:
         return type(self).fn(x)
+
+    def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
+        return call(self.source or function_source(type(self).fn), args)
 
     def domain_loss(self, attrs: AttrMap, x: torch.Tensor) -> torch.Tensor | None:
         d = self.domain
@@ -57,69 +66,72 @@ class Unary(OpSpec):
 
 
 INF = float("inf")
-# Value ranges of the ops whose output is bounded, whatever the input (pi/2 rounded up).
-RANGES: dict[str, tuple[float, float]] = {
-    "exp": (0, INF), "expm1": (-1, INF), "exp2": (0, INF), "sqrt": (0, INF), "rsqrt": (0, INF),
-    "sin": (-1, 1), "cos": (-1, 1), "tanh": (-1, 1), "sigmoid": (0, 1), "erf": (-1, 1), "erfc": (0, 2),
-    "atan": (-1.571, 1.571), "asin": (-1.571, 1.571), "acos": (0, 3.142), "cosh": (1, INF), "abs": (0, INF),
-    "square": (0, INF), "acosh": (0, INF), "sign": (-1, 1), "frac": (-1, 1),
-}
 
 
-# Ops that map a whole interval to 0 (no gradient leads out of it).
-ZERO_EMITTERS = frozenset({"floor", "ceil", "round", "trunc", "frac", "sign"})
-# Ops with f(0) == 0: a zero in gives a zero out.
-ZERO_KEEPERS = frozenset({"abs", "neg", "square", "sqrt", "sin", "tan", "tanh", "atan", "asin", "asinh", "atanh",
-                          "erf", "sinh", "expm1", "log1p"})
-
-
-def _unary(name: str, fn: Callable, dtypes=FLOATS, domain: Domain = Domain()) -> type[Unary]:
+def _unary(name: str, fn: Callable, dtypes=FLOATS, domain: Domain = Domain(), *,
+           value_range: tuple[float, float] | None = None, emits_zeros: bool = False, keeps_zeros: bool = False,
+           discontinuity: Detector | None = None, source: str | None = None) -> type[Unary]:
+    """One elementwise op. `value_range`: the interval its output always lies in, whatever the input (pi/2 is
+    rounded up); `emits_zeros`: it maps a whole interval to 0 (no gradient leads out of it); `keeps_zeros`:
+    f(0) == 0; `source`: the public name of `fn` where `function_source` cannot find it."""
+    # staticmethod: a detector that is a plain function (to_integer) must not bind to the op as a method.
     bounds = (-INF if domain.lo is None else domain.lo, INF if domain.hi is None else domain.hi)
     return type(name, (Unary,), {"name": name, "fn": staticmethod(fn), "sigs": tuple(Sig((d,), d) for d in dtypes),
-                                 "domain": domain, "value_range": RANGES.get(name),
+                                 "domain": domain, "value_range": value_range,
                                  "input_domain": (bounds if bounds != (-INF, INF) else None,),
                                  "nonzero_inputs": (0,) if domain.avoid_zero else (),
-                                 "emits_zeros": name in ZERO_EMITTERS, "keeps_zeros": name in ZERO_KEEPERS})
+                                 "emits_zeros": emits_zeros, "keeps_zeros": keeps_zeros,
+                                 "discontinuity": staticmethod(discontinuity), "source": source})
 
 
 # Half-precision exp overflows past ~11; float32 past ~88. One bound fits all dtypes.
 EXP_DOMAIN = Domain(hi=SAFE_EXP_ARG)
 OPS: list[type[OpSpec]] = [
-    _unary("abs", torch.abs, FLOATS + SIGNED_INTS),
-    _unary("neg", torch.neg, FLOATS + SIGNED_INTS),
-    _unary("exp", torch.exp, domain=EXP_DOMAIN),
-    _unary("expm1", torch.expm1, domain=EXP_DOMAIN),
-    _unary("exp2", torch.exp2, domain=Domain(hi=15.0)),
-    _unary("log", torch.log, domain=Domain(lo=TINY)),
-    _unary("log2", torch.log2, domain=Domain(lo=TINY)),
-    _unary("log10", torch.log10, domain=Domain(lo=TINY)),
-    _unary("log1p", torch.log1p, domain=Domain(lo=-1 + TINY)),
-    _unary("sqrt", torch.sqrt, domain=Domain(lo=TINY)),
-    _unary("rsqrt", torch.rsqrt, domain=Domain(lo=TINY)),
-    _unary("reciprocal", torch.reciprocal, domain=Domain(avoid_zero=True)),
-    _unary("sin", torch.sin),
-    _unary("cos", torch.cos),
-    _unary("tan", torch.tan, domain=Domain(lo=-1.5, hi=1.5)),
-    _unary("asin", torch.asin, domain=Domain(lo=-1 + TINY, hi=1 - TINY)),
-    _unary("acos", torch.acos, domain=Domain(lo=-1 + TINY, hi=1 - TINY)),
-    _unary("atan", torch.atan),
-    _unary("sinh", torch.sinh, domain=Domain(lo=-SAFE_EXP_ARG, hi=SAFE_EXP_ARG)),
-    _unary("cosh", torch.cosh, domain=Domain(lo=-SAFE_EXP_ARG, hi=SAFE_EXP_ARG)),
-    _unary("tanh", torch.tanh),
-    _unary("asinh", torch.asinh),
-    _unary("acosh", torch.acosh, domain=Domain(lo=1 + TINY)),
-    _unary("atanh", torch.atanh, domain=Domain(lo=-1 + TINY, hi=1 - TINY)),
-    _unary("erf", torch.erf),
-    _unary("erfc", torch.special.erfc),
-    _unary("floor", torch.floor),
-    _unary("ceil", torch.ceil),
-    _unary("round", torch.round),
-    _unary("trunc", torch.trunc),
-    _unary("frac", torch.frac),
-    _unary("sign", torch.sign, FLOATS + SIGNED_INTS),
-    _unary("square", torch.square, FLOATS + INTS, domain=Domain(lo=-200.0, hi=200.0)),
-    _unary("sigmoid", torch.sigmoid),
-    _unary("logit", torch.logit, domain=Domain(lo=TINY, hi=1 - TINY)),
+    _unary("abs", torch.abs, FLOATS + SIGNED_INTS, value_range=(0, INF), keeps_zeros=True),
+    _unary("neg", torch.neg, FLOATS + SIGNED_INTS, keeps_zeros=True),
+    _unary("exp", torch.exp, domain=EXP_DOMAIN, value_range=(0, INF)),
+    _unary("expm1", torch.expm1, domain=EXP_DOMAIN, value_range=(-1, INF), keeps_zeros=True),
+    _unary("exp2", torch.exp2, domain=Domain(hi=15.0), value_range=(0, INF)),
+    _unary("log", torch.log, domain=Domain(lo=TINY), discontinuity=BranchPoints((0.0,), signed_zero=True)),
+    _unary("log2", torch.log2, domain=Domain(lo=TINY), discontinuity=BranchPoints((0.0,), signed_zero=True)),
+    _unary("log10", torch.log10, domain=Domain(lo=TINY), discontinuity=BranchPoints((0.0,), signed_zero=True)),
+    _unary("log1p", torch.log1p, domain=Domain(lo=-1 + TINY), keeps_zeros=True,
+           discontinuity=BranchPoints((-1.0,))),
+    _unary("sqrt", torch.sqrt, domain=Domain(lo=TINY), value_range=(0, INF), keeps_zeros=True,
+           discontinuity=BranchPoints((0.0,))),
+    _unary("rsqrt", torch.rsqrt, domain=Domain(lo=TINY), value_range=(0, INF),
+           discontinuity=BranchPoints((0.0,), signed_zero=True)),
+    _unary("reciprocal", torch.reciprocal, domain=Domain(avoid_zero=True),
+           discontinuity=BranchPoints((0.0,), signed_zero=True)),
+    _unary("sin", torch.sin, value_range=(-1, 1), keeps_zeros=True),
+    _unary("cos", torch.cos, value_range=(-1, 1)),
+    _unary("tan", torch.tan, domain=Domain(lo=-1.5, hi=1.5), keeps_zeros=True),
+    _unary("asin", torch.asin, domain=Domain(lo=-1 + TINY, hi=1 - TINY), value_range=(-1.571, 1.571),
+           keeps_zeros=True, discontinuity=BranchPoints((-1.0, 1.0))),
+    _unary("acos", torch.acos, domain=Domain(lo=-1 + TINY, hi=1 - TINY), value_range=(0, 3.142),
+           discontinuity=BranchPoints((-1.0, 1.0))),
+    _unary("atan", torch.atan, value_range=(-1.571, 1.571), keeps_zeros=True),
+    _unary("sinh", torch.sinh, domain=Domain(lo=-SAFE_EXP_ARG, hi=SAFE_EXP_ARG), keeps_zeros=True),
+    _unary("cosh", torch.cosh, domain=Domain(lo=-SAFE_EXP_ARG, hi=SAFE_EXP_ARG), value_range=(1, INF)),
+    _unary("tanh", torch.tanh, value_range=(-1, 1), keeps_zeros=True),
+    _unary("asinh", torch.asinh, keeps_zeros=True),
+    _unary("acosh", torch.acosh, domain=Domain(lo=1 + TINY), value_range=(0, INF),
+           discontinuity=BranchPoints((1.0,))),
+    _unary("atanh", torch.atanh, domain=Domain(lo=-1 + TINY, hi=1 - TINY), keeps_zeros=True,
+           discontinuity=BranchPoints((-1.0, 1.0))),
+    _unary("erf", torch.erf, value_range=(-1, 1), keeps_zeros=True),
+    _unary("erfc", torch.special.erfc, value_range=(0, 2), source="torch.special.erfc"),
+    _unary("floor", torch.floor, emits_zeros=True, discontinuity=to_integer),
+    _unary("ceil", torch.ceil, emits_zeros=True, discontinuity=to_integer),
+    _unary("round", torch.round, emits_zeros=True, discontinuity=rounding),
+    _unary("trunc", torch.trunc, emits_zeros=True, discontinuity=to_integer),
+    _unary("frac", torch.frac, value_range=(-1, 1), emits_zeros=True, discontinuity=to_integer),
+    _unary("sign", torch.sign, FLOATS + SIGNED_INTS, value_range=(-1, 1), emits_zeros=True,
+           discontinuity=at_zero()),
+    _unary("square", torch.square, FLOATS + INTS, domain=Domain(lo=-200.0, hi=200.0), value_range=(0, INF),
+           keeps_zeros=True),
+    _unary("sigmoid", torch.sigmoid, value_range=(0, 1)),
+    _unary("logit", torch.logit, domain=Domain(lo=TINY, hi=1 - TINY), discontinuity=BranchPoints((0.0, 1.0))),
     _unary("bitwise_not", torch.bitwise_not, INTS + (DType.BOOL,)),
     _unary("logical_not", torch.logical_not, (DType.BOOL,)),
 ]

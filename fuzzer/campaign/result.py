@@ -1,0 +1,57 @@
+"""One test's result as the campaign records it: made in the worker (or by the supervisor for a lost worker),
+sent over the pipe as JSON, committed to the database as a row."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from oracles.verdict import Stage, Verdict
+
+OWN_ERROR = "own_error"  # the symptom of a test that hit a convsmith bug (see the errors table)
+
+
+@dataclass(frozen=True)
+class TestResult:
+    """One graph x converter result: the verdict's essentials, timings, and the case folder it wrote."""
+
+    __test__ = False  # not a pytest class
+
+    idx: int
+    seed: int
+    converter: str
+    symptom: str
+    stage: str
+    signature: str = ""
+    is_bug: bool = False
+    labels: tuple[str, ...] = ()
+    message: str = ""
+    options: Mapping[str, Any] = field(default_factory=dict)
+    timings: Mapping[str, float] = field(default_factory=dict)
+    wall_s: float = 0.0
+    case_dir: str | None = None
+
+    @classmethod
+    def of_verdict(cls, idx: int, seed: int, verdict: Verdict, options: Mapping[str, Any] | None = None,
+                   timings: Mapping[str, float] | None = None, wall_s: float = 0.0,
+                   case_dir: str | None = None) -> TestResult:
+        return cls(idx, seed, verdict.converter, verdict.symptom.json_name, verdict.stage.value, verdict.signature,
+                   verdict.is_bug, tuple(verdict.labels), verdict.message, dict(options or {}), dict(timings or {}),
+                   wall_s, case_dir)
+
+    @classmethod
+    def own_error(cls, idx: int, seed: int, converter: str, options: Mapping[str, Any] | None = None,
+                  timings: Mapping[str, float] | None = None, wall_s: float = 0.0) -> TestResult:
+        """A test that hit a convsmith bug: counted, never filed as the converter's."""
+        return cls(idx, seed, converter, OWN_ERROR, Stage.NONE.value, message="convsmith error (see the errors table)",
+                   options=dict(options or {}), timings=dict(timings or {}), wall_s=wall_s)
+
+    def to_message(self) -> dict[str, Any]:
+        """The JSON message a worker sends."""
+        return {"type": "result", **asdict(self), "labels": list(self.labels)}
+
+    @classmethod
+    def from_message(cls, msg: Mapping[str, Any]) -> TestResult:
+        fields = {k: v for k, v in msg.items() if k != "type"}
+        return cls(**{**fields, "labels": tuple(fields.get("labels", ())), "is_bug": bool(fields["is_bug"])})

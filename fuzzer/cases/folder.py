@@ -1,0 +1,246 @@
+"""The bug case folder on disk: written atomically (staged, then renamed), read back with checks.
+
+Layout (schema_version 1; see shared/DESIGN.md):
+  case.json               id, signature, graph, seed, converter(+options), verdict, versions, names, created,
+                          original, reduction, expectation, and "files": {relative path: sha256} of every data
+                          file, so a truncated or edited file is caught on read.
+  model.onnx              the target ONNX model, where one exists
+  weights/<name>.pb       every weight as a TensorProto
+  test_data_set_0/        input_<i>.pb, output_<i>.pb (float32 eager source), reference_<i>.pb (float64)
+  graph.dot, log.txt      picture and traceback/timings
+  repro.py, report.md     the standalone reproduction and the issue text
+No pickle anywhere: tensors are TensorProto bytes, everything else JSON or text. Files and folders are made
+readable by the group and others, like any output (a campaign on a shared box is read by teammates).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shutil
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+
+from fuzzer.cases.case import EXPECTATIONS, SCHEMA_VERSION, CaseData
+from fuzzer.cases.report import render_report
+from fuzzer.cases.repro import render_repro
+from fuzzer.support.device import DEVICES
+from fuzzer.support.errors import UsageError
+from fuzzer.support.files import atomic_publish_dir, atomic_write_text, make_shared
+from fuzzer.support.tensors import from_proto_bytes
+from generators.dot import to_dot
+from generators.ir import Graph, GraphError
+from oracles.verdict import Verdict
+
+CASE_JSON = "case.json"
+MODEL = "model.onnx"
+DATA_DIR = "test_data_set_0"
+WEIGHTS_DIR = "weights"
+
+_SAFE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
+
+
+class CaseError(UsageError):
+    """A case folder that cannot be read: missing file, malformed JSON, unknown schema, truncated data."""
+
+
+def _proto_bytes(name: str, x: np.ndarray) -> bytes:
+    return onnx.numpy_helper.from_array(np.asarray(x), name=name).SerializeToString()
+
+
+def _data_files(case: CaseData) -> dict[str, bytes]:
+    files: dict[str, bytes] = {}
+    if case.model is not None:
+        files[MODEL] = bytes(case.model)
+    for name, value in case.weights.items():
+        if not _SAFE_NAME.match(name):
+            raise ValueError(f"weight name {name!r} is not a safe file name")
+        files[f"{WEIGHTS_DIR}/{name}.pb"] = _proto_bytes(name, value)
+    groups = (("input", case.inputs, case.input_names), ("output", case.expected, case.output_names),
+              ("reference", case.reference, case.output_names))
+    for kind, arrays, names in groups:
+        for i, value in enumerate(arrays):
+            name = names[i] if i < len(names) else f"{kind}_{i}"
+            files[f"{DATA_DIR}/{kind}_{i}.pb"] = _proto_bytes(name, value)
+    return files
+
+
+def _write(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+
+
+def write_case(out_dir: Path, case: CaseData, replace: bool = False) -> Path:
+    """Write `case` as out_dir/<case.id>/, atomically (staged beside it, then renamed); returns the folder.
+
+    When the folder already exists it is kept as it is (the first writer wins) unless `replace` is set, in which
+    case the old folder is swapped out after the new one is complete.
+    """
+    out_dir = Path(out_dir)
+    if not _SAFE_NAME.match(case.id):
+        raise ValueError(f"case id {case.id!r} is not a safe folder name")
+    final = out_dir / case.id
+    if final.exists() and not replace:
+        return final
+    out_dir.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(dir=out_dir, prefix=f".tmp-{case.id[:60]}-"))
+    try:
+        make_shared(staging)
+        files = _data_files(case)
+        for rel, data in files.items():
+            _write(staging / rel, data)
+        _write(staging / "graph.dot", to_dot(case.graph).encode("utf-8"))
+        _write(staging / "log.txt", case.log.encode("utf-8"))
+        _write(staging / "repro.py", render_repro(case).encode("utf-8"))
+        _write(staging / "report.md", render_report(case).encode("utf-8"))
+        digests = {rel: hashlib.sha256(data).hexdigest() for rel, data in files.items()}
+        atomic_write_text(staging / CASE_JSON, json.dumps(case.to_json(digests), indent=1) + "\n")
+        if replace and final.exists():
+            return _swap(staging, final)
+        atomic_publish_dir(staging, final)
+        return final
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+
+
+def _swap(staging: Path, final: Path) -> Path:
+    old = final.with_name(f".old-{final.name}-{staging.name[-8:]}")
+    final.rename(old)
+    staging.rename(final)
+    shutil.rmtree(old, ignore_errors=True)
+    return final
+
+
+# ---- reading ------------------------------------------------------------------------------------------------
+
+def _read_bytes(folder: Path, rel: str) -> bytes:
+    try:
+        return (folder / rel).read_bytes()
+    except FileNotFoundError:
+        raise CaseError(f"{folder}: missing {rel}") from None
+    except OSError as exc:
+        raise CaseError(f"{folder}: cannot read {rel}: {exc.strerror}") from None
+
+
+def _tensor(folder: Path, rel: str, digests: Mapping[str, str] | None) -> tuple[str, np.ndarray]:
+    data = _read_bytes(folder, rel)
+    _check_digest(folder, rel, data, digests)
+    try:
+        return from_proto_bytes(data)
+    except Exception as exc:  # a truncated proto or a size that does not match its dims
+        raise CaseError(f"{folder}: {rel} is truncated or not a TensorProto ({exc})") from None
+
+
+def _check_digest(folder: Path, rel: str, data: bytes, digests: Mapping[str, str] | None) -> None:
+    if digests is not None and rel in digests and hashlib.sha256(data).hexdigest() != digests[rel]:
+        raise CaseError(f"{folder}: {rel} is truncated or modified (sha256 differs from case.json)")
+
+
+def _indexed(folder: Path, kind: str, count: int, digests: Mapping[str, str] | None) -> tuple[np.ndarray, ...]:
+    """kind_0.pb ... kind_<count-1>.pb; all absent is allowed (a case without data), a gap is not."""
+    paths = [f"{DATA_DIR}/{kind}_{i}.pb" for i in range(count)]
+    present = [(folder / p).exists() or (digests is not None and p in digests) for p in paths]
+    if not any(present):
+        return ()
+    return tuple(_tensor(folder, p, digests)[1] for p in paths)
+
+
+def _load_json(folder: Path) -> dict[str, Any]:
+    text = _read_bytes(folder, CASE_JSON)
+    try:
+        data = json.loads(text)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise CaseError(f"{folder}: case.json is not valid JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise CaseError(f"{folder}: case.json must hold a JSON object")
+    version = data.get("schema_version")
+    if version != SCHEMA_VERSION:
+        raise CaseError(f"{folder}: unknown case schema_version {version!r} (this convsmith reads {SCHEMA_VERSION})")
+    return data
+
+
+def read_case(path: Path | str) -> CaseData:
+    """Read and validate a case folder (or its case.json); any problem is a CaseError with one clear line."""
+    path = Path(path)
+    folder = path.parent if path.name == CASE_JSON else path
+    if not folder.is_dir():
+        raise CaseError(f"{folder}: not a case folder (no such directory)")
+    data = _load_json(folder)
+    digests = data.get("files")
+    if digests is not None and not isinstance(digests, dict):
+        raise CaseError(f"{folder}: case.json 'files' must be an object")
+    try:
+        graph = Graph.from_json(data["graph"])
+        verdict = Verdict.from_json(data["verdict"])
+        fields = {name: data[name] for name in ("id", "signature", "seed", "converter", "created")}
+        options = dict(data["converter_options"])
+        versions = dict(data["versions"])
+        input_names, output_names = tuple(data["input_names"]), tuple(data["output_names"])
+    except KeyError as exc:
+        raise CaseError(f"{folder}: case.json lacks the field {exc.args[0]!r}") from None
+    except (GraphError, TypeError, ValueError, AttributeError) as exc:
+        raise CaseError(f"{folder}: malformed case.json ({type(exc).__name__}: {exc})") from None
+    expectation = data.get("expectation")
+    if expectation not in EXPECTATIONS:
+        raise CaseError(f"{folder}: expectation must be null, 'bug' or 'pass', not {expectation!r}")
+    if not isinstance(fields["seed"], int):
+        raise CaseError(f"{folder}: seed must be an integer")
+    device = data.get("device", "cpu")  # cases written before devices were recorded ran on the CPU
+    if device not in DEVICES:
+        raise CaseError(f"{folder}: device must be one of {', '.join(DEVICES)}, not {device!r}")
+    model = _read_model(folder, digests)
+    weights = {}
+    for name in graph.weights:
+        rel = f"{WEIGHTS_DIR}/{name}.pb"
+        if (folder / rel).exists() or (digests is not None and rel in digests):
+            weights[name] = _tensor(folder, rel, digests)[1]
+    return CaseData(
+        **fields, graph=graph, converter_options=options, verdict=verdict, versions=versions,
+        input_names=input_names, output_names=output_names, weights=weights,
+        inputs=_indexed(folder, "input", len(input_names), digests),
+        expected=_indexed(folder, "output", len(output_names), digests),
+        reference=_indexed(folder, "reference", len(output_names), digests),
+        model=model, log=_read_text(folder, "log.txt"), original=data.get("original"),
+        reduction=data.get("reduction"), expectation=expectation, device=device,
+    )
+
+
+def _read_model(folder: Path, digests: Mapping[str, str] | None) -> bytes | None:
+    if not (folder / MODEL).exists():
+        if digests is not None and MODEL in digests:
+            raise CaseError(f"{folder}: missing {MODEL}")
+        return None
+    data = _read_bytes(folder, MODEL)
+    _check_digest(folder, MODEL, data, digests)
+    try:
+        proto = onnx.load_from_string(data)
+    except Exception as exc:  # protobuf DecodeError is private
+        raise CaseError(f"{folder}: {MODEL} is truncated or not an ONNX model ({exc})") from None
+    if not proto.HasField("graph"):
+        raise CaseError(f"{folder}: {MODEL} is truncated (no graph)")
+    return data
+
+
+def _read_text(folder: Path, rel: str) -> str:
+    try:
+        return (folder / rel).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return ""
+
+
+def load_case(path: Path) -> CaseData:
+    """read_case, plus: every data file case.json lists must be present (a missing input is bad input)."""
+    case = read_case(path)
+    folder = path.parent if path.name == CASE_JSON else path
+    listed = json.loads((folder / CASE_JSON).read_text(encoding="utf-8")).get("files") or {}
+    for rel in sorted(listed):
+        if not (folder / rel).is_file():
+            raise CaseError(f"{folder}: missing {rel}")
+    return case

@@ -1,0 +1,113 @@
+"""Follow-ups on a divergence: rerun it (flaky?), label the discontinuities its inputs touch, locate the first
+diverging operator (its signature names that operator and dtype), and let the converter name a guilty pass."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+import numpy as np
+
+from fuzzer.check.judge import judge, oracle
+from fuzzer.check.result import DIVERGENCES, CheckOptions, CheckResult, Expected, add_timings, book_inner, timer
+from fuzzer.check.source import expect
+from fuzzer.converters.base import Converter, ConverterOptions, Source, TargetRun
+from fuzzer.support.tensors import to_oracle_array
+from generators.edit import prefix
+from generators.materialize import GraphModule
+from oracles.discontinuity import labels_for, output_labels
+from oracles.rerun import check_rerun, mark_flaky
+from oracles.verdict import Stage, Symptom, Verdict
+
+
+def follow_up(result: CheckResult, converter: Converter, options: ConverterOptions,
+              check_options: CheckOptions) -> CheckResult:
+    """Rerun (flaky?), label discontinuities, locate the first diverging operator, name a guilty pass."""
+    verdict, expected, run = result.verdict, result.expected, result.target
+    if verdict.symptom not in DIVERGENCES or expected is None or run is None:
+        return result
+    timings = dict(result.timings)
+    if check_options.rerun:
+        inner: dict[str, float] = {}
+        with timer(timings, "rerun"):
+            second = judge(expected, converter, options, inner)
+        book_inner(timings, "rerun", inner)
+        outputs = second.target.outputs if second.target else None
+        rerun = check_rerun(verdict, second.verdict, run.outputs, outputs)
+        if rerun.flaky:
+            return dataclasses.replace(result, verdict=mark_flaky(verdict, rerun), timings=timings)
+    verdict = verdict.with_labels(*discontinuity_labels(expected, run))
+    if check_options.locate and verdict.symptom is Symptom.WRONG_VALUES:
+        inner = {}
+        with timer(timings, "locate"):
+            verdict = locate(verdict, expected, converter, options, inner)
+        book_inner(timings, "locate", inner)
+    culprit = getattr(converter, "culprit", None)
+    if check_options.culprit and culprit is not None and verdict.stage is Stage.GRAPH_OPTIMIZATION:
+        with timer(timings, "culprit"):
+            verdict = verdict.with_labels(*culprit(expected.source, options, run, _diverges(expected, run, converter)))
+    return dataclasses.replace(result, verdict=verdict, timings=timings)
+
+
+def _diverges(expected: Expected, run: TargetRun, converter: Converter) -> Callable[[tuple[np.ndarray, ...]], bool]:
+    def diverges(outputs: tuple[np.ndarray, ...]) -> bool:
+        candidate = dataclasses.replace(run, outputs=outputs)
+        return oracle(expected, candidate, converter).symptom in DIVERGENCES
+
+    return diverges
+
+
+def discontinuity_labels(expected: Expected, run: TargetRun) -> set[str]:
+    """Labels of every node whose (float32 source) inputs sit on a discontinuity, plus signed-zero outputs."""
+    source = expected.source
+    env = source.module.run_all(*source.inputs)
+    labels: set[str] = set()
+    for node, op in zip(source.graph.nodes, source.module.ops, strict=True):
+        arrays = [to_oracle_array(env[n])[0] for n in node.inputs]
+        labels |= labels_for(op, arrays, dict(node.attrs))
+    baseline = run.baseline if run.baseline is not None else expected.eager
+    for actual, base in zip(run.outputs, baseline, strict=True):
+        labels |= output_labels(actual, base)
+    return labels
+
+
+def prefix_source(source: Source, k: int) -> Source:
+    """The first k nodes as a source of their own, with the same weights and input values."""
+    sub = prefix(source.graph, k)
+    module = GraphModule(sub, {w: getattr(source.module, w).detach() for w in sub.weights})
+    values = tuple(x for n, x in zip(source.graph.inputs, source.inputs, strict=True) if n in sub.inputs)
+    return Source(sub, module, values, source.device)
+
+
+def locate(verdict: Verdict, expected: Expected, converter: Converter, options: ConverterOptions,
+           timings: dict[str, float] | None = None) -> Verdict:
+    """Bisect graph prefixes for the shortest one that still diverges; its diverging output names op and dtype.
+
+    Assumes a divergence persists in longer prefixes (true unless a later op hides it); when no shorter prefix
+    diverges, the verdict keeps the op that produces the diverging output of the whole graph.
+    """
+    n = len(expected.source.graph.nodes)
+    seen: dict[int, Verdict] = {}
+    timings = {} if timings is None else timings
+
+    def diverging(k: int) -> bool:
+        steps: dict[str, float] = {}  # one check's steps (judge replaces the converter's timings it is given)
+        part = expect(prefix_source(expected.source, k), steps)
+        if not isinstance(part, CheckResult):
+            seen[k] = judge(part, converter, options, steps).verdict
+        add_timings(timings, steps)
+        return k in seen and seen[k].symptom is Symptom.WRONG_VALUES
+
+    lo, hi = 1, n
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if diverging(mid):
+            hi = mid
+        else:
+            lo = mid + 1
+    first = seen.get(hi)
+    if first is None or first.symptom is not Symptom.WRONG_VALUES or hi == n:
+        return verdict
+    return dataclasses.replace(verdict, signature=first.signature, diverging_op=first.diverging_op,
+                               diverging_dtype=first.diverging_dtype,
+                               labels=tuple(sorted(set(verdict.labels) | {f"first-diverging-prefix:{hi}"})))

@@ -1,0 +1,120 @@
+"""Judging one conversion: run the converter, turn its outcome into a verdict (failure or the oracle's word).
+
+Failures of the library under test become verdicts tagged with their stage; failures of the exporter an
+ONNX-to-ONNX converter starts from are Stage.SOURCE (never this converter's bug); anything else raised is a
+convsmith bug and keeps its traceback. Shapes and dtypes compare exactly; values only count as wrong when blame
+says the target is measurably farther from the float64 reference than the float32 source is.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import onnx
+
+from fuzzer.check.result import INVALID_INPUTS, CheckResult, Expected, timer
+from fuzzer.converters.base import Converter, ConverterOptions, StageError, Steps, TargetRun, UpstreamError
+from fuzzer.converters.runtime import run_onnx_target
+from oracles.blame import BlameResult, blame_output
+from oracles.compare import OutputComparison, Reason, compare
+from oracles.signature import wrong_value_signature
+from oracles.taxonomy import failure_verdict, upstream_verdict
+from oracles.verdict import Stage, Symptom, Verdict, symptom_of
+
+
+def judge(expected: Expected, converter: Converter, options: ConverterOptions,
+          timings: dict[str, float]) -> CheckResult:
+    """Run the converter once and turn its outcome into a verdict (no rerun, no locating)."""
+    return _judge_run(expected, converter, lambda: converter.convert(expected.source, options), timings)
+
+
+def judge_model(model: onnx.ModelProto | bytes, expected: Expected, converter: Converter) -> CheckResult:
+    """Judge a given ONNX model as if `converter` had produced it (fault injection, saved models)."""
+    return _judge_run(expected, converter, lambda: run_onnx_target(model, expected.source, Steps()), {})
+
+
+def _judge_run(expected: Expected, converter: Converter, produce: Callable[[], TargetRun],
+               timings: dict[str, float]) -> CheckResult:
+    try:
+        run = produce()
+    except StageError as exc:
+        return CheckResult(failure_verdict(converter.name, exc.failure), timings, expected, failure=exc.failure)
+    except UpstreamError as exc:
+        verdict = upstream_verdict(converter.name, exc.upstream, exc.failure)
+        return CheckResult(verdict, timings, expected, failure=exc.failure)
+    timings.update(run.timings)
+    with timer(timings, "oracle"):
+        verdict = oracle(expected, run, converter)
+    return CheckResult(verdict, timings, expected, target=run)
+
+
+def oracle(expected: Expected, run: TargetRun, converter: Converter) -> Verdict:
+    """Shape and dtype exactly; values only when blame says the target is measurably farther from float64."""
+    name, dtypes = converter.name, expected.source.output_dtypes
+    baseline = run.baseline if run.baseline is not None else expected.eager
+    if len(run.outputs) != len(dtypes):
+        return _divergence(expected, converter, Symptom.WRONG_SHAPE, (), None,
+                           f"target has {len(run.outputs)} outputs, the graph {len(dtypes)}")
+    if run.baseline is not None and not _matches_graph(baseline, run.baseline_dtypes, expected.eager, dtypes):
+        return Verdict(Symptom.WRONG_SHAPE, Stage.SOURCE, name, message="the unconverted model's outputs do not "
+                       "have the graph's shapes and dtypes: the exporter's bug, not this converter's")
+    rows = zip(run.outputs, run.output_dtypes, baseline, dtypes, strict=True)
+    metrics = tuple(_compare(a, d, b, t) for a, d, b, t in rows)
+    symptom = symptom_of(metrics)
+    if symptom is Symptom.PASS:
+        return _labelled(Verdict(Symptom.PASS, Stage.NONE, name, metrics), expected)
+    failing = [i for i, m in enumerate(metrics) if not m.ok]
+    if symptom is not Symptom.WRONG_VALUES:
+        return _divergence(expected, converter, symptom, metrics, failing[0], f"{symptom.json_name} at output "
+                           f"{expected.source.graph.outputs[failing[0]]}")
+    blames = {i: blame_output(baseline[i], run.outputs[i], expected.reference[i], dtypes[i]) for i in failing}
+    blamed = [i for i in failing if blames[i].blamed]
+    if not blamed:
+        reasons = sorted({f"not-blamed:{b.reason}" for b in blames.values()})
+        return _labelled(Verdict(Symptom.PASS, Stage.NONE, name, metrics, labels=tuple(reasons)), expected)
+    return _divergence(expected, converter, Symptom.WRONG_VALUES, metrics, blamed[0],
+                       _blame_message(expected, blamed[0], blames[blamed[0]]))
+
+
+def _compare(actual: np.ndarray, declared: str, expected: np.ndarray, dtype: str) -> OutputComparison:
+    """compare(), plus the dtype the target declared: bfloat16 and float32 share storage, so check the name."""
+    result = compare(actual, expected, dtype)
+    if declared != dtype and result.reason is not Reason.SHAPE:
+        return dataclasses.replace(result, ok=False, reason=Reason.DTYPE, actual_dtype=declared)
+    return result
+
+
+def _matches_graph(baseline: Sequence[np.ndarray], declared: Sequence[str] | None, eager: Sequence[np.ndarray],
+                   dtypes: Sequence[str]) -> bool:
+    """Whether the unconverted model's outputs have the graph's shapes and dtypes; its declared dtypes too, since
+    bfloat16 and float32 share numpy storage."""
+    if declared is not None and tuple(declared) != tuple(dtypes):
+        return False
+    return len(baseline) == len(eager) and all(b.shape == e.shape and b.dtype == e.dtype
+                                               for b, e in zip(baseline, eager, strict=True))
+
+
+def _divergence(expected: Expected, converter: Converter, symptom: Symptom, metrics: tuple[OutputComparison, ...],
+                index: int | None, message: str) -> Verdict:
+    """A divergence verdict; its signature names the operator and dtype producing the diverging output."""
+    graph, stage = expected.source.graph, converter.divergence_stage
+    op = dtype = None
+    if index is not None:
+        out = graph.outputs[index]
+        op, dtype = graph.producer()[out].op, graph.types[out].dtype.value
+    signature = wrong_value_signature(converter.name, stage, symptom, op, dtype)
+    verdict = Verdict(symptom, stage, converter.name, metrics, signature, message, diverging_op=op,
+                      diverging_dtype=dtype)
+    return _labelled(verdict, expected)
+
+
+def _blame_message(expected: Expected, index: int, blame: BlameResult) -> str:
+    out = expected.source.graph.outputs[index]
+    return (f"output {out}: target {blame.target_error:.3g} tolerance units from the float64 reference, "
+            f"source {blame.source_error:.3g}")
+
+
+def _labelled(verdict: Verdict, expected: Expected) -> Verdict:
+    return verdict if expected.valid_inputs else verdict.with_labels(INVALID_INPUTS)

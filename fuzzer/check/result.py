@@ -1,0 +1,79 @@
+"""What a check produces and is tuned by: its options, the expected outputs, the result, and its stopwatch."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from fuzzer.converters.base import Source, TargetRun
+from oracles.taxonomy import Failure
+from oracles.verdict import Symptom, Verdict
+
+DIVERGENCES = (Symptom.WRONG_VALUES, Symptom.WRONG_SHAPE, Symptom.WRONG_DTYPE)
+INVALID_INPUTS = "invalid-inputs"  # the input search found no NaN/Inf-free inputs: treat values with care
+
+
+@dataclass(frozen=True)
+class CheckOptions:
+    """Pipeline knobs (not converter options)."""
+
+    rerun: bool = True  # rerun a divergence once to tell flaky from stable
+    locate: bool = True  # bisect graph prefixes for the first diverging operator
+    culprit: bool = True  # let the converter name a guilty pass (ort-optimizer)
+    input_budget_s: float = 1.0
+
+
+FULL_CHECK = CheckOptions()
+
+
+@dataclass(frozen=True)
+class Expected:
+    """What the target is judged against: eager float32 outputs and the float64 reference, as numpy."""
+
+    source: Source
+    eager: tuple[np.ndarray, ...]
+    reference: tuple[np.ndarray, ...]
+    valid_inputs: bool = True
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """A verdict plus what a bug case needs: per-stage timings, the target run, the failure traceback."""
+
+    verdict: Verdict
+    timings: Mapping[str, float]
+    expected: Expected | None = None
+    target: TargetRun | None = None
+    failure: Failure | None = None
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+
+Prepared = Expected | CheckResult  # a settled source, or the source's own failure (the same for every converter)
+
+
+@contextmanager
+def timer(timings: dict[str, float], name: str) -> Iterator[None]:
+    """Add the seconds the block takes to `timings[name]`."""
+    start = time.perf_counter()
+    try:
+        yield
+    finally:
+        timings[name] = timings.get(name, 0.0) + time.perf_counter() - start
+
+
+def add_timings(timings: dict[str, float], steps: Mapping[str, float], prefix: str = "") -> None:
+    """Add each step's seconds to `timings` under `prefix + name`."""
+    for name, seconds in steps.items():
+        timings[prefix + name] = timings.get(prefix + name, 0.0) + seconds
+
+
+def book_inner(timings: dict[str, float], follow_up_name: str, inner: Mapping[str, float]) -> None:
+    """Move the steps timed inside a follow-up (the converter's export, the runtime, the oracle) out of its own
+    timer into "<follow-up>.<step>" entries, so time spent converting again is booked as conversion."""
+    add_timings(timings, inner, f"{follow_up_name}.")
+    timings[follow_up_name] = max(timings[follow_up_name] - sum(inner.values()), 0.0)

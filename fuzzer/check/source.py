@@ -1,0 +1,45 @@
+"""The source side of a check: materialize the graph, search valid inputs, run it eagerly and in float64."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from fuzzer.check.result import CheckResult, Expected, timer
+from fuzzer.converters.base import Source
+from fuzzer.support.tensors import to_oracle_array
+from generators.ir import Graph
+from generators.materialize import float64_twin, materialize, widen_inputs
+from generators.valid_inputs import find_valid_inputs
+from oracles.taxonomy import Failure, failure_verdict
+from oracles.verdict import Stage
+
+
+def prepare(graph: Graph, seed: int, timings: dict[str, float], budget_s: float,
+            device: str = "cpu") -> Expected | CheckResult:
+    """Materialize, search inputs (which may settle weights, so before the twin), run eager and float64.
+
+    The search runs on the CPU (seeded, so the same inputs everywhere); the module and inputs then move to
+    `device`, where the eager and float64 runs happen."""
+    with timer(timings, "materialize"):
+        module = materialize(graph, seed)
+    with timer(timings, "inputs"):
+        found = find_valid_inputs(module, seed, budget_s=budget_s)
+    source = Source.on(device, graph, module, tuple(found.inputs[n] for n in graph.inputs))
+    expected = expect(source, timings)
+    if isinstance(expected, Expected) and not found.valid:
+        expected = dataclasses.replace(expected, valid_inputs=False)
+    return expected
+
+
+def expect(source: Source, timings: dict[str, float]) -> Expected | CheckResult:
+    """Eager and float64 runs; a raising source is Stage.SOURCE, never a converter's fault."""
+    try:
+        with timer(timings, "source"):
+            eager = source.module(*source.inputs)
+        with timer(timings, "reference"):
+            reference = float64_twin(source.module)(*widen_inputs(source.inputs))
+    except Exception as exc:  # the eager model itself failed on these inputs
+        failure = Failure.of(Stage.SOURCE, exc)
+        return CheckResult(failure_verdict("source", failure), timings, failure=failure)
+    return Expected(source, tuple(to_oracle_array(x)[0] for x in eager),
+                    tuple(r.detach().cpu().numpy() for r in reference))

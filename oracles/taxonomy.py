@@ -1,0 +1,82 @@
+"""The failure taxonomy: a library failure (stage, exception, message, frame) becomes a symptom and a verdict.
+
+Documented "not implemented" messages of the libraries under test are `unsupported` (counted, never bugs); a
+model that validation or the runtime refuses to load is `invalid_model`; anything else raised is a `crash`.
+"""
+
+from __future__ import annotations
+
+import re
+import traceback
+from dataclasses import dataclass
+
+from oracles.signature import crash_signature
+from oracles.verdict import Stage, Symptom, Verdict
+
+UNSUPPORTED_PATTERNS: tuple[re.Pattern[str], ...] = tuple(re.compile(p, re.IGNORECASE) for p in (
+    r"Could not find an implementation for",  # ORT NOT_IMPLEMENTED kernel lookup
+    r"\bNOT_IMPLEMENTED\b",
+    r"Unsupported: ONNX export of",  # TorchScript exporter symbolic_helper
+    r"does NOT support exporting",  # TorchScript exporter symbolic_opset*: "... for non-boolean input values"
+    r"is not supported",  # "Exporting the operator 'aten::x' to ONNX opset version N is not supported"
+    r"No ONNX function found for",  # dynamo exporter: torchlib has no translation
+    r"no (?:registered )?decomposition",
+    r"No Adapter (?:From|To|For)",  # onnx.version_converter
+    r"not implemented for",  # kernels missing for a dtype ("... not implemented for 'Half'")
+))
+UNSUPPORTED_TYPES = ("UnsupportedOperatorError",)
+MESSAGE_LIMIT = 2000
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A library failure: the stage it happened in, the exception type, message and innermost frame."""
+
+    stage: Stage
+    exc_type: str
+    message: str
+    frame: str
+    traceback: str
+
+    @classmethod
+    def of(cls, stage: Stage, exc: BaseException) -> Failure:
+        """The failure an exception raised at `stage` describes, with its innermost frame and full traceback."""
+        frames = traceback.extract_tb(exc.__traceback__)
+        frame = f"{frames[-1].filename}:{frames[-1].lineno} in {frames[-1].name}" if frames else ""
+        exc_type = f"{type(exc).__module__}.{type(exc).__qualname__}"
+        text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+        return cls(stage, exc_type, str(exc), frame, text)
+
+
+def classify(failure: Failure) -> Symptom:
+    """Unsupported when a documented not-implemented message; invalid model when validation or load refuses."""
+    if failure.exc_type.endswith(UNSUPPORTED_TYPES) or any(p.search(failure.message) for p in UNSUPPORTED_PATTERNS):
+        return Symptom.UNSUPPORTED
+    if failure.exc_type.endswith("MemoryError"):
+        return Symptom.OUT_OF_MEMORY
+    if failure.stage in (Stage.VALIDATION, Stage.RUNTIME_LOAD):
+        return Symptom.INVALID_MODEL
+    return Symptom.CRASH
+
+
+def failure_verdict(converter: str, failure: Failure) -> Verdict:
+    """The verdict of a converter's own failure."""
+    signature = crash_signature(converter, failure.stage, failure.exc_type, failure.message, failure.frame)
+    return Verdict(classify(failure), failure.stage, converter, signature=signature,
+                   message=f"{failure.exc_type}: {failure.message}"[:MESSAGE_LIMIT])
+
+
+def upstream_verdict(converter: str, upstream: str, failure: Failure) -> Verdict:
+    """The exporter `converter` starts from failed: the source's problem (unsupported stays unsupported)."""
+    f = failure
+    signature = crash_signature(f"{converter}<-{upstream}", f.stage, f.exc_type, f.message, f.frame)
+    return Verdict(classify(f), Stage.SOURCE, converter, signature=signature,
+                   message=f"upstream {upstream} failed at {f.stage.value}: {f.exc_type}: {f.message}"[:MESSAGE_LIMIT],
+                   labels=(f"upstream:{upstream}",))
+
+
+def memory_verdict(converter: str) -> Verdict:
+    """A test that ran out of the worker's memory (no stage is known)."""
+    signature = crash_signature(converter, Stage.NONE, "MemoryError", "out of memory", "")
+    return Verdict(Symptom.OUT_OF_MEMORY, Stage.NONE, converter, signature=signature,
+                   message="MemoryError: the worker's memory limit was reached", labels=("stage-unknown",))

@@ -48,6 +48,7 @@ bench: install
 
 lint: install
 	$(BIN)/ruff check generators oracles fuzzer tests bench
+	$(BIN)/lint-imports --no-cache
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .convsmith-cache

@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 TORCH ?= torch==2.13.0
 GPU ?=
-MINUTES ?= 3
+TIME ?= 3m
 WORKERS ?= 2
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
@@ -32,9 +32,9 @@ install: $(STAMP)
 fuzz: install
 	$(BIN)/convsmith probe --converters torch-onnx-script
 	if [ -f bugs/campaign.db ]; then \
-		$(BIN)/convsmith fuzz --minutes $(MINUTES) --workers $(WORKERS) --resume bugs; \
+		$(BIN)/convsmith fuzz --time $(TIME) --workers $(WORKERS) --resume bugs; \
 	else \
-		$(BIN)/convsmith fuzz --minutes $(MINUTES) --workers $(WORKERS) --avoid-unsupported --out bugs; \
+		$(BIN)/convsmith fuzz --time $(TIME) --workers $(WORKERS) --avoid-unsupported --out bugs; \
 	fi
 
 test: install

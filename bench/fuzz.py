@@ -34,7 +34,7 @@ def measure(minutes: float, workers: int, converters: str | None = None, nodes: 
     campaign otherwise draws 2..nodes); `avoid_unsupported`: skip the (op, dtype) pairs the cached probe of the
     converters found unsupported; `reduce` False: no background minimization of new cases."""
     out = out or Path(tempfile.mkdtemp(prefix="convsmith-bench-")) / "campaign"
-    argv = ["fuzz", "--minutes", str(minutes), "--workers", str(workers), "--out", str(out)]
+    argv = ["fuzz", "--time", f"{minutes * 60:g}s", "--workers", str(workers), "--out", str(out)]
     if converters:
         argv += ["--converters", converters]
     if nodes is not None:

@@ -86,8 +86,8 @@ def test_sigkill_then_resume_keeps_everything_and_repeats_nothing(tmp_path: Path
         conn.execute("SELECT COUNT(*) FROM tests WHERE is_bug = 1").fetchone()
 
 
-def _one_line_error(capsys: pytest.CaptureFixture[str], argv: list[str], needle: str) -> None:
-    assert main(argv) == 2
+def _one_line_error(capsys: pytest.CaptureFixture[str], argv: list[str], needle: str, status: int = 2) -> None:
+    assert main(argv) == status
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and needle in err, err
 
@@ -122,4 +122,4 @@ def test_cuda_without_gpu_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[
 
     if torch.cuda.is_available():
         pytest.skip("a GPU is present")
-    _one_line_error(capsys, ["fuzz", "--device", "cuda", "--out", str(tmp_path / "c")], "--device cuda")
+    _one_line_error(capsys, ["fuzz", "--device", "cuda", "--out", str(tmp_path / "c")], "--device cuda", status=3)

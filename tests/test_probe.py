@@ -7,9 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from fuzzer.campaign.probe import OK, UNSUPPORTED, ProbeError, load_probe, probe_pairs, run_probe, tiny_graph
+from fuzzer.campaign.probe import OK, UNSUPPORTED, ProbeError, load_probe, probe_pairs, run_probe
 from fuzzer.check.pipeline import CheckResult, run_check
 from generators.dtypes import DType
+from generators.generator import single_op_graph
+from generators.registry import REGISTRY
 from oracles.verdict import Stage, Symptom, Verdict
 
 CONV = "torch-onnx-script"
@@ -79,7 +81,7 @@ def test_time_limit_saves_progress_and_resumes(tmp_path: Path) -> None:
     assert resumed.calls == 4
 
 
-def test_tiny_graph_reads_the_requested_dtype() -> None:
-    graph = tiny_graph("cast_float32", DType.INT8, 0)
+def test_single_op_graph_reads_the_requested_dtype() -> None:
+    graph = single_op_graph(REGISTRY["cast_float32"], DType.INT8, 0)
     assert graph is not None and len(graph.nodes) == 1
     assert graph.types[graph.nodes[0].inputs[0]].dtype is DType.INT8

@@ -130,7 +130,7 @@ def _fake_verdict(symptom: Symptom, signature: str) -> Verdict:
                    signature=signature)
 
 
-@pytest.mark.parametrize("outcome,status,word", [("same", 0, "reproduces"), ("pass", 1, "fixed (now pass)"),
+@pytest.mark.parametrize("outcome,status,word", [("same", 1, "reproduces"), ("pass", 0, "fixed (now pass)"),
                                                  ("other", 1, "fails differently (now crash-other)")])
 def test_repro_exit_status_follows_the_outcome(monkeypatch, capsys, outcome: str, status: int, word: str) -> None:
     import fuzzer.cases.replay as replay

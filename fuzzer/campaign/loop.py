@@ -107,7 +107,7 @@ class Campaign:
     spec: CampaignSpec
     db: CampaignDB
     workers: int
-    minutes: float | None = None
+    time_s: float | None = None  # this session's budget; None: until done or Ctrl-C
     progress: Progress | None = None
     mp_context: str = "forkserver"
     registry: ConverterRegistry | None = None
@@ -139,7 +139,7 @@ class Campaign:
         self.session = self.db.start_session(self.workers)
         self.adopt_orphans()
         self.queue.extend(Unit(i, s, list(r)) for i, s, r in self.db.unfinished(self.spec.converters))
-        deadline = None if self.minutes is None else time.monotonic() + self.minutes * 60
+        deadline = None if self.time_s is None else time.monotonic() + self.time_s
         status = "finished"
         try:
             self.slots = [self.spawn() for _ in range(self.workers)]

@@ -23,11 +23,11 @@ from fuzzer.check.pipeline import CheckOptions, available_converter, run_check
 from fuzzer.converters import CONVERTERS
 from fuzzer.support.files import atomic_write_text
 from generators.dtypes import DType
-from generators.generator import GenerationError, GenOptions, generate
-from generators.ir import Graph
+from generators.generator import single_op_graph
 from generators.registry import REGISTRY
 from oracles.verdict import Stage, Symptom
 
+DEFAULT_CACHE = Path(".convsmith-cache/probe")
 PROBE_VERSION = 1  # bump when the meaning of an entry changes: old caches are then ignored
 PROBE_CHECK = CheckOptions(rerun=False, locate=False, culprit=False, input_budget_s=0.3)
 OK, UNSUPPORTED, FAILS, SOURCE, NO_GRAPH = "ok", "unsupported", "fails", "source", "no-graph"
@@ -103,30 +103,13 @@ def probe_pairs(ops: Sequence[str] | None = None, dtypes: Sequence[DType] | None
     return pairs
 
 
-def tiny_graph(op: str, dtype: DType, seed: int, attempts: int = 8) -> Graph | None:
-    """A one-node graph whose `op` node reads `dtype` first; None when the generator cannot make one."""
-    sigs = [s for s in REGISTRY[op].sigs if (s.ins[0] if s.ins else s.out) is dtype]
-    allowed = tuple(dict.fromkeys([dtype] + [d for s in sigs for d in s.ins] + [s.out for s in sigs]))
-    for attempt in range(attempts):
-        try:
-            graph = generate(seed * 1000 + attempt, GenOptions(nodes=1, include_ops=(op,), dtypes=allowed,
-                                                                max_numel=256, max_dim=8))
-        except GenerationError:
-            continue
-        node = graph.nodes[0]
-        first = node.inputs[0] if node.inputs else node.outputs[0]
-        if node.op == op and graph.types[first].dtype is dtype:
-            return graph
-    return None
-
-
 def probe_pair(converter: str, op: str, dtype: DType, seeds: Sequence[int], options: Any,
                check: CheckFn = run_check) -> ProbeEntry:
     """Unsupported when any seed says so; fails when a seed shows a bug; ok when every seed passes."""
     worst: ProbeEntry | None = None
     made = False
     for seed in seeds:
-        graph = tiny_graph(op, dtype, seed)
+        graph = single_op_graph(REGISTRY[op], dtype, seed)
         if graph is None:
             continue
         made = True

@@ -58,7 +58,7 @@ class ReduceQueue:
             self._finish(case_dir, proc)
         if self.pending:
             case_dir = self.pending.popleft()
-            command = [sys.executable, "-m", "fuzzer", "reduce", str(case_dir), "--budget", str(self.budget_s),
+            command = [sys.executable, "-m", "fuzzer", "reduce", str(case_dir), "--time", f"{self.budget_s}s",
                        "--out", str(case_dir)]
             with open(self.log_dir / "reduce.log", "a") as log:
                 proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fuzzer.cases.case import CaseData
-from fuzzer.check.pipeline import CheckOptions, ConverterUnavailable, check_source, run_check
+from fuzzer.check.pipeline import CheckOptions, check_source, run_check
 from fuzzer.converters import CONVERTERS
 from fuzzer.converters.base import Source
 from fuzzer.support.device import require_device
@@ -20,7 +20,7 @@ REPLAY_CHECK = CheckOptions(rerun=True, locate=True, culprit=False)
 
 
 class Outcome(enum.IntEnum):
-    """Ordered by how much attention it needs; the CLI's exit status follows from the worst one."""
+    """What a replay shows; every outcome but FIXED means the bug (or another) still shows."""
 
     REPRODUCES = 0
     FIXED = 1
@@ -37,6 +37,10 @@ class Replay:
     outcome: Outcome
     verdict: Verdict
     expected_signature: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"case": self.case_id, "outcome": self.outcome.label, "signature": self.expected_signature,
+                "now": {"symptom": self.verdict.symptom.json_name, "signature": self.verdict.signature}}
 
     def line(self) -> str:
         text = f"{self.case_id}: {self.outcome.label}"
@@ -66,13 +70,10 @@ def replay_verdict(case: CaseData, check_options: CheckOptions = REPLAY_CHECK) -
     except (TypeError, ValueError) as exc:
         raise UsageError(f"{case.id}: bad converter options: {exc}") from None
     require_device(case.device, f"{case.id} (found on {case.device})")
-    try:
-        source = case_source(case)
-        if source is None:
-            return run_check(case.graph, case.seed, case.converter, options, check_options, case.device).verdict
-        return check_source(source, case.converter, options, check_options).verdict
-    except ConverterUnavailable as exc:
-        raise UsageError(str(exc)) from None
+    source = case_source(case)
+    if source is None:
+        return run_check(case.graph, case.seed, case.converter, options, check_options, case.device).verdict
+    return check_source(source, case.converter, options, check_options).verdict
 
 
 def replay(case: CaseData, check_options: CheckOptions = REPLAY_CHECK) -> Replay:

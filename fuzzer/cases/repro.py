@@ -51,7 +51,8 @@ _HEADER = '''#!/usr/bin/env python3
 """{title}
 
 Standalone reproduction (torch, onnx, onnxruntime, numpy{extra}; not convsmith). Run: python repro.py
-Exit status: 1 when the bug shows, 0 when it does not.
+Exit status: 0 the bug does not show, 1 it shows, 2 a file of the case is missing or unreadable,
+3 cannot run here (a library is missing).
 """
 import ctypes
 import os
@@ -59,11 +60,15 @@ import sys
 import traceback
 import warnings
 
-import numpy as np
-import onnx
-import onnxruntime as ort
-import torch
-from onnx import numpy_helper
+try:
+    import numpy as np
+    import onnx
+    import onnxruntime as ort
+    import torch
+    from onnx import numpy_helper
+except ImportError as exc:
+    print(f"repro.py: cannot run: {{exc}}", file=sys.stderr)
+    sys.exit(3)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CASE = {case!r}
@@ -260,6 +265,8 @@ def main():
         print("eager PyTorch matches the saved expected outputs")
     try:
         outputs, baseline = convert_and_run(module, inputs)
+    except ImportError:
+        raise  # cannot run here: not the bug
     except Exception as exc:
         shown = type(exc).__name__ == EXPECTED_ERROR or SYMPTOM not in ("wrong_values", "wrong_shape", "wrong_dtype")
         traceback.print_exc()
@@ -278,7 +285,15 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        status = main()
+    except ImportError as exc:  # the converter under test (onnxsim, onnxslim, ...) is not installed
+        print(f"repro.py: cannot run: {exc}", file=sys.stderr)
+        status = 3
+    except OSError as exc:  # a file of the case folder is missing or unreadable
+        print(f"repro.py: {exc.strerror}: {exc.filename}", file=sys.stderr)
+        status = 2
+    sys.exit(status)
 '''
 
 _EXTRA_LIBS = {"onnxsim": "onnxsim", "onnxslim": "onnxslim", "onnxoptimizer": "onnxoptimizer"}

@@ -18,13 +18,14 @@ from fuzzer.check.result import FULL_CHECK, CheckOptions, CheckResult, Expected,
 from fuzzer.check.source import expect, prepare
 from fuzzer.converters import CONVERTERS
 from fuzzer.converters.base import Converter, ConverterOptions, Source
+from fuzzer.support.errors import CannotRun
 from generators.ir import Graph
 
 ConverterOptionsLike = ConverterOptions | Mapping[str, Any] | None
 
 
-class ConverterUnavailable(RuntimeError):
-    """The converter's library does not import here; the message says why (a user-facing, one-line error)."""
+class ConverterUnavailable(CannotRun):
+    """The converter's library does not import here; the message says why (one line, exit 3)."""
 
 
 def available_converter(name: str) -> Converter:

@@ -1,35 +1,39 @@
-"""`convsmith check graph.json --converter NAME`: one graph through one converter, verdict with metrics."""
+"""`convsmith check graph.json --converters a,b`: one graph through each converter, verdicts with metrics."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
-from fuzzer.check.pipeline import ConverterUnavailable, run_check
+from fuzzer.check.pipeline import CheckResult, available_converter, run_check
+from fuzzer.commands.flags import name_list
 from fuzzer.converters import CONVERTERS
-from fuzzer.support.errors import UsageError
+from fuzzer.support.errors import Exit, UsageError
+from fuzzer.support.quiet import library_output
 from generators.ir import Graph, GraphError, validate
 from generators.registry import REGISTRY
 
 NAME = "check"
-HELP = "run one graph through one converter and print the verdict with its metrics"
+HELP = "run one graph through converters and print each verdict with its metrics (exit 1 when a bug shows)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("graph", type=Path, help="graph.json (from `convsmith generate` or a case folder)")
-    parser.add_argument("--converter", required=True, help="see `convsmith converters`")
+    parser.add_argument("--converters", type=name_list(lambda: CONVERTERS, "converter(s)"), required=True,
+                        help="comma-separated converters (see `convsmith converters`)")
     parser.add_argument("--seed", type=int, default=0, help="seed for weights and the input search")
     parser.add_argument("--option", action="append", default=[], metavar="KEY=JSON",
-                        help="converter option, e.g. --option opset=17 (repeatable)")
-    parser.add_argument("--json", action="store_true", help="print the verdict as JSON")
+                        help="converter option for every converter named, e.g. --option opset=17 (repeatable)")
+    parser.add_argument("--json", action="store_true", help="print the verdicts as a JSON list")
 
 
 def parse_options(pairs: list[str]) -> dict:
     options = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
-        if not sep:
+        if not sep or not key:
             raise UsageError(f"--option {pair!r} is not KEY=VALUE")
         try:
             options[key] = json.loads(value)
@@ -53,31 +57,40 @@ def load_graph(path: Path) -> Graph:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.converter not in CONVERTERS:
-        raise UsageError(f"unknown converter {args.converter!r}; known: {', '.join(CONVERTERS)}")
     graph = load_graph(args.graph)
-    try:
-        result = run_check(graph, args.seed, args.converter, parse_options(args.option))
-    except ConverterUnavailable as exc:
-        raise UsageError(str(exc)) from None
-    except ValueError as exc:  # bad converter option
-        raise UsageError(str(exc)) from None
-    verdict = result.verdict
+    options = parse_options(args.option)
+    for name in args.converters:  # every option and converter is checked before anything runs
+        try:
+            CONVERTERS[name].options(options)
+        except (TypeError, ValueError) as exc:
+            raise UsageError(f"{name}: {exc}") from None
+        available_converter(name)
+    results = []
+    for name in args.converters:
+        with library_output() as captured:
+            results.append(run_check(graph, args.seed, name, options))
+        if args.verbose and captured.text:
+            sys.stderr.write(captured.text)
     if args.json:
-        print(json.dumps(verdict.to_json(), indent=1))
-        return 0
-    print(f"{verdict.symptom.json_name} at {verdict.stage.value} ({verdict.converter})")
+        print(json.dumps([{**r.verdict.to_json(), "timings": dict(r.timings)} for r in results], indent=1))
+    else:
+        for result in results:
+            print_verdict(result)
+    return Exit.BUG if any(r.verdict.is_bug for r in results) else Exit.OK
+
+
+def print_verdict(result: CheckResult) -> None:
+    verdict = result.verdict
+    print(f"{verdict.converter}: {verdict.symptom.json_name} at {verdict.stage.value}")
     if verdict.signature:
-        print(f"signature: {verdict.signature}")
+        print(f"  signature: {verdict.signature}")
     if verdict.message:
-        print(f"message: {verdict.message}")
+        print(f"  message: {verdict.message.splitlines()[0][:300]}")
     if verdict.labels:
-        print(f"labels: {', '.join(verdict.labels)}")
+        print(f"  labels: {', '.join(verdict.labels)}")
     if verdict.diverging_op:
-        print(f"first diverging op: {verdict.diverging_op} ({verdict.diverging_dtype})")
+        print(f"  first diverging op: {verdict.diverging_op} ({verdict.diverging_dtype})")
     for i, m in enumerate(verdict.metrics):
-        print(f"output {i}: {m.reason.value} dtype={m.dtype} max_abs={m.max_abs:.3g} max_rel={m.max_rel:.3g} "
+        print(f"  output {i}: {m.reason.value} dtype={m.dtype} max_abs={m.max_abs:.3g} max_rel={m.max_rel:.3g} "
               f"bad={m.n_bad}/{m.n_total} needed atol={m.needed.atol:.3g} rtol={m.needed.rtol:.3g}")
-    timings = ", ".join(f"{k}={v * 1000:.0f}ms" for k, v in result.timings.items())
-    print(f"timings: {timings}")
-    return 0
+    print("  timings: " + ", ".join(f"{k}={v * 1000:.0f}ms" for k, v in result.timings.items()))

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 
 from fuzzer.converters import list_converters
 
@@ -11,11 +13,14 @@ HELP = "list converters with their availability and library versions"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    del parser  # no options
+    parser.add_argument("--json", action="store_true", help="print a JSON list for scripts")
 
 
 def run(args: argparse.Namespace) -> int:
     infos = list_converters()
+    if args.json:
+        print(json.dumps([dataclasses.asdict(i) for i in infos], indent=1))
+        return 0
     width = max(len(i.name) for i in infos)
     for info in infos:
         versions = ", ".join(f"{k} {v}" for k, v in info.versions.items())

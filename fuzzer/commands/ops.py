@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import json
 
+from fuzzer.support.errors import UsageError
 from generators.registry import REGISTRY
 
 NAME = "ops"
@@ -11,14 +13,22 @@ HELP = "list every operator with its family and the dtypes it accepts"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--family", help="only this family")
+    parser.add_argument("--family", help=f"only this family (one of {', '.join(REGISTRY.families)})")
+    parser.add_argument("--json", action="store_true", help="print a JSON list for scripts")
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.family is not None and args.family not in REGISTRY.families:
+        raise UsageError(f"unknown family {args.family!r}; known: {', '.join(REGISTRY.families)}")
     rows = [op for op in REGISTRY.values() if args.family in (None, op.family)]
+    table = [{"name": op.name, "family": op.family, "inputs": op.arity,
+              "dtypes": sorted({d.value for s in op.sigs for d in s.ins} | {s.out.value for s in op.sigs})}
+             for op in rows]
+    if args.json:
+        print(json.dumps(table, indent=1))
+        return 0
     width = max((len(op.name) for op in rows), default=4)
-    for op in rows:
-        dtypes = sorted({d.value for s in op.sigs for d in s.ins} | {s.out.value for s in op.sigs})
-        print(f"{op.name:<{width}}  {op.family:<10}  inputs={op.arity}  {','.join(dtypes)}")
+    for row in table:
+        print(f"{row['name']:<{width}}  {row['family']:<10}  inputs={row['inputs']}  {','.join(row['dtypes'])}")
     print(f"{len(rows)} operators")
     return 0

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from fuzzer.cases.folder import load_case, write_case
-from fuzzer.check.pipeline import ConverterUnavailable
+from fuzzer.cases.folder import CASE_JSON, load_case, write_case
+from fuzzer.commands.flags import duration
 from fuzzer.reduce.case import ReductionFailed, reduce_case
 from fuzzer.support.errors import UsageError
 
@@ -16,19 +16,16 @@ HELP = "minimize a saved bug case (same signature, smaller graph) and write the 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("case", type=Path, metavar="CASE", help="case folder (or its case.json)")
-    parser.add_argument("--budget", type=float, default=60.0, help="seconds to spend (default 60)")
+    parser.add_argument("--time", type=duration, default=60.0, metavar="DURATION",
+                        help="time to spend, e.g. 90s or 5m (seconds)")
     parser.add_argument("--out", type=Path, help="folder for the reduced case (default: beside CASE)")
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.budget <= 0:
-        raise UsageError("--budget must be positive")
     case = load_case(args.case)
-    folder = args.case.parent if args.case.name == "case.json" else args.case
+    folder = args.case.parent if args.case.name == CASE_JSON else args.case
     try:
-        reduced, result = reduce_case(case, args.budget, original=str(folder))
-    except ConverterUnavailable as exc:
-        raise UsageError(str(exc)) from None
+        reduced, result = reduce_case(case, args.time, original=folder.name)
     except ReductionFailed as exc:
         raise UsageError(str(exc)) from None
     path = write_case(args.out or folder.parent, reduced, replace=True)

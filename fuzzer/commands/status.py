@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
 from fuzzer.campaign.db import open_campaign
@@ -14,12 +15,14 @@ HELP = "summarize a campaign folder: tests by converter x symptom x stage, uniqu
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("dir", type=Path, help="the campaign folder (--out of `convsmith fuzz`)")
+    parser.add_argument("--json", action="store_true", help="print the summary as JSON for scripts")
 
 
 def run(args: argparse.Namespace) -> int:
     db = open_campaign(args.dir)
     try:
-        print(format_summary(summarize(db)))
+        summary = summarize(db)
     finally:
         db.close()
+    print(json.dumps(summary, indent=1) if args.json else format_summary(summary))
     return 0

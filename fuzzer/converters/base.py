@@ -28,7 +28,24 @@ from oracles.verdict import Stage
 
 @dataclass(frozen=True)
 class ConverterOptions:
-    """Base of every converter's options: a frozen dataclass of JSON scalars (they go into bug cases)."""
+    """Base of every converter's options: a frozen dataclass of JSON scalars (they go into bug cases).
+
+    Values are checked when made: a wrong type or an opset outside `opset_range` is a ValueError (bad input),
+    never a conversion the converter is blamed for."""
+
+    opset_range: ClassVar[tuple[int, int]] = (7, 23)  # the opsets torch.onnx can export
+    choices: ClassVar[Mapping[str, tuple[str, ...]]] = {}  # options that take one of a few names
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            value, default = getattr(self, f.name), f.default
+            if default is not dataclasses.MISSING and not _same_kind(value, default):
+                raise ValueError(f"option {f.name}={value!r}: expected {type(default).__name__}")
+            if f.name == "opset" and not self.opset_range[0] <= value <= self.opset_range[1]:
+                low, high = self.opset_range
+                raise ValueError(f"option opset={value}: this converter takes opsets {low} to {high}")
+            if f.name in self.choices and value not in self.choices[f.name]:
+                raise ValueError(f"option {f.name}={value!r}: one of {', '.join(self.choices[f.name])}")
 
     def to_json(self) -> dict[str, Any]:
         return {f.name: _jsonable(getattr(self, f.name)) for f in dataclasses.fields(self)}
@@ -41,6 +58,15 @@ class ConverterOptions:
             raise ValueError(f"{cls.__name__} has no option(s) {sorted(unknown)}; known: {sorted(names)}")
         hinted = {f.name: f.type for f in dataclasses.fields(cls)}
         return cls(**{k: tuple(v) if isinstance(v, list) and "tuple" in str(hinted[k]) else v for k, v in data.items()})
+
+
+def _same_kind(value: Any, default: Any) -> bool:
+    """bool is not an int here; a tuple option takes any tuple."""
+    if isinstance(default, bool) or isinstance(value, bool):
+        return isinstance(value, bool) and isinstance(default, bool)
+    if isinstance(default, float):
+        return isinstance(value, int | float)
+    return isinstance(value, type(default))
 
 
 def _jsonable(value: Any) -> Any:

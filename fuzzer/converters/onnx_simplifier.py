@@ -7,11 +7,12 @@ from dataclasses import dataclass
 import onnx
 
 from fuzzer.converters.base import ConverterOptions
-from fuzzer.converters.upstream import OnnxPassConverter
+from fuzzer.converters.upstream import UPSTREAMS, OnnxPassConverter
 
 
 @dataclass(frozen=True)
 class OnnxSimOptions(ConverterOptions):
+    choices = {"upstream": UPSTREAMS}
     upstream: str = "torch-onnx-script"
     opset: int = 17
     perform_optimization: bool = True

@@ -7,11 +7,12 @@ from dataclasses import dataclass
 import onnx
 
 from fuzzer.converters.base import ConverterOptions
-from fuzzer.converters.upstream import OnnxPassConverter
+from fuzzer.converters.upstream import UPSTREAMS, OnnxPassConverter
 
 
 @dataclass(frozen=True)
 class OnnxSlimOptions(ConverterOptions):
+    choices = {"upstream": UPSTREAMS}
     upstream: str = "torch-onnx-script"
     opset: int = 17
     no_constant_folding: bool = False

@@ -12,13 +12,14 @@ from dataclasses import dataclass
 import torch
 
 from fuzzer.converters.base import Converter, ConverterOptions, Source, Steps, TargetRun
-from fuzzer.converters.upstream import export_upstream
+from fuzzer.converters.upstream import UPSTREAMS, export_upstream
 from fuzzer.support.tensors import to_oracle_array
 from oracles.verdict import Stage
 
 
 @dataclass(frozen=True)
 class OnnxToTorchOptions(ConverterOptions):
+    choices = {"upstream": UPSTREAMS}
     upstream: str = "torch-onnx-script"
     opset: int = 17
 

@@ -13,7 +13,7 @@ import numpy as np
 
 from fuzzer.converters.base import Converter, ConverterOptions, Source, Steps, TargetRun
 from fuzzer.converters.runtime import make_session, run_model, run_session
-from fuzzer.converters.upstream import export_upstream
+from fuzzer.converters.upstream import UPSTREAMS, export_upstream
 from oracles.verdict import Stage
 
 LEVEL_ORDER = ("basic", "extended", "all")
@@ -41,6 +41,7 @@ ORT_OPTIMIZERS: tuple[str, ...] = (
 
 @dataclass(frozen=True)
 class OrtOptimizerOptions(ConverterOptions):
+    choices = {"upstream": UPSTREAMS, "level": ("disabled", "basic", "extended", "all")}
     upstream: str = "torch-onnx-script"
     opset: int = 17
     level: str = "all"

@@ -23,6 +23,7 @@ TORCHLIB_MIN_OPSET = 18  # torchlib has no implementations below this; lower ops
 
 @dataclass(frozen=True)
 class DynamoOptions(ConverterOptions):
+    opset_range = (18, 23)  # torchlib's translations start at opset 18
     opset: int = 18
     optimize: bool = True
 

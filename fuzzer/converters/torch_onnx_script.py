@@ -16,6 +16,7 @@ from oracles.verdict import Stage
 
 @dataclass(frozen=True)
 class ScriptOptions(ConverterOptions):
+    opset_range = (7, 20)  # torch.onnx's ONNX_TORCHSCRIPT_EXPORTER_MAX_OPSET
     opset: int = 17
     constant_folding: bool = True
 

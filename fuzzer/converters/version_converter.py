@@ -7,12 +7,13 @@ from dataclasses import dataclass
 import onnx
 
 from fuzzer.converters.base import ConverterOptions
-from fuzzer.converters.upstream import OnnxPassConverter
+from fuzzer.converters.upstream import UPSTREAMS, OnnxPassConverter
 from oracles.verdict import Stage
 
 
 @dataclass(frozen=True)
 class VersionConverterOptions(ConverterOptions):
+    choices = {"upstream": UPSTREAMS}
     upstream: str = "torch-onnx-script"
     opset: int = 17
     target_opset: int = 21  # newer by default; set e.g. 13 for the downgrade path

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from fuzzer.support.errors import UsageError
+from fuzzer.support.errors import CannotRun, UsageError
 
 DEVICES = ("cpu", "cuda")
 
 
 def require_device(device: str, asker: str) -> None:
-    """Raise a one-line UsageError unless `device` can run here; `asker` names who wants it (a flag, a case)."""
+    """A UsageError for an unknown device, CannotRun when it is not usable here; `asker` names who wants it (a
+    flag, a case)."""
     if device not in DEVICES:
         raise UsageError(f"{asker}: unknown device {device!r} (cpu or cuda)")
     if device == "cpu":
@@ -17,7 +18,7 @@ def require_device(device: str, asker: str) -> None:
     import torch
 
     if not torch.cuda.is_available():
-        raise UsageError(f"{asker}: no CUDA GPU is visible to torch here")
+        raise CannotRun(f"{asker}: no CUDA GPU is visible to torch here")
     if "CUDAExecutionProvider" not in onnxruntime.get_available_providers():
-        raise UsageError(f"{asker}: onnxruntime has no CUDAExecutionProvider (install onnxruntime-gpu: "
-                         "make install GPU=1)")
+        raise CannotRun(f"{asker}: onnxruntime has no CUDAExecutionProvider (install onnxruntime-gpu: "
+                        "make install GPU=1)")

@@ -1,0 +1,63 @@
+"""Keeping the libraries' chatter (exporter IR dumps, torch warnings, ONNX Runtime log lines) off the terminal.
+
+The libraries under test print from C++ as well as from Python, so the capture is at the file-descriptor level:
+stdout and stderr point at a temporary file while the block runs; the text is handed back to the caller, who
+logs it or shows it behind -v.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+@dataclass
+class Captured:
+    """What the libraries printed inside the block (filled in when it ends)."""
+
+    text: str = ""
+
+
+@contextmanager
+def library_output() -> Iterator[Captured]:
+    """Send file descriptors 1 and 2 to a temporary file for the block; the text is in the Captured after it."""
+    captured = Captured()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    with tempfile.TemporaryFile() as sink:
+        os.dup2(sink.fileno(), 1)
+        os.dup2(sink.fileno(), 2)
+        try:
+            yield captured
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            os.close(saved[0])
+            os.close(saved[1])
+            sink.seek(0)
+            captured.text = sink.read().decode("utf-8", errors="replace")
+
+
+def quietly(fn: Callable[..., T], log: Callable[[str], None]) -> Callable[..., T]:
+    """`fn` with the libraries' output captured at each call and handed to `log` (when there is any)."""
+
+    def logged(*args: Any, **kwargs: Any) -> T:
+        captured = Captured()
+        try:
+            with library_output() as captured:
+                return fn(*args, **kwargs)
+        finally:
+            if captured.text:
+                log(captured.text)
+
+    return logged

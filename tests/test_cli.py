@@ -1,0 +1,123 @@
+"""The command line keeps its word: --version, help with defaults and exit statuses, one line and the right
+exit status for each bad input with nothing created, JSON for scripts, and no traceback into a closed pipe."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import hand_graphs
+import pytest
+
+from fuzzer.commands.main import COMMANDS, main
+from fuzzer.converters import CONVERTERS
+from fuzzer.support.errors import Exit
+
+ONNX2TORCH_MISSING = not CONVERTERS["onnx2torch"].availability()[0]
+
+# (argv, exit status, a word the one line must hold); GRAPH stands for a valid graph.json.
+BAD_INPUTS = [
+    (["fuzz", "--tests", "0", "--out", "c"], Exit.USAGE, "--tests"),
+    (["fuzz", "--memory-mb", "0", "--out", "c"], Exit.USAGE, "--memory-mb"),
+    (["fuzz", "--min-nodes", "5", "--nodes", "3", "--out", "c"], Exit.USAGE, "--min-nodes 5 is above --nodes 3"),
+    (["fuzz", "--time=-5m", "--out", "c"], Exit.USAGE, "not a duration"),
+    (["fuzz", "--time", "0s", "--out", "c"], Exit.USAGE, "must be positive"),
+    (["fuzz", "--time", "10", "--out", "c"], Exit.USAGE, "not a duration"),
+    (["fuzz", "--timeout=-1s", "--out", "c"], Exit.USAGE, "--timeout"),
+    (["fuzz", "--reduce-time", "-1m", "--out", "c"], Exit.USAGE, "--reduce-time"),
+    (["fuzz", "--converters", "nosuch", "--out", "c"], Exit.USAGE, "unknown converter(s): nosuch"),
+    (["fuzz", "--device", "tpu", "--out", "c"], Exit.USAGE, "unknown device"),
+    (["fuzz", "--resume", "nowhere"], Exit.USAGE, "no such campaign folder"),
+    (["probe", "--time=-1m"], Exit.USAGE, "not a duration"),
+    (["probe", "--converters", "nosuch"], Exit.USAGE, "unknown converter(s): nosuch"),
+    (["reduce", "case", "--time=-1s"], Exit.USAGE, "not a duration"),
+    (["reduce", "nowhere"], Exit.USAGE, "no such directory"),
+    (["check", "GRAPH", "--converters", "torch-onnx-script", "--option", "opset=999"], Exit.USAGE, "opset=999"),
+    (["check", "GRAPH", "--converters", "ort-optimizer", "--option", "level=max"], Exit.USAGE, "level='max'"),
+    (["check", "GRAPH", "--converters", "torch-onnx-script", "--option", "nosuch=1"], Exit.USAGE, "nosuch"),
+    (["check", "GRAPH", "--converters", "nosuch"], Exit.USAGE, "unknown converter(s): nosuch"),
+    (["check", "missing.json", "--converters", "torch-onnx-script"], Exit.USAGE, "cannot read missing.json"),
+    (["ops", "--family", "nosuch"], Exit.USAGE, "unknown family 'nosuch'"),
+    (["generate", "--seed", "1", "--out", "g", "--nodes", "0"], Exit.USAGE, "--nodes"),
+    (["status", "nowhere"], Exit.USAGE, "no such campaign folder"),
+    (["repro", "nowhere"], Exit.USAGE, "not a case folder"),
+    (["nosuch"], Exit.USAGE, "invalid choice"),
+]
+if ONNX2TORCH_MISSING:  # a converter whose library is missing here: could not run, and no empty campaign folder
+    BAD_INPUTS.append((["fuzz", "--converters", "onnx2torch", "--out", "c"], Exit.CANNOT_RUN, "unavailable"))
+
+
+def _tree(root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*"))
+
+
+@pytest.mark.parametrize("argv, status, needle", BAD_INPUTS, ids=[" ".join(row[0])[:60] for row in BAD_INPUTS])
+def test_bad_input_gets_one_line_and_its_status_and_creates_nothing(
+        argv: list[str], status: int, needle: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(tmp_path)
+    graph = tmp_path / "graph.json"
+    graph.write_text(hand_graphs.elementwise().dumps())
+    before = _tree(tmp_path)
+    argv = [str(graph) if a == "GRAPH" else a for a in argv]
+    with pytest.raises(SystemExit) as exited:
+        sys.exit(main(argv))
+    err = capsys.readouterr().err
+    assert exited.value.code == status, err
+    assert len(err.strip().splitlines()) == 1 and needle in err and "Traceback" not in err, err
+    assert _tree(tmp_path) == before
+
+
+def test_version() -> None:
+    out = subprocess.run([sys.executable, "-m", "fuzzer", "--version"], capture_output=True, text=True, check=True)
+    assert out.stdout.startswith("convsmith ") and out.stdout.split()[1][0].isdigit()
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_help_shows_defaults_and_exit_statuses(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main([command, "--help"])
+    out = capsys.readouterr().out
+    assert exited.value.code == 0
+    assert "exit status:" in out and "3  could not run here" in out
+    if command in ("fuzz", "probe", "reduce", "check", "generate"):
+        assert "(default: " in out
+
+
+def test_durations_have_one_form() -> None:
+    from fuzzer.commands.flags import duration
+
+    assert [duration(t) for t in ("90s", "10m", "2h", "1.5h", ".5m")] == [90.0, 600.0, 7200.0, 5400.0, 30.0]
+
+
+@pytest.mark.parametrize("command", (["ops"], ["converters"]))
+def test_json_for_scripts(command: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([*command, "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert rows and all("name" in row for row in rows)
+
+
+CRASH_CASE = Path(__file__).resolve().parents[1] / "corpus" / \
+    "crash-torch-onnx-script-validation-InferenceError-02646e457f6c-reduced"
+
+
+def test_check_exit_1_when_a_bug_shows_0_when_not(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A known exporter crash from the corpus exits 1 under check (JSON for scripts); a passing graph exits 0."""
+    from fuzzer.cases.folder import read_case
+
+    case = read_case(CRASH_CASE)
+    (tmp_path / "bug.json").write_text(case.graph.dumps())
+    status = main(["check", str(tmp_path / "bug.json"), "--converters", case.converter, "--seed", str(case.seed),
+                   "--json"])
+    verdicts = json.loads(capsys.readouterr().out)
+    assert status == Exit.BUG and [v["signature"] for v in verdicts] == [case.signature]
+    (tmp_path / "ok.json").write_text(hand_graphs.elementwise().dumps())
+    assert main(["check", str(tmp_path / "ok.json"), "--converters", "torch-onnx-script"]) == Exit.OK
+    assert capsys.readouterr().out.startswith("torch-onnx-script: pass at none")
+
+
+def test_no_traceback_into_a_closed_pipe() -> None:
+    done = subprocess.run(f"{sys.executable} -m fuzzer ops | head -1", shell=True, capture_output=True, text=True)
+    assert done.stdout.count("\n") == 1 and done.stderr == "", done.stderr

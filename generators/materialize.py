@@ -59,6 +59,7 @@ class GraphModule(torch.nn.Module):
         super().__init__()
         self.graph = graph
         self.widen = widen
+        self.registry = registry
         self._ops = [registry[n.op] for n in graph.nodes]
         self._attrs = [self._node_attrs(n.attrs) for n in graph.nodes]
         for name, value in weights.items():
@@ -109,15 +110,17 @@ class GraphModule(torch.nn.Module):
         return env
 
 
-def materialize(graph: Graph, seed: int, widen: bool = False) -> GraphModule:
-    """The graph as a module with weights drawn from `seed`; `widen` gives the float64 twin."""
-    return GraphModule(graph, random_weights(graph, seed), widen=widen)
+def materialize(graph: Graph, seed: int, widen: bool = False,
+                registry: Mapping[str, OpSpec] = REGISTRY) -> GraphModule:
+    """The graph as a module of `registry`'s operators with weights drawn from `seed`; `widen` gives the float64
+    twin."""
+    return GraphModule(graph, random_weights(graph, seed), widen=widen, registry=registry)
 
 
 def float64_twin(module: GraphModule) -> GraphModule:
     """The same graph and weights with every float tensor widened to float64 (the reference run)."""
     weights = {n: getattr(module, n).detach() for n in module.graph.weights}
-    return GraphModule(module.graph, weights, widen=True)
+    return GraphModule(module.graph, weights, widen=True, registry=module.registry)
 
 
 def widen_inputs(inputs: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:

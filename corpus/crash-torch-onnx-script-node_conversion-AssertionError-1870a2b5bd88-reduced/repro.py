@@ -2,7 +2,8 @@
 """convsmith case crash-torch-onnx-script-node_conversion-AssertionError-1870a2b5bd88-reduced: crash in torch-onnx-script (node_conversion)
 
 Standalone reproduction (torch, onnx, onnxruntime, numpy; not convsmith). Run: python repro.py
-Exit status: 1 when the bug shows, 0 when it does not.
+Exit status: 0 the bug does not show, 1 it shows, 2 a file of the case is missing or unreadable,
+3 cannot run here (a library is missing).
 """
 import ctypes
 import os
@@ -10,11 +11,15 @@ import sys
 import traceback
 import warnings
 
-import numpy as np
-import onnx
-import onnxruntime as ort
-import torch
-from onnx import numpy_helper
+try:
+    import numpy as np
+    import onnx
+    import onnxruntime as ort
+    import torch
+    from onnx import numpy_helper
+except ImportError as exc:
+    print(f"repro.py: cannot run: {exc}", file=sys.stderr)
+    sys.exit(3)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CASE = 'crash-torch-onnx-script-node_conversion-AssertionError-1870a2b5bd88-reduced'
@@ -26,6 +31,7 @@ INPUT_NAMES = ('in3',)
 OUTPUT_NAMES = ('t4',)
 OUTPUT_DTYPES = ('int8',)
 TOLERANCES = {'float64': (1e-09, 1e-12), 'float32': (0.0001, 1e-06), 'float16': (0.005, 0.001), 'bfloat16': (0.016, 0.01), 'int32': (0.0, 0.0), 'int64': (0.0, 0.0), 'int8': (0.0, 0.0), 'uint8': (0.0, 0.0), 'bool': (0.0, 0.0)}  # dtype: (rtol, atol)
+DEVICE = 'cpu'  # where convsmith ran the source model and ONNX Runtime
 
 
 def load_tensor(rel):
@@ -46,11 +52,12 @@ def _register(module, name, value):
 
 
 def to_numpy(x):
-    x = x.detach()
+    x = x.detach().cpu()
     return (x.float() if x.dtype == torch.bfloat16 else x).numpy()
 
 
 def ort_value(x):
+    x = x.detach().cpu()
     if x.dtype == torch.bfloat16:
         words = x.contiguous().view(torch.int16).numpy().view(np.uint16)
         return ort.OrtValue.ortvalue_from_numpy_with_onnx_type(words, onnx.TensorProto.BFLOAT16)
@@ -66,7 +73,7 @@ def from_ort_value(value):
 
 
 def run_onnx(data, inputs, level="disabled"):
-    """ONNX Runtime on CPU, one thread, at an optimization level (as convsmith runs targets)."""
+    """ONNX Runtime on DEVICE, one CPU thread, at an optimization level (as convsmith runs targets)."""
     levels = {"disabled": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
               "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
               "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
@@ -75,7 +82,8 @@ def run_onnx(data, inputs, level="disabled"):
     options.graph_optimization_level = levels[level]
     options.intra_op_num_threads = options.inter_op_num_threads = 1
     options.log_severity_level = 3
-    session = ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
+    providers = ["CUDAExecutionProvider", "CPUExecutionProvider"] if DEVICE == "cuda" else ["CPUExecutionProvider"]
+    session = ort.InferenceSession(data, options, providers=providers)
     wanted = [i.name for i in session.get_inputs()]
     by_name = dict(zip(INPUT_NAMES, inputs))
     pairs = zip(wanted, [by_name[n] for n in wanted] if all(n in by_name for n in wanted) else inputs)
@@ -196,15 +204,15 @@ class Repro(torch.nn.Module):
         super().__init__()
 
     def forward(self, in3):
-        t4 = torch.roll(in3, 0, None)  # roll
+        t4 = torch.roll(in3, 0)  # roll
         return (t4, )
 
 
 def main():
     torch.manual_seed(0)
-    inputs = [load_tensor(f"test_data_set_0/input_{i}.pb") for i in range(len(INPUT_NAMES))]
+    inputs = [load_tensor(f"test_data_set_0/input_{i}.pb").to(DEVICE) for i in range(len(INPUT_NAMES))]
     saved = [load_tensor(f"test_data_set_0/output_{i}.pb") for i in range(len(OUTPUT_NAMES))]
-    module = Repro().eval()
+    module = Repro().eval().to(DEVICE)
     with torch.no_grad():
         eager = [to_numpy(x) for x in module(*inputs)]
     print(f"{CASE}: {CONVERTER} {OPTIONS}")
@@ -213,6 +221,8 @@ def main():
         print("eager PyTorch matches the saved expected outputs")
     try:
         outputs, baseline = convert_and_run(module, inputs)
+    except ImportError:
+        raise  # cannot run here: not the bug
     except Exception as exc:
         shown = type(exc).__name__ == EXPECTED_ERROR or SYMPTOM not in ("wrong_values", "wrong_shape", "wrong_dtype")
         traceback.print_exc()
@@ -231,4 +241,12 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        status = main()
+    except ImportError as exc:  # the converter under test (onnxsim, onnxslim, ...) is not installed
+        print(f"repro.py: cannot run: {exc}", file=sys.stderr)
+        status = 3
+    except OSError as exc:  # a file of the case folder is missing or unreadable
+        print(f"repro.py: {exc.strerror}: {exc.filename}", file=sys.stderr)
+        status = 2
+    sys.exit(status)

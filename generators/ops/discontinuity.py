@@ -21,6 +21,7 @@ BRANCH_CUT = "branch_cut"
 SIGNED_ZERO = "signed_zero"
 COMPARISON_TIE = "comparison_tie"
 CAST_OUT_OF_RANGE = "cast_out_of_range"
+LABELS = frozenset({ROUNDING_TIE, EQUAL_IN_ARGMAX, BRANCH_CUT, SIGNED_ZERO, COMPARISON_TIE, CAST_OUT_OF_RANGE})
 
 Labels = frozenset[str]
 AttrMap = Mapping[str, Any]

@@ -11,13 +11,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import torch
 
 from fuzzer.check.pipeline import CheckOptions, CheckResult, run_check
 from fuzzer.check.result import FULL_CHECK
 from fuzzer.converters import CONVERTERS
 from fuzzer.converters.base import distribution_version
-from fuzzer.support.tensors import to_case_array, to_torch
+from fuzzer.support.tensors import to_case_array
 from generators.ir import Graph
 from oracles.verdict import Verdict
 
@@ -75,12 +74,6 @@ class CaseData:
         if files is not None:
             data["files"] = dict(sorted(files.items()))
         return data
-
-    def inputs_torch(self) -> tuple[torch.Tensor, ...]:
-        return tuple(to_torch(x) for x in self.inputs)
-
-    def weights_torch(self) -> dict[str, torch.Tensor]:
-        return {k: to_torch(v) for k, v in self.weights.items()}
 
 
 def now_iso() -> str:

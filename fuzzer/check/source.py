@@ -42,4 +42,4 @@ def expect(source: Source, timings: dict[str, float]) -> Expected | CheckResult:
         failure = Failure.of(Stage.SOURCE, exc)
         return CheckResult(failure_verdict("source", failure), timings, failure=failure)
     return Expected(source, tuple(to_oracle_array(x)[0] for x in eager),
-                    tuple(r.detach().cpu().numpy() for r in reference))
+                    tuple(to_oracle_array(r)[0] for r in reference))

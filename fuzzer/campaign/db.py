@@ -28,7 +28,7 @@ CREATE TABLE IF NOT EXISTS sessions (
     status TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS units (
     idx INTEGER PRIMARY KEY, seed INTEGER NOT NULL, done INTEGER NOT NULL DEFAULT 0, nodes INTEGER,
-    timings TEXT NOT NULL DEFAULT '{}');
+    timings TEXT NOT NULL DEFAULT '{}', sequences TEXT);
 CREATE TABLE IF NOT EXISTS tests (
     idx INTEGER NOT NULL, seed INTEGER NOT NULL, converter TEXT NOT NULL, options TEXT NOT NULL,
     symptom TEXT NOT NULL, stage TEXT NOT NULL, signature TEXT NOT NULL, is_bug INTEGER NOT NULL,
@@ -58,12 +58,19 @@ class CampaignDB:
             if create:
                 self.conn.executescript(_SCHEMA)
             version = self.get_meta("db_schema")
+            self._add_missing_columns()
         except sqlite3.DatabaseError as exc:
             raise UsageError(f"{self.path}: not a readable campaign database ({exc})") from None
         if create and version is None:
             self.set_meta("db_schema", DB_SCHEMA)
         elif version != DB_SCHEMA:
             raise UsageError(f"{self.path}: unknown campaign database schema {version!r} (this reads {DB_SCHEMA})")
+
+    def _add_missing_columns(self) -> None:
+        """Columns added since schema 1 (a campaign written before them resumes and reads as before)."""
+        columns = {row[1] for row in self.conn.execute("PRAGMA table_info(units)")}
+        if columns and "sequences" not in columns:
+            self.conn.execute("ALTER TABLE units ADD COLUMN sequences TEXT")
 
     def close(self) -> None:
         self.conn.close()
@@ -99,6 +106,10 @@ class CampaignDB:
     def set_unit_info(self, idx: int, nodes: int | None, timings: Mapping[str, float]) -> None:
         self.conn.execute("UPDATE units SET nodes = ?, timings = ? WHERE idx = ?",
                           (nodes, json.dumps(dict(timings)), idx))
+
+    def set_unit_sequences(self, idx: int, sequences: Iterable[str]) -> None:
+        """The operator pairs and triples of the unit's graph (for the report's sequence analysis)."""
+        self.conn.execute("UPDATE units SET sequences = ? WHERE idx = ?", (json.dumps(sorted(sequences)), idx))
 
     def next_index(self) -> int:
         row = self.conn.execute("SELECT MAX(idx) FROM units").fetchone()

@@ -139,19 +139,14 @@ def summarize(db: CampaignDB) -> dict[str, Any]:
 
 
 def format_summary(data: dict[str, Any]) -> str:
+    """Throughput and where the time went; the per-signature table is in `status --json` and the report page."""
     lines = [f"{data['tests']} tests ({data['units_done']} graphs done) in {data['wall_s'] / 60:.1f} min over "
              f"{data['sessions']} session(s): {data['tests_per_min']:.1f} tests/min"]
     for conv, rate in sorted(data["per_converter_per_min"].items()):
         lines.append(f"  {conv:<24} {rate:8.1f} tests/min")
-    lines.append("tests by converter x symptom x stage:")
-    for conv, symptom, stage, n in data["table"]:
-        lines.append(f"  {conv:<24} {symptom:<16} {stage:<20} {n:6d}")
-    lines.append(f"unique bugs: {len(data['bugs'])}")
     by_kind = collections.Counter((b["symptom"], b["stage"]) for b in data["bugs"])
-    for (symptom, stage), n in sorted(by_kind.items()):
-        lines.append(f"  {symptom:<16} {stage:<20} {n:4d}")
-    for bug in data["bugs"]:
-        lines.append(f"  {bug['count']:5d}x {bug['signature']}" + ("" if bug["case_dir"] else " (no case folder)"))
+    lines.append(f"{len(data['bugs'])} signatures: " + ", ".join(f"{n} {symptom} at {stage}" for (symptom, stage), n
+                                                                 in sorted(by_kind.items(), key=lambda kv: -kv[1])))
     lines.append(f"own errors (convsmith bugs): {data['own_errors']}")
     lines.append("share of worker wall time: " + ", ".join(f"{k} {v:.0%}" for k, v in data["shares"].items()))
     return "\n".join(lines)

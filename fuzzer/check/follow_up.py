@@ -17,7 +17,7 @@ from generators.edit import prefix
 from generators.materialize import GraphModule
 from oracles.discontinuity import labels_for, output_labels
 from oracles.rerun import check_rerun, mark_flaky
-from oracles.verdict import Stage, Symptom, Verdict
+from oracles.verdict import Stage, Verdict
 
 
 def follow_up(result: CheckResult, converter: Converter, options: ConverterOptions,
@@ -37,7 +37,7 @@ def follow_up(result: CheckResult, converter: Converter, options: ConverterOptio
         if rerun.flaky:
             return dataclasses.replace(result, verdict=mark_flaky(verdict, rerun), timings=timings)
     verdict = verdict.with_labels(*discontinuity_labels(expected, run))
-    if check_options.locate and verdict.symptom is Symptom.WRONG_VALUES:
+    if check_options.locate:
         inner = {}
         with timer(timings, "locate"):
             verdict = locate(verdict, expected, converter, options, inner)
@@ -81,7 +81,8 @@ def prefix_source(source: Source, k: int) -> Source:
 
 def locate(verdict: Verdict, expected: Expected, converter: Converter, options: ConverterOptions,
            timings: dict[str, float] | None = None) -> Verdict:
-    """Bisect graph prefixes for the shortest one that still diverges; its diverging output names op and dtype.
+    """Bisect graph prefixes for the shortest one that still diverges the same way (values, shape or dtype); its
+    diverging output names op and dtype, so a consumer of the faulty operator is not blamed for it.
 
     Assumes a divergence persists in longer prefixes (true unless a later op hides it); when no shorter prefix
     diverges, the verdict keeps the op that produces the diverging output of the whole graph.
@@ -96,7 +97,7 @@ def locate(verdict: Verdict, expected: Expected, converter: Converter, options: 
         if not isinstance(part, CheckResult):
             seen[k] = judge(part, converter, options, steps).verdict
         add_timings(timings, steps)
-        return k in seen and seen[k].symptom is Symptom.WRONG_VALUES
+        return k in seen and seen[k].symptom is verdict.symptom
 
     lo, hi = 1, n
     while lo < hi:
@@ -106,7 +107,7 @@ def locate(verdict: Verdict, expected: Expected, converter: Converter, options: 
         else:
             lo = mid + 1
     first = seen.get(hi)
-    if first is None or first.symptom is not Symptom.WRONG_VALUES or hi == n:
+    if first is None or first.symptom is not verdict.symptom or hi == n:
         return verdict
     return dataclasses.replace(verdict, signature=first.signature, diverging_op=first.diverging_op,
                                diverging_dtype=first.diverging_dtype,

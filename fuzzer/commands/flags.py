@@ -5,12 +5,14 @@ from __future__ import annotations
 import argparse
 import re
 from collections.abc import Callable
+from pathlib import Path
 
 from fuzzer.support.errors import UsageError
 from generators.dtypes import ALL, DType
 from generators.generator import GenOptions
 from generators.registry import REGISTRY
 
+DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / "corpus"  # the checkout's regression corpus
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(s|m|h)\s*$")
 _UNIT_SECONDS = {"s": 1.0, "m": 60.0, "h": 3600.0}
 

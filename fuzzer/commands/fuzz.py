@@ -13,10 +13,20 @@ from fuzzer.campaign.probe import DEFAULT_CACHE as DEFAULT_PROBE_CACHE
 from fuzzer.campaign.probe import load_probe
 from fuzzer.campaign.progress import Progress, format_summary, summarize
 from fuzzer.campaign.worker import DEFAULT_REGISTRY, WorkerConfig, load_registry
-from fuzzer.commands.flags import add_generator_arguments, duration, generator_options, names, positive_int
+from fuzzer.commands.flags import (
+    DEFAULT_CORPUS,
+    add_generator_arguments,
+    duration,
+    generator_options,
+    names,
+    positive_int,
+)
 from fuzzer.converters import CONVERTERS
 from fuzzer.support.device import require_device
 from fuzzer.support.errors import CannotRun, Exit, UsageError
+from fuzzer.triage.folders import write_root_causes
+from fuzzer.triage.text import format_triage
+from fuzzer.triage.view import triage
 
 NAME = "fuzz"
 HELP = "run a fuzzing campaign: isolated workers, a campaign database, one case folder per distinct bug"
@@ -47,6 +57,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-reduce", action="store_true", help="do not minimize new bug cases in the background")
     parser.add_argument("--reduce-time", type=duration, default=60.0, metavar="DURATION",
                         help="time to minimize each new bug case (seconds)")
+    parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS, help="root causes of these cases are reported "
+                        "as known")
     parser.add_argument("--registry", default=DEFAULT_REGISTRY, help="MODULE:ATTR of the converter registry "
                         "(plugins and tests)")
     parser.add_argument("--log-interval", type=float, default=60.0, help=argparse.SUPPRESS)
@@ -148,6 +160,9 @@ def run(args: argparse.Namespace) -> int:
         status = campaign.run()
     finally:
         print(format_summary(summarize(db)))
+        result = triage(out, db, args.corpus)
+        write_root_causes(out, result)
+        print(format_triage(result, shown=10))
         db.close()
     if campaign.reducer is not None:
         r = campaign.reducer

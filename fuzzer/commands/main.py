@@ -26,6 +26,7 @@ COMMANDS: tuple[str, ...] = (
     "probe",
     "fuzz",
     "status",
+    "report",
     "reduce",
     "repro",
     "promote",
@@ -81,7 +82,8 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, object]]:
             if exc.name != f"fuzzer.commands.{name}":
                 # A missing optional dependency disables one command, not the CLI.
                 modules[name] = exc
-                sub.add_parser(name, help=f"(unavailable: missing module {exc.name})")
+                sub.add_parser(name, help=f"(unavailable: missing module {exc.name})", epilog=EXIT_CODES,
+                               formatter_class=HelpFormatter)
             continue
         module_parser = sub.add_parser(module.NAME, help=module.HELP, description=module.HELP, epilog=EXIT_CODES,
                                        formatter_class=HelpFormatter)

@@ -8,11 +8,11 @@ from pathlib import Path
 
 from fuzzer.cases.folder import load_case, write_case
 from fuzzer.cases.replay import Outcome, replay
+from fuzzer.commands.flags import DEFAULT_CORPUS
 from fuzzer.support.errors import UsageError
 
 NAME = "promote"
 HELP = "copy a case into the regression corpus with its expectation (known bug, or must pass)"
-DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / "corpus"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

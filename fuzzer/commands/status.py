@@ -1,4 +1,4 @@
-"""`convsmith status DIR`: the summary of a campaign, running or not."""
+"""`convsmith status DIR`: a campaign at a glance, running or not: root causes first, then throughput."""
 
 from __future__ import annotations
 
@@ -8,21 +8,30 @@ from pathlib import Path
 
 from fuzzer.campaign.db import open_campaign
 from fuzzer.campaign.progress import format_summary, summarize
+from fuzzer.commands.flags import DEFAULT_CORPUS
+from fuzzer.triage.text import format_triage
+from fuzzer.triage.view import triage
 
 NAME = "status"
-HELP = "summarize a campaign folder: tests by converter x symptom x stage, unique bugs, throughput, time shares"
+HELP = "summarize a campaign folder: root causes (new and known), throughput, time shares"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("dir", type=Path, help="the campaign folder (--out of `convsmith fuzz`)")
-    parser.add_argument("--json", action="store_true", help="print the summary as JSON for scripts")
+    parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS, help="root causes of these cases are known")
+    parser.add_argument("--json", action="store_true", help="print everything as JSON for scripts")
 
 
 def run(args: argparse.Namespace) -> int:
     db = open_campaign(args.dir)
     try:
         summary = summarize(db)
+        result = triage(args.dir, db, args.corpus)
     finally:
         db.close()
-    print(json.dumps(summary, indent=1) if args.json else format_summary(summary))
+    if args.json:
+        print(json.dumps({**summary, "triage": result.to_json()}, indent=1))
+    else:
+        print(format_triage(result))
+        print(format_summary(summary))
     return 0

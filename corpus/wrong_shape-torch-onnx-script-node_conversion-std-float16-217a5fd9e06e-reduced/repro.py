@@ -1,25 +1,5 @@
-# torch-onnx-script: wrong shape at node_conversion with std, cast_float64
-
-## Summary
-The first operator whose output diverges is `cast_float64` (float64); the diverging stage is node_conversion.
-Converter `torch-onnx-script` with options `{'opset': 17, 'constant_folding': True}`.
-Signature `wrong_shape-torch-onnx-script-node_conversion-cast_float64-float64-d073d5e7e1ab`.
-Reduced from `wrong_shape-torch-onnx-script-node_conversion-cast_float64-float64-d073d5e7e1ab`.
-
-## Environment
-- numpy: 2.4.6
-- onnx: 1.23.2
-- onnxruntime: 1.32.0
-- torch: 2.13.0+cpu
-
-## Reproduction
-Save next to `weights/` and `test_data_set_0/` from the case folder and run `python repro.py` (exit 1 = the bug
-shows). Inputs and expected outputs are in the ONNX test-case layout (`test_data_set_0/input_<i>.pb`,
-`output_<i>.pb` eager float32, `reference_<i>.pb` float64).
-
-```python
 #!/usr/bin/env python3
-"""convsmith case wrong_shape-torch-onnx-script-node_conversion-cast_float64-float64-d073d5e7e1ab-reduced: wrong_shape in torch-onnx-script (node_conversion)
+"""convsmith case wrong_shape-torch-onnx-script-node_conversion-std-float16-217a5fd9e06e-reduced: wrong_shape in torch-onnx-script (node_conversion)
 
 Standalone reproduction (torch, onnx, onnxruntime, numpy; not convsmith). Run: python repro.py
 Exit status: 0 the bug does not show, 1 it shows, 2 a file of the case is missing or unreadable,
@@ -42,7 +22,7 @@ except ImportError as exc:
     sys.exit(3)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-CASE = 'wrong_shape-torch-onnx-script-node_conversion-cast_float64-float64-d073d5e7e1ab-reduced'
+CASE = 'wrong_shape-torch-onnx-script-node_conversion-std-float16-217a5fd9e06e-reduced'
 SYMPTOM = 'wrong_shape'
 EXPECTED_ERROR = ''  # exception type name the bug raises (crash-like symptoms)
 CONVERTER = 'torch-onnx-script'
@@ -271,38 +251,3 @@ if __name__ == "__main__":
         print(f"repro.py: {exc.strerror}: {exc.filename}", file=sys.stderr)
         status = 2
     sys.exit(status)
-```
-
-## Observed vs expected
-**Observed:** wrong_shape at output t3
-
-**Expected:** the converted model matches eager PyTorch within the dtype's tolerance.
-
-| output | ok | reason | shape (observed/expected) | dtype (observed/expected) | max abs | max rel | bad / total | tolerance (rtol, atol) |
-|---|---|---|---|---|---|---|---|---|
-| t3 | False | shape | [] / [1] | float64 / float64 | inf | inf | 1 / 1 | 1e-09, 1e-12 |
-
-## The minimized graph
-```
-input  in1 : float16[1]
-t1 : float16[1] = std(in1) {correction=None, dim=None, keepdim=True}
-t3 : float64[1] = cast_float64(t1) {to='float64'}
-outputs: t3
-```
-
-<details><summary>DOT</summary>
-
-```dot
-digraph convsmith {
-  rankdir=TB;
-  node [fontname="Helvetica", fontsize=10];
-  "in1" [shape=ellipse, style=filled, fillcolor="#dbe9f6", label="in1\nfloat16[1]"];
-  "op0" [shape=box, style="rounded,filled", fillcolor="#fff2cc", label="std\ncorrection=None\ndim=None\nkeepdim=True"];
-  "in1" -> "op0" [label="in1: float16[1]"];
-  "op1" [shape=box, style="rounded,filled", fillcolor="#fff2cc", label="cast_float64\nto=float64"];
-  "op0" -> "op1" [label="t1: float16[1]"];
-  "out:t3" [shape=ellipse, style=filled, fillcolor="#d9ead3", label="t3"];
-  "op1" -> "out:t3" [label="float64[1]"];
-}
-```
-</details>

@@ -1,0 +1,1 @@
+"""Triage of a campaign: findings grouped into root causes, known bugs set apart, the report page."""

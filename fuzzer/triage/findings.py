@@ -1,0 +1,53 @@
+"""A campaign's findings: one per bug signature, read from the database and the case folders (case.json only)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from fuzzer.campaign.db import CampaignDB
+from fuzzer.cases.folder import CASE_JSON
+from fuzzer.triage.model import Finding
+from generators.ir import Graph
+
+REDUCED_SUFFIX = "-reduced"
+
+
+def reduced_folder(case_folder: Path) -> Path | None:
+    """The minimized case inside a case folder, when the reducer wrote one."""
+    if not case_folder.is_dir():
+        return None
+    return next((p for p in sorted(case_folder.iterdir()) if p.is_dir() and p.name.endswith(REDUCED_SUFFIX)
+                 and (p / CASE_JSON).is_file()), None)
+
+
+def load_findings(out_dir: Path, db: CampaignDB) -> list[Finding]:
+    """Every bug of the campaign in `out_dir`, from its reduced case where there is one."""
+    rows = db.conn.execute("SELECT signature, symptom, stage, converter, count, first_seen, first_seed, case_dir "
+                           "FROM bugs ORDER BY first_seen, signature").fetchall()
+    messages = dict(db.conn.execute("SELECT signature, message FROM tests WHERE is_bug = 1 GROUP BY signature"))
+    findings = []
+    for signature, symptom, stage, converter, count, first_seen, seed, case_dir in rows:
+        base = Finding(signature, converter, stage, symptom, messages.get(signature, ""), None, (), seed, count,
+                       first_seen)
+        findings.append(_from_case(out_dir, base, case_dir) if case_dir else base)
+    return findings
+
+
+def _from_case(out_dir: Path, base: Finding, case_dir: str) -> Finding:
+    folder = out_dir / case_dir
+    reduced = reduced_folder(folder)
+    chosen = reduced or folder
+    try:
+        data = json.loads((chosen / CASE_JSON).read_text(encoding="utf-8"))
+        graph = Graph.from_json(data["graph"])
+    except (OSError, ValueError, KeyError):  # a case folder being written or damaged: the row alone
+        return base
+    verdict: dict[str, Any] = data.get("verdict", {})
+    options = dict(data.get("converter_options", {}))
+    return Finding(
+        base.signature, base.converter, base.stage, base.symptom, verdict.get("message") or base.message,
+        verdict.get("diverging_op"), tuple(graph.ops()), base.seed, base.hits, base.first_seen,
+        str(chosen.relative_to(out_dir)), reduced is not None, len(graph.nodes),
+        tuple(sorted({t.dtype.value for t in graph.types.values()})), options, options.get("upstream"))

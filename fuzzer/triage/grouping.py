@@ -1,0 +1,64 @@
+"""Findings grouped into root causes: the count users see.
+
+Two rules beyond the root-cause key: a failure in a model that an ONNX-to-ONNX tool only received is the exporter's
+(when the exporter's own test of the same graph shows a bug on the same operator, the tool's finding joins the
+exporter's root cause, filed once); and a root cause that a corpus case already has is known, not new.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+
+from fuzzer.campaign.db import CampaignDB
+from fuzzer.cases.folder import read_case
+from fuzzer.triage.model import Finding, RootCauseGroup
+from oracles.rootcause import RootCause, root_cause
+
+ExporterBugs = Mapping[tuple[int, str], str]  # (seed, exporter) -> the signature of its bug on that graph
+
+
+def exporter_bugs(db: CampaignDB) -> dict[tuple[int, str], str]:
+    """The bug signature of every test whose converter other converters start from, by (seed, converter)."""
+    rows = db.conn.execute("SELECT seed, converter, signature FROM tests WHERE is_bug = 1 AND converter IN "
+                           "('torch-onnx-script', 'torch-onnx-dynamo')")
+    return {(seed, converter): signature for seed, converter, signature in rows}
+
+
+def group(findings: Sequence[Finding], exporters: ExporterBugs, known: Iterable[str] = ()) -> list[RootCauseGroup]:
+    """Root causes, most hits first; `known` holds the keys of root causes the corpus already has."""
+    by_signature = {f.signature: f for f in findings}
+    members: dict[RootCause, list[Finding]] = defaultdict(list)
+    for finding in findings:
+        members[_attributed(finding, by_signature, exporters)].append(finding)
+    known_keys = set(known)
+    groups = [RootCauseGroup(cause, tuple(found), cause.key in known_keys) for cause, found in members.items()]
+    return sorted(groups, key=lambda g: (-g.hits, g.key))
+
+
+def _attributed(finding: Finding, by_signature: Mapping[str, Finding], exporters: ExporterBugs) -> RootCause:
+    """The finding's own root cause, or its exporter's when the tool only received the exporter's fault."""
+    own = finding.root_cause
+    if not finding.upstream:
+        return own
+    exporter_signature = exporters.get((finding.seed, finding.upstream))
+    exporter = by_signature.get(exporter_signature) if exporter_signature else None
+    if exporter is None:
+        return own
+    theirs = exporter.root_cause
+    same_operator = own.operator.lower().replace("_", "") == theirs.operator.lower().replace("_", "")
+    return theirs if same_operator or own.operator == "unknown" else own
+
+
+def corpus_keys(corpus: Path) -> set[str]:
+    """The root-cause keys of the corpus's cases (a campaign reports matching findings as known)."""
+    keys = set()
+    if not corpus.is_dir():
+        return keys
+    for folder in sorted(p for p in corpus.iterdir() if (p / "case.json").is_file()):
+        case = read_case(folder)
+        v = case.verdict
+        keys.add(root_cause(case.converter, v.stage.value, v.symptom.json_name, v.message, v.diverging_op,
+                            case.graph.ops()).key)
+    return keys

@@ -1,0 +1,88 @@
+"""What triage works on and hands out: findings (one per bug signature) and root causes (what gets fixed)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from oracles.rootcause import RootCause
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One bug signature of a campaign, read from its database row and its (reduced, where there is one) case."""
+
+    signature: str
+    converter: str
+    stage: str
+    symptom: str
+    message: str
+    diverging_op: str | None
+    graph_ops: tuple[str, ...]  # the operators of the graph the root cause is computed on
+    seed: int
+    hits: int
+    first_seen: float  # seconds since the epoch
+    case_dir: str | None = None  # relative to the campaign folder: the reduced case where there is one
+    reduced: bool = False
+    nodes: int = 0  # operators in that graph
+    dtypes: tuple[str, ...] = ()  # the dtypes of the graph's tensors
+    options: Mapping[str, Any] = field(default_factory=dict)
+    upstream: str | None = None  # the exporter an ONNX-to-ONNX converter started from
+
+    @property
+    def root_cause(self) -> RootCause:
+        from oracles.rootcause import root_cause
+
+        return root_cause(self.converter, self.stage, self.symptom, self.message, self.diverging_op, self.graph_ops)
+
+
+@dataclass(frozen=True)
+class RootCauseGroup:
+    """One root cause and its evidence: every signature, dtype and converter option it was seen with."""
+
+    cause: RootCause
+    findings: tuple[Finding, ...]
+    known: bool = False  # a corpus case has this root cause
+
+    @property
+    def key(self) -> str:
+        return self.cause.key
+
+    @property
+    def representative(self) -> Finding:
+        """The smallest case: reduced before unreduced, then fewest operators, then the first seen."""
+        return min(self.findings, key=lambda f: (not f.reduced, f.nodes, f.first_seen))
+
+    @property
+    def hits(self) -> int:
+        return sum(f.hits for f in self.findings)
+
+    @property
+    def first_seen(self) -> float:
+        return min(f.first_seen for f in self.findings)
+
+    @property
+    def converters(self) -> tuple[str, ...]:
+        return tuple(sorted({f.converter for f in self.findings}))
+
+    def to_json(self) -> dict[str, Any]:
+        rep = self.representative
+        return {
+            "key": self.key, "title": self.cause.title(), "converter": self.cause.converter,
+            "stage": self.cause.stage, "symptom": self.cause.symptom, "operator": self.cause.operator,
+            "error_class": self.cause.error_class, "cause_class": self.cause.cause.value, "known": self.known,
+            "hits": self.hits, "first_seen": self.first_seen, "representative": rep.case_dir,
+            "representative_reduced": rep.reduced, "representative_nodes": rep.nodes,
+            "signatures": sorted(f.signature for f in self.findings), "seen_under": list(self.converters),
+            "dtypes": sorted({d for f in self.findings for d in f.dtypes}),
+            "options": sorted({_options_text(f.options) for f in self.findings}),
+        }
+
+
+def _options_text(options: Mapping[str, Any]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sorted(options.items()))
+
+
+def finding_json(finding: Finding) -> dict[str, Any]:
+    return {**asdict(finding), "options": dict(finding.options)}

@@ -1,0 +1,118 @@
+"""Everything a person triaging a campaign looks at, as plain data: the headline, the root causes (new apart from
+known), how finding them goes over time, tests per minute per converter, symptom x stage beside the study's
+shares, and the operator sequences over-represented in failing graphs. `convsmith status` and `convsmith report`
+both read this."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fuzzer.campaign.db import CampaignDB
+from fuzzer.triage.findings import load_findings
+from fuzzer.triage.grouping import corpus_keys, exporter_bugs, group
+from fuzzer.triage.model import RootCauseGroup
+from oracles.sequences import Enrichment, enrichment, top
+
+# The published study of 200 ONNX converter failures: shares of symptoms and of the faulty stage.
+STUDY_SYMPTOM_SHARES = {"crash": 0.56, "wrong model": 0.33, "other": 0.11}
+STUDY_NODE_CONVERSION_SHARE = 0.74
+HOUR_S = 3600.0
+TIMELINE_BINS = 30
+
+
+@dataclass(frozen=True)
+class Headline:
+    """The one line a person scans first."""
+
+    tests: int
+    tests_run: int  # tests whose own converter ran (not stopped by a failed source or upstream export)
+    signatures: int
+    root_causes: int
+    new_root_causes: int  # not in the corpus
+    known_root_causes: int
+    new_last_hour: int
+    unreduced: int
+    own_errors: int
+
+    def line(self) -> str:
+        return (f"{self.root_causes} root causes ({self.new_root_causes} new, {self.known_root_causes} known; "
+                f"{self.new_last_hour} first seen in the last hour) from {self.signatures} signatures; "
+                f"{self.unreduced} unreduced; {self.tests} tests ({self.tests_run} ran their converter); "
+                f"{self.own_errors} own errors")
+
+
+@dataclass(frozen=True)
+class Triage:
+    headline: Headline
+    groups: tuple[RootCauseGroup, ...]
+    timeline: tuple[tuple[float, int, int], ...]  # (minutes since start, signatures so far, root causes so far)
+    rates: dict[str, tuple[tuple[float, float], ...]]  # converter -> (minute, tests in that minute)
+    symptom_stage: dict[str, dict[str, int]]  # symptom -> stage -> bug tests
+    sequences: tuple[Enrichment, ...]
+    started: float
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"headline": self.headline.__dict__, "root_causes": [g.to_json() for g in self.groups],
+                "timeline": [list(t) for t in self.timeline],
+                "tests_per_minute": {k: [list(p) for p in v] for k, v in self.rates.items()},
+                "symptom_stage": self.symptom_stage, "sequences": [s.__dict__ for s in self.sequences],
+                "study": {"symptom_shares": STUDY_SYMPTOM_SHARES,
+                          "node_conversion_share": STUDY_NODE_CONVERSION_SHARE}}
+
+
+def triage(out_dir: Path, db: CampaignDB, corpus: Path | None = None, now: float | None = None) -> Triage:
+    """The triage of the campaign in `out_dir`; root causes the `corpus` already has are known."""
+    findings = load_findings(out_dir, db)
+    groups = tuple(group(findings, exporter_bugs(db), corpus_keys(corpus) if corpus else ()))
+    now = time.time() if now is None else now
+    started = db.conn.execute("SELECT MIN(started) FROM sessions").fetchone()[0] or now
+    tests = db.conn.execute("SELECT COUNT(*) FROM tests").fetchone()[0]
+    stopped = db.conn.execute("SELECT COUNT(*) FROM tests WHERE stage = 'source'").fetchone()[0]
+    headline = Headline(
+        tests=tests, tests_run=tests - stopped, signatures=len(findings), root_causes=len(groups),
+        new_root_causes=sum(not g.known for g in groups), known_root_causes=sum(g.known for g in groups),
+        new_last_hour=sum(g.first_seen >= now - HOUR_S for g in groups),
+        unreduced=sum(1 for f in findings if f.case_dir and not f.reduced),
+        own_errors=db.conn.execute("SELECT COUNT(*) FROM errors").fetchone()[0])
+    return Triage(headline, groups, _timeline(groups, started), _rates(db, started), _symptom_stage(db),
+                  tuple(top(enrichment(_unit_sequences(db)))), started)
+
+
+def _timeline(groups: tuple[RootCauseGroup, ...], started: float) -> tuple[tuple[float, int, int], ...]:
+    """Cumulative signatures and root causes at each time one of them was first seen."""
+    events = sorted([(f.first_seen, 0) for g in groups for f in g.findings] + [(g.first_seen, 1) for g in groups])
+    signatures = causes = 0
+    points = [(0.0, 0, 0)]
+    for seen, is_cause in events:
+        signatures += 1 - is_cause
+        causes += is_cause
+        points.append((max(seen - started, 0.0) / 60, signatures, causes))
+    return tuple(points)
+
+
+def _rates(db: CampaignDB, started: float) -> dict[str, tuple[tuple[float, float], ...]]:
+    """Tests per minute of each converter, minute by minute (tests stopped upstream left out)."""
+    counts: dict[str, Counter[int]] = {}
+    for converter, finished in db.conn.execute("SELECT converter, finished FROM tests WHERE stage != 'source'"):
+        counts.setdefault(converter, Counter())[int(max(finished - started, 0.0) // 60)] += 1
+    return {c: tuple((float(m), float(n)) for m, n in sorted(per.items())) for c, per in sorted(counts.items())}
+
+
+def _symptom_stage(db: CampaignDB) -> dict[str, dict[str, int]]:
+    table: dict[str, dict[str, int]] = {}
+    for symptom, stage, n in db.conn.execute("SELECT symptom, stage, COUNT(*) FROM tests WHERE is_bug = 1 "
+                                             "GROUP BY symptom, stage"):
+        table.setdefault(symptom, {})[stage] = n
+    return table
+
+
+def _unit_sequences(db: CampaignDB) -> list[tuple[list[str], bool]]:
+    failed = {idx for (idx,) in db.conn.execute("SELECT DISTINCT idx FROM tests WHERE is_bug = 1")}
+    rows = db.conn.execute("SELECT idx, sequences FROM units WHERE sequences IS NOT NULL")
+    return [(json.loads(seqs), idx in failed) for idx, seqs in rows]

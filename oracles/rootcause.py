@@ -1,0 +1,158 @@
+"""Root causes: what a maintainer fixes, as opposed to a signature (one exact behaviour, for replay).
+
+The key keeps the converter, the stage, the symptom, the localized operator and the error's normalized class;
+dtypes, shapes, values, downstream operators and the exporters' own node names are evidence, not identity. Each
+root cause also gets the cause class of the published study of ONNX converter failures (type problem,
+incompatibility, algorithmic error, shape mismatch, other), derived from the same evidence.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from oracles.signature import normalise_message
+from oracles.verdict import Symptom
+
+DTYPE_WORDS = (r"b?float(?:16|32|64)?|half|double|bfloat16|u?int(?:8|16|32|64)|bool|long|short|byte|char|"
+               r"complex(?:64|128)?|float8\w*")
+_DTYPES = re.compile(rf"\b(?:tensor\((?:{DTYPE_WORDS})\)|(?:torch\.)?(?:{DTYPE_WORDS}))\b", re.IGNORECASE)
+_ONNX_OP = re.compile(r"op_type\s*[:=]\s*(\w+)|running (\w+) node|Op \((\w+)\)|onnx::(\w+)")
+_ATEN_OP = re.compile(r"aten::(\w+)")
+_NODE_NAMES = re.compile(r"node name: [^)\]]*|Name\s*:\s*'[^']*'|Node \([^)]*\)|\(op_type\s*[:=]\s*\w+,?\s*")
+_NUMBERS = re.compile(r"(?<![A-Za-z_])-?\d+(?:\.\d+)?(?:e[-+]?\d+)?")
+_SPACES = re.compile(r"\s+")
+CLASS_LENGTH = 160  # the part of a normalized message that names the class of error
+# Schema checks that fail the same way for every operator: one fix in the converter (cast to a type the schema
+# allows, or cast the inputs alike), so the operator named is evidence, not identity.
+SCHEMA_TYPE_ERRORS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"typestr: \w+, has unsupported type"),
+     "an operator gets an input type its ONNX schema does not allow"),
+    (re.compile(r"has inconsistent type"), "an operator's inputs have types its ONNX schema requires to agree"),
+)
+ANY_OPERATOR = "any-operator"
+
+
+class CauseClass(enum.Enum):
+    """The cause classes of the ONNX converter failure study."""
+
+    TYPE_PROBLEM = "type problem"
+    INCOMPATIBILITY = "incompatibility"
+    ALGORITHMIC_ERROR = "algorithmic error"
+    SHAPE_MISMATCH = "shape mismatch"
+    OTHER = "other"
+
+
+@dataclass(frozen=True)
+class RootCause:
+    """One defect: whose (converter), where (stage), how it shows (symptom), on what (operator), which error."""
+
+    converter: str
+    stage: str
+    symptom: str
+    operator: str
+    error_class: str
+
+    @property
+    def key(self) -> str:
+        """'rc-<converter>-<symptom>-<operator>-<sha1[:10]>', filename-safe and stable across runs."""
+        digest = hashlib.sha1("\0".join((self.converter, self.stage, self.symptom, self.operator,
+                                         self.error_class)).encode()).hexdigest()[:10]
+        return "-".join(("rc", _slug(self.converter), _slug(self.symptom), _slug(self.operator), digest))
+
+    @property
+    def cause(self) -> CauseClass:
+        return cause_class(self.symptom, self.error_class)
+
+    def title(self) -> str:
+        """One line a person scans: converter, operator, symptom, stage, and the error class where there is one."""
+        text = f"{self.converter}: {self.operator} {self.symptom.replace('_', ' ')} at {self.stage.replace('_', ' ')}"
+        return text + (f": {self.error_class}" if self.error_class else "")
+
+
+def error_class(exc_message: str) -> str:
+    """'<ExcName>: <message>' with dtypes, numbers, quoted names, node names and the op type taken out; a schema
+    type check that fails alike for every operator is named by what it means."""
+    head, _, message = exc_message.partition(":")
+    exc_name = head.strip().rsplit(".", 1)[-1] if re.fullmatch(r"[\w.]+", head.strip()) else ""
+    schema = _schema_type_error(exc_message)
+    if schema:
+        return f"{exc_name}: {schema}" if exc_name else schema
+    text = message if exc_name else exc_message
+    text = _NODE_NAMES.sub(" ", text.splitlines()[0] if text.strip() else text)
+    text = _DTYPES.sub("<dtype>", normalise_message(text))
+    text = _NUMBERS.sub("<n>", text)
+    text = _SPACES.sub(" ", text).strip(" :")[:CLASS_LENGTH]
+    return f"{exc_name}: {text}" if exc_name else text
+
+
+def named_operator(message: str, graph_ops: Sequence[str]) -> str | None:
+    """The operator an error message names, mapped back to the graph's own operator where the names agree
+    (ONNX 'MaxPool' is max_pool2d, 'aten::roll' is roll); the named ONNX operator itself otherwise."""
+    aten = _ATEN_OP.search(message)
+    if aten and aten.group(1).rstrip("_") in graph_ops:
+        return aten.group(1).rstrip("_")
+    match = _ONNX_OP.search(message)
+    if match is None:
+        return None
+    onnx_op = next(g for g in match.groups() if g)
+    wanted = _squash(onnx_op)
+    same = [op for op in dict.fromkeys(graph_ops) if _squash(op) == wanted]
+    return same[0] if len(same) == 1 else onnx_op
+
+
+def localized_operator(symptom: str, message: str, diverging_op: str | None, graph_ops: Sequence[str]) -> str:
+    """The operator a root cause is filed under: the first diverging one, the one the error names, the only one
+    of a (reduced) one-operator graph, else 'unknown'."""
+    if diverging_op:
+        return diverging_op
+    if symptom not in _DIVERGENCES and _schema_type_error(message):
+        return ANY_OPERATOR
+    named = named_operator(message, graph_ops) if symptom not in _DIVERGENCES else None
+    if named:
+        return named
+    distinct = list(dict.fromkeys(graph_ops))
+    return distinct[0] if len(distinct) == 1 else "unknown"
+
+
+def root_cause(converter: str, stage: str, symptom: str, message: str, diverging_op: str | None,
+               graph_ops: Sequence[str]) -> RootCause:
+    """The root cause of one bug verdict on a graph with these operators."""
+    operator = localized_operator(symptom, message, diverging_op, graph_ops)
+    klass = "" if symptom in _DIVERGENCES else error_class(message)
+    return RootCause(converter, stage, symptom, operator, klass)
+
+
+def cause_class(symptom: str, error: str) -> CauseClass:
+    """The study's cause class from the evidence: the symptom first, then the words of the error."""
+    text = error.lower()
+    if symptom == Symptom.WRONG_DTYPE.json_name or "<dtype>" in text or "type" in text and "typestr" in text:
+        return CauseClass.TYPE_PROBLEM
+    if symptom == Symptom.WRONG_SHAPE.json_name or any(w in text for w in ("shape", "dimension", "rank", "size")):
+        return CauseClass.SHAPE_MISMATCH
+    if symptom == Symptom.WRONG_VALUES.json_name:
+        return CauseClass.ALGORITHMIC_ERROR
+    if any(w in text for w in ("not support", "unsupported", "opset", "version", "no adapter", "does not support")):
+        return CauseClass.INCOMPATIBILITY
+    if "type" in text:
+        return CauseClass.TYPE_PROBLEM
+    return CauseClass.OTHER
+
+
+def _schema_type_error(message: str) -> str | None:
+    return next((meaning for pattern, meaning in SCHEMA_TYPE_ERRORS if pattern.search(message)), None)
+
+
+_DIVERGENCES = frozenset(s.json_name for s in (Symptom.WRONG_VALUES, Symptom.WRONG_SHAPE, Symptom.WRONG_DTYPE))
+
+
+def _squash(name: str) -> str:
+    """'max_pool2d' and 'MaxPool' -> 'maxpool': case, underscores and a dimensionality suffix dropped."""
+    return re.sub(r"[123]d$", "", name.lower().replace("_", ""))
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.]+", "_", text).strip("_") or "none"

@@ -1,0 +1,86 @@
+"""Operator sequences over-represented in failing graphs: the study found that diverging models share them.
+
+A graph's sequences are its operator pairs (a producer and a consumer) and triples (a path of three). Each
+sequence gets a one-sided Fisher exact test: is it in more failing graphs than its share of all graphs explains?
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+SEPARATOR = " > "
+
+
+class OpGraph(Protocol):
+    """What the analysis reads of a graph (generators.ir.Graph, without importing torch here)."""
+
+    nodes: Sequence[Any]  # each with .op and .inputs
+
+    def producer(self) -> Mapping[str, Any]: ...
+
+
+def graph_sequences(graph: OpGraph) -> frozenset[str]:
+    """'conv2d > relu' for every producer -> consumer edge, 'conv2d > relu > add' for every path of three."""
+    producer = graph.producer()
+    index = {id(node): i for i, node in enumerate(graph.nodes)}
+    parents = [[index[id(producer[n])] for n in node.inputs if n in producer] for node in graph.nodes]
+    ops = [node.op for node in graph.nodes]
+    pairs = {(ops[p], ops[i]) for i in range(len(ops)) for p in parents[i]}
+    triples = {(ops[g], ops[p], ops[i]) for i in range(len(ops)) for p in parents[i] for g in parents[p]}
+    return frozenset(SEPARATOR.join(s) for s in (*pairs, *triples))
+
+
+@dataclass(frozen=True)
+class Enrichment:
+    """One sequence: in how many failing and passing graphs it appears, the odds ratio and the p-value."""
+
+    sequence: str
+    failing: int
+    passing: int
+    failing_total: int
+    passing_total: int
+    odds_ratio: float
+    p_value: float
+
+
+def fisher_greater(a: int, b: int, c: int, d: int) -> float:
+    """One-sided Fisher exact p-value of the table [[a, b], [c, d]] having at least `a` in its top-left cell."""
+    row, col, total = a + b, a + c, a + b + c + d
+    denominator = math.comb(total, col)
+    top = min(row, col)
+    return min(1.0, sum(math.comb(row, k) * math.comb(total - row, col - k) for k in range(a, top + 1))
+               / denominator)
+
+
+def enrichment(graphs: Iterable[tuple[Iterable[str], bool]], min_failing: int = 2) -> list[Enrichment]:
+    """Every sequence seen in at least `min_failing` failing graphs, most significant first (then the largest
+    odds ratio, then by name)."""
+    failing: Counter[str] = Counter()
+    passing: Counter[str] = Counter()
+    n_fail = n_pass = 0
+    for sequences, failed in graphs:
+        seqs = set(sequences)
+        if failed:
+            n_fail += 1
+            failing.update(seqs)
+        else:
+            n_pass += 1
+            passing.update(seqs)
+    rows = []
+    for seq, a in failing.items():
+        if a < min_failing:
+            continue
+        c = passing[seq]
+        b, d = n_fail - a, n_pass - c
+        odds = (a + 0.5) * (d + 0.5) / ((b + 0.5) * (c + 0.5))  # Haldane's correction: no division by zero
+        rows.append(Enrichment(seq, a, c, n_fail, n_pass, odds, fisher_greater(a, b, c, d)))
+    return sorted(rows, key=lambda r: (r.p_value, -r.odds_ratio, r.sequence))
+
+
+def top(rows: Sequence[Enrichment], count: int = 20, alpha: float = 0.05) -> list[Enrichment]:
+    """The first `count` rows significant at `alpha` (no correction: a pointer for people, not a proof)."""
+    return [r for r in rows if r.p_value <= alpha][:count]

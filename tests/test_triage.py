@@ -1,0 +1,107 @@
+"""Root causes, not signatures: the three ways one defect split into many collapse into one root cause, two
+defects on one operator stay two, and a campaign resumed after promotion reports its finding as known."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from fuzzer.campaign.db import open_campaign
+from fuzzer.commands.main import main
+from fuzzer.triage.grouping import group
+from fuzzer.triage.model import Finding
+from fuzzer.triage.view import triage
+from oracles.rootcause import ANY_OPERATOR, CauseClass, error_class
+
+SCHEMA = ("onnx.onnx_cpp2py_export.shape_inference.InferenceError: [ShapeInferenceError] (op_type:{op}, node name: "
+          "{node}): {arg} typestr: T, has unsupported type: tensor({dtype})")
+
+
+def finding(signature: str, converter: str = "torch-onnx-script", stage: str = "validation",
+            symptom: str = "invalid_model", message: str = "", diverging_op: str | None = None,
+            ops: tuple[str, ...] = ("add",), seed: int = 0, upstream: str | None = None) -> Finding:
+    return Finding(signature, converter, stage, symptom, message, diverging_op, ops, seed, 1, float(seed),
+                   upstream=upstream, nodes=len(ops), options={"upstream": upstream} if upstream else {})
+
+
+def test_operator_and_dtype_inside_a_schema_message_collapse() -> None:
+    """The exporter emits an ONNX op on a type its schema does not allow: one fix, whatever the op and dtype."""
+    found = [finding("a", message=SCHEMA.format(op="Cos", node="/Cos", arg="input", dtype="bfloat16"), ops=("cos",)),
+             finding("b", message=SCHEMA.format(op="Elu", node="/Elu_3", arg="X", dtype="float16"), ops=("elu",)),
+             finding("c", message=SCHEMA.format(op="Conv", node="/Conv", arg="X", dtype="bfloat16"),
+                     ops=("conv2d", "relu"))]
+    groups = group(found, {})
+    assert len(groups) == 1 and groups[0].cause.operator == ANY_OPERATOR
+    assert groups[0].cause.cause is CauseClass.TYPE_PROBLEM and groups[0].hits == 3
+
+
+def test_a_tool_that_only_received_the_exporters_fault_is_filed_under_the_exporter() -> None:
+    """tile's wrong declared rank from the exporter, seen again by onnxsim and the ORT optimizer on that graph."""
+    exporter = finding("exp", symptom="wrong_shape", stage="node_conversion", diverging_op="tile",
+                       ops=("tile", "add"), seed=5)
+    onnxsim = finding("sim", converter="onnxsim", message="onnx.onnx_cpp2py_export.shape_inference.InferenceError: "
+                      "[ShapeInferenceError] (op_type:Tile, node name: /Tile): Inferred shape and existing shape "
+                      "differ in rank: (3) vs (2)", ops=("tile", "add"), seed=5, upstream="torch-onnx-script")
+    ort = finding("ort", converter="ort-optimizer", stage="graph_optimization", symptom="crash",
+                  message="onnxruntime.capi.onnxruntime_pybind11_state.Fail: [ONNXRuntimeError] : 1 : FAIL : Node "
+                          "(/Tile) Op (Tile) [ShapeInferenceError] rank mismatch", ops=("tile", "add"), seed=5,
+                  upstream="torch-onnx-script")
+    elsewhere = finding("sim2", converter="onnxsim", message=onnxsim.message, ops=("tile",), seed=9,
+                        upstream="torch-onnx-script")  # no exporter bug on seed 9: onnxsim's own
+    groups = group([exporter, onnxsim, ort, elsewhere], {(5, "torch-onnx-script"): "exp"})
+    by_converter = {g.cause.converter: sorted(f.signature for f in g.findings) for g in groups}
+    assert by_converter == {"torch-onnx-script": ["exp", "ort", "sim"], "onnxsim": ["sim2"]}
+
+
+def test_the_localized_operator_not_its_consumers_names_the_root_cause() -> None:
+    """A std_mean keepdim bug seen through add and softplus: located to std_mean, filed once."""
+    found = [finding(s, symptom="wrong_shape", stage="node_conversion", diverging_op="std_mean", ops=ops)
+             for s, ops in (("a", ("std_mean", "add")), ("b", ("std_mean", "softplus", "mul")))]
+    groups = group(found, {})
+    assert len(groups) == 1 and groups[0].cause.operator == "std_mean"
+
+
+def test_two_defects_on_one_operator_stay_two() -> None:
+    crash = finding("a", stage="node_conversion", symptom="crash", ops=("roll",),
+                    message="builtins.AssertionError: len(shifts)=1 != len(dims)=0")
+    other_crash = finding("b", stage="node_conversion", symptom="crash", ops=("roll",),
+                          message="torch.onnx.errors.SymbolicValueError: Unsupported: ONNX export of roll with bool")
+    wrong = finding("c", stage="node_conversion", symptom="wrong_values", diverging_op="roll", ops=("roll",))
+    assert len(group([crash, other_crash, wrong], {})) == 3
+    again = finding("d", stage="node_conversion", symptom="crash", ops=("roll",),
+                    message="builtins.AssertionError: len(shifts)=2 != len(dims)=1")
+    assert len(group([crash, again], {})) == 1  # numbers are evidence
+
+
+def test_error_class_keeps_words_and_drops_names_numbers_and_dtypes() -> None:
+    assert error_class("builtins.AssertionError: len(shifts)=1 != len(dims)=0") == \
+        "AssertionError: len(shifts)=<n> != len(dims)=<n>"
+    assert error_class(SCHEMA.format(op="Cos", node="/Cos", arg="input", dtype="bfloat16")) == \
+        "InferenceError: an operator gets an input type its ONNX schema does not allow"
+
+
+@pytest.fixture(scope="module")
+def campaign(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real campaign (TorchScript exporter, 6 graphs of 3 operators) that files one bug."""
+    out = tmp_path_factory.mktemp("triage") / "c"
+    argv = ["fuzz", "--tests", "6", "--seed", "0", "--workers", "1", "--converters", "torch-onnx-script",
+            "--nodes", "3", "--no-reduce", "--out", str(out), "--corpus", str(out.parent / "no-corpus")]
+    assert main(argv) == 0
+    return out
+
+
+def test_a_campaign_resumed_after_promotion_reports_its_finding_as_known(campaign: Path, tmp_path: Path) -> None:
+    db = open_campaign(campaign)
+    before = triage(campaign, db, tmp_path / "corpus")
+    db.close()
+    assert before.groups and not any(g.known for g in before.groups)
+    case = campaign / before.groups[0].representative.case_dir
+    assert main(["promote", str(case), "--corpus", str(tmp_path / "corpus")]) == 0
+    assert main(["fuzz", "--resume", str(campaign), "--tests", "8", "--corpus", str(tmp_path / "corpus")]) == 0
+    db = open_campaign(campaign)
+    after = triage(campaign, db, tmp_path / "corpus")
+    db.close()
+    assert [g.key for g in after.groups if g.known] == [before.groups[0].key]
+    assert after.headline.known_root_causes == 1 and after.headline.tests == 8
+    assert (campaign / "root-causes" / before.groups[0].key / "root_cause.json").is_file()

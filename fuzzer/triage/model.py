@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
-from oracles.rootcause import RootCause
+from oracles.rootcause import RootCause, root_cause
 
 
 @dataclass(frozen=True)
@@ -32,8 +32,6 @@ class Finding:
 
     @property
     def root_cause(self) -> RootCause:
-        from oracles.rootcause import root_cause
-
         return root_cause(self.converter, self.stage, self.symptom, self.message, self.diverging_op, self.graph_ops)
 
 
@@ -83,6 +81,3 @@ class RootCauseGroup:
 def _options_text(options: Mapping[str, Any]) -> str:
     return ", ".join(f"{k}={v}" for k, v in sorted(options.items()))
 
-
-def finding_json(finding: Finding) -> dict[str, Any]:
-    return {**asdict(finding), "options": dict(finding.options)}

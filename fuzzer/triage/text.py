@@ -17,7 +17,7 @@ def format_triage(triage: Triage, shown: int = SHOWN) -> str:
         lines.append(f"{title}:")
         for g in groups[:shown]:
             rep = g.representative
-            size = f"{rep.nodes} ops{'' if rep.reduced else ', unreduced'}"
+            size = f"{rep.nodes} op{'' if rep.nodes == 1 else 's'}{'' if rep.reduced else ', unreduced'}"
             lines.append(f"  {g.hits:5d}x {g.cause.cause.value:<17} {g.cause.title()[:110]} [{size}]")
         if len(groups) > shown:
             lines.append(f"  ... {len(groups) - shown} more (convsmith report DIR writes them all)")

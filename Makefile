@@ -20,7 +20,7 @@ $(BIN)/python:
 # GPU=1 swaps onnxruntime for onnxruntime-gpu (both install the same module, so only one may be present).
 $(STAMP): $(BIN)/python pyproject.toml
 	$(BIN)/pip install --quiet "$(TORCH)"
-	$(BIN)/pip install --quiet -e ".[optimizers,dev]"
+	$(BIN)/pip install --quiet -e ".[optimizers,dev,report]"
 	$(BIN)/pip install --quiet --no-deps "onnx2torch>=1.5"
 	$(if $(GPU),$(BIN)/pip uninstall --quiet -y onnxruntime && $(BIN)/pip install --quiet "onnxruntime-gpu>=1.18")
 	touch $(STAMP)

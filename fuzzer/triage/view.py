@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -53,15 +53,16 @@ class Triage:
     timeline: tuple[tuple[float, int, int], ...]  # (minutes since start, signatures so far, root causes so far)
     rates: dict[str, tuple[tuple[float, float], ...]]  # converter -> (minute, tests in that minute)
     symptom_stage: dict[str, dict[str, int]]  # symptom -> stage -> bug tests
-    sequences: tuple[Enrichment, ...]
+    sequences: tuple[Enrichment, ...]  # those over-represented in failing graphs at p <= 0.05
     started: float
-    extra: dict[str, Any] = field(default_factory=dict)
+    sequences_tested: int = 0  # sequences seen in at least two failing graphs
 
     def to_json(self) -> dict[str, Any]:
         return {"headline": self.headline.__dict__, "root_causes": [g.to_json() for g in self.groups],
                 "timeline": [list(t) for t in self.timeline],
                 "tests_per_minute": {k: [list(p) for p in v] for k, v in self.rates.items()},
                 "symptom_stage": self.symptom_stage, "sequences": [s.__dict__ for s in self.sequences],
+                "sequences_tested": self.sequences_tested,
                 "study": {"symptom_shares": STUDY_SYMPTOM_SHARES,
                           "node_conversion_share": STUDY_NODE_CONVERSION_SHARE}}
 
@@ -80,8 +81,9 @@ def triage(out_dir: Path, db: CampaignDB, corpus: Path | None = None, now: float
         new_last_hour=sum(g.first_seen >= now - HOUR_S for g in groups),
         unreduced=sum(1 for f in findings if f.case_dir and not f.reduced),
         own_errors=db.conn.execute("SELECT COUNT(*) FROM errors").fetchone()[0])
+    tested = enrichment(_unit_sequences(db))
     return Triage(headline, groups, _timeline(groups, started), _rates(db, started), _symptom_stage(db),
-                  tuple(top(enrichment(_unit_sequences(db)))), started)
+                  tuple(top(tested)), started, len(tested))
 
 
 def _timeline(groups: tuple[RootCauseGroup, ...], started: float) -> tuple[tuple[float, int, int], ...]:

@@ -50,3 +50,26 @@ def test_avoid_unsupported_without_a_probe_cache_is_one_clear_line(tmp_path: Pat
         "run `convsmith probe --converters torch-onnx-script` first")
     assert "Traceback" not in done.stderr
     assert not (tmp_path / "c").exists()
+
+
+def test_the_first_case_of_each_root_cause_is_reduced_first(tmp_path: Path) -> None:
+    """Three signatures, two root causes: the second signature of a root cause waits behind the other cause."""
+    import dataclasses
+
+    from test_case import make_case
+
+    from fuzzer.campaign.reduce_queue import ReduceQueue
+    from fuzzer.cases.folder import write_case
+
+    def case(name: str, message: str) -> Path:
+        base = make_case(name)
+        verdict = dataclasses.replace(base.verdict, message=message)
+        return write_case(tmp_path, dataclasses.replace(base, verdict=verdict))
+
+    first = case("crash-a-1", "builtins.AssertionError: len(shifts)=1 != len(dims)=0")
+    same = case("crash-a-2", "builtins.AssertionError: len(shifts)=2 != len(dims)=1")  # numbers are evidence
+    other = case("crash-b-1", "builtins.ValueError: only one element tensors can be converted")
+    queue = ReduceQueue(tmp_path, budget_s=1.0)
+    for folder in (first, same, other):
+        queue.add(folder)
+    assert list(queue.pending) == [first, other] and list(queue.later) == [same] and queue.waiting == 3

@@ -16,9 +16,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fuzzer.campaign.worker import detach_from_terminal_and_parent
+from fuzzer.cases.folder import CaseError, root_cause_of
 
 GRACE_S = 60.0  # on top of the budget: process start-up and the final full check
 FAILED_LIST = "reduce_failed.txt"
+
+
+def _cause(case_dir: Path) -> str:
+    """The case's root-cause key; a case folder that cannot be read is its own (the reducer will say why)."""
+    try:
+        return root_cause_of(case_dir).key
+    except CaseError:
+        return f"unreadable:{case_dir.name}"
 
 
 def is_reduced(case_dir: Path) -> bool:
@@ -27,11 +36,16 @@ def is_reduced(case_dir: Path) -> bool:
 
 @dataclass
 class ReduceQueue:
-    """Case folders waiting for reduction; `step()` starts the next when none is running."""
+    """Case folders waiting for reduction; `step()` starts the next when none is running.
+
+    The first case of each root cause goes first: a root cause is filed with its smallest case, and a reduced case
+    localizes its operator better; more signatures of a root cause it already has wait behind."""
 
     log_dir: Path
     budget_s: float
     pending: collections.deque[Path] = field(default_factory=collections.deque)
+    later: collections.deque[Path] = field(default_factory=collections.deque)
+    causes: set[str] = field(default_factory=set)  # root causes with a case reduced or queued
     running: tuple[Path, subprocess.Popen, float] | None = None
     reduced: int = 0
     failed: int = 0
@@ -41,14 +55,25 @@ class ReduceQueue:
         return set(path.read_text().split()) if path.exists() else set()
 
     def requeue(self, case_dirs: list[Path]) -> None:
-        """On resume: every case neither reduced nor known to fail."""
+        """On resume: every case neither reduced nor known to fail (the root causes already reduced first)."""
         failed = self.failed_names()
+        waiting = []
         for case_dir in sorted(case_dirs):
-            if case_dir.name not in failed and not is_reduced(case_dir):
-                self.pending.append(case_dir)
+            if is_reduced(case_dir):
+                self.causes.add(_cause(case_dir))
+            elif case_dir.name not in failed:
+                waiting.append(case_dir)
+        for case_dir in waiting:
+            self.add(case_dir)
 
     def add(self, case_dir: Path) -> None:
-        self.pending.append(case_dir)
+        cause = _cause(case_dir)
+        (self.later if cause in self.causes else self.pending).append(case_dir)
+        self.causes.add(cause)
+
+    @property
+    def waiting(self) -> int:
+        return len(self.pending) + len(self.later)
 
     def step(self) -> None:
         if self.running is not None:
@@ -56,8 +81,8 @@ class ReduceQueue:
             if proc.poll() is None and time.monotonic() - started < self.budget_s + GRACE_S:
                 return
             self._finish(case_dir, proc)
-        if self.pending:
-            case_dir = self.pending.popleft()
+        if self.pending or self.later:
+            case_dir = (self.pending or self.later).popleft()
             command = [sys.executable, "-m", "fuzzer", "reduce", str(case_dir), "--time", f"{self.budget_s}s",
                        "--out", str(case_dir)]
             with open(self.log_dir / "reduce.log", "a") as log:
@@ -79,7 +104,7 @@ class ReduceQueue:
 
     def drain(self) -> None:
         """Reduce every pending case now (a campaign that finished its tests has nothing better to do)."""
-        while self.running is not None or self.pending:
+        while self.running is not None or self.pending or self.later:
             self.step()
             time.sleep(0.2)
 

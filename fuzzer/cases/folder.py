@@ -36,6 +36,7 @@ from fuzzer.support.files import atomic_publish_dir, atomic_write_text, make_sha
 from fuzzer.support.tensors import from_proto_bytes
 from generators.dot import to_dot
 from generators.ir import Graph, GraphError
+from oracles.rootcause import RootCause, root_cause
 from oracles.verdict import Verdict
 
 CASE_JSON = "case.json"
@@ -244,3 +245,16 @@ def load_case(path: Path) -> CaseData:
         if not (folder / rel).is_file():
             raise CaseError(f"{folder}: missing {rel}")
     return case
+
+
+def root_cause_of(path: Path) -> RootCause:
+    """The root cause of a case folder, from its case.json alone (no tensors are read)."""
+    folder = path.parent if path.name == CASE_JSON else path
+    data = _load_json(folder)
+    try:
+        graph, verdict = Graph.from_json(data["graph"]), Verdict.from_json(data["verdict"])
+        converter = data["converter"]
+    except (KeyError, GraphError, TypeError, ValueError) as exc:
+        raise CaseError(f"{folder}: malformed case.json ({type(exc).__name__}: {exc})") from None
+    return root_cause(converter, verdict.stage.value, verdict.symptom.json_name, verdict.message,
+                      verdict.diverging_op, graph.ops())

@@ -167,6 +167,6 @@ def run(args: argparse.Namespace) -> int:
     if campaign.reducer is not None:
         r = campaign.reducer
         print(f"reduction: {r.reduced} new cases minimized, {r.failed} failed (see .logs/reduce.log), "
-              f"{len(r.pending)} waiting (minimized on --resume, or by `convsmith reduce CASE`)")
+              f"{r.waiting} waiting (minimized on --resume, or by `convsmith reduce CASE`)")
     print(f"campaign {status}: {out}" + (f" (continue with --resume {out})" if status != "finished" else ""))
     return 130 if status == "interrupted" else Exit.OK

@@ -12,9 +12,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from fuzzer.campaign.db import CampaignDB
-from fuzzer.cases.folder import read_case
+from fuzzer.cases.folder import root_cause_of
 from fuzzer.triage.model import Finding, RootCauseGroup
-from oracles.rootcause import RootCause, root_cause
+from oracles.rootcause import RootCause
 
 ExporterBugs = Mapping[tuple[int, str], str]  # (seed, exporter) -> the signature of its bug on that graph
 
@@ -57,8 +57,5 @@ def corpus_keys(corpus: Path) -> set[str]:
     if not corpus.is_dir():
         return keys
     for folder in sorted(p for p in corpus.iterdir() if (p / "case.json").is_file()):
-        case = read_case(folder)
-        v = case.verdict
-        keys.add(root_cause(case.converter, v.stage.value, v.symptom.json_name, v.message, v.diverging_op,
-                            case.graph.ops()).key)
+        keys.add(root_cause_of(folder).key)
     return keys

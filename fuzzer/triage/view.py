@@ -36,13 +36,13 @@ class Headline:
     new_root_causes: int  # not in the corpus
     known_root_causes: int
     new_last_hour: int
-    unreduced: int
+    unreduced: int  # root causes whose smallest case is not reduced yet
     own_errors: int
 
     def line(self) -> str:
         return (f"{self.root_causes} root causes ({self.new_root_causes} new, {self.known_root_causes} known; "
                 f"{self.new_last_hour} first seen in the last hour) from {self.signatures} signatures; "
-                f"{self.unreduced} unreduced; {self.tests} tests ({self.tests_run} ran their converter); "
+                f"{self.unreduced} root causes unreduced; {self.tests} tests ({self.tests_run} ran their converter); "
                 f"{self.own_errors} own errors")
 
 
@@ -79,7 +79,7 @@ def triage(out_dir: Path, db: CampaignDB, corpus: Path | None = None, now: float
         tests=tests, tests_run=tests - stopped, signatures=len(findings), root_causes=len(groups),
         new_root_causes=sum(not g.known for g in groups), known_root_causes=sum(g.known for g in groups),
         new_last_hour=sum(g.first_seen >= now - HOUR_S for g in groups),
-        unreduced=sum(1 for f in findings if f.case_dir and not f.reduced),
+        unreduced=sum(1 for g in groups if g.representative.case_dir and not g.representative.reduced),
         own_errors=db.conn.execute("SELECT COUNT(*) FROM errors").fetchone()[0])
     tested = enrichment(_unit_sequences(db))
     return Triage(headline, groups, _timeline(groups, started), _rates(db, started), _symptom_stage(db),

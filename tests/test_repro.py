@@ -14,7 +14,7 @@ import pytest
 from hand_graphs import elementwise
 
 from fuzzer.cases.folder import read_case
-from fuzzer.cases.repro import render_module
+from fuzzer.cases.repro import ONNX_TOOLS, render_module, render_repro
 from fuzzer.commands import main as cli
 from generators.materialize import materialize, random_inputs
 from oracles.verdict import Stage, Symptom, Verdict
@@ -29,6 +29,15 @@ WITH_MODEL = next(c for c in CASES if (c / "model.onnx").exists())  # the case t
 BOOT = r"""
 import contextlib, io, json, os, runpy, sys
 sys.path.append(SITE)
+
+
+class BlockTorch:  # the cases of ONNX-to-ONNX converters must reproduce from upstream.onnx without torch
+    def find_spec(self, name, path=None, target=None):
+        if BLOCK_TORCH and (name == "torch" or name.startswith("torch.")):
+            raise ImportError("torch is blocked: this repro.py must not need it")
+
+
+sys.meta_path.insert(0, BlockTorch())
 try:
     import generators  # noqa: F401
     leaked = True
@@ -72,13 +81,18 @@ def test_rendered_module_computes_what_the_graph_module_computes() -> None:
                 assert torch.equal(ours.nan_to_num(0.5), theirs.nan_to_num(0.5)), graph.ops()
 
 
-def test_repro_scripts_stand_alone_and_show_the_bug(tmp_path: Path) -> None:
+ONNX_TOOL_CASES = [c for c in CASES if read_case(c).converter in ONNX_TOOLS]
+
+
+@pytest.mark.parametrize("block_torch", [False, True], ids=["every case", "onnx-to-onnx cases without torch"])
+def test_repro_scripts_stand_alone_and_show_the_bug(tmp_path: Path, block_torch: bool) -> None:
     folders = []
-    for case in CASES:
+    for case in ONNX_TOOL_CASES if block_torch else CASES:
         shutil.copytree(case, tmp_path / case.name)
         folders.append(str(tmp_path / case.name))
+    assert folders
     site = sysconfig.get_paths()["purelib"]
-    code = f"SITE = {site!r}\nFOLDERS = {folders!r}\n" + BOOT
+    code = f"SITE = {site!r}\nFOLDERS = {folders!r}\nBLOCK_TORCH = {block_torch!r}\n" + BOOT
     proc = subprocess.run([sys.executable, "-I", "-S", "-c", code], cwd=tmp_path, capture_output=True, text=True,
                           env={"PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1"}, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -141,3 +155,18 @@ def test_repro_exit_status_follows_the_outcome(monkeypatch, capsys, outcome: str
     monkeypatch.setattr(replay, "replay_verdict", lambda c, o=None: verdicts[outcome])
     assert cli.main(["repro", str(CASES[0])]) == status
     assert capsys.readouterr().out.strip() == f"{case.id}: {word}"
+
+
+def test_a_case_of_an_onnx_to_onnx_converter_keeps_the_model_it_received() -> None:
+    """A crash in onnxslim keeps the exporter's model as upstream.onnx (its maintainers need no torch)."""
+    import onnx
+
+    from fuzzer.cases.case import case_from_result
+    from fuzzer.check.pipeline import CheckOptions, run_check
+
+    case = read_case(next(c for c in ONNX_TOOL_CASES if "onnxslim" in c.name))
+    result = run_check(case.graph, case.seed, case.converter, case.converter_options, CheckOptions(rerun=False))
+    made = case_from_result(result, case.graph, case.seed, case.converter, {})
+    assert result.verdict.signature == case.signature and result.target is None  # it crashed
+    assert made.upstream_model is not None and onnx.load_from_string(made.upstream_model).graph.node
+    assert "import torch" not in render_repro(made)

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """convsmith case crash-onnxslim-graph_optimization-ValueError-01ab1eabbd25-reduced: crash in onnxslim (graph_optimization)
 
-Standalone reproduction (torch, onnx, onnxruntime, numpy, onnxslim; not convsmith). Run: python repro.py
+Standalone reproduction (onnx, onnxruntime, numpy, onnxslim; not convsmith). Run: python repro.py
 Exit status: 0 the bug does not show, 1 it shows, 2 a file of the case is missing or unreadable,
 3 cannot run here (a library is missing).
 """
@@ -15,7 +15,6 @@ try:
     import numpy as np
     import onnx
     import onnxruntime as ort
-    import torch
     from onnx import numpy_helper
 except ImportError as exc:
     print(f"repro.py: cannot run: {exc}", file=sys.stderr)
@@ -38,30 +37,18 @@ def load_tensor(rel):
     proto = onnx.TensorProto()
     with open(os.path.join(HERE, rel), "rb") as handle:
         proto.ParseFromString(handle.read())
-    array = numpy_helper.to_array(proto)
-    if array.dtype.name == "bfloat16":
-        return torch.from_numpy(array.astype(np.float32)).to(torch.bfloat16)
-    return torch.from_numpy(np.array(array, copy=True))  # keeps 0-d tensors 0-d
-
-
-def _register(module, name, value):
-    if value.is_floating_point():
-        module.register_parameter(name, torch.nn.Parameter(value, requires_grad=False))
-    else:
-        module.register_buffer(name, value)
+    return np.array(numpy_helper.to_array(proto), copy=True)  # bfloat16 arrives as ml_dtypes.bfloat16
 
 
 def to_numpy(x):
-    x = x.detach().cpu()
-    return (x.float() if x.dtype == torch.bfloat16 else x).numpy()
+    return x.astype(np.float32) if x.dtype.name == "bfloat16" else x
 
 
 def ort_value(x):
-    x = x.detach().cpu()
-    if x.dtype == torch.bfloat16:
-        words = x.contiguous().view(torch.int16).numpy().view(np.uint16)
+    if x.dtype.name == "bfloat16":
+        words = np.ascontiguousarray(x).view(np.uint16)
         return ort.OrtValue.ortvalue_from_numpy_with_onnx_type(words, onnx.TensorProto.BFLOAT16)
-    return ort.OrtValue.ortvalue_from_numpy(x.contiguous().numpy())
+    return ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(x))
 
 
 def from_ort_value(value):
@@ -99,32 +86,6 @@ def check_and_serialize(model):
     return data
 
 
-def export_script(module, inputs, opset, constant_folding=True):
-    import io
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        traced = torch.jit.trace(module, tuple(inputs), check_trace=False)
-        buffer = io.BytesIO()
-        torch.onnx.export(traced, tuple(inputs), buffer, dynamo=False, opset_version=opset,
-                          input_names=list(INPUT_NAMES), output_names=list(OUTPUT_NAMES),
-                          do_constant_folding=constant_folding)
-    return onnx.load_from_string(buffer.getvalue())
-
-
-def export_dynamo(module, inputs, opset, optimize=True):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        program = torch.onnx.export(module, tuple(inputs), dynamo=True, optimize=optimize, opset_version=opset,
-                                    input_names=list(INPUT_NAMES), output_names=list(OUTPUT_NAMES), verbose=False)
-    return program.model_proto
-
-
-def export_upstream(module, inputs):
-    if OPTIONS.get("upstream", "torch-onnx-script") == "torch-onnx-dynamo":
-        return export_dynamo(module, inputs, OPTIONS["opset"])
-    return export_script(module, inputs, OPTIONS["opset"])
-
-
 def transform(model):
     """The ONNX-to-ONNX converter under test."""
     if CONVERTER == "onnxsim":
@@ -142,22 +103,6 @@ def transform(model):
         from onnx import version_converter
         return version_converter.convert_version(model, OPTIONS["target_opset"])
     raise SystemExit(f"repro.py does not know the converter {CONVERTER!r}")
-
-
-def convert_and_run(module, inputs):
-    """(target outputs, baseline outputs or None): what convsmith compared."""
-    if CONVERTER == "torch-onnx-script":
-        model = export_script(module, inputs, OPTIONS["opset"], OPTIONS["constant_folding"])
-        return run_onnx(check_and_serialize(model), inputs), None
-    if CONVERTER == "torch-onnx-dynamo":
-        model = export_dynamo(module, inputs, OPTIONS["opset"], OPTIONS["optimize"])
-        return run_onnx(check_and_serialize(model), inputs), None
-    upstream = check_and_serialize(export_upstream(module, inputs))
-    baseline = run_onnx(upstream, inputs)
-    if CONVERTER == "ort-optimizer":
-        return run_onnx(upstream, inputs, OPTIONS["level"]), baseline
-    model = transform(onnx.load_from_string(upstream))
-    return run_onnx(check_and_serialize(model), inputs), baseline
 
 
 def compare(name, actual, expected, dtype):
@@ -199,43 +144,34 @@ def judge(outputs, wanted, label):
     return shows
 
 
-class Repro(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-
-    def forward(self, in2):
-        t3 = torch.amax(in2, dim=(), keepdim=False)  # amax
-        return (t3, )
+def convert_and_run(upstream, inputs):
+    """(target outputs, baseline outputs): the tool's model against the model it received, both in ONNX Runtime."""
+    baseline = run_onnx(upstream, inputs)
+    if CONVERTER == "ort-optimizer":
+        return run_onnx(upstream, inputs, OPTIONS["level"]), baseline
+    model = transform(onnx.load_from_string(upstream))
+    return run_onnx(check_and_serialize(model), inputs), baseline
 
 
 def main():
-    torch.manual_seed(0)
-    inputs = [load_tensor(f"test_data_set_0/input_{i}.pb").to(DEVICE) for i in range(len(INPUT_NAMES))]
-    saved = [load_tensor(f"test_data_set_0/output_{i}.pb") for i in range(len(OUTPUT_NAMES))]
-    module = Repro().eval().to(DEVICE)
-    with torch.no_grad():
-        eager = [to_numpy(x) for x in module(*inputs)]
-    print(f"{CASE}: {CONVERTER} {OPTIONS}")
-    print(f"torch {torch.__version__}, onnx {onnx.__version__}, onnxruntime {ort.__version__}")
-    if not judge(eager, [to_numpy(x) for x in saved], "saved expected"):
-        print("eager PyTorch matches the saved expected outputs")
+    inputs = [load_tensor(f"test_data_set_0/input_{i}.pb") for i in range(len(INPUT_NAMES))]
+    with open(os.path.join(HERE, "upstream.onnx"), "rb") as handle:
+        upstream = handle.read()
+    print(f"{CASE}: {CONVERTER} {OPTIONS}, starting from upstream.onnx")
+    print(f"onnx {onnx.__version__}, onnxruntime {ort.__version__}")
     try:
-        outputs, baseline = convert_and_run(module, inputs)
+        outputs, baseline = convert_and_run(upstream, inputs)
     except ImportError:
         raise  # cannot run here: not the bug
     except Exception as exc:
         shown = type(exc).__name__ == EXPECTED_ERROR or SYMPTOM not in ("wrong_values", "wrong_shape", "wrong_dtype")
         traceback.print_exc()
         print(f"observed: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
-        print(f"expected: a converted model that runs and matches eager PyTorch")
+        print("expected: the converted model runs and matches upstream.onnx run with optimizations off")
         print("BUG REPRODUCES" if shown else "FAILS DIFFERENTLY")
         return 1
-    if baseline is not None:
-        print("target vs the unconverted ONNX model (baseline):")
-        shows = judge(outputs, baseline, "baseline")
-    else:
-        print("target vs eager PyTorch:")
-        shows = judge(outputs, eager, "eager")
+    print("target vs upstream.onnx run with optimizations off (baseline):")
+    shows = judge(outputs, baseline, "baseline")
     print("BUG REPRODUCES" if shows else "bug does not show: converted outputs match")
     return 1 if shows else 0
 

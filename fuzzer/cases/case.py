@@ -16,6 +16,7 @@ from fuzzer.check.pipeline import CheckOptions, CheckResult, run_check
 from fuzzer.check.result import FULL_CHECK
 from fuzzer.converters import CONVERTERS
 from fuzzer.converters.base import distribution_version
+from fuzzer.converters.upstream import cached_upstream
 from fuzzer.support.tensors import to_case_array
 from generators.ir import Graph
 from oracles.verdict import Verdict
@@ -45,6 +46,7 @@ class CaseData:
     expected: tuple[np.ndarray, ...] = ()  # float32 eager source outputs, graph.outputs order
     reference: tuple[np.ndarray, ...] = ()  # float64 reference outputs
     model: bytes | None = None  # the target ONNX model
+    upstream_model: bytes | None = None  # the model an ONNX-to-ONNX converter received (its repro starts there)
     log: str = ""
     original: str | None = None
     reduction: Mapping[str, Any] | None = None
@@ -110,13 +112,14 @@ def case_from_result(result: CheckResult, graph: Graph, seed: int, converter: st
         eager = tuple(to_case_array(x, d) for x, d in zip(expected.eager, dtypes, strict=True))
         reference = tuple(np.asarray(x) for x in expected.reference)
     model = target.model if target is not None else None
+    upstream = _upstream_model(result)
     signature = verdict.signature
     return CaseData(
         id=case_id_ or case_id(signature), signature=signature, graph=graph, seed=seed, converter=converter,
         converter_options=dict(result.options), verdict=verdict, versions=dict(versions),
         input_names=tuple(graph.inputs), output_names=tuple(graph.outputs), created=now_iso(),
-        weights=weights, inputs=inputs, expected=eager, reference=reference, model=model, log=log,
-        original=original, device=expected.source.device if expected is not None else device,
+        weights=weights, inputs=inputs, expected=eager, reference=reference, model=model, upstream_model=upstream,
+        log=log, original=original, device=expected.source.device if expected is not None else device,
     )
 
 
@@ -139,3 +142,12 @@ def case_from_check(graph: Graph, seed: int, converter: str, options: Any, origi
     case = case_from_result(result, graph, seed, converter, versions, log=case_log(result), case_id_=case_id_,
                             original=original, device=device)
     return dataclasses.replace(case, reduction=reduction)
+
+
+def _upstream_model(result: CheckResult) -> bytes | None:
+    """The exported model an ONNX-to-ONNX converter started from, whether it then ran or failed."""
+    if result.target is not None and result.target.baseline_model is not None:
+        return result.target.baseline_model
+    if result.expected is None or "upstream" not in result.options:
+        return None
+    return cached_upstream(result.expected.source, result.options["upstream"], result.options["opset"])

@@ -41,6 +41,7 @@ from oracles.verdict import Verdict
 
 CASE_JSON = "case.json"
 MODEL = "model.onnx"
+UPSTREAM_MODEL = "upstream.onnx"
 DATA_DIR = "test_data_set_0"
 WEIGHTS_DIR = "weights"
 
@@ -59,6 +60,8 @@ def _data_files(case: CaseData) -> dict[str, bytes]:
     files: dict[str, bytes] = {}
     if case.model is not None:
         files[MODEL] = bytes(case.model)
+    if case.upstream_model is not None:
+        files[UPSTREAM_MODEL] = bytes(case.upstream_model)
     for name, value in case.weights.items():
         if not _SAFE_NAME.match(name):
             raise ValueError(f"weight name {name!r} is not a safe file name")
@@ -196,7 +199,8 @@ def read_case(path: Path | str) -> CaseData:
     device = data.get("device", "cpu")  # cases written before devices were recorded ran on the CPU
     if device not in DEVICES:
         raise CaseError(f"{folder}: device must be one of {', '.join(DEVICES)}, not {device!r}")
-    model = _read_model(folder, digests)
+    model = _read_model(folder, MODEL, digests)
+    upstream_model = _read_model(folder, UPSTREAM_MODEL, digests)
     weights = {}
     for name in graph.weights:
         rel = f"{WEIGHTS_DIR}/{name}.pb"
@@ -208,24 +212,25 @@ def read_case(path: Path | str) -> CaseData:
         inputs=_indexed(folder, "input", len(input_names), digests),
         expected=_indexed(folder, "output", len(output_names), digests),
         reference=_indexed(folder, "reference", len(output_names), digests),
-        model=model, log=_read_text(folder, "log.txt"), original=data.get("original"),
+        model=model, upstream_model=upstream_model, log=_read_text(folder, "log.txt"),
+        original=data.get("original"),
         reduction=data.get("reduction"), expectation=expectation, device=device,
     )
 
 
-def _read_model(folder: Path, digests: Mapping[str, str] | None) -> bytes | None:
-    if not (folder / MODEL).exists():
-        if digests is not None and MODEL in digests:
-            raise CaseError(f"{folder}: missing {MODEL}")
+def _read_model(folder: Path, name: str, digests: Mapping[str, str] | None) -> bytes | None:
+    if not (folder / name).exists():
+        if digests is not None and name in digests:
+            raise CaseError(f"{folder}: missing {name}")
         return None
-    data = _read_bytes(folder, MODEL)
-    _check_digest(folder, MODEL, data, digests)
+    data = _read_bytes(folder, name)
+    _check_digest(folder, name, data, digests)
     try:
         proto = onnx.load_from_string(data)
     except Exception as exc:  # protobuf DecodeError is private
-        raise CaseError(f"{folder}: {MODEL} is truncated or not an ONNX model ({exc})") from None
+        raise CaseError(f"{folder}: {name} is truncated or not an ONNX model ({exc})") from None
     if not proto.HasField("graph"):
-        raise CaseError(f"{folder}: {MODEL} is truncated (no graph)")
+        raise CaseError(f"{folder}: {name} is truncated (no graph)")
     return data
 
 

@@ -50,7 +50,7 @@ def render_module(graph: Graph, registry: OpRegistry = REGISTRY) -> str:
 _HEADER = '''#!/usr/bin/env python3
 """{title}
 
-Standalone reproduction (torch, onnx, onnxruntime, numpy{extra}; not convsmith). Run: python repro.py
+Standalone reproduction ({libs}; not convsmith). Run: python repro.py
 Exit status: 0 the bug does not show, 1 it shows, 2 a file of the case is missing or unreadable,
 3 cannot run here (a library is missing).
 """
@@ -64,8 +64,7 @@ try:
     import numpy as np
     import onnx
     import onnxruntime as ort
-    import torch
-    from onnx import numpy_helper
+{torch_import}    from onnx import numpy_helper
 except ImportError as exc:
     print(f"repro.py: cannot run: {{exc}}", file=sys.stderr)
     sys.exit(3)
@@ -83,7 +82,7 @@ TOLERANCES = {tolerances!r}  # dtype: (rtol, atol)
 DEVICE = {device!r}  # where convsmith ran the source model and ONNX Runtime
 '''
 
-_HELPERS = '''
+_TORCH_TENSORS = '''
 
 def load_tensor(rel):
     proto = onnx.TensorProto()
@@ -113,7 +112,29 @@ def ort_value(x):
         words = x.contiguous().view(torch.int16).numpy().view(np.uint16)
         return ort.OrtValue.ortvalue_from_numpy_with_onnx_type(words, onnx.TensorProto.BFLOAT16)
     return ort.OrtValue.ortvalue_from_numpy(x.contiguous().numpy())
+'''
 
+_NUMPY_TENSORS = '''
+
+def load_tensor(rel):
+    proto = onnx.TensorProto()
+    with open(os.path.join(HERE, rel), "rb") as handle:
+        proto.ParseFromString(handle.read())
+    return np.array(numpy_helper.to_array(proto), copy=True)  # bfloat16 arrives as ml_dtypes.bfloat16
+
+
+def to_numpy(x):
+    return x.astype(np.float32) if x.dtype.name == "bfloat16" else x
+
+
+def ort_value(x):
+    if x.dtype.name == "bfloat16":
+        words = np.ascontiguousarray(x).view(np.uint16)
+        return ort.OrtValue.ortvalue_from_numpy_with_onnx_type(words, onnx.TensorProto.BFLOAT16)
+    return ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(x))
+'''
+
+_RUNTIME = '''
 
 def from_ort_value(value):
     if value.data_type() != "tensor(bfloat16)":
@@ -150,32 +171,6 @@ def check_and_serialize(model):
     return data
 
 
-def export_script(module, inputs, opset, constant_folding=True):
-    import io
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        traced = torch.jit.trace(module, tuple(inputs), check_trace=False)
-        buffer = io.BytesIO()
-        torch.onnx.export(traced, tuple(inputs), buffer, dynamo=False, opset_version=opset,
-                          input_names=list(INPUT_NAMES), output_names=list(OUTPUT_NAMES),
-                          do_constant_folding=constant_folding)
-    return onnx.load_from_string(buffer.getvalue())
-
-
-def export_dynamo(module, inputs, opset, optimize=True):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        program = torch.onnx.export(module, tuple(inputs), dynamo=True, optimize=optimize, opset_version=opset,
-                                    input_names=list(INPUT_NAMES), output_names=list(OUTPUT_NAMES), verbose=False)
-    return program.model_proto
-
-
-def export_upstream(module, inputs):
-    if OPTIONS.get("upstream", "torch-onnx-script") == "torch-onnx-dynamo":
-        return export_dynamo(module, inputs, OPTIONS["opset"])
-    return export_script(module, inputs, OPTIONS["opset"])
-
-
 def transform(model):
     """The ONNX-to-ONNX converter under test."""
     if CONVERTER == "onnxsim":
@@ -193,22 +188,6 @@ def transform(model):
         from onnx import version_converter
         return version_converter.convert_version(model, OPTIONS["target_opset"])
     raise SystemExit(f"repro.py does not know the converter {CONVERTER!r}")
-
-
-def convert_and_run(module, inputs):
-    """(target outputs, baseline outputs or None): what convsmith compared."""
-    if CONVERTER == "torch-onnx-script":
-        model = export_script(module, inputs, OPTIONS["opset"], OPTIONS["constant_folding"])
-        return run_onnx(check_and_serialize(model), inputs), None
-    if CONVERTER == "torch-onnx-dynamo":
-        model = export_dynamo(module, inputs, OPTIONS["opset"], OPTIONS["optimize"])
-        return run_onnx(check_and_serialize(model), inputs), None
-    upstream = check_and_serialize(export_upstream(module, inputs))
-    baseline = run_onnx(upstream, inputs)
-    if CONVERTER == "ort-optimizer":
-        return run_onnx(upstream, inputs, OPTIONS["level"]), baseline
-    model = transform(onnx.load_from_string(upstream))
-    return run_onnx(check_and_serialize(model), inputs), baseline
 
 
 def compare(name, actual, expected, dtype):
@@ -250,6 +229,64 @@ def judge(outputs, wanted, label):
     return shows
 '''
 
+_TORCH_EXPORT = '''
+
+def export_script(module, inputs, opset, constant_folding=True):
+    import io
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        traced = torch.jit.trace(module, tuple(inputs), check_trace=False)
+        buffer = io.BytesIO()
+        torch.onnx.export(traced, tuple(inputs), buffer, dynamo=False, opset_version=opset,
+                          input_names=list(INPUT_NAMES), output_names=list(OUTPUT_NAMES),
+                          do_constant_folding=constant_folding)
+    return onnx.load_from_string(buffer.getvalue())
+
+
+def export_dynamo(module, inputs, opset, optimize=True):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        program = torch.onnx.export(module, tuple(inputs), dynamo=True, optimize=optimize, opset_version=opset,
+                                    input_names=list(INPUT_NAMES), output_names=list(OUTPUT_NAMES), verbose=False)
+    return program.model_proto
+
+
+def export_upstream(module, inputs):
+    if OPTIONS.get("upstream", "torch-onnx-script") == "torch-onnx-dynamo":
+        return export_dynamo(module, inputs, OPTIONS["opset"])
+    return export_script(module, inputs, OPTIONS["opset"])
+
+
+def convert_and_run(module, inputs):
+    """(target outputs, baseline outputs or None): what convsmith compared."""
+    if CONVERTER == "torch-onnx-script":
+        model = export_script(module, inputs, OPTIONS["opset"], OPTIONS["constant_folding"])
+        return run_onnx(check_and_serialize(model), inputs), None
+    if CONVERTER == "torch-onnx-dynamo":
+        model = export_dynamo(module, inputs, OPTIONS["opset"], OPTIONS["optimize"])
+        return run_onnx(check_and_serialize(model), inputs), None
+    upstream = check_and_serialize(export_upstream(module, inputs))
+    baseline = run_onnx(upstream, inputs)
+    if CONVERTER == "ort-optimizer":
+        return run_onnx(upstream, inputs, OPTIONS["level"]), baseline
+    model = transform(onnx.load_from_string(upstream))
+    return run_onnx(check_and_serialize(model), inputs), baseline
+'''
+
+_ENTRY = '''
+
+if __name__ == "__main__":
+    try:
+        status = main()
+    except ImportError as exc:  # the converter under test (onnxsim, onnxslim, ...) is not installed
+        print(f"repro.py: cannot run: {exc}", file=sys.stderr)
+        status = 3
+    except OSError as exc:  # a file of the case folder is missing or unreadable
+        print(f"repro.py: {exc.strerror}: {exc.filename}", file=sys.stderr)
+        status = 2
+    sys.exit(status)
+'''
+
 _MAIN_MODULE = '''
 
 def main():
@@ -282,20 +319,44 @@ def main():
         shows = judge(outputs, eager, "eager")
     print("BUG REPRODUCES" if shows else "bug does not show: converted outputs match")
     return 1 if shows else 0
+''' + _ENTRY
+
+_MAIN_TOOL = '''
+
+def convert_and_run(upstream, inputs):
+    """(target outputs, baseline outputs): the tool's model against the model it received, both in ONNX Runtime."""
+    baseline = run_onnx(upstream, inputs)
+    if CONVERTER == "ort-optimizer":
+        return run_onnx(upstream, inputs, OPTIONS["level"]), baseline
+    model = transform(onnx.load_from_string(upstream))
+    return run_onnx(check_and_serialize(model), inputs), baseline
 
 
-if __name__ == "__main__":
+def main():
+    inputs = [load_tensor(f"test_data_set_0/input_{i}.pb") for i in range(len(INPUT_NAMES))]
+    with open(os.path.join(HERE, "upstream.onnx"), "rb") as handle:
+        upstream = handle.read()
+    print(f"{CASE}: {CONVERTER} {OPTIONS}, starting from upstream.onnx")
+    print(f"onnx {onnx.__version__}, onnxruntime {ort.__version__}")
     try:
-        status = main()
-    except ImportError as exc:  # the converter under test (onnxsim, onnxslim, ...) is not installed
-        print(f"repro.py: cannot run: {exc}", file=sys.stderr)
-        status = 3
-    except OSError as exc:  # a file of the case folder is missing or unreadable
-        print(f"repro.py: {exc.strerror}: {exc.filename}", file=sys.stderr)
-        status = 2
-    sys.exit(status)
-'''
+        outputs, baseline = convert_and_run(upstream, inputs)
+    except ImportError:
+        raise  # cannot run here: not the bug
+    except Exception as exc:
+        shown = type(exc).__name__ == EXPECTED_ERROR or SYMPTOM not in ("wrong_values", "wrong_shape", "wrong_dtype")
+        traceback.print_exc()
+        print(f"observed: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+        print("expected: the converted model runs and matches upstream.onnx run with optimizations off")
+        print("BUG REPRODUCES" if shown else "FAILS DIFFERENTLY")
+        return 1
+    print("target vs upstream.onnx run with optimizations off (baseline):")
+    shows = judge(outputs, baseline, "baseline")
+    print("BUG REPRODUCES" if shows else "bug does not show: converted outputs match")
+    return 1 if shows else 0
+''' + _ENTRY
 
+# ONNX-to-ONNX converters: their repro.py starts from the saved upstream.onnx and needs no torch.
+ONNX_TOOLS = frozenset({"ort-optimizer", "onnxsim", "onnxslim", "onnxoptimizer", "onnx-version-converter"})
 _EXTRA_LIBS = {"onnxsim": "onnxsim", "onnxslim": "onnxslim", "onnxoptimizer": "onnxoptimizer"}
 
 
@@ -306,13 +367,17 @@ def expected_error(message: str) -> str:
 
 
 def render_repro(case: Any) -> str:
-    """The standalone repro.py of a CaseData (see module doc)."""
+    """The standalone repro.py of a CaseData (see module doc): from the saved upstream model, without torch, for an
+    ONNX-to-ONNX converter; from the graph written as plain PyTorch otherwise."""
     graph: Graph = case.graph
     verdict = case.verdict
     title = f"convsmith case {case.id}: {verdict.symptom.json_name} in {case.converter} ({verdict.stage.value})"
     extra = f", {_EXTRA_LIBS[case.converter]}" if case.converter in _EXTRA_LIBS else ""
+    from_upstream = case.converter in ONNX_TOOLS and case.upstream_model is not None
     header = _HEADER.format(
-        title=title, extra=extra, case=case.id, symptom=verdict.symptom.json_name,
+        libs=("" if from_upstream else "torch, ") + f"onnx, onnxruntime, numpy{extra}",
+        torch_import="" if from_upstream else "    import torch\n",
+        title=title, case=case.id, symptom=verdict.symptom.json_name,
         error=expected_error(verdict.message), converter=case.converter,
         options=repr(dict(sorted(case.converter_options.items()))),
         inputs=tuple(graph.inputs), outputs=tuple(graph.outputs),
@@ -320,7 +385,9 @@ def render_repro(case: Any) -> str:
         tolerances={k: (v.rtol, v.atol) for k, v in DEFAULT_TOLERANCES.items()},
         device=case.device,
     )
-    return header + _HELPERS + "\n\n" + render_module(graph) + _MAIN_MODULE
+    if from_upstream:
+        return header + _NUMPY_TENSORS + _RUNTIME + _MAIN_TOOL
+    return header + _TORCH_TENSORS + _RUNTIME + _TORCH_EXPORT + "\n" + render_module(graph) + _MAIN_MODULE
 
 
 __all__ = ["render_module", "render_repro"]

@@ -63,6 +63,12 @@ def export_upstream(source: Source, exporter: str, opset: int, steps: Steps, run
     return Upstream(onnx.load_from_string(made.data), made.data, made.outputs, made.output_dtypes)
 
 
+def cached_upstream(source: Source, exporter: str, opset: int) -> bytes | None:
+    """The serialized upstream export already made for `source`, if one was made and succeeded."""
+    made = source.exports.get((exporter, opset))
+    return made.data if isinstance(made, _Export) and made.error is None else None
+
+
 def _export(source: Source, exporter: str, opset: int, steps: Steps, run: bool) -> Upstream:
     own = Steps()
     try:

@@ -170,3 +170,24 @@ def test_a_case_of_an_onnx_to_onnx_converter_keeps_the_model_it_received() -> No
     assert result.verdict.signature == case.signature and result.target is None  # it crashed
     assert made.upstream_model is not None and onnx.load_from_string(made.upstream_model).graph.node
     assert "import torch" not in render_repro(made)
+
+
+@pytest.mark.parametrize("folder", CASES, ids=[c.name[:60] for c in CASES])
+def test_every_corpus_report_is_short_and_its_snippet_shows_the_bug(folder: Path, tmp_path: Path) -> None:
+    """report.md fits in 80 lines; its snippet, run alone in a copy of the case folder, ends in the bug's own
+    exception (or numpy's assertion, for a wrong model)."""
+    from fuzzer.cases.report import render_report
+    from fuzzer.cases.snippet import render_snippet
+
+    case = read_case(folder)
+    assert len(render_report(case).splitlines()) <= 80
+    snippet = render_snippet(case)
+    assert snippet is not None and len(snippet.splitlines()) <= 30
+    work = tmp_path / "case"
+    shutil.copytree(folder, work)
+    (work / "snippet.py").write_text(snippet)
+    done = subprocess.run([sys.executable, "-I", "snippet.py"], cwd=work, capture_output=True, text=True,
+                          timeout=120, env={"PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1"})
+    wrong_model = case.verdict.symptom.json_name in ("wrong_values", "wrong_shape", "wrong_dtype")
+    expected = "AssertionError" if wrong_model else case.verdict.message.split(":", 1)[0].rsplit(".", 1)[-1]
+    assert done.returncode != 0 and expected in done.stderr, done.stderr[-1500:]

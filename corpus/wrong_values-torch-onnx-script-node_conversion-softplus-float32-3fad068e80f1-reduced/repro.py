@@ -99,32 +99,6 @@ def check_and_serialize(model):
     return data
 
 
-def export_script(module, inputs, opset, constant_folding=True):
-    import io
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        traced = torch.jit.trace(module, tuple(inputs), check_trace=False)
-        buffer = io.BytesIO()
-        torch.onnx.export(traced, tuple(inputs), buffer, dynamo=False, opset_version=opset,
-                          input_names=list(INPUT_NAMES), output_names=list(OUTPUT_NAMES),
-                          do_constant_folding=constant_folding)
-    return onnx.load_from_string(buffer.getvalue())
-
-
-def export_dynamo(module, inputs, opset, optimize=True):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        program = torch.onnx.export(module, tuple(inputs), dynamo=True, optimize=optimize, opset_version=opset,
-                                    input_names=list(INPUT_NAMES), output_names=list(OUTPUT_NAMES), verbose=False)
-    return program.model_proto
-
-
-def export_upstream(module, inputs):
-    if OPTIONS.get("upstream", "torch-onnx-script") == "torch-onnx-dynamo":
-        return export_dynamo(module, inputs, OPTIONS["opset"])
-    return export_script(module, inputs, OPTIONS["opset"])
-
-
 def transform(model):
     """The ONNX-to-ONNX converter under test."""
     if CONVERTER == "onnxsim":
@@ -142,22 +116,6 @@ def transform(model):
         from onnx import version_converter
         return version_converter.convert_version(model, OPTIONS["target_opset"])
     raise SystemExit(f"repro.py does not know the converter {CONVERTER!r}")
-
-
-def convert_and_run(module, inputs):
-    """(target outputs, baseline outputs or None): what convsmith compared."""
-    if CONVERTER == "torch-onnx-script":
-        model = export_script(module, inputs, OPTIONS["opset"], OPTIONS["constant_folding"])
-        return run_onnx(check_and_serialize(model), inputs), None
-    if CONVERTER == "torch-onnx-dynamo":
-        model = export_dynamo(module, inputs, OPTIONS["opset"], OPTIONS["optimize"])
-        return run_onnx(check_and_serialize(model), inputs), None
-    upstream = check_and_serialize(export_upstream(module, inputs))
-    baseline = run_onnx(upstream, inputs)
-    if CONVERTER == "ort-optimizer":
-        return run_onnx(upstream, inputs, OPTIONS["level"]), baseline
-    model = transform(onnx.load_from_string(upstream))
-    return run_onnx(check_and_serialize(model), inputs), baseline
 
 
 def compare(name, actual, expected, dtype):
@@ -198,6 +156,47 @@ def judge(outputs, wanted, label):
         shows = shows or not ok
     return shows
 
+
+def export_script(module, inputs, opset, constant_folding=True):
+    import io
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        traced = torch.jit.trace(module, tuple(inputs), check_trace=False)
+        buffer = io.BytesIO()
+        torch.onnx.export(traced, tuple(inputs), buffer, dynamo=False, opset_version=opset,
+                          input_names=list(INPUT_NAMES), output_names=list(OUTPUT_NAMES),
+                          do_constant_folding=constant_folding)
+    return onnx.load_from_string(buffer.getvalue())
+
+
+def export_dynamo(module, inputs, opset, optimize=True):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        program = torch.onnx.export(module, tuple(inputs), dynamo=True, optimize=optimize, opset_version=opset,
+                                    input_names=list(INPUT_NAMES), output_names=list(OUTPUT_NAMES), verbose=False)
+    return program.model_proto
+
+
+def export_upstream(module, inputs):
+    if OPTIONS.get("upstream", "torch-onnx-script") == "torch-onnx-dynamo":
+        return export_dynamo(module, inputs, OPTIONS["opset"])
+    return export_script(module, inputs, OPTIONS["opset"])
+
+
+def convert_and_run(module, inputs):
+    """(target outputs, baseline outputs or None): what convsmith compared."""
+    if CONVERTER == "torch-onnx-script":
+        model = export_script(module, inputs, OPTIONS["opset"], OPTIONS["constant_folding"])
+        return run_onnx(check_and_serialize(model), inputs), None
+    if CONVERTER == "torch-onnx-dynamo":
+        model = export_dynamo(module, inputs, OPTIONS["opset"], OPTIONS["optimize"])
+        return run_onnx(check_and_serialize(model), inputs), None
+    upstream = check_and_serialize(export_upstream(module, inputs))
+    baseline = run_onnx(upstream, inputs)
+    if CONVERTER == "ort-optimizer":
+        return run_onnx(upstream, inputs, OPTIONS["level"]), baseline
+    model = transform(onnx.load_from_string(upstream))
+    return run_onnx(check_and_serialize(model), inputs), baseline
 
 class Repro(torch.nn.Module):
     def __init__(self):

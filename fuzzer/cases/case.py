@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import platform
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -83,8 +84,9 @@ def now_iso() -> str:
 
 
 def collect_versions(distributions: Sequence[str] = ()) -> dict[str, str]:
-    """Versions of the base libraries and the given distributions (a converter's `distributions`)."""
-    return {name: distribution_version(name) for name in dict.fromkeys((*BASE_LIBRARIES, *distributions))}
+    """Versions of Python, the OS, the base libraries and the given distributions (a converter's)."""
+    libraries = {name: distribution_version(name) for name in dict.fromkeys((*BASE_LIBRARIES, *distributions))}
+    return {"python": platform.python_version(), "os": platform.platform(terse=True), **libraries}
 
 
 def case_id(signature: str, suffix: str = "") -> str:

@@ -1,19 +1,26 @@
-"""report.md for a case folder: an issue ready to paste upstream (title, environment, repro, observed vs
-expected with metrics, where it goes wrong, the minimized graph as ASCII and DOT)."""
+"""report.md for a case folder: an issue a maintainer can paste upstream as it is, in well under 80 lines.
+
+A title in the maintainer's terms, one paragraph of what goes wrong, a snippet of about 25 lines that shows the
+bug on its own (fuzzer/cases/snippet.py), observed against expected, the graph, and every version. No local paths:
+cases are named by id. The complete harness stays in repro.py.
+"""
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
-from fuzzer.cases.repro import render_repro
-from generators.dot import to_dot
+from fuzzer.cases.snippet import render_snippet
+from fuzzer.converters import CONVERTERS
 from generators.ir import Graph
+from oracles.rootcause import root_cause
 
-_FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
+GRAPH_LINES = 14  # the graph section shows this many definitions at most (graph.dot has it all)
+MESSAGE_CHARS = 400
+DIVERGENCE_WORDS = {"wrong_values": "gives wrong values", "wrong_shape": "gives the wrong output shape",
+                    "wrong_dtype": "gives the wrong output dtype"}
 
 
-def ascii_graph(graph: Graph) -> str:
+def ascii_graph(graph: Graph, limit: int | None = None) -> str:
     """One line per tensor definition: inputs, weights, then `t0 = op(a, b) {attrs} : dtype[shape]`."""
 
     def typ(name: str) -> str:
@@ -26,85 +33,89 @@ def ascii_graph(graph: Graph) -> str:
         attrs = ", ".join(f"{k}={v!r}" for k, v in sorted(node.attrs.items()))
         outs = ", ".join(f"{o} : {typ(o)}" for o in node.outputs)
         lines.append(f"{outs} = {node.op}({', '.join(node.inputs)}){' {' + attrs + '}' if attrs else ''}")
+    if limit is not None and len(lines) > limit:
+        lines = lines[:limit] + [f"... {len(lines) - limit} more (graph.dot has the whole graph)"]
     lines.append(f"outputs: {', '.join(graph.outputs)}")
     return "\n".join(lines)
 
 
-def innermost_frame(log: str) -> str | None:
-    """The last 'File ..., line N, in fn' of the last traceback in a log, as 'path:N in fn'."""
-    frames = _FRAME.findall(log)
-    if not frames:
-        return None
-    path, line, fn = frames[-1]
-    return f"{path.split('site-packages/')[-1]}:{line} in {fn}"
+def display_name(converter: str) -> str:
+    conv = CONVERTERS.get(converter)
+    return (conv.display_name if conv is not None else "") or converter
 
 
-def localization(case: Any) -> str:
+def title(case: Any) -> str:
+    """'torch.onnx.export (TorchScript): `floor_divide` gives wrong values (int32)', or the error's first line."""
     verdict = case.verdict
+    symptom = verdict.symptom.json_name
+    cause = root_cause(case.converter, verdict.stage.value, symptom, verdict.message, verdict.diverging_op,
+                       case.graph.ops())
+    if symptom in DIVERGENCE_WORDS:
+        dtype = f" ({verdict.diverging_dtype})" if verdict.diverging_dtype else ""
+        return f"{display_name(case.converter)}: `{cause.operator}` {DIVERGENCE_WORDS[symptom]}{dtype}"
+    exc, _, message = verdict.message.partition(": ")
+    first = message.strip().splitlines()[0] if message.strip() else ""
+    return (f"{display_name(case.converter)}: {exc.rsplit('.', 1)[-1]} at {verdict.stage.value.replace('_', ' ')} "
+            f"on `{cause.operator}`: {first[:100]}")
+
+
+def summary(case: Any) -> str:
+    verdict = case.verdict
+    ops = ", ".join(f"`{op}`" for op in dict.fromkeys(case.graph.ops()))
+    options = ", ".join(f"{k}={v}" for k, v in sorted(case.converter_options.items()))
+    what = DIVERGENCE_WORDS.get(verdict.symptom.json_name, f"fails ({verdict.symptom.json_name.replace('_', ' ')})")
+    text = (f"Converting a {len(case.graph.nodes)}-operator model ({ops}) with {display_name(case.converter)} "
+            f"({options}) {what} at the {verdict.stage.value.replace('_', ' ')} stage.")
     if verdict.diverging_op:
-        return (f"The first operator whose output diverges is `{verdict.diverging_op}` "
-                f"({verdict.diverging_dtype}); the diverging stage is {verdict.stage.value}.")
-    frame = innermost_frame(case.log)
-    where = f", in `{frame}`" if frame else ""
-    return f"It fails at the {verdict.stage.value} stage of {case.converter}{where}."
+        text += f" The first operator whose output is wrong is `{verdict.diverging_op}` ({verdict.diverging_dtype})."
+    reduced = " (minimized by convsmith)" if case.reduction else ""
+    return text + f" Case `{case.id}`{reduced}."
 
 
-def _metrics_table(case: Any) -> str:
-    rows = ["| output | ok | reason | shape (observed/expected) | dtype (observed/expected) | max abs | max rel "
-            "| bad / total | tolerance (rtol, atol) |", "|---|---|---|---|---|---|---|---|---|"]
-    for name, m in zip(case.graph.outputs, case.verdict.metrics, strict=False):
-        rows.append(f"| {name} | {m.ok} | {m.reason.value} | {list(m.actual_shape)} / {list(m.expected_shape)} | "
-                    f"{m.actual_dtype} / {m.expected_dtype} | {m.max_abs:.4g} | {m.max_rel:.4g} | "
-                    f"{m.n_bad} / {m.n_total} | {m.tolerance.rtol:g}, {m.tolerance.atol:g} |")
-    return "\n".join(rows)
-
-
-def _observed(case: Any) -> str:
+def observed(case: Any) -> str:
     verdict = case.verdict
-    if verdict.metrics and not all(m.ok for m in verdict.metrics):
-        return (f"**Observed:** {verdict.message}\n\n**Expected:** the converted model matches eager PyTorch within "
-                f"the dtype's tolerance.\n\n{_metrics_table(case)}")
-    return (f"**Observed:**\n\n```\n{verdict.message}\n```\n\n**Expected:** the conversion succeeds and the "
-            f"converted model runs.")
+    if verdict.symptom.json_name not in DIVERGENCE_WORDS:
+        message = verdict.message[:MESSAGE_CHARS].rstrip()
+        return f"```\n{message}\n```\nExpected: the conversion succeeds and the model runs."
+    rows = ["| output | reason | shape observed / expected | dtype observed / expected | max abs diff "
+            "| elements wrong |", "|---|---|---|---|---|---|"]
+    for name, m in zip(case.graph.outputs, verdict.metrics, strict=False):
+        if not m.ok:
+            rows.append(f"| {name} | {m.reason.value} | {list(m.actual_shape)} / {list(m.expected_shape)} | "
+                        f"{m.actual_dtype} / {m.expected_dtype} | {m.max_abs:.4g} | {m.n_bad} of {m.n_total} |")
+    expected = "; ".join(f"{n} = {_values(x)}" for n, x in zip(case.graph.outputs, case.expected, strict=False))
+    return "\n".join(rows) + (f"\n\nExpected (eager PyTorch): {expected}." if expected else "")
+
+
+def _values(x: Any) -> str:
+    flat = list(x.ravel()[:6])
+    return "[" + ", ".join(str(v) for v in flat) + (", ...]" if x.size > 6 else "]")
+
+
+def environment(case: Any) -> str:
+    return ", ".join(f"{k} {v}" for k, v in sorted(case.versions.items()))
 
 
 def render_report(case: Any) -> str:
-    verdict = case.verdict
-    ops = ", ".join(dict.fromkeys(case.graph.ops())) or "no operators"
-    title = f"{case.converter}: {verdict.symptom.json_name.replace('_', ' ')} at {verdict.stage.value} with {ops}"
-    env = "\n".join(f"- {k}: {v}" for k, v in sorted(case.versions.items()))
-    origin = f"\nReduced from `{case.original}`." if case.original else ""
-    return f"""# {title}
+    snippet = render_snippet(case)
+    reproduce = ("Run in the case folder (larger tensors are read from its `test_data_set_0/` and `weights/`). It "
+                 "ends in the error, or in numpy's assertion showing expected against observed.\n\n"
+                 f"```python\n{snippet}\n```\n" if snippet else "")
+    return f"""# {title(case)}
 
-## Summary
-{localization(case)}
-Converter `{case.converter}` with options `{dict(case.converter_options)}`.
-Signature `{case.signature}`.{origin}
+{summary(case)}
 
-## Environment
-{env}
-
-## Reproduction
-Save next to `weights/` and `test_data_set_0/` from the case folder and run `python repro.py` (exit 1 = the bug
-shows). Inputs and expected outputs are in the ONNX test-case layout (`test_data_set_0/input_<i>.pb`,
-`output_<i>.pb` eager float32, `reference_<i>.pb` float64).
-
-```python
-{render_repro(case).rstrip()}
-```
+## Reproduce
+{reproduce}The complete harness is `repro.py` in the case folder: `python repro.py` exits 1 while the bug shows.
 
 ## Observed vs expected
-{_observed(case)}
+{observed(case)}
 
-## The minimized graph
+## Graph
 ```
-{ascii_graph(case.graph)}
+{ascii_graph(case.graph, GRAPH_LINES)}
 ```
 
-<details><summary>DOT</summary>
-
-```dot
-{to_dot(case.graph).rstrip()}
-```
-</details>
+## Environment
+{environment(case)}. Found by convsmith (signature `{case.signature}`).
 """

@@ -17,7 +17,7 @@ from oracles.compare import DEFAULT_TOLERANCES
 
 # ---- rendering the module -----------------------------------------------------------------------------------
 
-def _ident(name: str) -> str:
+def identifier(name: str) -> str:
     text = re.sub(r"\W", "_", name)
     if not text or text[0].isdigit() or keyword.iskeyword(text):
         text = f"v_{text}"
@@ -27,7 +27,7 @@ def _ident(name: str) -> str:
 def render_module(graph: Graph, registry: OpRegistry = REGISTRY) -> str:
     """`class Repro(torch.nn.Module)`: weights loaded from weights/<name>.pb, in forward one line per node, each
     the operator's own plain-PyTorch source."""
-    names = {n: _ident(n) for n in graph.types}
+    names = {n: identifier(n) for n in graph.types}
     lines = ["class Repro(torch.nn.Module):", "    def __init__(self):", "        super().__init__()"]
     for w in graph.weights:
         lines.append(f"        _register(self, {w!r}, load_tensor('weights/{w}.pb'))")

@@ -167,6 +167,19 @@ class ConverterInfo:
     versions: Mapping[str, str]
 
 
+@dataclass(frozen=True)
+class Snippet:
+    """How a report's few-line snippet calls a converter, as plain Python.
+
+    An exporter's `lines` turn `module` and `inputs` (torch) into the ONNX `model`; an ONNX-to-ONNX converter's turn
+    `model` into the converted `model`; `level` is the ONNX Runtime optimization level the target then runs at."""
+
+    imports: tuple[str, ...]
+    lines: tuple[str, ...]
+    level: str = "disabled"
+    from_torch: bool = False
+
+
 class Converter:
     """Base class: subclasses set the class attributes and implement `convert_impl`.
 
@@ -178,6 +191,11 @@ class Converter:
     distributions: ClassVar[tuple[str, ...]]  # package names whose versions key bug cases and probe caches
     options_type: ClassVar[type[ConverterOptions]]
     divergence_stage: ClassVar[Stage] = Stage.NODE_CONVERSION
+    display_name: ClassVar[str] = ""  # what its maintainers call it, for report titles
+
+    def snippet(self, options: ConverterOptions) -> Snippet:
+        """The converter's call as a report snippet writes it (see Snippet)."""
+        raise NotImplementedError(f"{self.name} has no report snippet")
 
     def availability(self) -> tuple[bool, str]:
         """(True, "") when every library imports; else (False, the import error)."""

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import onnx
 
-from fuzzer.converters.base import ConverterOptions
+from fuzzer.converters.base import ConverterOptions, Snippet
 from fuzzer.converters.upstream import UPSTREAMS, OnnxPassConverter
 
 
@@ -21,6 +21,13 @@ class OnnxOptimizerOptions(ConverterOptions):
 
 class OnnxOptimizer(OnnxPassConverter):
     name = "onnxoptimizer"
+    display_name = "onnxoptimizer"
+
+    def snippet(self, options: ConverterOptions) -> Snippet:
+        opts: OnnxOptimizerOptions = options  # type: ignore[assignment]
+        passes = repr(list(opts.passes)) if opts.passes else "onnxoptimizer.get_fuse_and_elimination_passes()"
+        return Snippet(("import onnxoptimizer",), (
+            f"model = onnxoptimizer.optimize(model, {passes}, fixed_point={opts.fixed_point})",))
     libraries = ("onnxoptimizer", "onnxruntime")
     distributions = ("torch", "onnx", "onnxruntime", "onnxoptimizer")
     options_type = OnnxOptimizerOptions

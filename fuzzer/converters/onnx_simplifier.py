@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import onnx
 
-from fuzzer.converters.base import ConverterOptions
+from fuzzer.converters.base import ConverterOptions, Snippet
 from fuzzer.converters.upstream import UPSTREAMS, OnnxPassConverter
 
 
@@ -21,6 +21,13 @@ class OnnxSimOptions(ConverterOptions):
 
 class OnnxSim(OnnxPassConverter):
     name = "onnxsim"
+    display_name = "onnxsim"
+
+    def snippet(self, options: ConverterOptions) -> Snippet:
+        opts: OnnxSimOptions = options  # type: ignore[assignment]
+        return Snippet(("import onnxsim",), (
+            f"model, _ = onnxsim.simplify(model, check_n=0, perform_optimization={opts.perform_optimization}, "
+            f"skip_fuse_bn={opts.skip_fuse_bn})",))
     libraries = ("onnxsim", "onnxruntime")
     distributions = ("torch", "onnx", "onnxruntime", "onnxsim")
     options_type = OnnxSimOptions

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import onnx
 
-from fuzzer.converters.base import ConverterOptions
+from fuzzer.converters.base import ConverterOptions, Snippet
 from fuzzer.converters.upstream import UPSTREAMS, OnnxPassConverter
 
 
@@ -20,6 +20,12 @@ class OnnxSlimOptions(ConverterOptions):
 
 class OnnxSlim(OnnxPassConverter):
     name = "onnxslim"
+    display_name = "onnxslim"
+
+    def snippet(self, options: ConverterOptions) -> Snippet:
+        opts: OnnxSlimOptions = options  # type: ignore[assignment]
+        return Snippet(("import onnxslim",), (
+            f"model = onnxslim.slim(model, no_constant_folding={opts.no_constant_folding})",))
     libraries = ("onnxslim", "onnxruntime")
     distributions = ("torch", "onnx", "onnxruntime", "onnxslim")
     options_type = OnnxSlimOptions

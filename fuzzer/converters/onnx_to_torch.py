@@ -26,6 +26,7 @@ class OnnxToTorchOptions(ConverterOptions):
 
 class OnnxToTorch(Converter):
     name = "onnx2torch"
+    display_name = "onnx2torch"
     libraries = ("onnx2torch",)
     distributions = ("torch", "onnx", "onnx2torch")
     options_type = OnnxToTorchOptions

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fuzzer.converters.base import Converter, ConverterOptions, Source, Steps, TargetRun
+from fuzzer.converters.base import Converter, ConverterOptions, Snippet, Source, Steps, TargetRun
 from fuzzer.converters.runtime import make_session, run_model, run_session
 from fuzzer.converters.upstream import UPSTREAMS, export_upstream
 from oracles.verdict import Stage
@@ -52,6 +52,11 @@ Diverges = Callable[[tuple[np.ndarray, ...]], bool]
 
 class OrtOptimizer(Converter):
     name = "ort-optimizer"
+    display_name = "ONNX Runtime graph optimizations"
+
+    def snippet(self, options: ConverterOptions) -> Snippet:
+        opts: OrtOptimizerOptions = options  # type: ignore[assignment]
+        return Snippet((), (), level=opts.level)
     libraries = ("onnx", "onnxruntime")
     distributions = ("torch", "onnx", "onnxruntime")
     options_type = OrtOptimizerOptions

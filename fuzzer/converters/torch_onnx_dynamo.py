@@ -14,7 +14,7 @@ from typing import Any
 import onnx
 import torch
 
-from fuzzer.converters.base import Converter, ConverterOptions, Source, Steps, TargetRun
+from fuzzer.converters.base import Converter, ConverterOptions, Snippet, Source, Steps, TargetRun
 from fuzzer.converters.runtime import check_and_serialize, run_model
 from oracles.verdict import Stage
 
@@ -66,6 +66,13 @@ def export_dynamo(source: Source, options: DynamoOptions, steps: Steps) -> onnx.
 
 class TorchOnnxDynamo(Converter):
     name = "torch-onnx-dynamo"
+    display_name = "torch.onnx.export (dynamo)"
+
+    def snippet(self, options: ConverterOptions) -> Snippet:
+        opts: DynamoOptions = options  # type: ignore[assignment]
+        return Snippet(("import torch",), (
+            f"model = torch.onnx.export(module, inputs, dynamo=True, opset_version={opts.opset}, "
+            f"optimize={opts.optimize}, input_names=INPUT_NAMES).model_proto",), from_torch=True)
     libraries = ("torch", "onnx", "onnxscript", "onnxruntime")
     distributions = ("torch", "onnx", "onnxscript", "onnxruntime")
     options_type = DynamoOptions

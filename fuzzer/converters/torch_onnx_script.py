@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import onnx
 import torch
 
-from fuzzer.converters.base import Converter, ConverterOptions, Source, Steps, TargetRun
+from fuzzer.converters.base import Converter, ConverterOptions, Snippet, Source, Steps, TargetRun
 from fuzzer.converters.runtime import check_and_serialize, run_model
 from oracles.verdict import Stage
 
@@ -39,6 +39,15 @@ def export_script(source: Source, options: ScriptOptions, steps: Steps) -> onnx.
 
 class TorchOnnxScript(Converter):
     name = "torch-onnx-script"
+    display_name = "torch.onnx.export (TorchScript)"
+
+    def snippet(self, options: ConverterOptions) -> Snippet:
+        opts: ScriptOptions = options  # type: ignore[assignment]
+        return Snippet(("import onnx", "import torch"), (
+            "traced = torch.jit.trace(module, inputs, check_trace=False)",
+            f'torch.onnx.export(traced, inputs, "model.onnx", dynamo=False, opset_version={opts.opset}, '
+            f"do_constant_folding={opts.constant_folding}, input_names=INPUT_NAMES)",
+            'model = onnx.load("model.onnx")'), from_torch=True)
     libraries = ("torch", "onnx", "onnxruntime")
     distributions = ("torch", "onnx", "onnxruntime")
     options_type = ScriptOptions

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import onnx
 
-from fuzzer.converters.base import ConverterOptions
+from fuzzer.converters.base import ConverterOptions, Snippet
 from fuzzer.converters.upstream import UPSTREAMS, OnnxPassConverter
 from oracles.verdict import Stage
 
@@ -21,6 +21,12 @@ class VersionConverterOptions(ConverterOptions):
 
 class OnnxVersionConverter(OnnxPassConverter):
     name = "onnx-version-converter"
+    display_name = "onnx.version_converter"
+
+    def snippet(self, options: ConverterOptions) -> Snippet:
+        opts: VersionConverterOptions = options  # type: ignore[assignment]
+        return Snippet(("from onnx import version_converter",), (
+            f"model = version_converter.convert_version(model, {opts.target_opset})",))
     libraries = ("onnx", "onnxruntime")
     distributions = ("torch", "onnx", "onnxruntime")
     options_type = VersionConverterOptions

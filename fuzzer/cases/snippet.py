@@ -1,0 +1,135 @@
+"""The few lines of a report that show a bug on their own: the graph as a torch module (or the ONNX model an
+ONNX-to-ONNX converter received), the converter's call, and the check that fails (the library's own exception, or
+numpy's assertion with expected beside observed). Small tensors are written inline; larger ones are read from the
+case folder's TensorProto files. repro.py stays the complete harness."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from fuzzer.cases.repro import ONNX_TOOLS, identifier, render_module
+from fuzzer.converters import CONVERTERS
+from fuzzer.converters.base import Snippet
+from oracles.compare import DEFAULT_TOLERANCES
+
+INLINE_ELEMENTS = 16  # a tensor this small is written into the snippet
+DIVERGENCES = ("wrong_values", "wrong_shape", "wrong_dtype")
+CHECKER = ("onnx.checker.check_model(model, full_check=True)",
+           "onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True, data_prop=True)")
+
+
+def render_snippet(case: Any) -> str | None:
+    """The snippet of a CaseData, or None where it cannot be short (bfloat16 fed to ONNX Runtime, onnx2torch)."""
+    converter = CONVERTERS.get(case.converter)
+    if converter is None:
+        return None
+    try:
+        call = converter.snippet(converter.options(case.converter_options))
+    except NotImplementedError:
+        return None
+    runs_ort = case.verdict.stage.value != "validation" or case.verdict.symptom.json_name in DIVERGENCES
+    if runs_ort and any(x.dtype.name == "bfloat16" for x in case.inputs):
+        return None
+    if case.converter in ONNX_TOOLS and case.upstream_model is not None:
+        return _from_upstream(case, call, runs_ort)
+    if not call.from_torch:
+        exporter = CONVERTERS[case.converter_options.get("upstream", "torch-onnx-script")]
+        upstream = exporter.snippet(exporter.options({"opset": case.converter_options.get("opset", 17)}))
+        call = Snippet(upstream.imports + call.imports, upstream.lines + call.lines, call.level, True)
+    return _from_torch(case, call, runs_ort)
+
+
+def _from_torch(case: Any, call: Snippet, runs_ort: bool) -> str:
+    graph = case.graph
+    module = render_module(graph).replace("class Repro(", "class Model(").replace("_register(self, ",
+                                                                                    "self.register_buffer(")
+    for w in graph.weights:
+        module = module.replace(f"load_tensor('weights/{w}.pb')", _torch_value(case.weights[w], f"weights/{w}.pb"))
+    if not graph.weights:  # nothing to register: the constructor says nothing
+        module = module.replace("    def __init__(self):\n        super().__init__()\n\n", "")
+    lines = ["import numpy as np", "import onnx", "import onnxruntime as ort", "import torch", *call.imports]
+    lines += ["from onnx import numpy_helper", "", module]
+    lines += [f"INPUT_NAMES = {list(graph.inputs)!r}"]
+    lines += [f"{identifier(n)} = {_torch_value(x, f'test_data_set_0/input_{i}.pb')}"
+              for i, (n, x) in enumerate(zip(graph.inputs, case.inputs, strict=True))]
+    lines += [f"module, inputs = Model().eval(), ({''.join(identifier(n) + ', ' for n in graph.inputs)})", *call.lines]
+    return _finish(case, lines, call.level, runs_ort, "[x.numpy() for x in inputs]",
+                   "[y.detach().numpy() for y in module(*inputs)]")
+
+
+def _from_upstream(case: Any, call: Snippet, runs_ort: bool) -> str:
+    lines = ["import numpy as np", "import onnx", "import onnxruntime as ort", *call.imports,
+             "from onnx import numpy_helper", "", 'model = onnx.load("upstream.onnx")  # what the converter received']
+    lines += [f"{identifier(n)} = {_numpy_value(x, f'test_data_set_0/input_{i}.pb')}"
+              for i, (n, x) in enumerate(zip(case.graph.inputs, case.inputs, strict=True))]
+    lines += [f"inputs = [{', '.join(identifier(n) for n in case.graph.inputs)}]",
+              "want = run(model)  # the received model, optimizations off", *call.lines]
+    return _finish(case, lines, call.level, runs_ort, "inputs", None)
+
+
+def _finish(case: Any, lines: list[str], level: str, runs_ort: bool, feeds: str, expected: str | None) -> str:
+    """The validation, the run at the converter's level and the comparison, after the model is made."""
+    run = ["def run(model, level=ort.GraphOptimizationLevel.ORT_DISABLE_ALL):",
+           "    options = ort.SessionOptions()",
+           "    options.graph_optimization_level = level",
+           "    session = ort.InferenceSession(model.SerializeToString(), options, "
+           "providers=['CPUExecutionProvider'])",
+           f"    return session.run(None, dict(zip([i.name for i in session.get_inputs()], {feeds})))", ""]
+    at = f"ort.GraphOptimizationLevel.{_LEVELS[level]}"
+    body = list(CHECKER) if case.verdict.stage.value == "validation" or not runs_ort else []
+    if runs_ort:
+        body.append(f"got = run(model, {at})" if level != "disabled" else "got = run(model)")
+        if expected is not None:
+            body.append(f"want = {expected}")
+        rtol, atol = _tolerance(case)
+        body += ["for w, g in zip(want, got):",
+                 "    assert g.dtype == w.dtype and g.shape == w.shape, (g.dtype, g.shape, w.dtype, w.shape)",
+                 f"    np.testing.assert_allclose(g, w, rtol={rtol!r}, atol={atol!r})  # expected vs observed"]
+    split = next(i for i, line in enumerate(lines) if line == "")
+    imports = [line for line in dict.fromkeys(lines[:split])
+               if "numpy_helper" not in line or any("numpy_helper." in later for later in lines[split:])]
+    return "\n".join(imports + [""] + (run if runs_ort else []) + lines[split + 1:] + body)
+
+
+_LEVELS = {"disabled": "ORT_DISABLE_ALL", "basic": "ORT_ENABLE_BASIC", "extended": "ORT_ENABLE_EXTENDED",
+           "all": "ORT_ENABLE_ALL"}
+
+
+def _tolerance(case: Any) -> tuple[float, float]:
+    dtypes = [case.graph.types[o].dtype.value for o in case.graph.outputs]
+    tolerances = [DEFAULT_TOLERANCES[d] for d in dtypes if d in DEFAULT_TOLERANCES]
+    if not tolerances:
+        return 0.0, 0.0
+    return max(t.rtol for t in tolerances), max(t.atol for t in tolerances)
+
+
+def _torch_value(x: np.ndarray, rel: str) -> str:
+    if x.dtype.name == "bfloat16":  # numpy has no bfloat16 of its own: through float32, exactly
+        return f'torch.from_numpy(numpy_helper.to_array(onnx.load_tensor("{rel}")).astype(np.float32)).bfloat16()'
+    if x.size > INLINE_ELEMENTS:
+        return f'torch.from_numpy(numpy_helper.to_array(onnx.load_tensor("{rel}")).copy())'
+    dtype = "bool" if x.dtype == np.bool_ else x.dtype.name
+    return f"torch.tensor({_flat(x)}, dtype=torch.{dtype}).reshape({tuple(x.shape)!r})"
+
+
+def _numpy_value(x: np.ndarray, rel: str) -> str:
+    if x.size > INLINE_ELEMENTS:
+        return f'numpy_helper.to_array(onnx.load_tensor("{rel}"))'
+    return f"np.array({_flat(x)}, dtype=np.{x.dtype.name}).reshape({tuple(x.shape)!r})"
+
+
+def _flat(x: np.ndarray) -> str:
+    return f"[{', '.join(_scalar(v) for v in x.ravel())}]"
+
+
+def _scalar(value: Any) -> str:
+    if isinstance(value, np.floating) and not math.isfinite(float(value)):
+        return f"float('{float(value)}')"
+    return str(value.item() if isinstance(value, np.bool_) else value)
+
+
+__all__: Sequence[str] = ("render_snippet",)

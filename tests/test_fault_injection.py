@@ -199,3 +199,59 @@ def test_follow_up_reruns_and_locates_the_first_diverging_operator() -> None:
     # The conversions the follow-ups ran again are booked under their own steps, not as oracle time.
     for step in ("rerun.export", "rerun.runtime", "locate.export", "locate.runtime", "locate.reference"):
         assert result.timings[step] > 0, step
+
+
+# ---- order-unspecified outputs: topk(sorted=False) compared on what torch specifies ----------------------------
+
+def _topk_unsorted() -> Graph:
+    """topk(x, 4, sorted=False) of six distinct values: torch leaves the order of the four results unspecified."""
+    from generators.dtypes import DType
+    from generators.ir import Node, TensorType, validate
+    from generators.registry import REGISTRY
+
+    f32, i64 = TensorType((6,), DType.FLOAT32), TensorType((4,), DType.INT64)
+    values = TensorType((4,), DType.FLOAT32)
+    node = Node("topk", ("x",), ("v", "i"), {"k": 4, "dim": 0, "largest": True, "sorted": False})
+    graph = Graph({"x": f32}, {}, (node,), ("v", "i"), {"x": f32, "v": values, "i": i64})
+    validate(graph, REGISTRY)
+    return graph
+
+
+def _after_topk(model: onnx.ModelProto, make_node: Callable[[int, str, str], onnx.NodeProto]) -> None:
+    """Route TopK's output k (0 values, 1 indices) through `make_node(k, its new name, its old name)`."""
+    topk = _node(model, "TopK")
+    for k, old in enumerate(list(topk.output)):
+        fresh = f"{old}_before_mutation"
+        topk.output[k] = fresh
+        model.graph.node.append(make_node(k, fresh, old))
+
+
+def _reversed(model: onnx.ModelProto) -> None:
+    """The same four results in the opposite order: a converter may return them so."""
+    consts = [numpy_helper.from_array(np.array([v], np.int64), n) for v, n in
+              ((-1, "rev_start"), (-(2**62), "rev_end"), (0, "rev_axis"), (-1, "rev_step"))]
+    model.graph.initializer.extend(consts)
+    _after_topk(model, lambda k, src, dst: helper.make_node("Slice", [src, "rev_start", "rev_end", "rev_axis",
+                                                                      "rev_step"], [dst]))
+
+
+def _scaled_values(model: onnx.ModelProto) -> None:
+    """The values scaled by 1.001 (the indices left alone): a real change of the results."""
+    model.graph.initializer.append(numpy_helper.from_array(np.array(1.001, np.float32), "scale"))
+    _after_topk(model, lambda k, src, dst: helper.make_node("Mul", [src, "scale"], [dst]) if k == 0
+                else helper.make_node("Identity", [src], [dst]))
+
+
+def test_an_unspecified_order_is_not_a_bug_but_changed_values_are() -> None:
+    expected = prepare(_topk_unsorted(), 0, {}, 1.0)
+    assert isinstance(expected, Expected)
+    verdicts = {}
+    for mutation in (None, _reversed, _scaled_values):
+        model = export_script(expected.source, ScriptOptions(), Steps())
+        if mutation is not None:
+            mutation(model)
+        verdicts[getattr(mutation, "__name__", "none")] = judge_model(model, expected,
+                                                                      CONVERTERS["torch-onnx-script"]).verdict
+    assert verdicts["none"].symptom is Symptom.PASS, verdicts["none"].message
+    assert verdicts["_reversed"].symptom is Symptom.PASS, verdicts["_reversed"].message
+    assert verdicts["_scaled_values"].symptom is Symptom.WRONG_VALUES, verdicts["_scaled_values"].message

@@ -140,6 +140,11 @@ class OpSpec:
         for repro.py: it must compute what `forward` computes, bit for bit, with only `torch` imported."""
         raise NotImplementedError(f"operator {self.name} does not write its PyTorch source")
 
+    def canonical_output(self, attrs: AttrMap, index: int, value: np.ndarray) -> np.ndarray:
+        """Output `index` with what torch leaves unspecified (an order, a tie-break) settled, so that two correct
+        results compare equal; the identity for an operator whose result is fully specified."""
+        return value
+
     def discontinuities(self, attrs: AttrMap, inputs: Sequence[np.ndarray],
                         near: Closeness = NEAR) -> frozenset[str]:
         """Labels of the discontinuities these (numpy) input values sit on; empty for a continuous op."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 import z3
@@ -384,6 +385,12 @@ class Topk(IndexOp):
     def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
         topk = call("torch.topk", args, attrs["k"], dim=attrs["dim"], largest=attrs["largest"], sorted=attrs["sorted"])
         return f"tuple({topk})"
+
+    def canonical_output(self, attrs: AttrMap, index: int, value: np.ndarray) -> np.ndarray:
+        """sorted=False leaves the order of the k results unspecified: values and indices compare as sets."""
+        if attrs["sorted"] or value.ndim == 0:
+            return value
+        return np.sort(value, axis=attrs["dim"])
 
 
 class Kthvalue(IndexOp):

@@ -7,7 +7,9 @@ err = max |x - ref| / (atol + rtol * |ref|), so err <= 1 means "within tolerance
 The target is blamed only when the source is close to the reference (err_s <= 1), the target is not
 (err_t > 1), and the target is BLAME_FACTOR times further off than the source: err_t > K * max(err_s, 1/K).
 The floor 1/K makes "source exact" reduce to "target outside tolerance". A source outside tolerance of its
-own reference means a numerically unstable graph: never blamed, labelled "unstable-source".
+own reference means a numerically unstable graph: it excuses a target error of its own size, labelled
+"unstable-source", but not one far beyond it: a float target more than UNSTABLE_FACTOR times further from the
+reference than the unstable source is still blamed ("diverges-beyond-unstable-source").
 """
 
 from __future__ import annotations
@@ -21,14 +23,17 @@ import numpy as np
 from oracles.compare import FLOAT_DTYPES, STORAGE, Tolerance, default_tolerance
 
 BLAME_FACTOR = 10.0
+UNSTABLE_FACTOR = 100.0  # how much further than an unstable source a target must be to be blamed anyway
 UNSTABLE_SOURCE = "unstable-source"
+BEYOND_UNSTABLE = "diverges-beyond-unstable-source"
 
 
 @dataclass(frozen=True)
 class BlameResult:
     """Whether the target is to blame for one output, with both errors in tolerance units (counts for ints).
 
-    reason: "target-diverges" (blamed), "within-tolerance", "comparable-error", "unstable-source" or "shape".
+    reason: "target-diverges" or "diverges-beyond-unstable-source" (blamed), "within-tolerance",
+    "comparable-error", "unstable-source" or "shape".
     """
 
     blamed: bool
@@ -105,7 +110,8 @@ def blame_output(
     limit, floor = (0.0, 1.0) if exact else (1.0, 1.0 / factor)
     ratio = _ratio(err_t, max(err_s, floor) if not exact else err_s)
     if err_s > limit:
-        return BlameResult(False, err_t, err_s, ratio, UNSTABLE_SOURCE)
+        beyond = not exact and err_t > UNSTABLE_FACTOR * err_s
+        return BlameResult(beyond, err_t, err_s, ratio, BEYOND_UNSTABLE if beyond else UNSTABLE_SOURCE)
     if err_t <= limit:
         return BlameResult(False, err_t, err_s, ratio, "within-tolerance")
     if exact or err_t > factor * max(err_s, floor):

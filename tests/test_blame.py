@@ -47,6 +47,9 @@ CASES = [
     ("both-equally-far", _f32(1e-3), _f32(1e-3), "float32", False, "unstable-source"),
     ("source-far-target-exact", _f32(1e-3), REF.astype(F32), "float32", False, "unstable-source"),
     ("comparable-error", _f32(5e-5), _f32(3e-4), "float32", False, "comparable-error"),
+    # An unstable source (10 units off) excuses a target up to UNSTABLE_FACTOR (100) times further, not beyond.
+    ("unstable-source-excuses-its-size", _f32(1e-3), _f32(5e-2), "float32", False, "unstable-source"),
+    ("far-beyond-an-unstable-source", _f32(1e-3), _f32(2.0), "float32", True, "diverges-beyond-unstable-source"),
     ("int-target-wrong", np.array([1, 2, -3], np.int64), np.array([1, 2, -4], np.int64), "int64", True,
      "target-diverges"),
     ("int-source-wrong", np.array([1, 3, -3], np.int64), np.array([1, 3, -3], np.int64), "int64", False,

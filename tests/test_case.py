@@ -129,3 +129,14 @@ def test_the_device_is_recorded_and_old_cases_ran_on_the_cpu(tmp_path: Path) -> 
     del data["device"]  # as written before devices were recorded
     (folder / "case.json").write_text(json.dumps(data))
     assert read_case(folder).device == "cpu"
+
+
+def test_a_case_without_tensors_still_writes_its_report(tmp_path: Path) -> None:
+    """A worker that died leaves no tensors: the case of a real converter is written, its report says so."""
+    import dataclasses
+
+    case = dataclasses.replace(make_case(), converter="torch-onnx-script", weights={}, inputs=(), expected=(),
+                               reference=())
+    folder = write_case(tmp_path, case)
+    report = (folder / "report.md").read_text()
+    assert "```python" not in report and "repro.py" in report

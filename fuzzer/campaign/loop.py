@@ -15,6 +15,7 @@ import os
 import re
 import signal
 import time
+import traceback
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
@@ -388,9 +389,21 @@ class Campaign:
         slot.unit = None
 
     def write_lost_case(self, slot: Slot, unit: Unit, verdict: Verdict, dump: str) -> str | None:
+        """The case folder of a test whose worker died (no tensors survive it); a failure to write one is our own
+        error, logged and counted, never the end of the campaign."""
         name = case_id(verdict.signature)
         if (self.out_dir / name).exists() or slot.graph is None:
             return name if (self.out_dir / name).exists() else None
+        try:
+            return self._write_lost_case(slot, unit, verdict, dump, name)
+        except Exception:  # our code: keep fuzzing, keep the traceback
+            self.own_error({"idx": unit.idx, "seed": unit.seed, "converter": verdict.converter, "phase": "case",
+                            "exc_type": "case", "message": "writing the case of a lost worker failed",
+                            "traceback": traceback.format_exc()})
+            return None
+
+    def _write_lost_case(self, slot: Slot, unit: Unit, verdict: Verdict, dump: str, name: str) -> str:
+        assert slot.graph is not None
         graph = Graph.from_json(slot.graph)
         converter = self.registry[verdict.converter]
         options = converter.options(self.spec.worker.converter_options.get(verdict.converter)).to_json()

@@ -23,9 +23,11 @@ CHECKER = ("onnx.checker.check_model(model, full_check=True)",
 
 
 def render_snippet(case: Any) -> str | None:
-    """The snippet of a CaseData, or None where it cannot be short (bfloat16 fed to ONNX Runtime, onnx2torch)."""
+    """The snippet of a CaseData, or None where it cannot be short (bfloat16 fed to ONNX Runtime, onnx2torch) or
+    the case holds no tensors (a worker died before it could save them)."""
     converter = CONVERTERS.get(case.converter)
-    if converter is None:
+    has_data = len(case.inputs) == len(case.graph.inputs) and set(case.weights) == set(case.graph.weights)
+    if converter is None or not has_data:
         return None
     try:
         call = converter.snippet(converter.options(case.converter_options))

@@ -115,9 +115,10 @@ def main() -> int:
                             args.avoid_unsupported, not args.no_reduce)
     sampler.stopped.set()
     shares = data["shares"]
-    print(f"\nbench: {data['tests_per_min']:.1f} tests/min with {args.workers} workers")
+    print(f"\nbench: {data['tests_per_min']:.1f} tests/min with {args.workers} workers, "
+          f"{data['ran_per_min']:.1f} of them ran their converter (the rest stopped upstream)")
     for conv, rate in sorted(data["per_converter_per_min"].items()):
-        print(f"  {conv:<24} {rate:8.1f} tests/min")
+        print(f"  {conv:<24} {rate:8.1f} tests/min, {data['ran_per_converter_per_min'][conv]:8.1f} ran")
     print(f"bench: share outside converters and runtimes {outside_share(data):.1%} (goal <= 15%): generation "
           f"{shares['generation']:.1%}, oracle {shares['oracle']:.1%}, overhead {shares['overhead']:.1%}")
     if sampler.samples:

@@ -38,3 +38,22 @@ def test_book_inner_never_leaves_a_negative_remainder() -> None:
     timings = {"locate": 0.1}
     book_inner(timings, "locate", {"export": 0.2})
     assert timings == {"locate": 0.0, "locate.export": 0.2}
+
+
+def test_the_summary_counts_tests_that_ran_their_converter_apart(tmp_path) -> None:
+    """A test stopped upstream (stage 'source') counts as a test, not as one that exercised its converter."""
+    from fuzzer.campaign.db import CampaignDB
+    from fuzzer.campaign.progress import format_summary, summarize
+    from fuzzer.campaign.result import TestResult
+
+    db = CampaignDB(tmp_path / "campaign.db", create=True)
+    session = db.start_session(1)
+    for idx, (converter, stage) in enumerate((("onnxsim", "source"), ("onnxsim", "graph_optimization"),
+                                              ("torch-onnx-script", "none"))):
+        db.add_unit(idx, idx)
+        db.record_test(TestResult(idx, idx, converter, "pass", stage), session, True)
+    db.end_session(session, "finished")
+    data = summarize(db)
+    assert (data["tests"], data["tests_ran"]) == (3, 2)
+    assert "ran their converter" in format_summary(data)
+    db.close()

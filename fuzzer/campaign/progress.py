@@ -110,6 +110,8 @@ def summarize(db: CampaignDB) -> dict[str, Any]:
             for r in conn.execute(
         "SELECT signature, symptom, stage, converter, count, case_dir FROM bugs ORDER BY count DESC, signature")]
     per_converter = dict(conn.execute("SELECT converter, COUNT(*) FROM tests GROUP BY converter").fetchall())
+    # A test stopped upstream (its source or the export it starts from failed) never exercised its converter.
+    ran = dict(conn.execute("SELECT converter, COUNT(*) FROM tests WHERE stage != 'source' GROUP BY converter"))
     wall = worker_wall = 0.0
     for started, ended, beat, workers in conn.execute("SELECT started, ended, last_beat, workers FROM sessions"):
         span = max((ended or beat or started) - started, 0.0)
@@ -129,6 +131,9 @@ def summarize(db: CampaignDB) -> dict[str, Any]:
         "wall_s": wall,
         "worker_wall_s": worker_wall,
         "tests_per_min": tests / (wall / 60) if wall > 0 else 0.0,
+        "tests_ran": sum(ran.values()),
+        "ran_per_min": sum(ran.values()) / (wall / 60) if wall > 0 else 0.0,
+        "ran_per_converter_per_min": {k: ran.get(k, 0) / (wall / 60) if wall > 0 else 0.0 for k in per_converter},
         "per_converter_per_min": {k: v / (wall / 60) if wall > 0 else 0.0 for k, v in per_converter.items()},
         "table": table,
         "bugs": bugs,
@@ -141,9 +146,11 @@ def summarize(db: CampaignDB) -> dict[str, Any]:
 def format_summary(data: dict[str, Any]) -> str:
     """Throughput and where the time went; the per-signature table is in `status --json` and the report page."""
     lines = [f"{data['tests']} tests ({data['units_done']} graphs done) in {data['wall_s'] / 60:.1f} min over "
-             f"{data['sessions']} session(s): {data['tests_per_min']:.1f} tests/min"]
+             f"{data['sessions']} session(s): {data['tests_per_min']:.1f} tests/min, of which "
+             f"{data['ran_per_min']:.1f} ran their converter (the rest stopped upstream)"]
     for conv, rate in sorted(data["per_converter_per_min"].items()):
-        lines.append(f"  {conv:<24} {rate:8.1f} tests/min")
+        ran = data["ran_per_converter_per_min"].get(conv, 0.0)
+        lines.append(f"  {conv:<24} {rate:8.1f} tests/min, {ran:8.1f} ran their converter")
     by_kind = collections.Counter((b["symptom"], b["stage"]) for b in data["bugs"])
     lines.append(f"{len(data['bugs'])} signatures: " + ", ".join(f"{n} {symptom} at {stage}" for (symptom, stage), n
                                                                  in sorted(by_kind.items(), key=lambda kv: -kv[1])))

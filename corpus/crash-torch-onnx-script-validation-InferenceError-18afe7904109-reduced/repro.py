@@ -157,6 +157,16 @@ def judge(outputs, wanted, label):
     return shows
 
 
+def report_crash(exc, expected):
+    """What the conversion raised, beside what was expected; 1, as the bug (or another) shows."""
+    shown = type(exc).__name__ == EXPECTED_ERROR or SYMPTOM not in ("wrong_values", "wrong_shape", "wrong_dtype")
+    traceback.print_exc()
+    print(f"observed: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+    print(f"expected: {expected}")
+    print("BUG REPRODUCES" if shown else "FAILS DIFFERENTLY")
+    return 1
+
+
 def export_script(module, inputs, opset, constant_folding=True):
     import io
     with warnings.catch_warnings():
@@ -223,12 +233,7 @@ def main():
     except ImportError:
         raise  # cannot run here: not the bug
     except Exception as exc:
-        shown = type(exc).__name__ == EXPECTED_ERROR or SYMPTOM not in ("wrong_values", "wrong_shape", "wrong_dtype")
-        traceback.print_exc()
-        print(f"observed: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
-        print(f"expected: a converted model that runs and matches eager PyTorch")
-        print("BUG REPRODUCES" if shown else "FAILS DIFFERENTLY")
-        return 1
+        return report_crash(exc, "a converted model that runs and matches eager PyTorch")
     if baseline is not None:
         print("target vs the unconverted ONNX model (baseline):")
         shows = judge(outputs, baseline, "baseline")

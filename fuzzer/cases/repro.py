@@ -227,6 +227,16 @@ def judge(outputs, wanted, label):
             print(f"    {label}: {np.asarray(want).ravel()[:8]}")
         shows = shows or not ok
     return shows
+
+
+def report_crash(exc, expected):
+    """What the conversion raised, beside what was expected; 1, as the bug (or another) shows."""
+    shown = type(exc).__name__ == EXPECTED_ERROR or SYMPTOM not in ("wrong_values", "wrong_shape", "wrong_dtype")
+    traceback.print_exc()
+    print(f"observed: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+    print(f"expected: {expected}")
+    print("BUG REPRODUCES" if shown else "FAILS DIFFERENTLY")
+    return 1
 '''
 
 _TORCH_EXPORT = '''
@@ -305,12 +315,7 @@ def main():
     except ImportError:
         raise  # cannot run here: not the bug
     except Exception as exc:
-        shown = type(exc).__name__ == EXPECTED_ERROR or SYMPTOM not in ("wrong_values", "wrong_shape", "wrong_dtype")
-        traceback.print_exc()
-        print(f"observed: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
-        print(f"expected: a converted model that runs and matches eager PyTorch")
-        print("BUG REPRODUCES" if shown else "FAILS DIFFERENTLY")
-        return 1
+        return report_crash(exc, "a converted model that runs and matches eager PyTorch")
     if baseline is not None:
         print("target vs the unconverted ONNX model (baseline):")
         shows = judge(outputs, baseline, "baseline")
@@ -343,12 +348,7 @@ def main():
     except ImportError:
         raise  # cannot run here: not the bug
     except Exception as exc:
-        shown = type(exc).__name__ == EXPECTED_ERROR or SYMPTOM not in ("wrong_values", "wrong_shape", "wrong_dtype")
-        traceback.print_exc()
-        print(f"observed: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
-        print("expected: the converted model runs and matches upstream.onnx run with optimizations off")
-        print("BUG REPRODUCES" if shown else "FAILS DIFFERENTLY")
-        return 1
+        return report_crash(exc, "the converted model runs and matches upstream.onnx run with optimizations off")
     print("target vs upstream.onnx run with optimizations off (baseline):")
     shows = judge(outputs, baseline, "baseline")
     print("BUG REPRODUCES" if shows else "bug does not show: converted outputs match")

@@ -178,3 +178,18 @@ def test_promote_sets_the_expectation(tmp_path, capsys) -> None:
     assert read_case(tmp_path / folder.name).expectation == "bug"
     assert cli.main(["promote", str(folder), "--corpus", str(tmp_path), "--expect", "pass"]) == 2
     assert "still fails" in capsys.readouterr().err
+
+
+def test_a_candidate_may_not_trade_the_bug_for_invalid_inputs_or_a_new_tie() -> None:
+    from fuzzer.reduce.case import same_bug
+    from oracles.verdict import Stage, Symptom, Verdict
+
+    original = Verdict(Symptom.WRONG_VALUES, Stage.NODE_CONVERSION, "x", signature="s", labels=("comparison_tie",))
+    alike = Verdict(Symptom.WRONG_VALUES, Stage.NODE_CONVERSION, "x", signature="s",
+                    labels=("comparison_tie", "first-diverging-prefix:1"))
+    assert same_bug(original, alike)
+    for gained in ("invalid-inputs", "rounding_tie"):
+        worse = Verdict(Symptom.WRONG_VALUES, Stage.NODE_CONVERSION, "x", signature="s", labels=(gained,))
+        assert not same_bug(original, worse), gained
+    other = Verdict(Symptom.WRONG_VALUES, Stage.NODE_CONVERSION, "x", signature="t")
+    assert not same_bug(original, other)

@@ -7,23 +7,37 @@ from typing import Any
 
 from fuzzer.cases.case import case_from_check
 from fuzzer.check.pipeline import CheckOptions, run_check
+from fuzzer.check.result import INVALID_INPUTS
 from fuzzer.reduce.shrinker import ReduceResult, reduce_graph
 from fuzzer.support.device import require_device
 from generators.ir import Graph
+from generators.ops.discontinuity import LABELS
+from oracles.verdict import Verdict
 
 REDUCE_CHECK = CheckOptions(rerun=False, locate=True, culprit=False)  # locate: the signature depends on it
 
 
-def signature_oracle(seed: int, converter: str, options: Any, signature: str,
+# Labels a candidate may not gain: its inputs left the valid domain, or sit on a discontinuity the original did not.
+GUARDED_LABELS = frozenset({INVALID_INPUTS, *LABELS})
+
+
+def same_bug(original: Verdict, candidate: Verdict) -> bool:
+    """The candidate shows the original's bug: the same signature, and no guarded label the original had not (a
+    reduction must not trade the bug for invalid inputs or a rounding tie that happens to look alike)."""
+    gained = (set(candidate.labels) - set(original.labels)) & GUARDED_LABELS
+    return candidate.signature == original.signature and not gained
+
+
+def signature_oracle(seed: int, converter: str, options: Any, original: Verdict,
                      check_options: CheckOptions = REDUCE_CHECK, device: str = "cpu") -> Callable[[Graph], bool]:
-    """is_same_bug for real converters: the candidate's verdict (on `device`) has exactly `signature`."""
+    """is_same_bug for real converters: the candidate's verdict (on `device`) is `same_bug` as the original's."""
 
     def is_same_bug(graph: Graph) -> bool:
         try:
             verdict = run_check(graph, seed, converter, options, check_options, device).verdict
         except Exception:  # a candidate that breaks convsmith itself is not the bug we are after
             return False
-        return verdict.signature == signature
+        return same_bug(original, verdict)
 
     return is_same_bug
 
@@ -35,8 +49,7 @@ class ReductionFailed(RuntimeError):
 def reduce_case(case: Any, budget_s: float = 60.0, original: str | None = None) -> tuple[Any, ReduceResult]:
     """Reduce a CaseData: the reduced case (id '<id>-reduced', linked to `original` or the case id) and stats."""
     require_device(case.device, f"{case.id} (found on {case.device})")
-    oracle = signature_oracle(case.seed, case.converter, case.converter_options, case.signature,
-                              device=case.device)
+    oracle = signature_oracle(case.seed, case.converter, case.converter_options, case.verdict, device=case.device)
     result = reduce_graph(case.graph, case.seed, oracle, budget_s)
     reduced = case_from_check(result.graph, case.seed, case.converter, case.converter_options,
                               original=original or case.id, reduction=result.to_json(),

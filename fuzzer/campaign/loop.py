@@ -32,7 +32,6 @@ from fuzzer.cases.folder import read_case, write_case
 from fuzzer.converters import ConverterRegistry
 from fuzzer.support.errors import UsageError
 from generators.ir import Graph
-from oracles.sequences import graph_sequences
 from oracles.signature import crash_signature
 from oracles.verdict import Stage, Symptom, Verdict
 
@@ -321,7 +320,7 @@ class Campaign:
             slot.phase, slot.converter, slot.phase_start = msg["phase"], msg["converter"], time.monotonic()
         elif kind == "graph":
             slot.graph, slot.nodes = msg["graph"], msg["nodes"]
-            self.db.set_unit_sequences(msg["idx"], graph_sequences(Graph.from_json(msg["graph"])))
+            self.db.set_unit_sequences(msg["idx"], msg["sequences"])  # the worker has the graph parsed already
         elif kind == "prepared":
             self.db.set_unit_info(msg["idx"], slot.nodes, msg["timings"])
         elif kind == "own_error":

@@ -39,6 +39,7 @@ from fuzzer.converters.base import Converter
 from generators.dtypes import DType
 from generators.generator import GenOptions, generate
 from generators.ir import Graph
+from oracles.sequences import graph_sequences
 from oracles.taxonomy import memory_verdict
 
 DEFAULT_REGISTRY = "fuzzer.converters:CONVERTERS"
@@ -205,7 +206,8 @@ class UnitRunner:
         try:
             graph = generate(seed, self.config.gen_options(seed))
             timings["generate"] = time.perf_counter() - start
-            self.send({"type": "graph", "idx": idx, "graph": graph.to_json(), "nodes": len(graph.nodes)})
+            self.send({"type": "graph", "idx": idx, "graph": graph.to_json(), "nodes": len(graph.nodes),
+                       "sequences": sorted(graph_sequences(graph))})
             prepared = prepare(graph, seed, timings, self.check_options.input_budget_s, self.config.device)
         except Exception as exc:  # GenerationError, OpBug, anything: ours, never a converter's
             self.own_error(idx, seed, None, "generate", exc)

@@ -186,17 +186,25 @@ class BroadcastBinary(OpSpec):
 
 # ---- helpers shared by the families -------------------------------------------------------------
 
-# Where `function_source` looks for the public name of a torch function, most specific last.
-_PUBLIC_MODULES = ("torch", "torch.nn.functional", "torch.special", "torch.linalg")
+# Where `function_source` looks for the public name of a torch function, in order.
+PUBLIC_MODULES = ("torch", "torch.nn.functional", "torch.special", "torch.linalg")
+# The spelling a model author uses for convolutions, pools, norms and resizes (torch.conv2d is the same function).
+FUNCTIONAL_FIRST = ("torch.nn.functional", "torch", "torch.special", "torch.linalg")
 
 
-def function_source(fn: Callable[..., Any]) -> str:
-    """'torch.log10' / 'torch.nn.functional.elu' for a public torch function (checked to be that very object)."""
+def function_source(fn: Callable[..., Any], modules: Sequence[str] = PUBLIC_MODULES) -> str:
+    """'torch.log10' / 'torch.nn.functional.elu' for a public torch function: the first of `modules` that exports
+    it (checked to be that very object)."""
     name = getattr(fn, "__name__", "")
-    for module in _PUBLIC_MODULES:
+    for module in modules:
         if name and getattr(importlib.import_module(module), name, None) is fn:
             return f"{module}.{name}"
     raise OpBug(f"{fn!r} is not a public torch function: write the op's torch_source by hand")
+
+
+def functional_source(fn: Callable[..., Any]) -> str:
+    """`function_source` preferring the torch.nn.functional spelling (convolutions, pools, norms, resizes)."""
+    return function_source(fn, FUNCTIONAL_FIRST)
 
 
 def literal(value: Any) -> str:

@@ -19,7 +19,7 @@ from generators.ops.base import (
     SymTensor,
     call,
     conv_out,
-    function_source,
+    functional_source,
     same_sigs,
 )
 
@@ -34,15 +34,6 @@ PADDING_MODES = ("zeros", "zeros", "reflect", "replicate", "circular")
 def spatial_attrs(ctx: BuildContext, name: str, n: int, lo: int, hi: int) -> tuple[Dim, ...]:
     """One symbolic integer attribute per spatial dim (stride0, stride1, ...)."""
     return tuple(ctx.int_attr(f"{name}{i}", lo, hi) for i in range(n))
-
-
-def functional_source(fn: Any) -> str:
-    """'torch.nn.functional.conv2d' for a function torch.nn.functional exports (checked to be that very object),
-    else `function_source`'s name: the spelling a model author uses for convolutions, pools and norms."""
-    name = getattr(fn, "__name__", "")
-    if name and getattr(F, name, None) is fn:
-        return f"torch.nn.functional.{name}"
-    return function_source(fn)
 
 
 def torch_pad(padding: tuple[int, ...]) -> tuple[int, ...]:

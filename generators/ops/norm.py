@@ -10,8 +10,18 @@ import torch.nn.functional as F
 import z3
 
 from generators.dtypes import FLOATS, DType
-from generators.ops.base import AttrMap, Build, BuildContext, Dim, OpSpec, SymTensor, call, literal, same_sigs
-from generators.ops.conv import functional_source
+from generators.ops.base import (
+    AttrMap,
+    Build,
+    BuildContext,
+    Dim,
+    OpSpec,
+    SymTensor,
+    call,
+    functional_source,
+    literal,
+    same_sigs,
+)
 
 EPS = (1e-5, 1e-3, 0.1)
 MOMENTUM = (0.1, 0.0, 0.5)  # F.batch_norm takes no None (that is only the nn module's)

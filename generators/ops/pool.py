@@ -10,8 +10,8 @@ import torch.nn.functional as F
 import z3
 
 from generators.dtypes import FLOATS, INTS, DType
-from generators.ops.base import AttrMap, Build, BuildContext, Dim, OpSpec, SymTensor, call, same_sigs
-from generators.ops.conv import functional_source, spatial_attrs
+from generators.ops.base import AttrMap, Build, BuildContext, Dim, OpSpec, SymTensor, call, functional_source, same_sigs
+from generators.ops.conv import spatial_attrs
 from generators.ops.discontinuity import PoolIndices
 
 F32_64 = (DType.FLOAT32, DType.FLOAT64)  # avg_pool3d has no float16/bfloat16 CPU kernel

@@ -10,8 +10,8 @@ import torch
 import torch.nn.functional as F
 
 from generators.dtypes import ALL, FLOATS, DType
-from generators.ops.base import AttrMap, Build, BuildContext, Dim, OpSpec, SymTensor, call, same_sigs
-from generators.ops.conv import functional_source, spatial_attrs
+from generators.ops.base import AttrMap, Build, BuildContext, Dim, OpSpec, SymTensor, call, functional_source, same_sigs
+from generators.ops.conv import spatial_attrs
 
 # Dyadic scales: size * scale is exact in double, so torch's floor(size * scale) equals the rational floor.
 SCALES = (2, 3, 0.5, 1.5, 2.5, 0.75, 1.25, 0.25)

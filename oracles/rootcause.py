@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from oracles.signature import normalise_message
-from oracles.verdict import Symptom
+from oracles.verdict import Symptom, Verdict
 
 DTYPE_WORDS = (r"b?float(?:16|32|64)?|half|double|bfloat16|u?int(?:8|16|32|64)|bool|long|short|byte|char|"
                r"complex(?:64|128)?|float8\w*")
@@ -124,6 +124,12 @@ def root_cause(converter: str, stage: str, symptom: str, message: str, diverging
     operator = localized_operator(symptom, message, diverging_op, graph_ops)
     klass = "" if symptom in _DIVERGENCES else error_class(message)
     return RootCause(converter, stage, symptom, operator, klass)
+
+
+def verdict_root_cause(converter: str, verdict: Verdict, graph_ops: Sequence[str]) -> RootCause:
+    """The root cause of a converter's bug verdict on a graph with these operators."""
+    return root_cause(converter, verdict.stage.value, verdict.symptom.json_name, verdict.message,
+                      verdict.diverging_op, graph_ops)
 
 
 def cause_class(symptom: str, error: str) -> CauseClass:

@@ -21,6 +21,7 @@ import re
 import shutil
 import tempfile
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +37,7 @@ from fuzzer.support.files import atomic_publish_dir, atomic_write_text, make_sha
 from fuzzer.support.tensors import from_proto_bytes
 from generators.dot import to_dot
 from generators.ir import Graph, GraphError
-from oracles.rootcause import RootCause, root_cause
+from oracles.rootcause import RootCause, verdict_root_cause
 from oracles.verdict import Verdict
 
 CASE_JSON = "case.json"
@@ -252,14 +253,31 @@ def load_case(path: Path) -> CaseData:
     return case
 
 
-def root_cause_of(path: Path) -> RootCause:
-    """The root cause of a case folder, from its case.json alone (no tensors are read)."""
+@dataclass(frozen=True)
+class CaseHead:
+    """What case.json says of a case, without reading its tensors: enough to triage it."""
+
+    converter: str
+    graph: Graph
+    verdict: Verdict
+    options: Mapping[str, Any]
+
+    @property
+    def root_cause(self) -> RootCause:
+        return verdict_root_cause(self.converter, self.verdict, self.graph.ops())
+
+
+def read_case_head(path: Path) -> CaseHead:
+    """The converter, graph, verdict and options of a case folder (or its case.json); CaseError when unreadable."""
     folder = path.parent if path.name == CASE_JSON else path
     data = _load_json(folder)
     try:
-        graph, verdict = Graph.from_json(data["graph"]), Verdict.from_json(data["verdict"])
-        converter = data["converter"]
-    except (KeyError, GraphError, TypeError, ValueError) as exc:
+        return CaseHead(data["converter"], Graph.from_json(data["graph"]), Verdict.from_json(data["verdict"]),
+                        dict(data["converter_options"]))
+    except (KeyError, GraphError, TypeError, ValueError, AttributeError) as exc:
         raise CaseError(f"{folder}: malformed case.json ({type(exc).__name__}: {exc})") from None
-    return root_cause(converter, verdict.stage.value, verdict.symptom.json_name, verdict.message,
-                      verdict.diverging_op, graph.ops())
+
+
+def root_cause_of(path: Path) -> RootCause:
+    """The root cause of a case folder, from its case.json alone."""
+    return read_case_head(path).root_cause

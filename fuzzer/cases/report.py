@@ -12,7 +12,7 @@ from typing import Any
 from fuzzer.cases.snippet import render_snippet
 from fuzzer.converters import CONVERTERS
 from generators.ir import Graph
-from oracles.rootcause import root_cause
+from oracles.rootcause import verdict_root_cause
 
 GRAPH_LINES = 14  # the graph section shows this many definitions at most (graph.dot has it all)
 MESSAGE_CHARS = 400
@@ -48,8 +48,7 @@ def title(case: Any) -> str:
     """'torch.onnx.export (TorchScript): `floor_divide` gives wrong values (int32)', or the error's first line."""
     verdict = case.verdict
     symptom = verdict.symptom.json_name
-    cause = root_cause(case.converter, verdict.stage.value, symptom, verdict.message, verdict.diverging_op,
-                       case.graph.ops())
+    cause = verdict_root_cause(case.converter, verdict, case.graph.ops())
     if symptom in DIVERGENCE_WORDS:
         dtype = f" ({verdict.diverging_dtype})" if verdict.diverging_dtype else ""
         return f"{display_name(case.converter)}: `{cause.operator}` {DIVERGENCE_WORDS[symptom]}{dtype}"

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
 
 from fuzzer.campaign.db import CampaignDB
-from fuzzer.cases.folder import CASE_JSON
+from fuzzer.cases.folder import CASE_JSON, CaseError, read_case_head
 from fuzzer.triage.model import Finding
-from generators.ir import Graph
 
 REDUCED_SUFFIX = "-reduced"
 
@@ -40,14 +37,12 @@ def _from_case(out_dir: Path, base: Finding, case_dir: str) -> Finding:
     reduced = reduced_folder(folder)
     chosen = reduced or folder
     try:
-        data = json.loads((chosen / CASE_JSON).read_text(encoding="utf-8"))
-        graph = Graph.from_json(data["graph"])
-    except (OSError, ValueError, KeyError):  # a case folder being written or damaged: the row alone
+        head = read_case_head(chosen)
+    except CaseError:  # a case folder being written or damaged: the row alone
         return base
-    verdict: dict[str, Any] = data.get("verdict", {})
-    options = dict(data.get("converter_options", {}))
+    graph, verdict = head.graph, head.verdict
     return Finding(
-        base.signature, base.converter, base.stage, base.symptom, verdict.get("message") or base.message,
-        verdict.get("diverging_op"), tuple(graph.ops()), base.seed, base.hits, base.first_seen,
+        base.signature, base.converter, base.stage, base.symptom, verdict.message or base.message,
+        verdict.diverging_op, tuple(graph.ops()), base.seed, base.hits, base.first_seen,
         str(chosen.relative_to(out_dir)), reduced is not None, len(graph.nodes),
-        tuple(sorted({t.dtype.value for t in graph.types.values()})), options, options.get("upstream"))
+        tuple(sorted({t.dtype.value for t in graph.types.values()})), head.options, head.options.get("upstream"))

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import quote
 
-from fuzzer.cases.folder import CaseError, read_case
+from fuzzer.cases.folder import CaseError, read_case_head
 from fuzzer.support.errors import CannotRun
 from fuzzer.support.files import atomic_write_text
 from fuzzer.triage.model import RootCauseGroup
@@ -150,8 +150,8 @@ def _picture(group: RootCauseGroup, row: Row, out_dir: Path, prefix: str) -> Pic
     if case_dir is None:
         return Picture(row, note="no case folder was written for this root cause")
     try:
-        dot = to_dot(read_case(out_dir / case_dir).graph)
-    except (CaseError, OSError) as exc:  # a live campaign may be rewriting the folder; the page still gets out
+        dot = to_dot(read_case_head(out_dir / case_dir).graph)
+    except CaseError as exc:  # a live campaign may be rewriting the folder; the page still gets out
         return Picture(row, note=f"the case cannot be read: {exc}")
     try:
         svg = _graph_svg(dot)

@@ -11,6 +11,7 @@ import keyword
 import re
 from typing import Any
 
+from fuzzer.converters import CONVERTERS
 from generators.ir import Graph
 from generators.registry import REGISTRY, OpRegistry
 from oracles.compare import DEFAULT_TOLERANCES
@@ -169,25 +170,6 @@ def check_and_serialize(model):
     onnx.checker.check_model(model, full_check=True)
     onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True, data_prop=True)
     return data
-
-
-def transform(model):
-    """The ONNX-to-ONNX converter under test."""
-    if CONVERTER == "onnxsim":
-        import onnxsim
-        return onnxsim.simplify(model, check_n=0, perform_optimization=OPTIONS["perform_optimization"],
-                                skip_fuse_bn=OPTIONS["skip_fuse_bn"])[0]
-    if CONVERTER == "onnxslim":
-        import onnxslim
-        return onnxslim.slim(model, no_constant_folding=OPTIONS["no_constant_folding"])
-    if CONVERTER == "onnxoptimizer":
-        import onnxoptimizer
-        passes = list(OPTIONS["passes"]) or onnxoptimizer.get_fuse_and_elimination_passes()
-        return onnxoptimizer.optimize(model, passes, fixed_point=OPTIONS["fixed_point"])
-    if CONVERTER == "onnx-version-converter":
-        from onnx import version_converter
-        return version_converter.convert_version(model, OPTIONS["target_opset"])
-    raise SystemExit(f"repro.py does not know the converter {CONVERTER!r}")
 
 
 def compare(name, actual, expected, dtype):
@@ -360,6 +342,21 @@ ONNX_TOOLS = frozenset({"ort-optimizer", "onnxsim", "onnxslim", "onnxoptimizer",
 _EXTRA_LIBS = {"onnxsim": "onnxsim", "onnxslim": "onnxslim", "onnxoptimizer": "onnxoptimizer"}
 
 
+def render_transform(case: Any) -> str:
+    """`transform(model)`: the ONNX-to-ONNX converter's own call (its `snippet`, as report.md writes it too)."""
+    converter = CONVERTERS.get(case.converter)
+    try:
+        call = converter.snippet(converter.options(case.converter_options)) if converter else None
+    except NotImplementedError:
+        call = None
+    if call is None or call.from_torch:
+        body = [f"raise SystemExit('repro.py does not transform models for {case.converter}')"]
+    else:  # the ORT optimizer's call is the session's level: its model goes through unchanged
+        body = [*call.imports, *call.lines, "return model"]
+    lines = ["", "", "def transform(model):", '    """The ONNX-to-ONNX converter under test."""']
+    return "\n".join(lines + [f"    {line}" for line in body]) + "\n"
+
+
 def expected_error(message: str) -> str:
     """'onnx.onnx_cpp2py_export.shape_inference.InferenceError: ...' -> 'InferenceError'."""
     head = message.split(":", 1)[0].strip()
@@ -386,8 +383,9 @@ def render_repro(case: Any) -> str:
         device=case.device,
     )
     if from_upstream:
-        return header + _NUMPY_TENSORS + _RUNTIME + _MAIN_TOOL
-    return header + _TORCH_TENSORS + _RUNTIME + _TORCH_EXPORT + "\n" + render_module(graph) + _MAIN_MODULE
+        return header + _NUMPY_TENSORS + _RUNTIME + render_transform(case) + _MAIN_TOOL
+    return (header + _TORCH_TENSORS + _RUNTIME + render_transform(case) + _TORCH_EXPORT + "\n"
+            + render_module(graph) + _MAIN_MODULE)
 
 
 __all__ = ["render_module", "render_repro"]

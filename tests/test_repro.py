@@ -192,3 +192,21 @@ def test_every_corpus_report_is_short_and_its_snippet_shows_the_bug(folder: Path
     wrong_model = case.verdict.symptom.json_name in ("wrong_values", "wrong_shape", "wrong_dtype")
     expected = "AssertionError" if wrong_model else case.verdict.message.split(":", 1)[0].rsplit(".", 1)[-1]
     assert done.returncode != 0 and expected in done.stderr, done.stderr[-1500:]
+
+
+def test_the_snippet_of_a_tool_failing_at_validation_runs_alone(tmp_path: Path) -> None:
+    """A tool whose output fails validation needs no baseline run: its snippet defines no run() and calls none."""
+    import dataclasses
+
+    from fuzzer.cases.snippet import render_snippet
+
+    folder = next(c for c in ONNX_TOOL_CASES if "onnxslim" in c.name)
+    case = read_case(folder)
+    case = dataclasses.replace(case, verdict=dataclasses.replace(case.verdict, stage=Stage.VALIDATION))
+    snippet = render_snippet(case)
+    assert snippet is not None and "run(" not in snippet
+    shutil.copytree(folder, tmp_path / "case")
+    (tmp_path / "case" / "snippet.py").write_text(snippet)
+    done = subprocess.run([sys.executable, "-I", "snippet.py"], cwd=tmp_path / "case", capture_output=True,
+                          text=True, timeout=120, env={"PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1"})
+    assert done.returncode != 0 and "ValueError" in done.stderr and "NameError" not in done.stderr, done.stderr

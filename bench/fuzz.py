@@ -21,9 +21,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from fuzzer.campaign.db import open_campaign  # noqa: E402
-from fuzzer.campaign.loop import rss_bytes  # noqa: E402
 from fuzzer.campaign.progress import summarize  # noqa: E402
 from fuzzer.commands.main import main as cli_main  # noqa: E402
+from fuzzer.support.confine import rss_bytes  # noqa: E402
 
 
 def measure(minutes: float, workers: int, converters: str | None = None, nodes: int | None = None,

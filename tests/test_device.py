@@ -10,9 +10,9 @@ import onnxruntime
 import pytest
 import torch
 
-from fuzzer.campaign.worker import WorkerConfig, address_space_limit
 from fuzzer.check.pipeline import CheckOptions, run_check
 from fuzzer.converters.runtime import providers_for
+from fuzzer.support.confine import address_space_limit
 from fuzzer.support.device import require_device
 from fuzzer.support.errors import UsageError
 from oracles.verdict import Symptom
@@ -39,8 +39,7 @@ def test_an_unknown_device_is_refused() -> None:
     ("cuda", 4096, None),  # the CUDA runtime maps far more address space than it uses
 ])
 def test_address_space_limit(device: str, memory_mb: int, limit: int | None) -> None:
-    config = WorkerConfig(out_dir="o", log_dir="l", memory_mb=memory_mb, device=device)
-    assert address_space_limit(config, 1000) == limit
+    assert address_space_limit(memory_mb, device, 1000) == limit
 
 
 @pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU and onnxruntime-gpu")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import fuzzer.converters.torch_onnx_script as script_module
-from fuzzer.campaign.faults import stage_of_fault
+from fuzzer.support.faults import stage_of_fault
 from oracles.verdict import Stage
 
 SCRIPT = Path(script_module.__file__).resolve()

@@ -11,9 +11,6 @@ from __future__ import annotations
 import collections
 import json
 import multiprocessing
-import os
-import re
-import signal
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -22,15 +19,16 @@ from pathlib import Path
 from typing import Any
 
 from fuzzer.campaign.db import CampaignDB
-from fuzzer.campaign.faults import FRAME, stage_of_fault
 from fuzzer.campaign.progress import Counts, Progress
 from fuzzer.campaign.reduce_queue import ReduceQueue
 from fuzzer.campaign.result import TestResult
-from fuzzer.campaign.worker import WorkerConfig, fault_file, load_registry, worker_main
-from fuzzer.cases.case import CaseData, case_id, collect_versions, now_iso
+from fuzzer.campaign.worker import WorkerConfig, worker_main
+from fuzzer.cases.case import case_id, collect_versions, lost_case
 from fuzzer.cases.folder import read_case, write_case
-from fuzzer.converters import ConverterRegistry
+from fuzzer.converters import ConverterRegistry, load_registry
+from fuzzer.support.confine import rss_bytes
 from fuzzer.support.errors import UsageError
+from fuzzer.support.faults import describe_exit, fault_file, fault_frame, lost_verdict
 from generators.ir import Graph
 from oracles.signature import crash_signature
 from oracles.verdict import Stage, Symptom, Verdict
@@ -363,16 +361,12 @@ class Campaign:
         frame, dump = fault_frame(fault_file(self.log_dir, slot.proc.pid))
         name = slot.converter
         if slot.phase in ("convert", "case") and name is not None and name in unit.remaining:
-            message = f"{symptom.json_name}: {reason}" + (f" in {frame}" if frame else "")
             if slot.phase == "case":  # our own case writer died: not the converter's
                 self.own_error({"idx": unit.idx, "seed": unit.seed, "converter": name, "phase": "case",
                                 "exc_type": symptom.json_name, "message": reason, "traceback": dump})
                 self.commit(slot, TestResult.own_error(unit.idx, unit.seed, name))
             else:
-                stage = stage_of_fault(dump) or Stage.NONE
-                labels = ("stage-unknown",) if stage is Stage.NONE else ()
-                signature = crash_signature(name, stage, symptom.name, reason, frame)
-                verdict = Verdict(symptom, stage, name, signature=signature, message=message, labels=labels)
+                verdict = lost_verdict(name, symptom, reason, frame, dump)
                 # A death in the upstream export is the exporter's bug, filed under the exporter's own test.
                 case_dir = self.write_lost_case(slot, unit, verdict, dump) if verdict.is_bug else None
                 self.commit(slot, TestResult.of_verdict(unit.idx, unit.seed, verdict, case_dir=case_dir))
@@ -406,11 +400,8 @@ class Campaign:
         graph = Graph.from_json(slot.graph)
         converter = self.registry[verdict.converter]
         options = converter.options(self.spec.worker.converter_options.get(verdict.converter)).to_json()
-        case = CaseData(id=name, signature=verdict.signature, graph=graph, seed=unit.seed,
-                        converter=verdict.converter, converter_options=options, verdict=verdict,
-                        versions=collect_versions(converter.distributions), input_names=tuple(graph.inputs),
-                        output_names=tuple(graph.outputs), created=now_iso(),
-                        log=f"{verdict.message}\n\nfaulthandler:\n{dump}\n")
+        case = lost_case(graph, unit.seed, verdict.converter, options, verdict,
+                         collect_versions(converter.distributions), dump, device=self.spec.worker.device)
         return write_case(self.out_dir, case).name
 
     def adopt_orphans(self) -> None:
@@ -428,46 +419,9 @@ def case_folders(out_dir: Path) -> list[Path]:
             and (p / "case.json").exists()]
 
 
-def describe_exit(code: int | None) -> str:
-    if code is None:
-        return "still running"
-    if code < 0:
-        try:
-            return f"killed by {signal.Signals(-code).name}"
-        except ValueError:
-            return f"killed by signal {-code}"
-    return f"exited with status {code}"
-
-
-_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
-
-
-def rss_bytes(pid: int) -> int:
-    try:
-        with open(f"/proc/{pid}/statm") as handle:
-            return int(handle.read().split()[1]) * _PAGE
-    except (OSError, IndexError, ValueError):
-        return 0
-
-
 def resident_growth(slot: Slot) -> int:
     """Bytes the worker has grown since it was first measured at work (torch and friends loaded by then)."""
     rss = rss_bytes(slot.proc.pid)
     if slot.rss_baseline is None:
         slot.rss_baseline = rss
     return rss - slot.rss_baseline
-
-
-def fault_frame(path: Path) -> tuple[str, str]:
-    """(innermost frame, the last faulthandler dump) from a worker's fault file; ('', '') when there is none."""
-    try:
-        text = path.read_text(errors="replace")
-    except OSError:
-        return "", ""
-    blocks = re.split(r"(?m)^(?=(?:Fatal Python error|Current thread|Thread|Stack|Timeout \())", text)
-    dumps = [b for b in blocks if FRAME.search(b.splitlines()[1] if len(b.splitlines()) > 1 else "")]
-    if not dumps:
-        return "", text[-4000:]
-    last = dumps[-1]
-    match = next(m for m in map(FRAME.match, last.splitlines()) if m)
-    return f"{match.group(1)}:{match.group(2)} in {match.group(3)}", last[-4000:]

@@ -15,8 +15,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fuzzer.campaign.worker import detach_from_terminal_and_parent
 from fuzzer.cases.folder import CaseError, root_cause_of
+from fuzzer.support.confine import detach_from_terminal_and_parent
 
 GRACE_S = 60.0  # on top of the budget: process start-up and the final full check
 FAILED_LIST = "reduce_failed.txt"

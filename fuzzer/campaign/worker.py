@@ -11,16 +11,11 @@ Ctrl-C), dies with its parent (PR_SET_PDEATHSIG), runs torch single-threaded, li
 
 from __future__ import annotations
 
-import ctypes
 import dataclasses
 import faulthandler
-import importlib
 import json
 import os
 import random
-import resource
-import signal
-import sys
 import time
 import traceback
 from collections.abc import Mapping
@@ -34,16 +29,14 @@ from fuzzer.cases.case import case_from_result, case_id, case_log, collect_versi
 from fuzzer.cases.folder import write_case
 from fuzzer.check.pipeline import CheckOptions, CheckResult, check_prepared, prepare
 from fuzzer.check.result import Prepared
-from fuzzer.converters import ConverterRegistry
+from fuzzer.converters import DEFAULT_REGISTRY, ConverterRegistry, load_registry
 from fuzzer.converters.base import Converter
+from fuzzer.support.confine import confine
 from generators.dtypes import DType
 from generators.generator import GenOptions, generate
 from generators.ir import Graph
 from oracles.sequences import graph_sequences
 from oracles.taxonomy import memory_verdict
-
-DEFAULT_REGISTRY = "fuzzer.converters:CONVERTERS"
-_PR_SET_PDEATHSIG = 1
 
 
 @dataclass(frozen=True)
@@ -90,72 +83,9 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def load_registry(ref: str) -> ConverterRegistry:
-    """'module:attr' naming a ConverterRegistry (or a zero-argument callable returning one)."""
-    module_name, _, attr = ref.partition(":")
-    obj = getattr(importlib.import_module(module_name), attr or "CONVERTERS")
-    registry = obj() if callable(obj) and not isinstance(obj, ConverterRegistry) else obj
-    if not isinstance(registry, ConverterRegistry):
-        raise TypeError(f"{ref} is not a ConverterRegistry")
-    return registry
-
-
-def fault_file(log_dir: str | Path, pid: int) -> Path:
-    return Path(log_dir) / f"worker-{pid}.fault"
-
-
-# ---- process setup ----------------------------------------------------------------------------------------
-
-def _vm_size_bytes() -> int:
-    with open("/proc/self/status") as handle:
-        for line in handle:
-            if line.startswith("VmSize:"):
-                return int(line.split()[1]) * 1024
-    return 0
-
-
-def address_space_limit(config: WorkerConfig, vm_size: int) -> int | None:
-    """RLIMIT_AS for a worker: its size now plus its memory budget; none on a GPU, where the CUDA runtime maps
-    far more address space than it uses (the campaign's resident-memory watchdog still applies)."""
-    if config.memory_mb <= 0 or config.device != "cpu":
-        return None
-    return vm_size + config.memory_mb * 2**20
-
-
-def detach_from_terminal_and_parent() -> None:
-    """Ignore Ctrl-C (the campaign decides when children stop) and die with the parent, even on SIGKILL."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    except (OSError, AttributeError):  # not Linux: the pipe's EOF still ends the loop
-        pass
-
-
 def setup_process(config: WorkerConfig) -> Any:
-    """Signals, parent-death, threads, memory limit, stdout/stderr to a log, faulthandler; returns the fault file."""
-    detach_from_terminal_and_parent()
-    import torch
-
-    torch.set_num_threads(1)
-    try:
-        torch.set_num_interop_threads(1)
-    except RuntimeError:  # already set in this process
-        pass
-    limit = address_space_limit(config, _vm_size_bytes())
-    if limit is not None:
-        soft, hard = resource.getrlimit(resource.RLIMIT_AS)
-        if hard == resource.RLIM_INFINITY or limit < hard:
-            resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
-    log_dir = Path(config.log_dir)
-    log_dir.mkdir(parents=True, exist_ok=True)
-    log = os.open(log_dir / f"worker-{os.getpid()}.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os.dup2(log, 1)
-    os.dup2(log, 2)
-    fault = open(fault_file(log_dir, os.getpid()), "w")  # noqa: SIM115 - lives as long as the process
-    faulthandler.enable(fault, all_threads=False)
-    return fault
+    """Confine this worker (fuzzer/support/confine.py) under its config's limits; returns the fault file."""
+    return confine(config.memory_mb, config.device, config.log_dir)
 
 
 # ---- the loop ---------------------------------------------------------------------------------------------

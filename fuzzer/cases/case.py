@@ -125,6 +125,17 @@ def case_from_result(result: CheckResult, graph: Graph, seed: int, converter: st
     )
 
 
+def lost_case(graph: Graph, seed: int, converter: str, options: Mapping[str, Any], verdict: Verdict,
+              versions: Mapping[str, str], dump: str, case_id_: str | None = None, original: str | None = None,
+              device: str = "cpu") -> CaseData:
+    """The case of a conversion whose process died or hung: graph, verdict and the faulthandler dump as its log
+    (no tensors survive the process)."""
+    return CaseData(id=case_id_ or case_id(verdict.signature), signature=verdict.signature, graph=graph, seed=seed,
+                    converter=converter, converter_options=dict(options), verdict=verdict, versions=dict(versions),
+                    input_names=tuple(graph.inputs), output_names=tuple(graph.outputs), created=now_iso(),
+                    log=f"{verdict.message}\n\nfaulthandler:\n{dump}\n", original=original, device=device)
+
+
 def case_log(result: Any) -> str:
     """log.txt of a case: the verdict and message, the library's traceback (if it failed), per-stage timings."""
     verdict = result.verdict

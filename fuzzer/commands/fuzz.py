@@ -12,7 +12,7 @@ from fuzzer.campaign.loop import LOG_DIR, Campaign, CampaignSpec
 from fuzzer.campaign.probe import DEFAULT_CACHE as DEFAULT_PROBE_CACHE
 from fuzzer.campaign.probe import load_probe
 from fuzzer.campaign.progress import Progress, format_summary, summarize
-from fuzzer.campaign.worker import DEFAULT_REGISTRY, WorkerConfig, load_registry
+from fuzzer.campaign.worker import WorkerConfig
 from fuzzer.commands.flags import (
     DEFAULT_CORPUS,
     add_generator_arguments,
@@ -21,7 +21,7 @@ from fuzzer.commands.flags import (
     names,
     positive_int,
 )
-from fuzzer.converters import CONVERTERS
+from fuzzer.converters import CONVERTERS, DEFAULT_REGISTRY, load_registry
 from fuzzer.support.device import require_device
 from fuzzer.support.errors import CannotRun, Exit, UsageError
 from fuzzer.triage.folders import write_root_causes

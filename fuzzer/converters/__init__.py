@@ -6,6 +6,7 @@ library; `list_converters()` says which entries can run here and why not.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Iterator, Mapping
 
 from fuzzer.converters.base import Converter, ConverterInfo
@@ -48,6 +49,20 @@ CONVERTERS = ConverterRegistry([
 ])
 
 
+DEFAULT_REGISTRY = "fuzzer.converters:CONVERTERS"
+
+
+def load_registry(ref: str) -> ConverterRegistry:
+    """'module:attr' naming a ConverterRegistry (or a zero-argument callable returning one): how a child process
+    finds the converters its parent runs (tests inject registries of deliberately faulty converters)."""
+    module_name, _, attr = ref.partition(":")
+    obj = getattr(importlib.import_module(module_name), attr or "CONVERTERS")
+    registry = obj() if callable(obj) and not isinstance(obj, ConverterRegistry) else obj
+    if not isinstance(registry, ConverterRegistry):
+        raise TypeError(f"{ref} is not a ConverterRegistry")
+    return registry
+
+
 def list_converters() -> list[ConverterInfo]:
     """Every registered converter with its availability (and the reason when unavailable) and versions."""
     return [conv.info() for conv in CONVERTERS.values()]
@@ -57,4 +72,5 @@ def get_converter(name: str) -> Converter:
     return CONVERTERS[name]
 
 
-__all__ = ["CONVERTERS", "ConverterRegistry", "ConverterInfo", "Converter", "list_converters", "get_converter"]
+__all__ = ["CONVERTERS", "DEFAULT_REGISTRY", "Converter", "ConverterInfo", "ConverterRegistry", "get_converter",
+           "list_converters", "load_registry"]

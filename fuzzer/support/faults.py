@@ -1,0 +1,103 @@
+"""What a process that died or hung was doing: the stage and frame read from its faulthandler dump, and the
+verdict that makes of it for the converter it was running (campaign workers and the reducer's checker alike).
+
+A segfault or abort leaves no exception to tag, only the Python stack faulthandler wrote. The innermost frame
+in convsmith's converter code sits inside a `with steps.at(Stage.X, ...)` block; reading that block from the
+source names the stage. A death inside the upstream export of an ONNX-to-ONNX converter is the exporter's
+(Stage.SOURCE for that converter), as it is for exceptions.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import re
+import signal
+from pathlib import Path
+
+from oracles.signature import crash_signature
+from oracles.verdict import Stage, Symptom, Verdict
+
+# One line of a faulthandler dump: File "path", line N in function.
+FRAME = re.compile(r'^\s*File "([^"]+)", line (\d+) in (\S+)')
+_OURS = ("/fuzzer/converters/",)
+
+
+def stage_of_fault(dump: str) -> Stage | None:
+    """The stage of the innermost `steps.at(Stage.X)` block on the dumped stack; None when it cannot tell."""
+    frames = [(m.group(1), int(m.group(2)), m.group(3)) for m in map(FRAME.match, dump.splitlines()) if m]
+    if any(path.endswith("/fuzzer/converters/upstream.py") and func == "export_upstream"
+           for path, _, func in frames):
+        return Stage.SOURCE
+    for path, line, _ in frames:  # faulthandler lists the innermost frame first
+        if any(part in path for part in _OURS):
+            return _stage_blocks(path).get(line)
+    return None
+
+
+@functools.lru_cache(maxsize=64)
+def _stage_blocks(path: str) -> dict[int, Stage]:
+    """Line number -> stage of the innermost literal `with <x>.at(Stage.NAME, ...)` block around it."""
+    try:
+        tree = ast.parse(Path(path).read_text())
+    except (OSError, SyntaxError):
+        return {}
+    lines: dict[int, Stage] = {}
+    blocks = sorted((n for n in ast.walk(tree) if isinstance(n, ast.With)), key=lambda n: n.lineno)
+    for node in blocks:  # outer blocks first, so inner ones overwrite their lines
+        stage = next(filter(None, (_literal_stage(item.context_expr) for item in node.items)), None)
+        if stage is not None:
+            for line in range(node.lineno, (node.end_lineno or node.lineno) + 1):
+                lines[line] = stage
+    return lines
+
+
+def _literal_stage(expr: ast.expr) -> Stage | None:
+    if not (isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr == "at"):
+        return None
+    first = expr.args[0] if expr.args else None
+    if isinstance(first, ast.Attribute) and isinstance(first.value, ast.Name) and first.value.id == "Stage":
+        return Stage.__members__.get(first.attr)
+    return None
+
+
+def fault_file(log_dir: str | Path, pid: int) -> Path:
+    """Where a confined process with this pid leaves its faulthandler dumps."""
+    return Path(log_dir) / f"worker-{pid}.fault"
+
+
+def fault_frame(path: Path) -> tuple[str, str]:
+    """(innermost frame, the last faulthandler dump) from a fault file; ('', '') when there is none."""
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return "", ""
+    blocks = re.split(r"(?m)^(?=(?:Fatal Python error|Current thread|Thread|Stack|Timeout \())", text)
+    dumps = [b for b in blocks if FRAME.search(b.splitlines()[1] if len(b.splitlines()) > 1 else "")]
+    if not dumps:
+        return "", text[-4000:]
+    last = dumps[-1]
+    match = next(m for m in map(FRAME.match, last.splitlines()) if m)
+    return f"{match.group(1)}:{match.group(2)} in {match.group(3)}", last[-4000:]
+
+
+def describe_exit(code: int | None) -> str:
+    """'killed by SIGSEGV', 'exited with status 3' or 'still running', for a process's exit code."""
+    if code is None:
+        return "still running"
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exited with status {code}"
+
+
+def lost_verdict(converter: str, symptom: Symptom, reason: str, frame: str, dump: str) -> Verdict:
+    """The verdict of a conversion whose process died, hung or ran out of memory: its stage read from the dump
+    (a death in the upstream export is the exporter's, stage source), its signature from the reason and frame."""
+    stage = stage_of_fault(dump) or Stage.NONE
+    labels = ("stage-unknown",) if stage is Stage.NONE else ()
+    signature = crash_signature(converter, stage, symptom.name, reason, frame)
+    message = f"{symptom.json_name}: {reason}" + (f" in {frame}" if frame else "")
+    return Verdict(symptom, stage, converter, signature=signature, message=message, labels=labels)

@@ -71,25 +71,30 @@ def _case_dirs(root: Path) -> list[Path]:
 
 
 def bench(cases: list[Path], budget: float, out: Path | None) -> int:
-    from fuzzer.cases.folder import load_case, write_case
+    import tempfile
+
+    from fuzzer.cases.folder import load_case, read_case
     from fuzzer.cases.replay import Outcome, replay
     from fuzzer.reduce.case import ReductionFailed, reduce_case
+    from fuzzer.reduce.isolated import IsolatedChecker
 
     rows = []
     print(f"{'case':72} {'before':>6} {'after':>5} {'secs':>6}  same-sig  passes that helped")
-    for folder in cases:
-        case = load_case(folder)
-        try:
-            reduced, result = reduce_case(case, budget, original=str(folder))
-        except ReductionFailed as exc:
-            print(f"{case.id[:72]:72} reduction failed: {exc}")
-            continue
-        same = replay(reduced).outcome is Outcome.REPRODUCES
-        if out is not None:
-            write_case(out, reduced, replace=True)
-        rows.append((int(result.size_before[0]), int(result.size_after[0]), result.seconds, same))
-        print(f"{case.id[:72]:72} {rows[-1][0]:6d} {rows[-1][1]:5d} {result.seconds:6.1f}  {str(same):8}  "
-              f"{', '.join(result.helped) or '-'}", flush=True)
+    scratch = tempfile.TemporaryDirectory(prefix="convsmith-bench-reduce-")
+    with IsolatedChecker() as checker:  # one checker child for every case, as a campaign's reducer has
+        for folder in cases:
+            case = load_case(folder)
+            try:
+                reduction = reduce_case(case, out or Path(scratch.name), checker, budget, original=folder.name)
+            except ReductionFailed as exc:
+                print(f"{case.id[:72]:72} reduction failed: {exc}")
+                continue
+            result = reduction.result
+            same = replay(read_case(reduction.path)).outcome is Outcome.REPRODUCES
+            rows.append((int(result.size_before[0]), int(result.size_after[0]), result.seconds, same))
+            print(f"{case.id[:72]:72} {rows[-1][0]:6d} {rows[-1][1]:5d} {result.seconds:6.1f}  {str(same):8}  "
+                  f"{', '.join(result.helped) or '-'}", flush=True)
+    scratch.cleanup()
     if not rows:
         print("no cases reduced")
         return 1

@@ -58,7 +58,7 @@ def test_the_first_case_of_each_root_cause_is_reduced_first(tmp_path: Path) -> N
 
     from test_case import make_case
 
-    from fuzzer.campaign.reduce_queue import ReduceQueue
+    from fuzzer.campaign.reduce_queue import ReduceQueue, ReducerConfig
     from fuzzer.cases.folder import write_case
 
     def case(name: str, message: str) -> Path:
@@ -69,7 +69,7 @@ def test_the_first_case_of_each_root_cause_is_reduced_first(tmp_path: Path) -> N
     first = case("crash-a-1", "builtins.AssertionError: len(shifts)=1 != len(dims)=0")
     same = case("crash-a-2", "builtins.AssertionError: len(shifts)=2 != len(dims)=1")  # numbers are evidence
     other = case("crash-b-1", "builtins.ValueError: only one element tensors can be converted")
-    queue = ReduceQueue(tmp_path, budget_s=1.0)
+    queue = ReduceQueue(tmp_path, ReducerConfig(1.0, "fuzzer.converters:CONVERTERS"))
     for folder in (first, same, other):
         queue.add(folder)
     assert list(queue.pending) == [first, other] and list(queue.later) == [same] and queue.waiting == 3

@@ -20,7 +20,7 @@ from typing import Any
 
 from fuzzer.campaign.db import CampaignDB
 from fuzzer.campaign.progress import Counts, Progress
-from fuzzer.campaign.reduce_queue import ReduceQueue
+from fuzzer.campaign.reduce_queue import ReduceQueue, ReducerConfig
 from fuzzer.campaign.result import TestResult
 from fuzzer.campaign.worker import WorkerConfig, worker_main
 from fuzzer.cases.case import case_id, collect_versions, lost_case
@@ -128,7 +128,9 @@ class Campaign:
         self.counts = Counts.from_db(self.db)
         self.reducer: ReduceQueue | None = None
         if self.reduce_budget_s is not None:
-            self.reducer = ReduceQueue(self.log_dir, self.reduce_budget_s)
+            worker = self.spec.worker
+            config = ReducerConfig(self.reduce_budget_s, worker.registry, worker.timeout_s, worker.memory_mb)
+            self.reducer = ReduceQueue(self.log_dir, config)
             self.reducer.requeue(case_folders(self.out_dir))
 
     # ---- the loop -----------------------------------------------------------------------------------------
@@ -145,7 +147,7 @@ class Campaign:
             grace_end = None
             while True:
                 now = time.monotonic()
-                if deadline is not None and now >= deadline and not self.stopping:
+                if deadline is not None and now + self.reserve_s() >= deadline and not self.stopping:
                     self.stopping, status = True, "time"
                     grace_end = now + min(self.spec.worker.timeout_s, 30.0)
                 self.dispatch()
@@ -156,7 +158,7 @@ class Campaign:
                 self.poll(0.2)
                 self.watch()
                 if self.reducer is not None:
-                    self.reducer.step()
+                    self.reducer.step(1)
                 if time.monotonic() - self.last_beat >= HOUSEKEEPING_S:
                     self.db.beat(self.session)
                     self.last_beat = time.monotonic()
@@ -172,15 +174,20 @@ class Campaign:
                 self.progress.close(self.counts)
         return status
 
+    def reserve_s(self) -> float:
+        """Time kept back from the tests so that every case found is reduced before the budget ends."""
+        return 0.0 if self.reducer is None else self.reducer.reserve_s(self.workers)
+
     def finish_reductions(self, status: str) -> None:
-        """A finished campaign reduces every waiting case; a stopped one only lets the running one end."""
+        """A campaign that ended its tests reduces every waiting case, one reducer per worker; Ctrl-C stops them
+        (what is left is reduced on resume)."""
         if self.reducer is None:
             return
         try:
-            if status == "finished":
-                self.reducer.drain()
+            if status == "interrupted":
+                self.reducer.close(wait_s=0)
             else:
-                self.reducer.close(wait_s=0 if status == "interrupted" else self.reduce_budget_s or 0)
+                self.reducer.drain(self.workers)
         except KeyboardInterrupt:
             self.reducer.close(wait_s=0)
 

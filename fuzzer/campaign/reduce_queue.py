@@ -1,25 +1,36 @@
-"""Background minimization of a campaign's new bug cases, one `convsmith reduce` subprocess at a time.
+"""Background minimization of a campaign's new bug cases by long-lived `convsmith reduce --stdin` processes.
 
-Reduction runs converters again, so it gets the same isolation as a test: a subprocess, its own time budget,
-killed when it overruns. The reduced case is written inside its original folder (`<case>/<id>-reduced`), so
-the campaign folder keeps one case folder per signature. A case that failed to reduce is listed in
-`.logs/reduce_failed.txt` and not retried on resume; one never reached is queued again on resume.
+Reduction runs converters again, so it gets a test's isolation: each reducer is a subprocess (its candidates run
+in a confined child of its own, so a case that segfaults or hangs reduces too), and a case that overruns its
+budget is given up with its reducer. One reducer runs beside the workers while the campaign tests; when the tests
+end, one per worker drains the queue. `reserve_s` tells the campaign how long that drain will take, so a campaign
+with a time budget stops testing early enough to end with every case reduced.
+
+The reduced case is written inside its original folder (`<case>/<id>-reduced`), so the campaign folder keeps one
+case folder per signature. A case that failed to reduce is listed in `.logs/reduce_failed.txt` and not retried on
+resume; one never reached is queued again on resume.
 """
 
 from __future__ import annotations
 
 import collections
+import json
+import os
+import select
 import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 from fuzzer.cases.folder import CaseError, root_cause_of
 from fuzzer.support.confine import detach_from_terminal_and_parent
 
-GRACE_S = 60.0  # on top of the budget: process start-up and the final full check
+GRACE_S = 60.0  # on top of a case's budget: the reducer's first start and the final full check
 FAILED_LIST = "reduce_failed.txt"
+FIRST_GUESS_S = 10.0  # seconds per case before any has been reduced
+START_S = 8.0  # a reducer's start-up (Python, torch, its checker child)
 
 
 def _cause(case_dir: Path) -> str:
@@ -34,19 +45,69 @@ def is_reduced(case_dir: Path) -> bool:
     return any(p.is_dir() and p.name.endswith("-reduced") for p in case_dir.iterdir())
 
 
+@dataclass(frozen=True)
+class ReducerConfig:
+    """What every reducer process gets: the per-case budget and the campaign's converters and limits."""
+
+    budget_s: float
+    registry: str
+    timeout_s: float = 60.0
+    memory_mb: int = 4096
+
+    def command(self) -> list[str]:
+        return [sys.executable, "-m", "fuzzer", "reduce", "--stdin", "--inside", "--time", f"{self.budget_s}s",
+                "--timeout", f"{self.timeout_s}s", "--memory-mb", str(self.memory_mb), "--registry", self.registry]
+
+
+@dataclass
+class Reducer:
+    """One `convsmith reduce --stdin` process and the case it is on."""
+
+    proc: subprocess.Popen
+    case_dir: Path | None = None
+    since: float = 0.0
+    buffer: bytes = b""
+
+    def send(self, case_dir: Path) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(f"{case_dir}\n".encode())
+        self.proc.stdin.flush()
+        self.case_dir, self.since = case_dir, time.monotonic()
+
+    def replies(self) -> list[dict]:
+        """The JSON lines it has written so far (without blocking); other lines are library noise."""
+        out: IO[bytes] = self.proc.stdout  # type: ignore[assignment]
+        while select.select([out], [], [], 0)[0]:
+            chunk = os.read(out.fileno(), 65536)
+            if not chunk:
+                break
+            self.buffer += chunk
+        *lines, self.buffer = self.buffer.split(b"\n")
+        return [json.loads(line) for line in lines if line.startswith(b'{"case"')]
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+        for stream in (self.proc.stdin, self.proc.stdout):
+            if stream is not None:
+                stream.close()
+
+
 @dataclass
 class ReduceQueue:
-    """Case folders waiting for reduction; `step()` starts the next when none is running.
+    """Case folders waiting for reduction; `step(n)` keeps up to n reducers busy.
 
     The first case of each root cause goes first: a root cause is filed with its smallest case, and a reduced case
     localizes its operator better; more signatures of a root cause it already has wait behind."""
 
     log_dir: Path
-    budget_s: float
+    config: ReducerConfig
     pending: collections.deque[Path] = field(default_factory=collections.deque)
     later: collections.deque[Path] = field(default_factory=collections.deque)
     causes: set[str] = field(default_factory=set)  # root causes with a case reduced or queued
-    running: tuple[Path, subprocess.Popen, float] | None = None
+    reducers: list[Reducer] = field(default_factory=list)
+    seconds: list[float] = field(default_factory=list)  # per reduced or failed case
     reduced: int = 0
     failed: int = 0
 
@@ -75,50 +136,72 @@ class ReduceQueue:
     def waiting(self) -> int:
         return len(self.pending) + len(self.later)
 
-    def step(self) -> None:
-        if self.running is not None:
-            case_dir, proc, started = self.running
-            if proc.poll() is None and time.monotonic() - started < self.budget_s + GRACE_S:
-                return
-            self._finish(case_dir, proc)
-        if self.pending or self.later:
-            case_dir = (self.pending or self.later).popleft()
-            command = [sys.executable, "-m", "fuzzer", "reduce", str(case_dir), "--time", f"{self.budget_s}s",
-                       "--out", str(case_dir)]
-            with open(self.log_dir / "reduce.log", "a") as log:
-                proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                        preexec_fn=detach_from_terminal_and_parent)
-            self.running = (case_dir, proc, time.monotonic())
+    @property
+    def busy(self) -> int:
+        return sum(r.case_dir is not None for r in self.reducers)
 
-    def _finish(self, case_dir: Path, proc: subprocess.Popen) -> None:
-        if proc.poll() is None:
-            proc.kill()
-        code = proc.wait()
-        self.running = None
-        if code == 0:
+    def reserve_s(self, reducers: int) -> float:
+        """Seconds `reducers` reducers would take to reduce every waiting and running case, from the mean so far."""
+        if not self.waiting and not self.busy:
+            return 0.0
+        per_case = sum(self.seconds) / len(self.seconds) if self.seconds else FIRST_GUESS_S
+        starts = START_S if len(self.reducers) < reducers else 0.0
+        return starts + (self.waiting + self.busy) * per_case / max(reducers, 1)
+
+    def step(self, reducers: int = 1) -> None:
+        """Collect finished cases, give up on overrunning ones, and hand waiting cases to idle reducers."""
+        for reducer in list(self.reducers):
+            self._collect(reducer)
+        while self.waiting and len(self.reducers) < reducers and all(r.case_dir for r in self.reducers):
+            self.reducers.append(self._start())
+        for reducer in self.reducers:
+            if reducer.case_dir is None and self.waiting:
+                reducer.send((self.pending or self.later).popleft())
+
+    def _collect(self, reducer: Reducer) -> None:
+        for reply in reducer.replies():
+            self._done(Path(reply["case"]), bool(reply["ok"]), float(reply.get("seconds", 0.0)))
+            reducer.case_dir = None
+        overran = reducer.case_dir is not None and time.monotonic() - reducer.since > self.config.budget_s + GRACE_S
+        if reducer.proc.poll() is not None or overran:
+            if reducer.case_dir is not None:
+                self._done(reducer.case_dir, False, time.monotonic() - reducer.since)
+            reducer.stop()
+            self.reducers.remove(reducer)
+
+    def _start(self) -> Reducer:
+        with open(self.log_dir / "reduce.log", "a") as log:
+            # The campaign's import path: a registry it loads by reference (a plugin's, a test's) loads there too.
+            env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+            proc = subprocess.Popen(self.config.command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                    stderr=log, env=env, preexec_fn=detach_from_terminal_and_parent)
+        return Reducer(proc)
+
+    def _done(self, case_dir: Path, ok: bool, seconds: float) -> None:
+        self.seconds.append(seconds)
+        if ok:
             self.reduced += 1
             return
         self.failed += 1
         with open(self.log_dir / FAILED_LIST, "a") as handle:
             handle.write(f"{case_dir.name}\n")
 
-    def drain(self) -> None:
-        """Reduce every pending case now (a campaign that finished its tests has nothing better to do)."""
-        while self.running is not None or self.pending or self.later:
-            self.step()
+    def drain(self, reducers: int) -> None:
+        """Reduce every waiting case now, with `reducers` processes (the tests are over: the cores are free)."""
+        while self.waiting or self.busy:
+            self.step(reducers)
             time.sleep(0.2)
+        self.close(0)
 
     def close(self, wait_s: float) -> None:
-        """Give the running reduction up to `wait_s` seconds, then stop it; pending cases stay for a resume."""
-        if self.running is None:
-            return
+        """Give running cases up to `wait_s` seconds, then stop every reducer; unfinished cases stay for a resume."""
         deadline = time.monotonic() + wait_s
-        while self.running[1].poll() is None and time.monotonic() < deadline:
+        while self.busy and time.monotonic() < deadline:
+            for reducer in list(self.reducers):
+                self._collect(reducer)
             time.sleep(0.2)
-        case_dir, proc, _ = self.running
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-            self.running = None  # interrupted, not failed: a resume queues it again
-            return
-        self._finish(case_dir, proc)
+        for reducer in self.reducers:
+            if reducer.case_dir is not None:  # interrupted, not failed: a resume queues it again
+                reducer.case_dir = None
+            reducer.stop()
+        self.reducers.clear()

@@ -34,7 +34,8 @@ HELP = "run a fuzzing campaign: isolated workers, a campaign database, one case 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--time", type=duration, metavar="DURATION",
-                        help="time budget of this session, e.g. 90s, 10m, 2h (default: until done or Ctrl-C)")
+                        help="time budget of this session, e.g. 90s, 10m, 2h, reduction of the cases found included "
+                             "(default: until done or Ctrl-C)")
     parser.add_argument("--tests", type=positive_int, help="graphs to test over the whole campaign (each by every "
                         "converter; default: no limit)")
     parser.add_argument("--seed", type=int, default=0, help="seed base: graph i uses seed base + i")
@@ -152,10 +153,8 @@ def resumed_campaign(args: argparse.Namespace) -> tuple[Path, CampaignDB, Campai
 def run(args: argparse.Namespace) -> int:
     out, db, spec = resumed_campaign(args) if args.resume else new_campaign(args)
     progress = Progress(interval_s=args.log_interval, total=None)
-    # `convsmith reduce` replays a case with the standard converters: an injected registry's finds are not reduced.
-    reduce = not args.no_reduce and spec.worker.registry == DEFAULT_REGISTRY
     campaign = Campaign(out, spec, db, args.workers, args.time, progress,
-                        reduce_budget_s=args.reduce_time if reduce else None)
+                        reduce_budget_s=None if args.no_reduce else args.reduce_time)
     try:
         status = campaign.run()
     finally:

@@ -1,36 +1,91 @@
-"""`convsmith reduce CASE`: minimize a saved case's graph, keeping its signature; writes <id>-reduced beside it."""
+"""`convsmith reduce CASE...`: minimize saved cases (same signature, smaller graph); writes <id>-reduced beside
+each. Candidates are checked in a confined child process, so cases that kill or hang their process reduce too.
+
+With `--stdin` it reads case folders one per line as they come and answers each with a JSON line: the campaign
+keeps one such process for its whole run instead of starting Python and torch again for every case.
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
+import sys
+import time
+from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
-from fuzzer.cases.folder import CASE_JSON, load_case, write_case
-from fuzzer.commands.flags import duration
+from fuzzer.cases.folder import CASE_JSON, load_case
+from fuzzer.commands.flags import duration, positive_int
+from fuzzer.converters import DEFAULT_REGISTRY
 from fuzzer.reduce.case import ReductionFailed, reduce_case
+from fuzzer.reduce.isolated import CheckerConfig, IsolatedChecker
 from fuzzer.support.errors import UsageError
 
 NAME = "reduce"
-HELP = "minimize a saved bug case (same signature, smaller graph) and write the reduced case folder"
+HELP = "minimize saved bug cases (same signature, smaller graph) and write each reduced case folder"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("case", type=Path, metavar="CASE", help="case folder (or its case.json)")
+    parser.add_argument("cases", type=Path, nargs="*", metavar="CASE", help="case folders (or their case.json)")
+    parser.add_argument("--stdin", action="store_true",
+                        help="also read case folders from standard input, one per line, and print a JSON line each")
     parser.add_argument("--time", type=duration, default=60.0, metavar="DURATION",
-                        help="time to spend, e.g. 90s or 5m (seconds)")
-    parser.add_argument("--out", type=Path, help="folder for the reduced case (default: beside CASE)")
+                        help="time to spend on each case, e.g. 90s or 5m (seconds)")
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--out", type=Path, help="folder for the reduced cases (default: beside each CASE)")
+    where.add_argument("--inside", action="store_true",
+                       help="write each reduced case inside its CASE folder (as a campaign keeps them)")
+    parser.add_argument("--timeout", type=duration, default=60.0, metavar="DURATION",
+                        help="a candidate check that takes longer is a hang")
+    parser.add_argument("--memory-mb", type=positive_int, default=4096,
+                        help="memory of the checking process before out-of-memory")
+    parser.add_argument("--registry", default=DEFAULT_REGISTRY, metavar="MODULE:ATTR",
+                        help="the ConverterRegistry holding the cases' converters")
 
 
 def run(args: argparse.Namespace) -> int:
-    case = load_case(args.case)
-    folder = args.case.parent if args.case.name == CASE_JSON else args.case
+    if not args.cases and not args.stdin:
+        raise UsageError("reduce: give at least one CASE folder, or --stdin")
+    for folder in _folders(args.cases, ()):
+        load_case(folder)  # a bad CASE is a usage error before anything starts
+    config = CheckerConfig(args.registry, args.timeout, args.memory_mb)
+    failed = 0
+    with IsolatedChecker(config) as checker:
+        for folder in _folders(args.cases, sys.stdin if args.stdin else ()):
+            out = folder if args.inside else args.out or folder.parent
+            outcome = reduce_one(folder, out, checker, args.time)
+            failed += not outcome["ok"]
+            if args.stdin:
+                print(json.dumps(outcome), flush=True)
+            elif outcome["ok"]:
+                print(outcome["line"], flush=True)
+            else:
+                print(f"convsmith reduce: {outcome['error']}", file=sys.stderr, flush=True)
+    return 1 if failed else 0
+
+
+def _folders(given: list[Path], feed: Iterable[str]) -> Iterator[Path]:
+    for path in given:
+        yield path.parent if path.name == CASE_JSON else path
+    for line in feed:
+        if line.strip():
+            yield Path(line.strip())
+
+
+def reduce_one(folder: Path, out: Path, checker: IsolatedChecker, budget_s: float) -> dict[str, Any]:
+    """Reduce one case folder; {"case", "ok", "seconds"} and the summary line or the one-line error."""
+    start = time.monotonic()
+    base: dict[str, Any] = {"case": str(folder)}
     try:
-        reduced, result = reduce_case(case, args.time, original=folder.name)
-    except ReductionFailed as exc:
-        raise UsageError(str(exc)) from None
-    path = write_case(args.out or folder.parent, reduced, replace=True)
+        case = load_case(folder)
+        reduction = reduce_case(case, out, checker, budget_s, original=folder.name)
+    except (UsageError, ReductionFailed, RuntimeError) as exc:
+        return base | {"ok": False, "error": str(exc), "seconds": round(time.monotonic() - start, 2)}
+    result = reduction.result
     helped = ", ".join(result.helped) or "none"
-    print(f"{case.id}: {int(result.size_before[0])} -> {int(result.size_after[0])} nodes in {result.seconds:.1f}s "
-          f"({result.checks} checks{', budget spent' if result.exhausted else ''}; passes that helped: {helped}) "
-          f"-> {path}")
-    return 0
+    line = (f"{case.id}: {int(result.size_before[0])} -> {int(result.size_after[0])} nodes in {result.seconds:.1f}s "
+            f"({result.checks} checks{', budget spent' if result.exhausted else ''}; passes that helped: {helped}) "
+            f"-> {reduction.path}")
+    return base | {"ok": True, "line": line, "path": str(reduction.path),
+                   "seconds": round(time.monotonic() - start, 2)}

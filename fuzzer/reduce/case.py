@@ -1,21 +1,21 @@
-"""Reducing a saved case: the real converter as the judge of "same bug", the reduced case checked in full."""
+"""Reducing a saved case: the real converter, in a confined child process, is the judge of "same bug"; the
+reduced case is checked in full there and written beside the original."""
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
+from pathlib import Path
 
-from fuzzer.cases.case import case_from_check
-from fuzzer.check.pipeline import CheckOptions, run_check
+from fuzzer.cases.case import CaseData
 from fuzzer.check.result import INVALID_INPUTS
+from fuzzer.reduce.isolated import CheckerConfig, IsolatedChecker, Job
 from fuzzer.reduce.shrinker import ReduceResult, reduce_graph
 from fuzzer.support.device import require_device
 from generators.ir import Graph
 from generators.ops.discontinuity import LABELS
 from oracles.verdict import Verdict
-
-REDUCE_CHECK = CheckOptions(rerun=False, locate=True, culprit=False)  # locate: the signature depends on it
-
 
 # Labels a candidate may not gain: its inputs left the valid domain, or sit on a discontinuity the original did not.
 GUARDED_LABELS = frozenset({INVALID_INPUTS, *LABELS})
@@ -28,16 +28,15 @@ def same_bug(original: Verdict, candidate: Verdict) -> bool:
     return candidate.signature == original.signature and not gained
 
 
-def signature_oracle(seed: int, converter: str, options: Any, original: Verdict,
-                     check_options: CheckOptions = REDUCE_CHECK, device: str = "cpu") -> Callable[[Graph], bool]:
-    """is_same_bug for real converters: the candidate's verdict (on `device`) is `same_bug` as the original's."""
+def signature_oracle(case: CaseData, checker: IsolatedChecker) -> Callable[[Graph], bool]:
+    """is_same_bug for real converters: the candidate's verdict, from the isolated checker, is `same_bug`."""
 
     def is_same_bug(graph: Graph) -> bool:
         try:
-            verdict = run_check(graph, seed, converter, options, check_options, device).verdict
-        except Exception:  # a candidate that breaks convsmith itself is not the bug we are after
+            verdict = checker.verdict(Job(graph, case.seed, case.converter, case.converter_options))
+        except RuntimeError:  # a candidate that breaks convsmith itself is not the bug we are after
             return False
-        return same_bug(original, verdict)
+        return same_bug(case.verdict, verdict)
 
     return is_same_bug
 
@@ -46,19 +45,31 @@ class ReductionFailed(RuntimeError):
     """The reduced graph no longer shows the case's signature under the full check (e.g. it became flaky)."""
 
 
-def reduce_case(case: Any, budget_s: float = 60.0, original: str | None = None) -> tuple[Any, ReduceResult]:
-    """Reduce a CaseData: the reduced case (id '<id>-reduced', linked to `original` or the case id) and stats."""
+@dataclass(frozen=True)
+class Reduction:
+    """A written reduced case: its folder and how the reduction went."""
+
+    path: Path
+    result: ReduceResult
+
+
+def reduce_case(case: CaseData, out_dir: Path, checker: IsolatedChecker, budget_s: float = 60.0,
+                original: str | None = None) -> Reduction:
+    """Reduce a case and write '<id>-reduced' into `out_dir` (linked to `original` or the case id)."""
     require_device(case.device, f"{case.id} (found on {case.device})")
-    oracle = signature_oracle(case.seed, case.converter, case.converter_options, case.verdict, device=case.device)
-    result = reduce_graph(case.graph, case.seed, oracle, budget_s)
-    reduced = case_from_check(result.graph, case.seed, case.converter, case.converter_options,
-                              original=original or case.id, reduction=result.to_json(),
-                              case_id_=reduced_id(case.id), device=case.device)
-    if reduced.signature != case.signature:
-        raise ReductionFailed(f"{case.id}: the reduced graph gives {reduced.signature} under the full check, "
+    result = reduce_graph(case.graph, case.seed, signature_oracle(case, checker), budget_s)
+    job = Job(result.graph, case.seed, case.converter, case.converter_options)
+    path, verdict = checker.write_case(job, out_dir, reduced_id(case.id), original or case.id, result.to_json())
+    if verdict.signature != case.signature:
+        shutil.rmtree(path, ignore_errors=True)  # not the case's bug: nothing is filed under its name
+        raise ReductionFailed(f"{case.id}: the reduced graph gives {verdict.signature} under the full check, "
                               f"not {case.signature}")
-    return reduced, result
+    return Reduction(path, result)
 
 
 def reduced_id(case_id: str) -> str:
     return case_id if case_id.endswith("-reduced") else f"{case_id[:150]}-reduced"
+
+
+__all__ = ["CheckerConfig", "IsolatedChecker", "Reduction", "ReductionFailed", "reduce_case", "reduced_id",
+           "same_bug", "signature_oracle"]

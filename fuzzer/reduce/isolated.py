@@ -1,0 +1,220 @@
+"""The reducer's checker: every candidate is checked in a confined child process, so a candidate that kills its
+process, hangs or exhausts its memory gets a verdict like any other, and a segfault or a hang reduces too.
+
+The child is long-lived (one per reduction process, replaced after each death) and confined like a campaign
+worker (fuzzer/support/confine.py); messages are JSON. A death is read from the child's faulthandler dump into
+the same verdict the campaign gives it (fuzzer/support/faults.py), so a reduced case keeps the campaign's signature.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import faulthandler
+import json
+import multiprocessing
+import os
+import tempfile
+import traceback
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from multiprocessing.connection import Connection, wait
+from pathlib import Path
+from typing import Any
+
+from fuzzer.cases.case import CaseData, case_from_result, case_log, collect_versions, lost_case
+from fuzzer.cases.folder import write_case
+from fuzzer.check.pipeline import CheckOptions, check_prepared, prepare
+from fuzzer.check.result import FULL_CHECK, CheckResult
+from fuzzer.converters import DEFAULT_REGISTRY, ConverterRegistry, load_registry
+from fuzzer.support.confine import confine
+from fuzzer.support.faults import describe_exit, fault_file, fault_frame, lost_verdict
+from generators.ir import Graph
+from oracles.taxonomy import memory_verdict
+from oracles.verdict import Symptom, Verdict
+
+REDUCE_CHECK = CheckOptions(rerun=False, locate=True, culprit=False)  # locate: the signature depends on it
+START_TIMEOUT_S = 180.0
+
+
+@dataclass(frozen=True)
+class CheckerConfig:
+    """How the child is confined and where it finds its converters."""
+
+    registry: str = DEFAULT_REGISTRY
+    timeout_s: float = 60.0  # per check, as a campaign worker's test
+    memory_mb: int = 4096
+    device: str = "cpu"
+    log_dir: str = ""  # "": a temporary folder, removed on close
+
+
+@dataclass(frozen=True)
+class Job:
+    """One check of a candidate graph; `case` asks the child to write the full case folder too."""
+
+    graph: Graph
+    seed: int
+    converter: str
+    options: Mapping[str, Any]
+
+    def message(self, kind: str, **extra: Any) -> dict[str, Any]:
+        return {"type": kind, "graph": self.graph.to_json(), "seed": self.seed, "converter": self.converter,
+                "options": dict(self.options), **extra}
+
+
+class IsolatedChecker:
+    """Checks graphs in a confined child; `verdict` and `write_case` never raise for what the converter does."""
+
+    def __init__(self, config: CheckerConfig = CheckerConfig()) -> None:
+        self.config = config
+        self._tmp = None if config.log_dir else tempfile.TemporaryDirectory(prefix="convsmith-reduce-")
+        self.log_dir = Path(config.log_dir or self._tmp.name)  # type: ignore[union-attr]
+        self.registry: ConverterRegistry = load_registry(config.registry)
+        self.ctx = multiprocessing.get_context("forkserver")
+        self.proc: Any = None
+        self.conn: Connection | None = None
+        self.deaths = 0
+        self._last_dump = ""
+
+    def __enter__(self) -> IsolatedChecker:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def verdict(self, job: Job, check_options: CheckOptions = REDUCE_CHECK) -> Verdict:
+        """The candidate's verdict (a death, hang or memory exhaustion included); RuntimeError for our own bugs."""
+        reply = self._ask(job, job.message("check", check=asdict(check_options)))
+        return reply if isinstance(reply, Verdict) else Verdict.from_json(reply["verdict"])
+
+    def write_case(self, job: Job, out_dir: Path, case_id: str, original: str | None,
+                   reduction: Mapping[str, Any] | None) -> tuple[Path, Verdict]:
+        """Check `job` in full and write its case folder (replacing one of the same id); a child that dies doing
+        so leaves the case of its death, written here."""
+        reply = self._ask(job, job.message("case", out=str(out_dir), case_id=case_id, original=original,
+                                           reduction=None if reduction is None else dict(reduction)))
+        if isinstance(reply, Verdict):
+            versions = collect_versions(self.registry[job.converter].distributions)
+            case = lost_case(job.graph, job.seed, job.converter, job.options, reply, versions, self._last_dump,
+                             case_id_=case_id, original=original, device=self.config.device)
+            case = _with_reduction(case, reduction)
+            return write_case(out_dir, case, replace=True), reply
+        return Path(reply["path"]), Verdict.from_json(reply["verdict"])
+
+    # ---- the child's lifecycle --------------------------------------------------------------------------
+
+    def _ask(self, job: Job, message: dict[str, Any]) -> dict[str, Any] | Verdict:
+        """Send one request; the reply, or the verdict of the child's death, hang or start failure."""
+        self._ensure_started()
+        assert self.conn is not None
+        try:
+            self.conn.send_bytes(json.dumps(message).encode())
+        except OSError:
+            pass  # it died; the wait below sees the exit
+        ready = wait([self.conn, self.proc.sentinel], timeout=self.config.timeout_s)
+        if self.conn in ready:
+            try:
+                reply = json.loads(self.conn.recv_bytes())
+            except (EOFError, OSError):
+                reply = None
+            if reply is not None:
+                if "error" in reply:
+                    raise RuntimeError(f"the reducer's checker failed on its own: {reply['error']}")
+                return reply
+        if not ready:  # no reply in time: a hang
+            return self._lost(job, Symptom.HANG, f"no result after {self.config.timeout_s:g} s")
+        self.proc.join(timeout=10)  # its pipe closes before its exit status is known
+        return self._lost(job, Symptom.PROCESS_DEATH, describe_exit(self.proc.exitcode))
+
+    def _lost(self, job: Job, symptom: Symptom, reason: str) -> Verdict:
+        pid = self.proc.pid
+        self._stop()
+        self.deaths += 1
+        frame, self._last_dump = fault_frame(fault_file(self.log_dir, pid))
+        return lost_verdict(job.converter, symptom, reason, frame, self._last_dump)
+
+    def _ensure_started(self) -> None:
+        if self.proc is not None and self.proc.is_alive():
+            return
+        self._stop()
+        parent, child = self.ctx.Pipe()
+        config = json.dumps(asdict(self.config) | {"log_dir": str(self.log_dir)})
+        self.proc = self.ctx.Process(target=checker_main, args=(child, config), name="convsmith-reduce-check")
+        self.proc.start()
+        child.close()
+        self.conn = parent
+        if not parent.poll(START_TIMEOUT_S) or json.loads(parent.recv_bytes()).get("type") != "ready":
+            raise RuntimeError(f"the reducer's checker did not start ({describe_exit(self.proc.exitcode)}); "
+                               f"see {self.log_dir}")
+
+    def _stop(self) -> None:
+        if self.proc is not None:
+            if self.proc.is_alive():
+                self.proc.kill()
+            self.proc.join(timeout=10)
+        if self.conn is not None:
+            self.conn.close()
+        self.proc, self.conn = None, None
+
+    def close(self) -> None:
+        """Stop the child and remove the temporary log folder."""
+        if self.conn is not None and self.proc is not None and self.proc.is_alive():
+            try:
+                self.conn.send_bytes(json.dumps({"type": "stop"}).encode())
+                self.proc.join(timeout=5)
+            except OSError:
+                pass
+        self._stop()
+        if self._tmp is not None:
+            self._tmp.cleanup()
+
+
+def _with_reduction(case: CaseData, reduction: Mapping[str, Any] | None) -> CaseData:
+    return dataclasses.replace(case, reduction=None if reduction is None else dict(reduction))
+
+
+# ---- the child ------------------------------------------------------------------------------------------
+
+def checker_main(conn: Connection, config_json: str) -> None:
+    """Entry point of the checker child: confine, say ready, answer requests until told to stop."""
+    config = CheckerConfig(**json.loads(config_json))
+    fault = confine(config.memory_mb, config.device, config.log_dir)
+    registry = load_registry(config.registry)
+    conn.send_bytes(json.dumps({"type": "ready", "pid": os.getpid()}).encode())
+    while True:
+        try:
+            message = json.loads(conn.recv_bytes())
+        except (EOFError, OSError):
+            return
+        if message.get("type") not in ("check", "case"):
+            return
+        faulthandler.dump_traceback_later(max(config.timeout_s - 1.0, 0.5), file=fault)
+        try:
+            reply = _answer(message, registry, config.device)
+        except Exception:  # convsmith's own bug: the parent raises it
+            reply = {"error": traceback.format_exc(limit=8)}
+        finally:
+            faulthandler.cancel_dump_traceback_later()
+        conn.send_bytes(json.dumps(reply).encode())
+
+
+def _answer(message: Mapping[str, Any], registry: ConverterRegistry, device: str) -> dict[str, Any]:
+    graph, seed = Graph.from_json(message["graph"]), int(message["seed"])
+    converter = registry[message["converter"]]
+    full = message["type"] == "case"
+    check_options = FULL_CHECK if full else CheckOptions(**message["check"])
+    timings: dict[str, float] = {}
+    try:
+        prepared = prepare(graph, seed, timings, check_options.input_budget_s, device)
+        result = check_prepared(prepared, converter, message["options"], check_options)
+    except MemoryError:
+        result = CheckResult(memory_verdict(converter.name), {}, options=dict(message["options"]))
+    if not full:
+        return {"verdict": result.verdict.to_json()}
+    result = CheckResult(result.verdict, {**timings, **result.timings}, result.expected, result.target,
+                         result.failure, result.options)
+    case = case_from_result(result, graph, seed, converter.name, collect_versions(converter.distributions),
+                            log=case_log(result), case_id_=message["case_id"], original=message["original"],
+                            device=device)
+    case = _with_reduction(case, message["reduction"])
+    path = write_case(Path(message["out"]), case, replace=True)
+    return {"verdict": result.verdict.to_json(), "path": str(path)}

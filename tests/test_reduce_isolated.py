@@ -1,0 +1,97 @@
+"""A converter bug that kills its process still reduces: the reducer checks candidates in a confined child.
+
+`FaultySegfaultOnSin` is a real registry entry (loaded by reference in the child, as campaign workers load theirs)
+that raises SIGSEGV during node conversion whenever the graph holds a `sin` node and otherwise returns the eager
+outputs, a converter fault planted for the test, not a mock of a library.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+from fuzzer.cases.folder import read_case
+from fuzzer.converters import ConverterRegistry
+from fuzzer.converters.base import Converter, ConverterOptions, Source, Steps, TargetRun
+from fuzzer.reduce.case import reduce_case
+from fuzzer.reduce.isolated import CheckerConfig, IsolatedChecker, Job
+from fuzzer.support.tensors import to_oracle_array
+from generators.generator import GenOptions, generate
+from oracles.verdict import Stage, Symptom
+
+SEED = 0  # six nodes: logsumexp, softsign, sin, pad_circular, maximum, logical_or
+
+
+class FaultySegfaultOnSin(Converter):
+    name = "faulty-segfault-on-sin"
+    libraries = ()
+    distributions = ()
+    options_type = ConverterOptions
+
+    def convert_impl(self, source: Source, options: ConverterOptions) -> TargetRun:
+        with Steps().at(Stage.NODE_CONVERSION, "convert"):
+            if any(node.op == "sin" for node in source.graph.nodes):
+                os.kill(os.getpid(), signal.SIGSEGV)
+        pairs = [to_oracle_array(x) for x in source.module(*source.inputs)]
+        return TargetRun(tuple(a for a, _ in pairs), tuple(d for _, d in pairs), {"convert": 0.0})
+
+
+SEGFAULT_REGISTRY = ConverterRegistry([FaultySegfaultOnSin()])
+CONFIG = CheckerConfig(registry="test_reduce_isolated:SEGFAULT_REGISTRY", timeout_s=30.0, memory_mb=2048)
+
+
+def test_a_case_whose_conversion_kills_the_process_is_reduced_to_the_faulty_operator(tmp_path: Path) -> None:
+    graph = generate(SEED, GenOptions(nodes=6))
+    assert len(graph.nodes) == 6 and "sin" in [n.op for n in graph.nodes]
+    with IsolatedChecker(CONFIG) as checker:
+        found, verdict = checker.write_case(Job(graph, SEED, FaultySegfaultOnSin.name, {}), tmp_path, "found",
+                                            None, None)
+        # Its stage is read from frames in fuzzer/converters/ only: a converter defined here is "stage-unknown".
+        assert verdict.symptom is Symptom.PROCESS_DEATH and verdict.labels == ("stage-unknown",)
+        assert "killed by SIGSEGV" in verdict.message
+        case = read_case(found)
+        reduction = reduce_case(case, tmp_path, checker, budget_s=120.0)
+        assert checker.deaths >= 2  # the found case's own death, and at least the accepted candidates'
+    reduced = read_case(reduction.path)
+    assert [n.op for n in reduced.graph.nodes] == ["sin"]
+    assert reduced.signature == case.signature
+    assert reduced.verdict.symptom is Symptom.PROCESS_DEATH
+    assert reduced.original == "found" and reduced.reduction["nodes_before"] == 6
+    assert "faulthandler" in (reduction.path / "log.txt").read_text()
+
+
+def test_a_check_that_passes_in_the_child_gives_its_verdict_and_keeps_the_child(tmp_path: Path) -> None:
+    graph = generate(SEED, GenOptions(nodes=6))
+    without_sin = graph.nodes[0].op
+    assert without_sin != "sin"
+    from generators.edit import prefix
+
+    with IsolatedChecker(CONFIG) as checker:
+        verdict = checker.verdict(Job(prefix(graph, 1), SEED, FaultySegfaultOnSin.name, {}))
+        pid = checker.proc.pid
+        again = checker.verdict(Job(prefix(graph, 1), SEED, FaultySegfaultOnSin.name, {}))
+        assert checker.proc.pid == pid and checker.deaths == 0
+    assert verdict.symptom is Symptom.PASS and again.symptom is Symptom.PASS
+
+
+def test_a_campaign_ends_with_its_process_killing_cases_reduced(tmp_path: Path) -> None:
+    from fuzzer.campaign.db import DB_NAME, CampaignDB
+    from fuzzer.campaign.loop import LOG_DIR, Campaign, CampaignSpec, case_folders
+    from fuzzer.campaign.worker import WorkerConfig
+
+    out = tmp_path / "c"
+    worker = WorkerConfig(out_dir=str(out), log_dir=str(out / LOG_DIR), registry=CONFIG.registry, min_nodes=4,
+                          nodes=4, include_ops=("sin", "cos", "exp", "abs"), timeout_s=30.0, memory_mb=2048,
+                          check={"input_budget_s": 0.2})
+    spec = CampaignSpec(7, (FaultySegfaultOnSin.name,), worker, 4)
+    out.mkdir(parents=True)
+    db = CampaignDB(out / DB_NAME, create=True)
+    db.set_meta("spec", spec.to_json())
+    campaign = Campaign(out, spec, db, workers=1, reduce_budget_s=60.0)
+    assert campaign.run() == "finished"
+    folders = case_folders(out)
+    assert folders and campaign.reducer is not None and campaign.reducer.reduced == len(folders)
+    for folder in folders:
+        (reduced,) = [p for p in folder.iterdir() if p.name.endswith("-reduced")]
+        assert [n.op for n in read_case(reduced).graph.nodes] == ["sin"]

@@ -102,7 +102,7 @@ def test_repro_scripts_stand_alone_and_show_the_bug(tmp_path: Path, block_torch:
     assert report["leaked"] is False
     for name, (status, text) in report["results"].items():
         assert status == 1, f"{name}: {text[-1500:]}"
-        assert "BUG REPRODUCES" in text, f"{name}: {text[-1500:]}"
+        assert "BUG REPRODUCES" in text and "observed:" in text, f"{name}: {text[-1500:]}"
 
 
 # ---- bad input: one line, exit 2, never a traceback -------------------------------------------------------

@@ -160,11 +160,14 @@ class ReduceQueue:
 
     def _collect(self, reducer: Reducer) -> None:
         for reply in reducer.replies():
+            self._log(reply.get("line") or f"{reply['case']}: reduction failed: {reply.get('error')}")
             self._done(Path(reply["case"]), bool(reply["ok"]), float(reply.get("seconds", 0.0)))
             reducer.case_dir = None
         overran = reducer.case_dir is not None and time.monotonic() - reducer.since > self.config.budget_s + GRACE_S
         if reducer.proc.poll() is not None or overran:
             if reducer.case_dir is not None:
+                self._log(f"{reducer.case_dir}: reduction failed: the reducer "
+                          + ("overran its budget" if overran else f"exited with status {reducer.proc.returncode}"))
                 self._done(reducer.case_dir, False, time.monotonic() - reducer.since)
             reducer.stop()
             self.reducers.remove(reducer)
@@ -176,6 +179,10 @@ class ReduceQueue:
             proc = subprocess.Popen(self.config.command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                     stderr=log, env=env, preexec_fn=detach_from_terminal_and_parent)
         return Reducer(proc)
+
+    def _log(self, line: str) -> None:
+        with open(self.log_dir / "reduce.log", "a") as log:
+            log.write(line.rstrip() + "\n")
 
     def _done(self, case_dir: Path, ok: bool, seconds: float) -> None:
         self.seconds.append(seconds)

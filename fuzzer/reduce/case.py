@@ -3,10 +3,12 @@ reduced case is checked in full there and written beside the original."""
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from fuzzer.cases.case import CaseData
 from fuzzer.check.result import INVALID_INPUTS
@@ -57,14 +59,40 @@ def reduce_case(case: CaseData, out_dir: Path, checker: IsolatedChecker, budget_
                 original: str | None = None) -> Reduction:
     """Reduce a case and write '<id>-reduced' into `out_dir` (linked to `original` or the case id)."""
     require_device(case.device, f"{case.id} (found on {case.device})")
+    options, simplified = simplest_options(case, checker)
+    case = dataclasses.replace(case, converter_options=options)
     result = reduce_graph(case.graph, case.seed, signature_oracle(case, checker), budget_s)
-    job = Job(result.graph, case.seed, case.converter, case.converter_options)
-    path, verdict = checker.write_case(job, out_dir, reduced_id(case.id), original or case.id, result.to_json())
+    job = Job(result.graph, case.seed, case.converter, options)
+    record = {**result.to_json(), "options_set_to_default": simplified}
+    path, verdict = checker.write_case(job, out_dir, reduced_id(case.id), original or case.id, record)
     if verdict.signature != case.signature:
         shutil.rmtree(path, ignore_errors=True)  # not the case's bug: nothing is filed under its name
         raise ReductionFailed(f"{case.id}: the reduced graph gives {verdict.signature} under the full check, "
                               f"not {case.signature}")
     return Reduction(path, result)
+
+
+def simplest_options(case: CaseData, checker: IsolatedChecker) -> tuple[dict[str, Any], list[str]]:
+    """The case's converter options with each one set back to its default where the bug stays (all at once first,
+    then one at a time): a report names only the settings the bug needs. Also the names of those reset."""
+    options = dict(case.converter_options)
+    defaults = checker.registry[case.converter].options(None).to_json()
+    changed = [key for key, value in defaults.items() if options.get(key) != value]
+
+    def keeps_bug(trial: dict[str, Any]) -> bool:
+        try:
+            return same_bug(case.verdict, checker.verdict(Job(case.graph, case.seed, case.converter, trial)))
+        except RuntimeError:
+            return False
+
+    if changed and keeps_bug({**options, **defaults}):
+        return {**options, **defaults}, changed
+    reset = []
+    for key in changed if len(changed) > 1 else ():
+        if keeps_bug({**options, key: defaults[key]}):
+            options[key] = defaults[key]
+            reset.append(key)
+    return options, reset
 
 
 def reduced_id(case_id: str) -> str:

@@ -58,6 +58,7 @@ class WorkerConfig:
     timeout_s: float = 60.0
     memory_mb: int = 4096
     device: str = "cpu"
+    vary_settings: bool = False  # each test draws its converter's options (the pinned ones kept); else defaults
 
     def to_json(self) -> dict[str, Any]:
         return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
@@ -73,6 +74,14 @@ class WorkerConfig:
         dtypes = tuple(DType(d) for d in self.dtypes) or GenOptions.dtypes
         return GenOptions(nodes=nodes, include_ops=self.include_ops, exclude_ops=self.exclude_ops, dtypes=dtypes,
                           max_numel=self.max_numel, avoid_pairs=frozenset(tuple(p) for p in self.avoid_pairs))
+
+
+    def options_for(self, converter: Converter, seed: int) -> dict[str, Any]:
+        """The converter options of the test of `seed` under `converter`, as JSON (recorded with its result)."""
+        pinned = self.converter_options.get(converter.name)
+        if self.vary_settings:
+            return converter.options_type.draw(seed, pinned).to_json()
+        return converter.options(pinned).to_json()
 
 
 def _plain(value: Any) -> Any:
@@ -151,7 +160,7 @@ class UnitRunner:
         start = time.perf_counter()
         self.phase(idx, name, "convert")
         converter = self.registry[name]
-        opts = converter.options(self.config.converter_options.get(name)).to_json()
+        opts = self.config.options_for(converter, seed)
         if self.fault is not None:
             faulthandler.dump_traceback_later(max(self.config.timeout_s - 1.0, 0.5), file=self.fault)
         try:

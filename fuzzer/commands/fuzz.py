@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from fuzzer.campaign.db import DB_NAME, CampaignDB, open_campaign
 from fuzzer.campaign.loop import LOG_DIR, Campaign, CampaignSpec
@@ -55,6 +57,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="never generate the (operator, dtype) pairs that `convsmith probe` found unsupported by "
                              "these converters (without a value: torch-onnx-script, the exporter most converters "
                              "start from)")
+    parser.add_argument("--settings", choices=("vary", "default"), default="vary",
+                        help="vary: each test draws its converter's options (opsets, upstream exporter, optimization "
+                             "level, folding...) from their real range; default: every test uses the defaults")
+    parser.add_argument("--option", action="append", default=[], metavar="CONVERTER.KEY=JSON",
+                        help="pin one converter option for the whole campaign, e.g. --option ort-optimizer.level=basic "
+                             "(repeatable)")
     parser.add_argument("--no-reduce", action="store_true", help="do not minimize new bug cases in the background")
     parser.add_argument("--reduce-time", type=duration, default=60.0, metavar="DURATION",
                         help="time to minimize each new bug case (seconds)")
@@ -114,6 +122,30 @@ def avoided_pairs(converters: str | None) -> tuple[tuple[str, str], ...]:
     return tuple(sorted(set().union(*(table.unsupported(c) for c in wanted))))
 
 
+def pinned_options(pairs: list[str], registry_ref: str) -> dict[str, dict[str, Any]]:
+    """--option CONVERTER.KEY=JSON pairs as {converter: {key: value}}, each checked against the converter's options."""
+    registry = load_registry(registry_ref)
+    pinned: dict[str, dict[str, Any]] = {}
+    for pair in pairs:
+        target, sep, text = pair.partition("=")
+        converter, dot, key = target.partition(".")
+        if not sep or not dot or not key:
+            raise UsageError(f"--option {pair!r} is not CONVERTER.KEY=VALUE")
+        if converter not in registry:
+            raise UsageError(f"--option {pair!r}: unknown converter {converter!r}")
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError:
+            value = text
+        pinned.setdefault(converter, {})[key] = value
+    for converter, options in pinned.items():
+        try:
+            registry[converter].options(options)
+        except (TypeError, ValueError) as exc:
+            raise UsageError(f"--option: {converter}: {exc}") from None
+    return pinned
+
+
 def new_campaign(args: argparse.Namespace) -> tuple[Path, CampaignDB, CampaignSpec]:
     """Check every flag, then make the campaign folder and its database (nothing is made on bad input)."""
     gen = generator_options(args)
@@ -122,6 +154,7 @@ def new_campaign(args: argparse.Namespace) -> tuple[Path, CampaignDB, CampaignSp
     require_device(args.device, f"--device {args.device}")
     converters, skipped = choose_converters(args.registry, args.converters)
     avoid = avoided_pairs(args.avoid_unsupported)
+    pinned = pinned_options(args.option, args.registry)
     prepare_out(args.out)
     for line in skipped:
         print(line, file=sys.stderr)
@@ -129,7 +162,8 @@ def new_campaign(args: argparse.Namespace) -> tuple[Path, CampaignDB, CampaignSp
                           min_nodes=args.min_nodes, nodes=gen.nodes, include_ops=gen.include_ops,
                           exclude_ops=gen.exclude_ops, dtypes=tuple(d.value for d in gen.dtypes),
                           max_numel=gen.max_numel, avoid_pairs=avoid,
-                          timeout_s=args.timeout, memory_mb=args.memory_mb, device=args.device)
+                          timeout_s=args.timeout, memory_mb=args.memory_mb, device=args.device,
+                          converter_options=pinned, vary_settings=args.settings == "vary")
     spec = CampaignSpec(args.seed, converters, worker, args.tests)
     db = CampaignDB(args.out / DB_NAME, create=True)
     db.set_meta("spec", spec.to_json())

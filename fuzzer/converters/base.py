@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import importlib.metadata
+import random
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -35,6 +36,8 @@ class ConverterOptions:
 
     opset_range: ClassVar[tuple[int, int]] = (7, 23)  # the opsets torch.onnx can export
     choices: ClassVar[Mapping[str, tuple[str, ...]]] = {}  # options that take one of a few names
+    # The values a campaign draws an option from, where its choices (or True/False) are not the whole story.
+    space: ClassVar[Mapping[str, tuple[Any, ...]]] = {}
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -49,6 +52,35 @@ class ConverterOptions:
 
     def to_json(self) -> dict[str, Any]:
         return {f.name: _jsonable(getattr(self, f.name)) for f in dataclasses.fields(self)}
+
+    @classmethod
+    def draw(cls, seed: int, pinned: Mapping[str, Any] | None = None) -> ConverterOptions:
+        """Options for the test of `seed`: each keeps its default half the time, else takes a value drawn from its
+        real range (`candidates`); `pinned` ones are kept as given."""
+        rng = random.Random(f"{cls.__name__}:{seed}")
+        values: dict[str, Any] = dict(pinned or {})
+        for f in dataclasses.fields(cls):
+            if f.name in values:
+                continue
+            candidates = cls.candidates(f.name, values)
+            if candidates and rng.random() >= 0.5:
+                values[f.name] = rng.choice(candidates)
+            elif f.default is not dataclasses.MISSING:
+                values[f.name] = f.default
+        return cls.from_json({k: _jsonable(v) for k, v in values.items()})
+
+    @classmethod
+    def candidates(cls, name: str, drawn: Mapping[str, Any]) -> tuple[Any, ...]:
+        """The values option `name` can take in a campaign, given the ones drawn before it (fields in order)."""
+        if name == "opset":
+            low, high = cls.opset_range
+            return tuple(range(low, high + 1))
+        if name in cls.space:
+            return tuple(cls.space[name])
+        if name in cls.choices:
+            return tuple(cls.choices[name])
+        default = next(f.default for f in dataclasses.fields(cls) if f.name == name)
+        return (True, False) if isinstance(default, bool) else ()
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ConverterOptions:

@@ -7,14 +7,11 @@ from dataclasses import dataclass
 import onnx
 
 from fuzzer.converters.base import ConverterOptions, Snippet
-from fuzzer.converters.upstream import UPSTREAMS, OnnxPassConverter
+from fuzzer.converters.upstream import OnnxPassConverter, UpstreamOptions
 
 
 @dataclass(frozen=True)
-class OnnxOptimizerOptions(ConverterOptions):
-    choices = {"upstream": UPSTREAMS}
-    upstream: str = "torch-onnx-script"
-    opset: int = 17
+class OnnxOptimizerOptions(UpstreamOptions):
     passes: tuple[str, ...] = ()  # empty: onnxoptimizer's fuse-and-elimination set
     fixed_point: bool = False
 
@@ -37,3 +34,10 @@ class OnnxOptimizer(OnnxPassConverter):
 
         passes = list(options.passes) or onnxoptimizer.get_fuse_and_elimination_passes()
         return onnxoptimizer.optimize(model, passes, fixed_point=options.fixed_point)
+
+
+def fuse_and_elimination_passes() -> tuple[str, ...]:
+    """onnxoptimizer's default pass set by name (what empty `passes` runs); its library must import."""
+    import onnxoptimizer
+
+    return tuple(onnxoptimizer.get_fuse_and_elimination_passes())

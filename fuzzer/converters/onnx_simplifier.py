@@ -7,14 +7,11 @@ from dataclasses import dataclass
 import onnx
 
 from fuzzer.converters.base import ConverterOptions, Snippet
-from fuzzer.converters.upstream import UPSTREAMS, OnnxPassConverter
+from fuzzer.converters.upstream import OnnxPassConverter, UpstreamOptions
 
 
 @dataclass(frozen=True)
-class OnnxSimOptions(ConverterOptions):
-    choices = {"upstream": UPSTREAMS}
-    upstream: str = "torch-onnx-script"
-    opset: int = 17
+class OnnxSimOptions(UpstreamOptions):
     perform_optimization: bool = True
     skip_fuse_bn: bool = False
 

@@ -7,14 +7,11 @@ from dataclasses import dataclass
 import onnx
 
 from fuzzer.converters.base import ConverterOptions, Snippet
-from fuzzer.converters.upstream import UPSTREAMS, OnnxPassConverter
+from fuzzer.converters.upstream import OnnxPassConverter, UpstreamOptions
 
 
 @dataclass(frozen=True)
-class OnnxSlimOptions(ConverterOptions):
-    choices = {"upstream": UPSTREAMS}
-    upstream: str = "torch-onnx-script"
-    opset: int = 17
+class OnnxSlimOptions(UpstreamOptions):
     no_constant_folding: bool = False
 
 

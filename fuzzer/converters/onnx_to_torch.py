@@ -11,17 +11,15 @@ from dataclasses import dataclass
 
 import torch
 
-from fuzzer.converters.base import Converter, ConverterOptions, Source, Steps, TargetRun
-from fuzzer.converters.upstream import UPSTREAMS, export_upstream
+from fuzzer.converters.base import Converter, Source, Steps, TargetRun
+from fuzzer.converters.upstream import UpstreamOptions, export_upstream
 from fuzzer.support.tensors import to_oracle_array
 from oracles.verdict import Stage
 
 
 @dataclass(frozen=True)
-class OnnxToTorchOptions(ConverterOptions):
-    choices = {"upstream": UPSTREAMS}
-    upstream: str = "torch-onnx-script"
-    opset: int = 17
+class OnnxToTorchOptions(UpstreamOptions):
+    """The upstream exporter and opset are all there is to choose."""
 
 
 class OnnxToTorch(Converter):

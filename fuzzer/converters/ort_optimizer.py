@@ -13,7 +13,7 @@ import numpy as np
 
 from fuzzer.converters.base import Converter, ConverterOptions, Snippet, Source, Steps, TargetRun
 from fuzzer.converters.runtime import make_session, run_model, run_session
-from fuzzer.converters.upstream import UPSTREAMS, export_upstream
+from fuzzer.converters.upstream import UPSTREAMS, UpstreamOptions, export_upstream
 from oracles.verdict import Stage
 
 LEVEL_ORDER = ("basic", "extended", "all")
@@ -40,10 +40,9 @@ ORT_OPTIMIZERS: tuple[str, ...] = (
 
 
 @dataclass(frozen=True)
-class OrtOptimizerOptions(ConverterOptions):
+class OrtOptimizerOptions(UpstreamOptions):
     choices = {"upstream": UPSTREAMS, "level": ("disabled", "basic", "extended", "all")}
-    upstream: str = "torch-onnx-script"
-    opset: int = 17
+    space = {"level": ("basic", "extended", "all")}  # disabled is the reference every level is compared with
     level: str = "all"
 
 

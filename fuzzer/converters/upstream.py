@@ -6,7 +6,10 @@ Failures here belong to the exporter, not to the converter under test, so they l
 
 from __future__ import annotations
 
+import random
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 import onnx
@@ -18,6 +21,45 @@ from fuzzer.converters.torch_onnx_script import ScriptOptions, export_script
 from oracles.verdict import Stage
 
 UPSTREAMS = ("torch-onnx-script", "torch-onnx-dynamo")
+# Each exporter's opsets and the one it exports at by default.
+UPSTREAM_OPSETS = {"torch-onnx-script": ScriptOptions.opset_range, "torch-onnx-dynamo": DynamoOptions.opset_range}
+UPSTREAM_DEFAULT_OPSET = {"torch-onnx-script": ScriptOptions().opset, "torch-onnx-dynamo": DynamoOptions().opset}
+
+
+@dataclass(frozen=True)
+class UpstreamOptions(ConverterOptions):
+    """Options of a converter that starts from an exporter's model: which exporter, at which of its opsets."""
+
+    choices = {"upstream": UPSTREAMS}
+    upstream: str = "torch-onnx-script"
+    opset: int = 17
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        low, high = UPSTREAM_OPSETS[self.upstream]
+        if not low <= self.opset <= high:
+            raise ValueError(f"option opset={self.opset}: the {self.upstream} upstream exports opsets {low} to {high}")
+
+    @classmethod
+    def candidates(cls, name: str, drawn: Mapping[str, Any]) -> tuple[Any, ...]:
+        if name == "opset":
+            low, high = UPSTREAM_OPSETS[drawn.get("upstream", UpstreamOptions.upstream)]
+            return tuple(range(low, high + 1))
+        return super().candidates(name, drawn)
+
+    @classmethod
+    def draw(cls, seed: int, pinned: Mapping[str, Any] | None = None) -> ConverterOptions:
+        """As ConverterOptions.draw, but the upstream and its opset are drawn per graph, not per converter: the
+        ONNX tools testing one graph share one export."""
+        shared = dict(pinned or {})
+        rng = random.Random(f"upstream:{seed}")
+        if "upstream" not in shared:
+            shared["upstream"] = rng.choice(UPSTREAMS) if rng.random() >= 0.5 else UpstreamOptions.upstream
+        if "opset" not in shared:
+            low, high = UPSTREAM_OPSETS[shared["upstream"]]
+            default = UPSTREAM_DEFAULT_OPSET[shared["upstream"]]
+            shared["opset"] = rng.randint(low, high) if rng.random() >= 0.5 else default
+        return super().draw(seed, shared)
 
 
 @dataclass(frozen=True)

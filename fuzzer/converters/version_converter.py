@@ -7,15 +7,13 @@ from dataclasses import dataclass
 import onnx
 
 from fuzzer.converters.base import ConverterOptions, Snippet
-from fuzzer.converters.upstream import UPSTREAMS, OnnxPassConverter
+from fuzzer.converters.upstream import OnnxPassConverter, UpstreamOptions
 from oracles.verdict import Stage
 
 
 @dataclass(frozen=True)
-class VersionConverterOptions(ConverterOptions):
-    choices = {"upstream": UPSTREAMS}
-    upstream: str = "torch-onnx-script"
-    opset: int = 17
+class VersionConverterOptions(UpstreamOptions):
+    space = {"target_opset": tuple(range(7, 24))}  # down as well as up, every step the adapters cover
     target_opset: int = 21  # newer by default; set e.g. 13 for the downgrade path
 
 

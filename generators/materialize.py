@@ -55,13 +55,14 @@ class GraphModule(torch.nn.Module):
     """Runs the graph's nodes in order; float weights are Parameters, the others buffers."""
 
     def __init__(self, graph: Graph, weights: Mapping[str, torch.Tensor], widen: bool = False,
-                 registry: Mapping[str, OpSpec] = REGISTRY) -> None:
+                 registry: Mapping[str, OpSpec] = REGISTRY, float32_attrs: bool = False) -> None:
         super().__init__()
         self.graph = graph
         self.widen = widen
         self.registry = registry
         self._ops = [registry[n.op] for n in graph.nodes]
-        self._attrs = [self._node_attrs(n.attrs) for n in graph.nodes]
+        self._attrs = [self._node_attrs(op.float32_rounded(n.attrs) if float32_attrs else n.attrs)
+                       for n, op in zip(graph.nodes, self._ops, strict=True)]
         for name, value in weights.items():
             if widen and value.is_floating_point():
                 value = value.to(torch.float64)
@@ -117,10 +118,11 @@ def materialize(graph: Graph, seed: int, widen: bool = False,
     return GraphModule(graph, random_weights(graph, seed), widen=widen, registry=registry)
 
 
-def float64_twin(module: GraphModule) -> GraphModule:
-    """The same graph and weights with every float tensor widened to float64 (the reference run)."""
+def float64_twin(module: GraphModule, float32_attrs: bool = False) -> GraphModule:
+    """The same graph and weights with every float tensor widened to float64 (the reference run); `float32_attrs`:
+    with the attributes formats store as float32 rounded so (OpSpec.float32_attrs)."""
     weights = {n: getattr(module, n).detach() for n in module.graph.weights}
-    return GraphModule(module.graph, weights, widen=True, registry=module.registry)
+    return GraphModule(module.graph, weights, widen=True, registry=module.registry, float32_attrs=float32_attrs)
 
 
 def widen_inputs(inputs: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:

@@ -3,6 +3,7 @@ PyTorch source (rendered alone, it must compute the forward's outputs bit for bi
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
@@ -60,6 +61,25 @@ def test_every_op_writes_source_that_equals_its_forward(op_name: str) -> None:
             arrays = [env[n].float().numpy() if env[n].dtype == torch.bfloat16 else env[n].numpy()
                       for n in node.inputs]
             assert op.discontinuities(dict(node.attrs), arrays) <= LABELS
+            assert_settles(op, dict(node.attrs), [env[n] for n in node.outputs], arrays)
             checked += 1
     assert checked, f"no one-node graph of {op_name} could be made"
+
+
+def assert_settles(op: OpSpec, attrs: dict, outputs: list[torch.Tensor], inputs: list) -> None:
+    """canonical_output keeps each output's shape and dtype and settles it once and for all (idempotent)."""
+    for index, value in enumerate(outputs):
+        array = value.float().numpy() if value.dtype == torch.bfloat16 else value.numpy()
+        once = op.canonical_output(attrs, index, array, inputs if op.settles_output else [])
+        assert (once.shape, once.dtype) == (array.shape, array.dtype), f"{op.name} output {index}"
+        again = op.canonical_output(attrs, index, once, inputs if op.settles_output else [])
+        assert np.array_equal(again, once, equal_nan=once.dtype.kind == "f"), f"{op.name} output {index}"
+
+
+def test_an_op_settles_its_output_from_its_inputs_exactly_when_it_says_so() -> None:
+    """The oracle computes an op's input values only for settles_output ops: every override of
+    canonical_output must declare it."""
+    for op in REGISTRY.values():
+        overrides = type(op).canonical_output is not OpSpec.canonical_output
+        assert overrides == op.settles_output, op.name
 

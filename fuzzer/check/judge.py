@@ -9,16 +9,18 @@ says the target is measurably farther from the float64 reference than the float3
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+import functools
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 import onnx
 
 from fuzzer.check.result import INVALID_INPUTS, CheckResult, Expected, timer
+from fuzzer.check.source import float32_attr_reference, graph_values
 from fuzzer.converters.base import Converter, ConverterOptions, StageError, Steps, TargetRun, UpstreamError
 from fuzzer.converters.runtime import run_onnx_target
 from oracles.blame import BlameResult, blame_output
-from oracles.compare import OutputComparison, Reason, compare
+from oracles.compare import FLOAT_DTYPES, OutputComparison, Reason, compare
 from oracles.signature import wrong_value_signature
 from oracles.taxonomy import failure_verdict, upstream_verdict
 from oracles.verdict import Stage, Symptom, Verdict, symptom_of
@@ -54,10 +56,13 @@ def oracle(expected: Expected, run: TargetRun, converter: Converter) -> Verdict:
     """Shape and dtype exactly; values only when blame says the target is measurably farther from float64."""
     name, dtypes = converter.name, expected.source.output_dtypes
     baseline = run.baseline if run.baseline is not None else expected.eager
-    if len(run.outputs) == len(dtypes):  # what torch leaves unspecified is not compared
-        run = dataclasses.replace(run, outputs=settled(expected, run.outputs))
-        baseline, expected = settled(expected, baseline), dataclasses.replace(
-            expected, reference=settled(expected, expected.reference))
+    # What torch leaves unspecified is not compared; the twin's values settle the reference, the source's the rest.
+    source_values = functools.cache(functools.partial(graph_values, expected.source))
+    reference_values = functools.cache(functools.partial(graph_values, expected.source, True))
+    if len(run.outputs) == len(dtypes):
+        run = dataclasses.replace(run, outputs=settled(expected, run.outputs, source_values))
+        baseline, expected = settled(expected, baseline, source_values), dataclasses.replace(
+            expected, reference=settled(expected, expected.reference, reference_values))
     if len(run.outputs) != len(dtypes):
         return _divergence(expected, converter, Symptom.WRONG_SHAPE, (), None,
                            f"target has {len(run.outputs)} outputs, the graph {len(dtypes)}")
@@ -73,7 +78,9 @@ def oracle(expected: Expected, run: TargetRun, converter: Converter) -> Verdict:
     if symptom is not Symptom.WRONG_VALUES:
         return _divergence(expected, converter, symptom, metrics, failing[0], f"{symptom.json_name} at output "
                            f"{expected.source.graph.outputs[failing[0]]}")
-    blames = {i: blame_output(baseline[i], run.outputs[i], expected.reference[i], dtypes[i]) for i in failing}
+    rounded = _rounded_reference(expected, failing, reference_values)
+    blames = {i: blame_output(baseline[i], run.outputs[i], expected.reference[i], dtypes[i], rounded=rounded[i])
+              for i in failing}
     blamed = [i for i in failing if blames[i].blamed]
     if not blamed:
         reasons = sorted({f"not-blamed:{b.reason}" for b in blames.values()})
@@ -82,17 +89,36 @@ def oracle(expected: Expected, run: TargetRun, converter: Converter) -> Verdict:
                        _blame_message(expected, blamed[0], blames[blamed[0]]))
 
 
-def settled(expected: Expected, outputs: Sequence[np.ndarray]) -> tuple[np.ndarray, ...]:
+def settled(expected: Expected, outputs: Sequence[np.ndarray],
+            values: Callable[[], Mapping[str, np.ndarray]]) -> tuple[np.ndarray, ...]:
     """The graph's outputs with what torch leaves unspecified settled by the operator that made each one (the
-    order of topk(sorted=False)); an output whose shape is not the graph's is left as it is."""
+    order of topk(sorted=False), which of tied elements an index names), from the op's input values (`values`,
+    called only when such an op made an output); an output whose shape is not the graph's is left as it is."""
     graph, ops = expected.source.graph, expected.source.module.ops
     made_by = {o: (i, pos) for i, node in enumerate(graph.nodes) for pos, o in enumerate(node.outputs)}
     result = []
     for name, value in zip(graph.outputs, outputs, strict=True):
         where = made_by.get(name)
-        fits = where is not None and tuple(np.shape(value)) == graph.types[name].shape
-        result.append(ops[where[0]].canonical_output(graph.nodes[where[0]].attrs, where[1], value) if fits else value)
+        if where is None or tuple(np.shape(value)) != graph.types[name].shape:
+            result.append(value)
+            continue
+        node, op = graph.nodes[where[0]], ops[where[0]]
+        inputs = [values()[n] for n in node.inputs] if op.settles_output else []
+        result.append(op.canonical_output(node.attrs, where[1], value, inputs))
     return tuple(result)
+
+
+def _rounded_reference(expected: Expected, failing: Sequence[int],
+                       values: Callable[[], Mapping[str, np.ndarray]]) -> tuple[np.ndarray | None, ...]:
+    """Per output, the float64 reference computed with the attributes formats store as float32 rounded so, for
+    the failing float outputs of a graph that has such attributes (None elsewhere)."""
+    dtypes = expected.source.output_dtypes
+    floats = [i for i in failing if dtypes[i] in FLOAT_DTYPES]
+    rounded = float32_attr_reference(expected.source) if floats else None
+    if rounded is None:
+        return (None,) * len(dtypes)
+    rounded = settled(expected, rounded, values)
+    return tuple(rounded[i] if i in floats else None for i in range(len(dtypes)))
 
 
 def _compare(actual: np.ndarray, declared: str, expected: np.ndarray, dtype: str) -> OutputComparison:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
+
 from fuzzer.check.result import CheckResult, Expected, timer
 from fuzzer.converters.base import Source
 from fuzzer.support.tensors import to_oracle_array
@@ -43,3 +45,20 @@ def expect(source: Source, timings: dict[str, float]) -> Expected | CheckResult:
         return CheckResult(failure_verdict("source", failure), timings, failure=failure)
     return Expected(source, tuple(to_oracle_array(x)[0] for x in eager),
                     tuple(to_oracle_array(r)[0] for r in reference))
+
+
+def graph_values(source: Source, float64: bool = False) -> dict[str, np.ndarray]:
+    """Every tensor of the source graph by IR name, as the oracle reads it: the float32 run, or the float64 twin's."""
+    module = float64_twin(source.module) if float64 else source.module
+    env = module.run_all(*(widen_inputs(source.inputs) if float64 else source.inputs))
+    return {name: to_oracle_array(value)[0] for name, value in env.items()}
+
+
+def float32_attr_reference(source: Source) -> tuple[np.ndarray, ...] | None:
+    """The float64 reference with every attribute a format stores as float32 rounded so (OpSpec.float32_attrs);
+    None when rounding changes no attribute of the graph."""
+    graph, ops = source.graph, source.module.ops
+    if all(op.float32_rounded(node.attrs) == dict(node.attrs) for node, op in zip(graph.nodes, ops, strict=True)):
+        return None
+    twin = float64_twin(source.module, float32_attrs=True)
+    return tuple(to_oracle_array(r)[0] for r in twin(*widen_inputs(source.inputs)))

@@ -51,12 +51,14 @@ class Activation(OpSpec):
 
 def _act(name: str, fn: Callable, dtypes=FLOATS, *, source: str | None = None,
          discontinuity: Detector | None = None, value_range: tuple[float, float] | None = None,
-         emits_zeros: bool = False, **choices: Sequence[Any]) -> type[Activation]:
+         emits_zeros: bool = False, float32_attrs: tuple[str, ...] = (), **choices: Sequence[Any]) -> type[Activation]:
     """One activation. `value_range`: the interval its output always lies in, whatever the input (used to avoid
-    infeasible graphs); `emits_zeros`: it maps a whole interval to exactly 0."""
+    infeasible graphs); `emits_zeros`: it maps a whole interval to exactly 0; `float32_attrs`: its attributes that
+    ONNX stores as float attributes (OpSpec.float32_attrs)."""
     # staticmethod: a detector that is a plain function must not bind to the op as a method.
     body = {"name": name, "fn": staticmethod(fn), "sigs": same_sigs(dtypes), "choices": choices, "source": source,
-            "discontinuity": staticmethod(discontinuity), "value_range": value_range, "emits_zeros": emits_zeros}
+            "discontinuity": staticmethod(discontinuity), "value_range": value_range, "emits_zeros": emits_zeros,
+            "float32_attrs": float32_attrs}
     return type(name, (Activation,), body)
 
 
@@ -148,11 +150,11 @@ OPS: list[type[OpSpec]] = [
     _act("gelu", F.gelu, value_range=(-0.171, INF), approximate=("none", "tanh")),
     _act("silu", F.silu, value_range=(-0.279, INF)),
     _act("mish", F.mish, value_range=(-0.309, INF)),
-    _act("leaky_relu", F.leaky_relu, discontinuity=at_zero(),
+    _act("leaky_relu", F.leaky_relu, discontinuity=at_zero(), float32_attrs=("negative_slope",),
          negative_slope=(0.01, 0.0, 0.1, 0.2, 0.5, 1.5, -0.3)),
-    _act("elu", F.elu, alpha=(1.0, 0.5, 2.0, 0.0)),
+    _act("elu", F.elu, float32_attrs=("alpha",), alpha=(1.0, 0.5, 2.0, 0.0)),
     _act("selu", F.selu),
-    _act("celu", F.celu, alpha=(1.0, 0.5, 2.0)),
+    _act("celu", F.celu, float32_attrs=("alpha",), alpha=(1.0, 0.5, 2.0)),
     Softplus,
     _act("hardswish", F.hardswish, value_range=(-0.375, INF), emits_zeros=True, discontinuity=HARD_KNEES),
     _act("hardsigmoid", F.hardsigmoid, value_range=(0, 1), emits_zeros=True, discontinuity=HARD_KNEES),

@@ -22,6 +22,7 @@ import z3
 
 from generators.dtypes import DType
 from generators.ops.discontinuity import Closeness, Detector
+from generators.terms import eq, mul
 
 Dim = z3.ArithRef
 AttrMap = Mapping[str, Any]
@@ -114,6 +115,12 @@ class OpSpec:
     # Where the output jumps for a tiny change of the input (rounding ties, branch cuts, comparison ties):
     # the oracle labels divergences on such inputs. None: the op is continuous.
     discontinuity: ClassVar[Detector | None] = None
+    # Part of an output is unspecified (an order, which of tied elements): `canonical_output` settles it from the
+    # op's input values, which the oracle computes only for such ops.
+    settles_output: ClassVar[bool] = False
+    # Float attributes that formats store as float32 (ONNX's float attributes, such as LayerNormalization's
+    # epsilon): a float64 result may carry their rounding, so the oracle also accepts a reference computed so.
+    float32_attrs: ClassVar[tuple[str, ...]] = ()
 
     def needs_nonzero(self, index: int) -> bool:
         """Whether data input `index` must be free of zeros."""
@@ -140,10 +147,17 @@ class OpSpec:
         for repro.py: it must compute what `forward` computes, bit for bit, with only `torch` imported."""
         raise NotImplementedError(f"operator {self.name} does not write its PyTorch source")
 
-    def canonical_output(self, attrs: AttrMap, index: int, value: np.ndarray) -> np.ndarray:
+    def canonical_output(self, attrs: AttrMap, index: int, value: np.ndarray,
+                         inputs: Sequence[np.ndarray]) -> np.ndarray:
         """Output `index` with what torch leaves unspecified (an order, a tie-break) settled, so that two correct
-        results compare equal; the identity for an operator whose result is fully specified."""
+        results compare equal; `inputs` are the op's input values (only for `settles_output` ops, else empty).
+        The identity for an operator whose result is fully specified."""
         return value
+
+    def float32_rounded(self, attrs: AttrMap) -> dict[str, Any]:
+        """`attrs` with the `float32_attrs` rounded to float32, as a format that stores them so computes."""
+        return {k: float(np.float32(v)) if k in self.float32_attrs and isinstance(v, float) else v
+                for k, v in attrs.items()}
 
     def discontinuities(self, attrs: AttrMap, inputs: Sequence[np.ndarray],
                         near: Closeness = NEAR) -> frozenset[str]:
@@ -236,7 +250,7 @@ def numel(shape: Sequence[Dim]) -> Dim | int:
         return 1
     total: Dim | int = shape[0]
     for d in shape[1:]:  # no leading `1 *`: every z3 term made in Python costs tens of microseconds
-        total = total * d
+        total = mul(total, d)
     return total
 
 
@@ -253,7 +267,7 @@ def broadcast(a: Sequence[Dim], b: Sequence[Dim]) -> tuple[tuple[Dim, ...], list
         elif db is None:
             out.append(da)
         else:
-            reqs.append(z3.Or(da == db, da == 1, db == 1))
+            reqs.append(z3.Or(eq(da, db), da == 1, db == 1))
             out.append(z3.If(da == 1, db, da))
     return tuple(out), reqs
 

@@ -6,6 +6,7 @@ Index tensors are int64 weights whose values the generator bounds to the indexed
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import ClassVar
 
 import numpy as np
 import torch
@@ -30,6 +31,7 @@ from generators.ops.base import (
 )
 from generators.ops.discontinuity import IndexTie, every_position, top_k_window
 from generators.ops.shape import fill_value, size_of
+from generators.ops.ties import settle_tied_indices
 
 POS_RANK = (1, 2, 3, 4, 5)
 I64 = DType.INT64
@@ -367,6 +369,7 @@ class Topk(IndexOp):
     sigs = NO_BOOL
     discontinuity = IndexTie(True, top_k_window)
     ranks = (ANY_RANK,)
+    settles_output = True
 
     def build(self, ctx: BuildContext, x: SymTensor) -> Build:
         dim = pick_axis(ctx, max(x.rank, 1))
@@ -386,8 +389,12 @@ class Topk(IndexOp):
         topk = call("torch.topk", args, attrs["k"], dim=attrs["dim"], largest=attrs["largest"], sorted=attrs["sorted"])
         return f"tuple({topk})"
 
-    def canonical_output(self, attrs: AttrMap, index: int, value: np.ndarray) -> np.ndarray:
-        """sorted=False leaves the order of the k results unspecified: values and indices compare as sets."""
+    def canonical_output(self, attrs: AttrMap, index: int, value: np.ndarray,
+                         inputs: Sequence[np.ndarray]) -> np.ndarray:
+        """Which of tied elements is picked is unspecified (indices are settled to the first positions of their
+        values); sorted=False leaves the order of the k results unspecified too: both compare as sets."""
+        if index == 1 and value.ndim:
+            value = settle_tied_indices(inputs[0], value, attrs["dim"])
         if attrs["sorted"] or value.ndim == 0:
             return value
         return np.sort(value, axis=attrs["dim"])
@@ -400,6 +407,7 @@ class Kthvalue(IndexOp):
     sigs = NO_BOOL
     discontinuity = IndexTie(False, every_position)
     ranks = (ANY_RANK,)
+    settles_output = True
 
     def build(self, ctx: BuildContext, x: SymTensor) -> Build:
         dim = pick_axis(ctx, max(x.rank, 1))
@@ -417,6 +425,13 @@ class Kthvalue(IndexOp):
     def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
         return f"tuple({call('torch.kthvalue', args, attrs['k'], dim=attrs['dim'], keepdim=attrs['keepdim'])})"
 
+    def canonical_output(self, attrs: AttrMap, index: int, value: np.ndarray,
+                         inputs: Sequence[np.ndarray]) -> np.ndarray:
+        """Which of several k-th values the index names is unspecified (CUDA picks any)."""
+        if index != 1 or inputs[0].ndim == 0:
+            return value
+        return settle_tied_indices(inputs[0], value, attrs["dim"], attrs["keepdim"])
+
 
 class Sort(IndexOp):
     """torch.sort(x, dim, descending, stable): sorted values and the permutation."""
@@ -424,6 +439,8 @@ class Sort(IndexOp):
     name = "sort"
     ranks = (ANY_RANK,)
     discontinuity = IndexTie(False, every_position)  # Argsort inherits it
+    settles_output = True
+    index_output: ClassVar[int] = 1  # the permutation (Argsort's only output is 0)
 
     def sort_attrs(self, ctx: BuildContext, x: SymTensor) -> dict:
         return {"dim": pick_axis(ctx, max(x.rank, 1)), "descending": ctx.choice("descending", (False, True)),
@@ -441,12 +458,21 @@ class Sort(IndexOp):
     def sort_kwargs(self, attrs: AttrMap) -> dict:
         return {"dim": attrs["dim"], "descending": attrs["descending"], "stable": attrs["stable"]}
 
+    def canonical_output(self, attrs: AttrMap, index: int, value: np.ndarray,
+                         inputs: Sequence[np.ndarray]) -> np.ndarray:
+        """stable=False leaves the order of equal values unspecified: their indices are settled in ascending order
+        (the values themselves are equal, so only the permutation needs it)."""
+        if attrs["stable"] or index != self.index_output or inputs[0].ndim == 0:
+            return value
+        return settle_tied_indices(inputs[0], value, attrs["dim"])
+
 
 class Argsort(Sort):
     """torch.argsort(x, dim, descending, stable)."""
 
     name = "argsort"
     sigs = same_sigs(ALL, out=I64)
+    index_output: ClassVar[int] = 0
 
     def build(self, ctx: BuildContext, x: SymTensor) -> Build:
         return Build([SymTensor(x.shape, I64)], [], self.sort_attrs(ctx, x))

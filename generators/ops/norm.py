@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -75,6 +75,8 @@ class Norm(OpSpec):
     family = "norm"
     unit_scale = True
     sigs = same_sigs(FLOATS)
+    # Exported as ONNX normalizations whose epsilon is a float attribute (Batch-, Instance-, Layer-, Group-, RMS-).
+    float32_attrs: ClassVar[tuple[str, ...]] = ("eps",)
 
 
 class BatchNorm(Norm):
@@ -209,6 +211,7 @@ class LocalResponseNorm(Norm):
 
     name = "local_response_norm"
     ranks = ((3, 4, 5),)
+    float32_attrs = ("alpha", "beta", "k")  # ONNX LRN's alpha, beta and bias are floats
 
     def build(self, ctx: BuildContext, x: SymTensor) -> Build | None:
         if x.rank > 3 and x.dtype not in (DType.FLOAT32, DType.FLOAT64):
@@ -230,6 +233,7 @@ class Normalize(Norm):
 
     name = "normalize"
     ranks = ((1, 2, 3, 4, 5),)
+    float32_attrs = ()  # eps becomes a constant tensor of x's dtype (a Clip or Max), not a float attribute
 
     def build(self, ctx: BuildContext, x: SymTensor) -> Build:
         dim = ctx.choice("dim", tuple(range(-x.rank, x.rank)))

@@ -6,6 +6,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
+import numpy as np
 import torch
 import z3
 
@@ -25,6 +26,7 @@ from generators.ops.base import (
     same_sigs,
 )
 from generators.ops.discontinuity import IndexTie, MinMax
+from generators.ops.ties import settle_tied_indices
 
 TINY = 1e-3
 Dims = int | tuple[int, ...] | None
@@ -172,7 +174,21 @@ class Prod(Reduce):
         return torch.relu(magnitude - bound).sum()
 
 
-class Argmax(Reduce):
+class IndexReduce(Reduce):
+    """A reduction with an index output, its last (argmax's only, max(dim)'s second)."""
+
+    settles_output = True
+
+    def canonical_output(self, attrs: AttrMap, index: int, value: np.ndarray,
+                         inputs: Sequence[np.ndarray]) -> np.ndarray:
+        """torch names the first of tied extremes, but a tie in the float32 source is one rounding away from none
+        in a converted model: any index of the extreme value is accepted (settled to the first)."""
+        if index != len(self.extra_outs) or inputs[0].ndim == 0:
+            return value
+        return settle_tied_indices(inputs[0], value, attrs["dim"], attrs["keepdim"])
+
+
+class Argmax(IndexReduce):
     emits_zeros = True  # index 0 is a likely answer whatever the values
     name = "argmax"
     torch_fn = staticmethod(torch.argmax)
@@ -193,7 +209,7 @@ class Argmin(Argmax):
         return torch.argmin(x, dim=dim, keepdim=keepdim)
 
 
-class MaxDim(Reduce):
+class MaxDim(IndexReduce):
     """torch.max(x, dim) -> (values, indices)."""
 
     name = "max"

@@ -1,0 +1,48 @@
+"""Settling which of tied elements an index output names, so two correct answers compare equal.
+
+torch leaves the index among equal values unspecified (sort with stable=False, topk), or names the first one
+(argmax, max(dim)) while a tie in the float32 source is one rounding away from no tie in a converted model; either
+way an index is judged by the value it points at. `settle_tied_indices` rewrites each index to a canonical one
+holding the same value, which a wrong index (pointing at another value) cannot reach.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def settle_tied_indices(x: np.ndarray, indices: np.ndarray, axis: int | None, keepdim: bool = True) -> np.ndarray:
+    """`indices` into `x` along `axis` (None: into x flattened), each group of picks of one value replaced by the
+    first positions of `x` holding that value, in the picks' order. Left as they are: out-of-range or repeated
+    indices (a wrong answer must stay wrong) and NaN picks. `keepdim=False`: the reduced axis is absent."""
+    x, indices = np.asarray(x), np.asarray(indices)
+    if x.size == 0 or indices.size == 0 or indices.dtype.kind not in "iu":
+        return indices
+    if axis is None:
+        lines, picks = x.reshape(1, -1), indices.reshape(1, -1)
+    else:
+        axis %= max(x.ndim, 1)
+        if x.ndim == 0:
+            return indices
+        full = indices if keepdim else np.expand_dims(indices, axis)
+        if full.ndim != x.ndim:
+            return indices
+        lines = np.moveaxis(x, axis, -1).reshape(-1, x.shape[axis])
+        picks = np.moveaxis(full, axis, -1).reshape(lines.shape[0], -1)
+    settled = np.array([_settle_line(line, line_picks) for line, line_picks in zip(lines, picks, strict=True)])
+    if axis is None:
+        return settled.reshape(indices.shape).astype(indices.dtype)
+    shape = np.moveaxis(full, axis, -1).shape
+    out = np.moveaxis(settled.reshape(shape), -1, axis)
+    return (out if keepdim else np.squeeze(out, axis)).astype(indices.dtype)
+
+
+def _settle_line(line: np.ndarray, picks: np.ndarray) -> np.ndarray:
+    """One line: picks of equal value get that value's first positions, in order."""
+    if picks.min() < 0 or picks.max() >= line.size or np.unique(picks).size != picks.size:
+        return picks.copy()
+    values, out = line[picks], picks.copy()
+    for value in np.unique(values[values == values]):  # NaN picks (value != value) stay
+        where = np.flatnonzero(values == value)
+        out[where] = np.flatnonzero(line == value)[: where.size]
+    return out

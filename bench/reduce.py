@@ -1,5 +1,7 @@
 """Reduction benchmark: reduce real findings (case folders) and print, per case, nodes before and after, seconds,
-the passes that helped, and whether the reduced case still reproduces with the same signature; then medians.
+the passes that helped, whether the reduced case still reproduces with the same signature, and whether a suggested
+fix (fuzzer/cases/repair.py) was found for it and, judged again, made the outputs agree; then medians and the share
+of divergence cases whose suggested fix made the outputs agree.
 
     python bench/reduce.py bugs/                        # every case folder under bugs/
     python bench/reduce.py --hunt 12 --seeds 0:400 found/  # first search seeds for 12 distinct findings
@@ -16,6 +18,7 @@ import statistics
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 DEFAULT_CONVERTERS = ("torch-onnx-script", "ort-optimizer", "onnxsim", "onnxslim", "onnxoptimizer",
                       "onnx-version-converter")
@@ -70,6 +73,23 @@ def _case_dirs(root: Path) -> list[Path]:
     return sorted(p.parent for p in root.glob("*/case.json") if not p.parent.name.endswith("-reduced"))
 
 
+def fix_outcome(case: Any) -> str:
+    """'agrees' when a suggested fix was found and, judged again on the case's inputs, makes the outputs agree;
+    'no fix' when none was found (or it does not hold up); '-' for a case that is no divergence with a model."""
+    from fuzzer.cases.repair import agrees, suggest_fix
+    from fuzzer.cases.replay import case_expected
+    from fuzzer.check.result import DIVERGENCES, Expected
+    from fuzzer.converters import CONVERTERS
+
+    if case.verdict.symptom not in DIVERGENCES or case.model is None:
+        return "-"
+    fix = suggest_fix(case)
+    expected = case_expected(case)
+    held = fix is not None and fix.model is not None and isinstance(expected, Expected) \
+        and agrees(fix.model, expected, CONVERTERS[case.converter])
+    return "agrees" if held else "no fix"
+
+
 def bench(cases: list[Path], budget: float, out: Path | None) -> int:
     import tempfile
 
@@ -79,7 +99,7 @@ def bench(cases: list[Path], budget: float, out: Path | None) -> int:
     from fuzzer.reduce.isolated import IsolatedChecker
 
     rows = []
-    print(f"{'case':72} {'before':>6} {'after':>5} {'secs':>6}  same-sig  passes that helped")
+    print(f"{'case':72} {'before':>6} {'after':>5} {'secs':>6}  same-sig  {'fix':6}  passes that helped")
     scratch = tempfile.TemporaryDirectory(prefix="convsmith-bench-reduce-")
     with IsolatedChecker() as checker:  # one checker child for every case, as a campaign's reducer has
         for folder in cases:
@@ -90,18 +110,23 @@ def bench(cases: list[Path], budget: float, out: Path | None) -> int:
                 print(f"{case.id[:72]:72} reduction failed: {exc}")
                 continue
             result = reduction.result
-            same = replay(read_case(reduction.path)).outcome is Outcome.REPRODUCES
-            rows.append((int(result.size_before[0]), int(result.size_after[0]), result.seconds, same))
+            reduced = read_case(reduction.path)
+            same = replay(reduced).outcome is Outcome.REPRODUCES
+            fix = fix_outcome(reduced)
+            rows.append((int(result.size_before[0]), int(result.size_after[0]), result.seconds, same, fix))
             print(f"{case.id[:72]:72} {rows[-1][0]:6d} {rows[-1][1]:5d} {result.seconds:6.1f}  {str(same):8}  "
-                  f"{', '.join(result.helped) or '-'}", flush=True)
+                  f"{fix:6}  {', '.join(result.helped) or '-'}", flush=True)
     scratch.cleanup()
     if not rows:
         print("no cases reduced")
         return 1
+    divergences = [r for r in rows if r[4] != "-"]
+    fixed = sum(r[4] == "agrees" for r in divergences)
+    share = f"{fixed}/{len(divergences)} ({100 * fixed / len(divergences):.0f}%)" if divergences else "no divergences"
     print(f"\n{len(rows)} cases: median nodes {statistics.median(r[0] for r in rows)} -> "
           f"{statistics.median(r[1] for r in rows)}, median seconds {statistics.median(r[2] for r in rows):.1f}, "
           f"max seconds {max(r[2] for r in rows):.1f}, same signature after reduction: "
-          f"{sum(r[3] for r in rows)}/{len(rows)}")
+          f"{sum(r[3] for r in rows)}/{len(rows)}, suggested fix made the outputs agree: {share}")
     return 0 if all(r[3] for r in rows) else 1
 
 

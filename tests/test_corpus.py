@@ -39,3 +39,19 @@ def test_corpus_case(folder: Path) -> None:
             raise KnownBugReproduces(result.line())
         return  # fixed upstream: the strict xfail turns this pass into a failure that says so
     assert not result.verdict.is_bug, f"{case.id} must pass but gives {result.verdict.signature}"
+
+
+REPORT_LINES = 80
+
+
+@pytest.mark.parametrize("folder", [pytest.param(p.parent, id=p.parent.name[:80])
+                                    for p in sorted(CORPUS.glob("*/case.json"))])
+def test_corpus_report_says_whose_bug_in_few_lines(folder: Path) -> None:
+    """Every corpus case is diagnosed, and its report.md names each cross-check's outcome in at most 80 lines."""
+    case = read_case(folder)
+    report = (folder / "report.md").read_text(encoding="utf-8")
+    assert case.cross_checks, f"{folder.name}: not diagnosed (fuzzer.cases.whose_bug.with_diagnosis)"
+    assert len(report.splitlines()) <= REPORT_LINES
+    section = report.split("## Cross-checks\n", 1)[1].split("\n## ", 1)[0]
+    for check in case.cross_checks:
+        assert (check.group or check.name.rsplit(" ", 1)[0]) in section and check.outcome in section, check.name

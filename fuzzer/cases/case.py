@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from fuzzer.cases.diagnosis import CrossCheck, Repair
 from fuzzer.check.pipeline import CheckOptions, CheckResult, run_check
 from fuzzer.check.result import FULL_CHECK
 from fuzzer.converters import CONVERTERS
@@ -53,6 +54,8 @@ class CaseData:
     reduction: Mapping[str, Any] | None = None
     expectation: str | None = None
     device: str = "cpu"  # where the source model and ONNX Runtime ran (cpu, cuda)
+    cross_checks: tuple[CrossCheck, ...] | None = None  # None until diagnosed (fuzzer/cases/whose_bug.py)
+    suggested_fix: Repair | None = None  # None when not diagnosed or no edit made the outputs agree
 
     def to_json(self, files: Mapping[str, str] | None = None) -> dict[str, Any]:
         """case.json's content; `files` maps each data file to its sha256."""
@@ -73,6 +76,8 @@ class CaseData:
             "original": self.original,
             "reduction": None if self.reduction is None else dict(self.reduction),
             "expectation": self.expectation,
+            "cross_checks": None if self.cross_checks is None else [c.to_json() for c in self.cross_checks],
+            "suggested_fix": None if self.suggested_fix is None else self.suggested_fix.to_json(),
         }
         if files is not None:
             data["files"] = dict(sorted(files.items()))

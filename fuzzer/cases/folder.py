@@ -2,8 +2,9 @@
 
 Layout (schema_version 1; see shared/DESIGN.md):
   case.json               id, signature, graph, seed, converter(+options), verdict, versions, names, created,
-                          original, reduction, expectation, and "files": {relative path: sha256} of every data
-                          file, so a truncated or edited file is caught on read.
+                          original, reduction, expectation, cross_checks and suggested_fix (null until the case
+                          is diagnosed), and "files": {relative path: sha256} of every data file, so a truncated
+                          or edited file is caught on read.
   model.onnx              the target ONNX model, where one exists
   weights/<name>.pb       every weight as a TensorProto
   test_data_set_0/        input_<i>.pb, output_<i>.pb (float32 eager source), reference_<i>.pb (float64)
@@ -29,6 +30,7 @@ import numpy as np
 import onnx
 
 from fuzzer.cases.case import EXPECTATIONS, SCHEMA_VERSION, CaseData
+from fuzzer.cases.diagnosis import CrossCheck, Repair
 from fuzzer.cases.report import render_report
 from fuzzer.cases.repro import render_repro
 from fuzzer.support.device import DEVICES
@@ -188,6 +190,7 @@ def read_case(path: Path | str) -> CaseData:
         options = dict(data["converter_options"])
         versions = dict(data["versions"])
         input_names, output_names = tuple(data["input_names"]), tuple(data["output_names"])
+        cross_checks, suggested_fix = _diagnosis(data)
     except KeyError as exc:
         raise CaseError(f"{folder}: case.json lacks the field {exc.args[0]!r}") from None
     except (GraphError, TypeError, ValueError, AttributeError) as exc:
@@ -216,7 +219,15 @@ def read_case(path: Path | str) -> CaseData:
         model=model, upstream_model=upstream_model, log=_read_text(folder, "log.txt"),
         original=data.get("original"),
         reduction=data.get("reduction"), expectation=expectation, device=device,
+        cross_checks=cross_checks, suggested_fix=suggested_fix,
     )
+
+
+def _diagnosis(data: Mapping[str, Any]) -> tuple[tuple[CrossCheck, ...] | None, Repair | None]:
+    """The cross-checks and suggested fix of case.json; absent (cases written before diagnosis) reads as None."""
+    checks, fix = data.get("cross_checks"), data.get("suggested_fix")
+    return (None if checks is None else tuple(CrossCheck.from_json(c) for c in checks),
+            None if fix is None else Repair.from_json(fix))
 
 
 def _read_model(folder: Path, name: str, digests: Mapping[str, str] | None) -> bytes | None:

@@ -7,7 +7,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from fuzzer.cases.case import CaseData
-from fuzzer.check.pipeline import CheckOptions, check_source, run_check
+from fuzzer.check.pipeline import CheckOptions, check_source, prepare, run_check
+from fuzzer.check.result import Prepared
+from fuzzer.check.source import expect
 from fuzzer.converters import CONVERTERS
 from fuzzer.converters.base import Source
 from fuzzer.support.device import require_device
@@ -59,6 +61,15 @@ def case_source(case: CaseData) -> Source | None:
     weights = {n: to_torch(case.weights[n], graph.types[n].shape) for n in graph.weights}
     inputs = tuple(to_torch(x, t.shape) for x, t in zip(case.inputs, graph.inputs.values(), strict=True))
     return Source.on(case.device, graph, GraphModule(graph, weights), inputs)
+
+
+def case_expected(case: CaseData) -> Prepared:
+    """The case's source settled as a check judges it (eager and float64 outputs), on its saved inputs when present,
+    else on its seed's; a source that fails gives its own verdict."""
+    source = case_source(case)
+    if source is None:
+        return prepare(case.graph, case.seed, {}, REPLAY_CHECK.input_budget_s, case.device)
+    return expect(source, {})
 
 
 def replay_verdict(case: CaseData, check_options: CheckOptions = REPLAY_CHECK) -> Verdict:

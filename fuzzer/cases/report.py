@@ -1,14 +1,16 @@
 """report.md for a case folder: an issue a maintainer can paste upstream as it is, in well under 80 lines.
 
 A title in the maintainer's terms, one paragraph of what goes wrong, a snippet of about 25 lines that shows the
-bug on its own (fuzzer/cases/snippet.py), observed against expected, the graph, and every version. No local paths:
-cases are named by id. The complete harness stays in repro.py.
+bug on its own (fuzzer/cases/snippet.py), observed against expected, whose bug it is (cross-checks and a suggested
+fix, once diagnosed: fuzzer/cases/diagnosis_report.py), the graph, and every version. No local paths: cases are
+named by id. The complete harness stays in repro.py.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from fuzzer.cases.diagnosis_report import render_diagnosis
 from fuzzer.cases.snippet import render_snippet
 from fuzzer.converters import CONVERTERS
 from generators.ir import Graph
@@ -110,7 +112,7 @@ def render_report(case: Any) -> str:
 ## Observed vs expected
 {observed(case)}
 
-## Graph
+{render_diagnosis(case, display_name(case.converter))}## Graph
 ```
 {ascii_graph(case.graph, GRAPH_LINES)}
 ```

@@ -1,0 +1,206 @@
+"""Cross-checks of a case: its graph and inputs through the other exporter, ONNX Runtime at each optimization level,
+each onnxoptimizer pass alone, or the exporter an ONNX tool started from; each says whether the case's bug shows
+there, which tells whose bug it is (the exporter's, the runtime optimizer's, one pass's, or the tool's)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from fuzzer.cases.case import CaseData
+from fuzzer.cases.diagnosis import (
+    AT_LEVEL,
+    BEFORE_ORT,
+    BEFORE_TOOL,
+    OTHER_EXPORTER,
+    OTHER_FAILURE,
+    PASSES,
+    SAME_BUG,
+    SKIPPED,
+    CrossCheck,
+)
+from fuzzer.cases.replay import case_expected
+from fuzzer.check.pipeline import CheckOptions, check_prepared
+from fuzzer.check.result import DIVERGENCES, Expected
+from fuzzer.converters import CONVERTERS
+from fuzzer.converters.at_level import AtLevel
+from fuzzer.converters.base import Converter, Steps, TargetRun, UpstreamError
+from fuzzer.converters.onnx_optimizer import fuse_and_elimination_passes
+from fuzzer.converters.ort_optimizer import OrtOptimizer
+from fuzzer.converters.upstream import export_upstream
+from fuzzer.support.device import require_device
+from oracles.verdict import Symptom, Verdict
+
+CROSS_CHECK = CheckOptions(rerun=False, locate=True, culprit=False)  # locate: the signature names the operator
+EXPORTERS = ("torch-onnx-script", "torch-onnx-dynamo")
+LEVELS = ("disabled", "basic", "extended", "all")
+ORT_LEVELS = ("basic", "extended", "all")  # ort-optimizer judges these against its disabled run
+PASS_GROUP = "onnxoptimizer, each pass alone"
+# A case that killed or hung its process would do so again here, in the caller's process.
+LOST = (Symptom.PROCESS_DEATH, Symptom.HANG, Symptom.OUT_OF_MEMORY)
+DETAIL_CHARS = 100
+
+__all__ = ["CrossCheck", "cross_checks", "outcome"]
+
+
+@dataclass(frozen=True)
+class Planned:
+    """One cross-check to run: its name, the converter (registered, or a stand-in) and its options."""
+
+    name: str
+    converter: Converter
+    options: Mapping[str, Any]
+    group: str = ""
+    check_options: CheckOptions = CROSS_CHECK
+
+
+def cross_checks(case: CaseData) -> tuple[CrossCheck, ...]:
+    """Every cross-check of the case's converter, run on the case's own inputs (its seed's when it has none)."""
+    require_device(case.device, f"{case.id} (found on {case.device})")
+    prepared = case_expected(case)
+    if not isinstance(prepared, Expected):
+        return ()  # the source itself fails: nothing converts anywhere
+    checks = [_run(p, prepared, case.verdict) for p in plan(case)]
+    if case.converter == "ort-optimizer":
+        checks = _with_ort_culprit(checks, case, prepared)
+    return tuple(checks)
+
+
+def plan(case: CaseData) -> list[Planned]:
+    """The cross-checks of a case, by its converter (see the module docstring)."""
+    options = dict(case.converter_options)
+    if case.converter in EXPORTERS:
+        return list(_exporter_plan(case, options))
+    planned = [] if "upstream" not in options else [_before_tool(case, options)]
+    if case.converter == "ort-optimizer":
+        planned += [Planned(AT_LEVEL.format(lv), CONVERTERS[case.converter], {**options, "level": lv},
+                            check_options=_culprit_options(case, lv)) for lv in ORT_LEVELS]
+    if case.converter == "onnxoptimizer" and len(options.get("passes") or ()) != 1:
+        planned += list(_pass_plan(case, options))
+    return planned
+
+
+def _exporter_plan(case: CaseData, options: dict[str, Any]) -> Iterator[Planned]:
+    """The other exporter; for a divergence, the same exporter's model run at each ONNX Runtime level."""
+    other = CONVERTERS[EXPORTERS[1 - EXPORTERS.index(case.converter)]]
+    yield Planned(OTHER_EXPORTER.format(other.name), other, {"opset": _opset_for(other, options.get("opset"))})
+    if case.verdict.symptom in DIVERGENCES:
+        own = CONVERTERS[case.converter]
+        for level in LEVELS:
+            yield Planned(AT_LEVEL.format(level), AtLevel(own, level), options)
+
+
+def _before_tool(case: CaseData, options: dict[str, Any]) -> Planned:
+    """The exporter an ONNX tool started from, alone: it passes when the model was right before the tool."""
+    name = BEFORE_ORT if case.converter == "ort-optimizer" else BEFORE_TOOL
+    upstream = CONVERTERS[options["upstream"]]
+    return Planned(name, upstream, {"opset": _opset_for(upstream, options.get("opset"))})
+
+
+def _pass_plan(case: CaseData, options: dict[str, Any]) -> Iterator[Planned]:
+    """Each pass of the case's set (onnxoptimizer's default set when empty) alone, as DiTOX runs them."""
+    converter = CONVERTERS[case.converter]
+    if not converter.availability()[0]:  # no pass list without the library: one check, skipped, says why
+        yield Planned("onnxoptimizer passes alone", converter, options, group=PASS_GROUP)
+        return
+    for name in tuple(options.get("passes") or ()) or fuse_and_elimination_passes():
+        yield Planned(f"onnxoptimizer pass {name} alone", converter, {**options, "passes": [name]}, group=PASS_GROUP)
+
+
+def _culprit_options(case: CaseData, level: str) -> CheckOptions:
+    """At the case's own level, let ONNX Runtime's bisection name the optimizer (divergences only)."""
+    own = level == case.converter_options.get("level")
+    return dataclasses.replace(CROSS_CHECK, culprit=True) if own else CROSS_CHECK
+
+
+def _opset_for(converter: Converter, opset: Any) -> Any:
+    """The case's opset, moved into the range the converter takes (the dynamo exporter starts at 18)."""
+    low, high = converter.options_type.opset_range
+    return min(max(opset, low), high) if isinstance(opset, int) else opset
+
+
+def _run(planned: Planned, prepared: Expected, original: Verdict) -> CrossCheck:
+    check = CrossCheck(planned.name, "", planned.converter.name, dict(planned.options), planned.group)
+    ok, reason = planned.converter.availability()
+    if not ok:
+        return dataclasses.replace(check, outcome=SKIPPED + _short(reason))
+    if original.symptom in LOST and planned.converter.name == original.converter:
+        return dataclasses.replace(check, outcome=SKIPPED + f"the case's {original.symptom.json_name} would "
+                                   "take this process with it")
+    try:
+        options = planned.converter.options(planned.options)
+    except (TypeError, ValueError) as exc:
+        return dataclasses.replace(check, outcome=SKIPPED + _short(str(exc)))
+    verdict = check_prepared(prepared, planned.converter, options, planned.check_options).verdict
+    return dataclasses.replace(check, outcome=outcome(original, verdict), detail=_ort_labels(verdict))
+
+
+def outcome(original: Verdict, verdict: Verdict) -> str:
+    """SAME_BUG when the verdict has the original's signature, or (another converter) the same divergence on the
+    same operator and dtype; PASSES; else OTHER_FAILURE with what happened instead."""
+    if verdict.signature and verdict.signature == original.signature:
+        return SAME_BUG
+    if verdict.symptom is Symptom.PASS:
+        return PASSES
+    same_divergence = (verdict.symptom is original.symptom and verdict.symptom in DIVERGENCES
+                       and (verdict.diverging_op, verdict.diverging_dtype)
+                       == (original.diverging_op, original.diverging_dtype))
+    return SAME_BUG if same_divergence else OTHER_FAILURE + describe(verdict)
+
+
+def describe(verdict: Verdict) -> str:
+    """'wrong values on floor_divide (int32)', 'crash at node conversion (SymbolicValueError)'."""
+    what = verdict.symptom.json_name.replace("_", " ")
+    if verdict.diverging_op:
+        return f"{what} on {verdict.diverging_op} ({verdict.diverging_dtype})"
+    text = f"{what} at {verdict.stage.value.replace('_', ' ')}"
+    exc, sep, _ = verdict.message.partition(": ")
+    exc = exc.rsplit(".", 1)[-1]
+    return text + (f" ({exc})" if sep and exc.isidentifier() else "")
+
+
+def _ort_labels(verdict: Verdict) -> str:
+    """What ONNX Runtime's bisection named: the lowest diverging level and the optimizer (follow_up's labels)."""
+    found = dict(label.split(":", 1) for label in verdict.labels if label.startswith(("ort-level:", "ort-optimizer:")))
+    return _culprit_text(found.get("ort-optimizer"), found.get("ort-level"))
+
+
+def _culprit_text(optimizer: str | None, level: str | None) -> str:
+    if level is None:
+        return ""
+    named = f"disabling {optimizer} alone removes it" if optimizer else "no single optimizer named"
+    return f"lowest level showing it: {level}; {named}"
+
+
+def _with_ort_culprit(checks: list[CrossCheck], case: CaseData, prepared: Expected) -> list[CrossCheck]:
+    """A crash at graph optimization has no run for follow_up's bisection: bisect the optimizers here, with the
+    crash as the symptom, and note it on the case's own level."""
+    if case.verdict.symptom is not Symptom.CRASH or case.verdict.stage.value != "graph_optimization":
+        return checks
+    detail = _crash_culprit(case, prepared)
+    level = case.converter_options.get("level")
+    return [dataclasses.replace(c, detail=detail) if c.options.get("level") == level and c.outcome == SAME_BUG
+            and c.converter == case.converter else c for c in checks]
+
+
+def _crash_culprit(case: CaseData, prepared: Expected) -> str:
+    converter = CONVERTERS[case.converter]
+    options = converter.options(case.converter_options)
+    if not isinstance(converter, OrtOptimizer) or not converter.availability()[0]:
+        return ""
+    try:
+        up = export_upstream(prepared.source, options.upstream, options.opset, Steps(), run=False)  # type: ignore[attr-defined]
+    except UpstreamError:
+        return ""
+    # Only a crash counts as showing the bug: culprit's own runs count one as diverging.
+    run = TargetRun((), (), {}, model=up.data)
+    labels = converter.culprit(prepared.source, options, run, lambda _outputs: False)  # type: ignore[arg-type]
+    found = dict(label.split(":", 1) for label in labels)
+    return _culprit_text(found.get("ort-optimizer"), found.get("ort-level"))
+
+
+def _short(text: str) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return line[:DETAIL_CHARS]

@@ -1,0 +1,58 @@
+"""What a case says of whose bug it is, as data: the cross-checks (the same graph and inputs elsewhere) and the
+suggested fix (an edit of the target model that makes the outputs agree). Computed in crosscheck.py, repair.py."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+SAME_BUG = "same bug"
+PASSES = "passes"
+OTHER_FAILURE = "other failure: "  # followed by a short description of the other verdict
+SKIPPED = "skipped: "  # followed by why (the converter does not run here, an option it does not take)
+
+# Names of the cross-checks the report reads (fuzzer/cases/diagnosis_report.py).
+OTHER_EXPORTER = "{} (other exporter)"
+AT_LEVEL = "ONNX Runtime, optimizations {}"  # an exporter's model at a level; at "disabled", the case's own run
+BEFORE_TOOL = "model before the tool (upstream.onnx)"
+BEFORE_ORT = "ONNX Runtime, optimizations disabled (upstream.onnx)"  # ort-optimizer's model before the tool
+
+
+@dataclass(frozen=True, eq=False)
+class CrossCheck:
+    """One rerun of a case's graph and inputs under another converter, level or pass, and what it showed."""
+
+    name: str  # "torch-onnx-dynamo (other exporter)", "ONNX Runtime, optimizations basic"
+    outcome: str  # SAME_BUG, PASSES, OTHER_FAILURE + what, or SKIPPED + why
+    converter: str = ""
+    options: Mapping[str, Any] = field(default_factory=dict)
+    group: str = ""  # checks of one family (each onnxoptimizer pass alone) are reported as one line
+    detail: str = ""  # what the check found beyond its outcome (the optimizer ORT's bisection names)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "outcome": self.outcome, "converter": self.converter,
+                "options": dict(self.options), "group": self.group, "detail": self.detail}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> CrossCheck:
+        return cls(str(data["name"]), str(data["outcome"]), str(data.get("converter", "")),
+                   dict(data.get("options") or {}), str(data.get("group", "")), str(data.get("detail", "")))
+
+
+@dataclass(frozen=True, eq=False)
+class Repair:
+    """An edit of the target model after which the project's oracle finds its outputs agree with the source's."""
+
+    kind: str  # attribute, weight, cast, rounding, modulo, constant
+    edit: str  # "set AveragePool.count_include_pad = 1 on node /AveragePool"
+    description: str  # one line: the conversion fault the edit points at
+    tries: int  # edits judged, this one included
+    model: bytes | None = field(default=None, repr=False)  # the repaired model (kept in memory, not in case.json)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "edit": self.edit, "description": self.description, "tries": self.tries}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Repair:
+        return cls(str(data["kind"]), str(data["edit"]), str(data["description"]), int(data["tries"]))

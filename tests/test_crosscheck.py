@@ -1,0 +1,125 @@
+"""Cross-checks of real corpus cases (real exporters, ONNX Runtime and onnxslim): whose bug each one is; their JSON
+in case.json, old case.json without them, and the report's Cross-checks section."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
+from fuzzer.cases.crosscheck import cross_checks, outcome
+from fuzzer.cases.diagnosis import CrossCheck, Repair
+from fuzzer.cases.diagnosis_report import render_diagnosis
+from fuzzer.cases.folder import read_case, write_case
+from fuzzer.cases.report import render_report
+from oracles.verdict import Stage, Symptom, Verdict
+
+CORPUS = Path(__file__).resolve().parents[1] / "corpus"
+FLOOR_DIVIDE = CORPUS / "wrong_values-torch-onnx-script-node_conversion-floor_divide-int32-d79aa6c72e56-reduced"
+ORT_CRASH = CORPUS / "crash-ort-optimizer-graph_optimization-Fail-e83800d5cf55-reduced"
+SLIM_CRASH = CORPUS / "crash-onnxslim-graph_optimization-ValueError-01ab1eabbd25-reduced"
+
+
+def _outcomes(folder: Path) -> list[tuple[str, str, str]]:
+    return [(c.name, c.outcome, c.detail) for c in cross_checks(read_case(folder))]
+
+
+def test_torchscript_floor_divide_is_the_exporters_own_bug() -> None:
+    """The dynamo exporter converts int32 floor_divide correctly; every ONNX Runtime level runs TorchScript's model
+    into the same wrong value, so the runtime's optimizer is not involved."""
+    assert _outcomes(FLOOR_DIVIDE) == [
+        ("torch-onnx-dynamo (other exporter)", "passes", ""),
+        ("ONNX Runtime, optimizations disabled", "same bug", ""),
+        ("ONNX Runtime, optimizations basic", "same bug", ""),
+        ("ONNX Runtime, optimizations extended", "same bug", ""),
+        ("ONNX Runtime, optimizations all", "same bug", ""),
+    ]
+
+
+def test_ort_crash_starts_at_basic_and_names_constant_folding() -> None:
+    assert _outcomes(ORT_CRASH) == [
+        ("ONNX Runtime, optimizations disabled (upstream.onnx)", "passes", ""),
+        ("ONNX Runtime, optimizations basic", "same bug", ""),
+        ("ONNX Runtime, optimizations extended", "same bug", ""),
+        ("ONNX Runtime, optimizations all", "same bug",
+         "lowest level showing it: basic; disabling ConstantFolding alone removes it"),
+    ]
+
+
+def test_onnxslim_crash_on_a_model_that_was_right_before_it() -> None:
+    assert _outcomes(SLIM_CRASH) == [("model before the tool (upstream.onnx)", "passes", "")]
+
+
+def _verdict(symptom: Symptom, converter: str, op: str | None = None, dtype: str | None = None,
+             signature: str = "", message: str = "") -> Verdict:
+    return Verdict(symptom, Stage.NODE_CONVERSION, converter, signature=signature, message=message,
+                   diverging_op=op, diverging_dtype=dtype)
+
+
+def test_outcome_compares_signatures_or_the_divergence_across_converters() -> None:
+    case = _verdict(Symptom.WRONG_VALUES, "torch-onnx-script", "floor_divide", "int32", signature="sig-a")
+    assert outcome(case, _verdict(Symptom.WRONG_VALUES, "torch-onnx-script", "add", "int32", "sig-a")) == "same bug"
+    other = _verdict(Symptom.WRONG_VALUES, "torch-onnx-dynamo", "floor_divide", "int32", "sig-b")
+    assert outcome(case, other) == "same bug"
+    assert outcome(case, dataclasses.replace(other, diverging_dtype="int64")) == \
+        "other failure: wrong values on floor_divide (int64)"
+    crash = _verdict(Symptom.CRASH, "torch-onnx-dynamo", signature="sig-c",
+                     message="torch.onnx._internal.exporter._errors.ConversionError: no decomposition")
+    assert outcome(case, crash) == "other failure: crash at node conversion (ConversionError)"
+    assert outcome(case, _verdict(Symptom.PASS, "torch-onnx-dynamo")) == "passes"
+
+
+def test_diagnosis_round_trips_through_the_case_folder(tmp_path: Path) -> None:
+    checks = (CrossCheck("torch-onnx-dynamo (other exporter)", "passes", "torch-onnx-dynamo", {"opset": 18}),
+              CrossCheck("onnxoptimizer pass nop alone", "same bug", "onnxoptimizer", {"passes": ["nop"]},
+                         group="onnxoptimizer, each pass alone", detail="x"))
+    fix = Repair("rounding", "compute /Div (integer Div) in floating point and Floor it", "why", 1, b"not stored")
+    case = dataclasses.replace(read_case(FLOOR_DIVIDE), cross_checks=checks, suggested_fix=fix)
+    back = read_case(write_case(tmp_path, case))
+    assert [c.to_json() for c in back.cross_checks] == [c.to_json() for c in checks]
+    assert back.suggested_fix.to_json() == fix.to_json() and back.suggested_fix.model is None
+
+
+def test_a_case_json_without_a_diagnosis_still_loads(tmp_path: Path) -> None:
+    folder = write_case(tmp_path, dataclasses.replace(read_case(FLOOR_DIVIDE), cross_checks=None))
+    data = json.loads((folder / "case.json").read_text())
+    del data["cross_checks"], data["suggested_fix"]
+    (folder / "case.json").write_text(json.dumps(data))
+    case = read_case(folder)
+    assert case.cross_checks is None and case.suggested_fix is None
+    assert "## Cross-checks" not in render_report(case)
+
+
+@pytest.mark.parametrize("folder", [FLOOR_DIVIDE, ORT_CRASH])
+def test_report_names_each_cross_check_in_few_lines(folder: Path) -> None:
+    case = read_case(folder)
+    case = dataclasses.replace(case, cross_checks=cross_checks(case))
+    report = render_report(case)
+    section = report.split("## Cross-checks\n", 1)[1].split("\n## ", 1)[0]
+    for check in case.cross_checks:
+        assert (check.group or check.name.rsplit(" ", 1)[0]) in section and check.outcome in section
+    assert len(report.splitlines()) <= 80
+
+
+def test_one_line_per_family_and_per_run_of_levels() -> None:
+    def one(name: str, result: str, **extra: object) -> CrossCheck:
+        return CrossCheck(name, result, **extra)  # type: ignore[arg-type]
+
+    group = "onnxoptimizer, each pass alone"
+    checks = (one("model before the tool (upstream.onnx)", "passes"),
+              *(one(f"onnxoptimizer pass {p} alone", "same bug" if p in ("b", "d") else "passes",
+                    options={"passes": [p]}, group=group) for p in "abcde"),
+              one("onnxoptimizer pass f alone", "other failure: crash at graph optimization (ValueError)",
+                  options={"passes": ["f"]}, group=group))
+    case = dataclasses.replace(read_case(SLIM_CRASH), converter="onnxoptimizer", cross_checks=checks)
+    assert render_diagnosis(case, "onnxoptimizer").splitlines()[2:5] == [
+        "- model before the tool (upstream.onnx): passes",
+        "- onnxoptimizer, each pass alone (6): same bug with `b`, `d`; other failure: crash at graph optimization "
+        "(ValueError) with `f`; passes with the other 3",
+        "",
+    ]
+    levels = tuple(one(f"ONNX Runtime, optimizations {lv}", "same bug") for lv in ("disabled", "basic", "all"))
+    case = dataclasses.replace(read_case(FLOOR_DIVIDE), cross_checks=levels)
+    assert "- ONNX Runtime, optimizations disabled, basic, all: same bug\n" in render_diagnosis(case, "x")

@@ -147,7 +147,7 @@ def format_summary(data: dict[str, Any]) -> str:
     """Throughput and where the time went; the per-signature table is in `status --json` and the report page."""
     lines = [f"{data['tests']} tests ({data['units_done']} graphs done) in {data['wall_s'] / 60:.1f} min over "
              f"{data['sessions']} session(s): {data['tests_per_min']:.1f} tests/min, of which "
-             f"{data['ran_per_min']:.1f} ran their converter (the rest stopped upstream)"]
+             f"{data['ran_per_min']:.1f} ran their converter (the rest stopped upstream or were known unsupported)"]
     for conv, rate in sorted(data["per_converter_per_min"].items()):
         ran = data["ran_per_converter_per_min"].get(conv, 0.0)
         lines.append(f"  {conv:<24} {rate:8.1f} tests/min, {ran:8.1f} ran their converter")

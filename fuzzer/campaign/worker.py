@@ -37,6 +37,7 @@ from generators.generator import GenOptions, generate
 from generators.ir import Graph
 from oracles.sequences import graph_sequences
 from oracles.taxonomy import memory_verdict
+from oracles.verdict import Stage, Symptom, Verdict
 
 
 @dataclass(frozen=True)
@@ -52,7 +53,9 @@ class WorkerConfig:
     exclude_ops: tuple[str, ...] = ()
     dtypes: tuple[str, ...] = ()
     max_numel: int = GenOptions.max_numel
-    avoid_pairs: tuple[tuple[str, str], ...] = ()  # (op, dtype) the probe found unsupported
+    avoid_pairs: tuple[tuple[str, str], ...] = ()  # (op, dtype) never generated: no converter here takes them
+    # Per converter, (op, dtype) its probe found unsupported: its test of a graph holding one is skipped.
+    skip_pairs: Mapping[str, tuple[tuple[str, str], ...]] = dataclasses.field(default_factory=dict)
     converter_options: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
     check: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     timeout_s: float = 60.0
@@ -66,7 +69,15 @@ class WorkerConfig:
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> WorkerConfig:
         hinted = {f.name: str(f.type) for f in dataclasses.fields(cls)}
-        return cls(**{k: tuple(v) if "tuple" in hinted[k] else v for k, v in data.items() if k in hinted})
+        values = {k: tuple(v) if hinted[k].startswith("tuple") else v for k, v in data.items() if k in hinted}
+        if "skip_pairs" in values:
+            values["skip_pairs"] = {c: tuple(tuple(p) for p in pairs) for c, pairs in values["skip_pairs"].items()}
+        return cls(**values)
+
+    def known_unsupported(self, graph: Graph, converter: str, options: Mapping[str, Any]) -> list[tuple[str, str]]:
+        """The graph's (op, dtype) pairs this converter, or the upstream exporter it starts from, does not take."""
+        known = set(self.skip_pairs.get(converter, ())) | set(self.skip_pairs.get(options.get("upstream", ""), ()))
+        return sorted(op_dtype_pairs(graph) & known) if known else []
 
     def gen_options(self, seed: int) -> GenOptions:
         """The generator options of one seed: the node count is drawn from [min_nodes, nodes] by the seed."""
@@ -82,6 +93,12 @@ class WorkerConfig:
         if self.vary_settings:
             return converter.options_type.draw(seed, pinned).to_json()
         return converter.options(pinned).to_json()
+
+
+def op_dtype_pairs(graph: Graph) -> set[tuple[str, str]]:
+    """Each node's (operator, dtype) as the probe and the generator key it: its first input's dtype, else its
+    output's."""
+    return {(n.op, graph.types[(n.inputs or n.outputs)[0]].dtype.value) for n in graph.nodes}
 
 
 def _plain(value: Any) -> Any:
@@ -161,6 +178,13 @@ class UnitRunner:
         self.phase(idx, name, "convert")
         converter = self.registry[name]
         opts = self.config.options_for(converter, seed)
+        known = self.config.known_unsupported(graph, name, opts)
+        if known:  # the probe already knows; like a failed upstream, a test that never ran its converter
+            verdict = Verdict(Symptom.UNSUPPORTED, Stage.SOURCE, name, labels=("skipped-known-unsupported",),
+                              message="the probe found these (operator, dtype) pairs unsupported: "
+                                      + ", ".join(f"{op} {dtype}" for op, dtype in known))
+            self.send(TestResult.of_verdict(idx, seed, verdict, opts, wall_s=time.perf_counter() - start).to_message())
+            return
         if self.fault is not None:
             faulthandler.dump_traceback_later(max(self.config.timeout_s - 1.0, 0.5), file=self.fault)
         try:

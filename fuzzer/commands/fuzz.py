@@ -54,9 +54,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--memory-mb", type=positive_int, default=4096, help="memory per worker before "
                         "out-of-memory")
     parser.add_argument("--avoid-unsupported", nargs="?", const="torch-onnx-script", metavar="CONVERTERS",
-                        help="never generate the (operator, dtype) pairs that `convsmith probe` found unsupported by "
-                             "these converters (without a value: torch-onnx-script, the exporter most converters "
-                             "start from)")
+                        help="skip a converter's test when its graph holds an (operator, dtype) pair that "
+                             "`convsmith probe` found that converter (or, for an ONNX tool, its upstream exporter) "
+                             "does not support, counted as unsupported; the graph still goes to every other "
+                             "converter (without a value: torch-onnx-script)")
     parser.add_argument("--settings", choices=("vary", "default"), default="vary",
                         help="vary: each test draws its converter's options (opsets, upstream exporter, optimization "
                              "level, folding...) from their real range; default: every test uses the defaults")
@@ -107,10 +108,11 @@ def prepare_out(out: Path) -> None:
         raise UsageError(f"cannot write to the output folder {out}: {exc.strerror or exc}") from None
 
 
-def avoided_pairs(converters: str | None) -> tuple[tuple[str, str], ...]:
-    """The (op, dtype) pairs the cached probe of `converters` found unsupported; UsageError without a cache."""
+def known_unsupported(converters: str | None) -> dict[str, tuple[tuple[str, str], ...]]:
+    """For each named converter, the (op, dtype) pairs its cached probe found unsupported; UsageError without a
+    cache."""
     if not converters:
-        return ()
+        return {}
     wanted = names(converters)
     unknown = [c for c in wanted if c not in CONVERTERS]
     if unknown:
@@ -119,7 +121,13 @@ def avoided_pairs(converters: str | None) -> tuple[tuple[str, str], ...]:
     if table is None:
         raise UsageError(f"--avoid-unsupported: no probe cache for {', '.join(wanted)} at these library versions; "
                          f"run `convsmith probe --converters {','.join(wanted)}` first")
-    return tuple(sorted(set().union(*(table.unsupported(c) for c in wanted))))
+    return {c: tuple(sorted(table.unsupported(c))) for c in wanted}
+
+
+def never_generated(skip: dict[str, tuple[tuple[str, str], ...]], converters: tuple[str, ...]) -> tuple:
+    """The pairs no converter of the campaign can take: only those are kept out of the graphs themselves."""
+    sets = [set(skip.get(c, ())) for c in converters]
+    return tuple(sorted(set.intersection(*sets))) if sets else ()
 
 
 def pinned_options(pairs: list[str], registry_ref: str) -> dict[str, dict[str, Any]]:
@@ -153,7 +161,7 @@ def new_campaign(args: argparse.Namespace) -> tuple[Path, CampaignDB, CampaignSp
         raise UsageError(f"--min-nodes {args.min_nodes} is above --nodes {args.nodes}")
     require_device(args.device, f"--device {args.device}")
     converters, skipped = choose_converters(args.registry, args.converters)
-    avoid = avoided_pairs(args.avoid_unsupported)
+    skip = known_unsupported(args.avoid_unsupported)
     pinned = pinned_options(args.option, args.registry)
     prepare_out(args.out)
     for line in skipped:
@@ -161,7 +169,8 @@ def new_campaign(args: argparse.Namespace) -> tuple[Path, CampaignDB, CampaignSp
     worker = WorkerConfig(out_dir=str(args.out), log_dir=str(args.out / LOG_DIR), registry=args.registry,
                           min_nodes=args.min_nodes, nodes=gen.nodes, include_ops=gen.include_ops,
                           exclude_ops=gen.exclude_ops, dtypes=tuple(d.value for d in gen.dtypes),
-                          max_numel=gen.max_numel, avoid_pairs=avoid,
+                          max_numel=gen.max_numel, avoid_pairs=never_generated(skip, converters),
+                          skip_pairs=skip,
                           timeout_s=args.timeout, memory_mb=args.memory_mb, device=args.device,
                           converter_options=pinned, vary_settings=args.settings == "vary")
     spec = CampaignSpec(args.seed, converters, worker, args.tests)

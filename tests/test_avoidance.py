@@ -1,0 +1,40 @@
+"""Avoidance per converter: a graph holding an (operator, dtype) pair one converter is known not to take still goes
+to every other converter; only that converter's test (and that of a tool starting from it) is skipped, counted as
+unsupported and never as having run its converter."""
+
+from __future__ import annotations
+
+from fuzzer.campaign.worker import UnitRunner, WorkerConfig
+from fuzzer.commands.fuzz import never_generated
+from fuzzer.converters import CONVERTERS
+
+SKIP = {"torch-onnx-script": (("abs", "float32"),)}
+
+
+def _results(tmp_path, converters: tuple[str, ...], pinned: dict) -> dict[str, dict]:
+    config = WorkerConfig(out_dir=str(tmp_path), log_dir=str(tmp_path / "logs"), nodes=1, min_nodes=1,
+                          include_ops=("abs",), dtypes=("float32",), skip_pairs=SKIP, converter_options=pinned,
+                          check={"input_budget_s": 0.2})
+    messages: list[dict] = []
+    UnitRunner(config, CONVERTERS, messages.append).run_unit(0, 0, converters)
+    return {m["converter"]: m for m in messages if m["type"] == "result"}
+
+
+def test_only_the_converter_known_not_to_take_the_pair_is_skipped(tmp_path) -> None:
+    pinned = {"onnxslim": {"upstream": "torch-onnx-script"}, "onnxsim": {"upstream": "torch-onnx-dynamo",
+                                                                         "opset": 18}}
+    results = _results(tmp_path, ("torch-onnx-script", "onnxslim", "onnxsim", "torch-onnx-dynamo"), pinned)
+    for skipped in ("torch-onnx-script", "onnxslim"):  # onnxslim starts from the TorchScript export here
+        assert results[skipped]["symptom"] == "unsupported" and results[skipped]["stage"] == "source"
+        assert results[skipped]["labels"] == ["skipped-known-unsupported"]
+        assert "abs float32" in results[skipped]["message"]
+    for ran in ("onnxsim", "torch-onnx-dynamo"):
+        assert results[ran]["symptom"] == "pass" and results[ran]["stage"] != "source"
+
+
+def test_a_pair_is_kept_out_of_the_graphs_only_when_no_converter_of_the_campaign_takes_it() -> None:
+    skip = {"a": (("abs", "float32"), ("cos", "int32")), "b": (("abs", "float32"),)}
+    assert never_generated(skip, ("a",)) == (("abs", "float32"), ("cos", "int32"))
+    assert never_generated(skip, ("a", "b")) == (("abs", "float32"),)
+    assert never_generated(skip, ("a", "b", "c")) == ()  # c has no probe: it takes everything
+    assert never_generated({}, ("a",)) == ()

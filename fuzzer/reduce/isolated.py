@@ -2,8 +2,9 @@
 process, hangs or exhausts its memory gets a verdict like any other, and a segfault or a hang reduces too.
 
 The child is long-lived (one per reduction process, replaced after each death) and confined like a campaign
-worker (fuzzer/support/confine.py); messages are JSON. A death is read from the child's faulthandler dump into
-the same verdict the campaign gives it (fuzzer/support/faults.py), so a reduced case keeps the campaign's signature.
+worker (fuzzer/support/confine.py); it also checks the reduced case in full, diagnoses whose bug it is and writes
+its folder. Messages are JSON. A death is read from the child's faulthandler dump into the same verdict the
+campaign gives it (fuzzer/support/faults.py), so a reduced case keeps the campaign's signature.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any
 
 from fuzzer.cases.case import CaseData, case_from_result, case_log, collect_versions, lost_case
 from fuzzer.cases.folder import write_case
+from fuzzer.cases.whose_bug import with_diagnosis
 from fuzzer.check.pipeline import CheckOptions, check_prepared, prepare
 from fuzzer.check.result import FULL_CHECK, CheckResult
 from fuzzer.converters import DEFAULT_REGISTRY, ConverterRegistry, load_registry
@@ -215,6 +217,7 @@ def _answer(message: Mapping[str, Any], registry: ConverterRegistry, device: str
     case = case_from_result(result, graph, seed, converter.name, collect_versions(converter.distributions),
                             log=case_log(result), case_id_=message["case_id"], original=message["original"],
                             device=device)
-    case = _with_reduction(case, message["reduction"])
+    # Whose bug it is (the cross-checks and a suggested fix) reruns converters: here, where a death is contained.
+    case = with_diagnosis(_with_reduction(case, message["reduction"]))
     path = write_case(Path(message["out"]), case, replace=True)
     return {"verdict": result.verdict.to_json(), "path": str(path)}

@@ -28,13 +28,15 @@ from fuzzer.support.confine import rss_bytes  # noqa: E402
 
 def measure(minutes: float, workers: int, converters: str | None = None, nodes: int | None = None,
             out: Path | None = None, exact_nodes: bool = False, avoid_unsupported: bool = False,
-            reduce: bool = True) -> tuple[int, dict[str, Any], Path]:
+            reduce: bool = True, settings: str = "vary") -> tuple[int, dict[str, Any], Path]:
     """Runs a campaign of `minutes` into `out` (a temporary folder by default) and returns its exit status,
     `fuzzer.progress.summarize` of it and the folder. `exact_nodes`: every graph has `nodes` operators (the
     campaign otherwise draws 2..nodes); `avoid_unsupported`: skip the (op, dtype) pairs the cached probe of the
-    converters found unsupported; `reduce` False: no background minimization of new cases."""
+    converters found unsupported; `reduce` False: no background minimization of new cases; `settings`: "vary" (each
+    test draws its converter's options) or "default"."""
     out = out or Path(tempfile.mkdtemp(prefix="convsmith-bench-")) / "campaign"
-    argv = ["fuzz", "--time", f"{minutes * 60:g}s", "--workers", str(workers), "--out", str(out)]
+    argv = ["fuzz", "--time", f"{minutes * 60:g}s", "--workers", str(workers), "--out", str(out),
+            "--settings", settings]
     if converters:
         argv += ["--converters", converters]
     if nodes is not None:

@@ -9,6 +9,7 @@ from fuzzer.commands.fuzz import never_generated
 from fuzzer.converters import CONVERTERS
 
 SKIP = {"torch-onnx-script": (("abs", "float32"),)}
+UNSPARED_SEED = 2  # a graph not among those kept free of the refused pairs (worker.SPARED_SHARE)
 
 
 def _results(tmp_path, converters: tuple[str, ...], pinned: dict) -> dict[str, dict]:
@@ -16,7 +17,8 @@ def _results(tmp_path, converters: tuple[str, ...], pinned: dict) -> dict[str, d
                           include_ops=("abs",), dtypes=("float32",), skip_pairs=SKIP, converter_options=pinned,
                           check={"input_budget_s": 0.2})
     messages: list[dict] = []
-    UnitRunner(config, CONVERTERS, messages.append).run_unit(0, 0, converters)
+    assert ("abs", "float32") not in config.gen_options(UNSPARED_SEED).avoid_pairs
+    UnitRunner(config, CONVERTERS, messages.append).run_unit(0, UNSPARED_SEED, converters)
     return {m["converter"]: m for m in messages if m["type"] == "result"}
 
 
@@ -38,3 +40,24 @@ def test_a_pair_is_kept_out_of_the_graphs_only_when_no_converter_of_the_campaign
     assert never_generated(skip, ("a", "b")) == (("abs", "float32"),)
     assert never_generated(skip, ("a", "b", "c")) == ()  # c has no probe: it takes everything
     assert never_generated({}, ("a",)) == ()
+
+
+def test_an_onnx_tool_starts_from_the_exporter_that_takes_the_graph() -> None:
+    from generators.dtypes import DType
+    from generators.generator import GenOptions, generate
+
+    graph = generate(0, GenOptions(nodes=1, include_ops=("abs",), dtypes=(DType("float32"),)))
+    config = WorkerConfig(out_dir="o", log_dir="l", skip_pairs=SKIP, vary_settings=True)
+    tool = CONVERTERS["onnxsim"]
+    for seed in range(60):
+        options = config.options_for(tool, seed, graph)
+        assert options["upstream"] == "torch-onnx-dynamo" and 18 <= options["opset"] <= 23
+    pinned = WorkerConfig(out_dir="o", log_dir="l", skip_pairs=SKIP, vary_settings=True,
+                          converter_options={"onnxsim": {"upstream": "torch-onnx-script"}})
+    assert pinned.options_for(tool, 0, graph)["upstream"] == "torch-onnx-script"  # pinned: kept, then skipped
+
+
+def test_half_the_graphs_are_spared_every_pair_a_probed_converter_refuses() -> None:
+    config = WorkerConfig(out_dir="o", log_dir="l", skip_pairs=SKIP)
+    spared = [("abs", "float32") in config.gen_options(seed).avoid_pairs for seed in range(400)]
+    assert 0.4 < sum(spared) / len(spared) < 0.6

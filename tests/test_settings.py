@@ -29,9 +29,9 @@ def test_every_converter_draws_valid_settings_from_its_range(name: str) -> None:
     assert [o.to_json() for o in drawn] == [options_type.draw(seed).to_json() for seed in SEEDS]  # by seed only
     distinct = {_key(o.to_json()) for o in drawn}
     assert len(distinct) >= 5
-    defaults = _key(options_type().to_json())
-    assert defaults in distinct  # the defaults stay the most common setting
-    assert max(distinct, key=lambda k: sum(_key(o.to_json()) == k for o in drawn)) == defaults
+    usual = options_type() if not issubclass(options_type, UpstreamOptions) else \
+        options_type(upstream="torch-onnx-dynamo", opset=18)  # the ONNX tools usually start from dynamo
+    assert max(distinct, key=lambda k: sum(_key(o.to_json()) == k for o in drawn)) == _key(usual.to_json())
 
 
 def test_the_drawn_values_cover_each_option_range() -> None:
@@ -52,8 +52,8 @@ def test_the_onnx_tools_of_one_graph_share_one_upstream_export() -> None:
     for seed in SEEDS:
         pairs = {(o.upstream, o.opset) for o in (c.options_type.draw(seed) for c in tools)}
         assert len(pairs) == 1
-    upstreams = {CONVERTERS["onnxslim"].options_type.draw(seed).upstream for seed in SEEDS}
-    assert upstreams == {"torch-onnx-script", "torch-onnx-dynamo"}
+    upstreams = [CONVERTERS["onnxslim"].options_type.draw(seed).upstream for seed in SEEDS]
+    assert 0.55 < upstreams.count("torch-onnx-dynamo") / len(upstreams) < 0.8
 
 
 def test_pinned_options_are_kept_and_defaults_used_when_settings_do_not_vary() -> None:

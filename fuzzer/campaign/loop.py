@@ -376,7 +376,8 @@ class Campaign:
                 verdict = lost_verdict(name, symptom, reason, frame, dump)
                 # A death in the upstream export is the exporter's bug, filed under the exporter's own test.
                 case_dir = self.write_lost_case(slot, unit, verdict, dump) if verdict.is_bug else None
-                options = self.spec.worker.options_for(self.registry[name], unit.seed)
+                graph = Graph.from_json(slot.graph) if slot.graph is not None else None
+                options = self.spec.worker.options_for(self.registry[name], unit.seed, graph)
                 self.commit(slot, TestResult.of_verdict(unit.idx, unit.seed, verdict, options, case_dir=case_dir))
         else:  # generation, materialization or the eager source: never a converter's bug
             self.own_error({"idx": unit.idx, "seed": unit.seed, "converter": None, "phase": slot.phase or "generate",
@@ -407,7 +408,7 @@ class Campaign:
         assert slot.graph is not None
         graph = Graph.from_json(slot.graph)
         converter = self.registry[verdict.converter]
-        options = self.spec.worker.options_for(converter, unit.seed)
+        options = self.spec.worker.options_for(converter, unit.seed, graph)
         case = lost_case(graph, unit.seed, verdict.converter, options, verdict,
                          collect_versions(converter.distributions), dump, device=self.spec.worker.device)
         return write_case(self.out_dir, case).name

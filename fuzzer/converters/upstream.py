@@ -26,6 +26,9 @@ UPSTREAM_OPSETS = {"torch-onnx-script": ScriptOptions.opset_range, "torch-onnx-d
 UPSTREAM_DEFAULT_OPSET = {"torch-onnx-script": ScriptOptions().opset, "torch-onnx-dynamo": DynamoOptions().opset}
 
 
+USUAL_UPSTREAM_SHARE = 2 / 3  # of drawn settings, those starting from the dynamo exporter
+
+
 @dataclass(frozen=True)
 class UpstreamOptions(ConverterOptions):
     """Options of a converter that starts from an exporter's model: which exporter, at which of its opsets."""
@@ -49,12 +52,12 @@ class UpstreamOptions(ConverterOptions):
 
     @classmethod
     def draw(cls, seed: int, pinned: Mapping[str, Any] | None = None) -> ConverterOptions:
-        """As ConverterOptions.draw, but the upstream and its opset are drawn per graph, not per converter: the
-        ONNX tools testing one graph share one export."""
+        """As ConverterOptions.draw, but the upstream (usually dynamo) and its opset are drawn per graph, not per
+        converter: the ONNX tools testing one graph share one export."""
         shared = dict(pinned or {})
         rng = random.Random(f"upstream:{seed}")
-        if "upstream" not in shared:
-            shared["upstream"] = rng.choice(UPSTREAMS) if rng.random() >= 0.5 else UpstreamOptions.upstream
+        if "upstream" not in shared:  # mostly the exporter torch maintains (torch 2.11 deprecated TorchScript's)
+            shared["upstream"] = "torch-onnx-dynamo" if rng.random() < USUAL_UPSTREAM_SHARE else "torch-onnx-script"
         if "opset" not in shared:
             low, high = UPSTREAM_OPSETS[shared["upstream"]]
             default = UPSTREAM_DEFAULT_OPSET[shared["upstream"]]

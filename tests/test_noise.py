@@ -237,3 +237,20 @@ def test_a_float64_output_through_a_float32_attribute_is_judged_at_its_precision
                 _scale_attr(op_type, attr, 1.0001)), "output scaled": _judge(expected, model, scaled_output)}
     _assert(verdicts, ("as exported",), ("attribute changed", "output scaled"))
     assert "not-blamed:float32-attribute" in verdicts["as exported"].labels
+
+
+def test_the_input_search_draws_again_where_the_float32_source_is_unstable() -> None:
+    """Seed 250's first inputs leave the float32 source outside tolerance of the float64 answer (its divisions and
+    logs near their poles); the next draw does not, and prepare keeps that one."""
+    from test_planted_faults import OPS
+
+    from fuzzer.check.source import _draw, prepare, source_stable
+    from generators.dtypes import DType
+    from generators.generator import GenOptions, generate
+
+    graph = generate(250, GenOptions(nodes=8, dtypes=(DType.FLOAT32,), include_ops=OPS))
+    first = _draw(graph, 250, {}, 1.0, "cpu")
+    assert isinstance(first, Expected) and first.valid_inputs and not source_stable(first)
+    chosen = prepare(graph, 250, {}, 1.0)
+    assert isinstance(chosen, Expected) and chosen.valid_inputs and source_stable(chosen)
+    assert chosen.source.graph is graph

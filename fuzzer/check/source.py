@@ -12,8 +12,12 @@ from fuzzer.support.tensors import to_oracle_array
 from generators.ir import Graph
 from generators.materialize import float64_twin, materialize, widen_inputs
 from generators.valid_inputs import find_valid_inputs
+from oracles.blame import source_unreliable
 from oracles.taxonomy import Failure, failure_verdict
 from oracles.verdict import Stage
+
+STABLE_DRAWS = 3  # input draws tried while the float32 source strays from the float64 answer
+REDRAW_STRIDE = 7919  # seed offset of each further draw
 
 
 def prepare(graph: Graph, seed: int, timings: dict[str, float], budget_s: float,
@@ -21,7 +25,21 @@ def prepare(graph: Graph, seed: int, timings: dict[str, float], budget_s: float,
     """Materialize, search inputs (which may settle weights, so before the twin), run eager and float64.
 
     The search runs on the CPU (seeded, so the same inputs everywhere); the module and inputs then move to
-    `device`, where the eager and float64 runs happen."""
+    `device`, where the eager and float64 runs happen. Inputs on which the float32 source strays from the float64
+    answer are drawn again (from derived seeds, up to STABLE_DRAWS times): such a source excuses a target's error
+    of its own size."""
+    first = _draw(graph, seed, timings, budget_s, device)
+    if not _usable(first) or source_stable(first):  # type: ignore[arg-type]
+        return first
+    for attempt in range(1, STABLE_DRAWS):
+        other = _draw(graph, seed + attempt * REDRAW_STRIDE, timings, budget_s, device)
+        if _usable(other) and source_stable(other):  # type: ignore[arg-type]
+            return other
+    return first  # every draw left the source unstable: judge the first, under the oracle's blame factor
+
+
+def _draw(graph: Graph, seed: int, timings: dict[str, float], budget_s: float, device: str) -> Expected | CheckResult:
+    """One input search from `seed` on a freshly materialized module (the search settles its weights)."""
     with timer(timings, "materialize"):
         module = materialize(graph, seed)
     with timer(timings, "inputs"):
@@ -31,6 +49,18 @@ def prepare(graph: Graph, seed: int, timings: dict[str, float], budget_s: float,
     if isinstance(expected, Expected) and not found.valid:
         expected = dataclasses.replace(expected, valid_inputs=False)
     return expected
+
+
+def _usable(prepared: Expected | CheckResult) -> bool:
+    return isinstance(prepared, Expected) and prepared.valid_inputs
+
+
+def source_stable(expected: Expected) -> bool:
+    """Whether the float32 source is within tolerance of the float64 answer on every output: inputs where it is not
+    (an unstable source) excuse a target's error of their own size, so the search tries others first."""
+    dtypes = expected.source.output_dtypes
+    return not any(source_unreliable(e, r, d) for e, r, d in zip(expected.eager, expected.reference, dtypes,
+                                                                  strict=True))
 
 
 def expect(source: Source, timings: dict[str, float]) -> Expected | CheckResult:

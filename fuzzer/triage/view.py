@@ -38,11 +38,12 @@ class Headline:
     new_last_hour: int
     unreduced: int  # root causes whose smallest case is not reduced yet
     own_errors: int
+    unreduced_cases: int = 0  # case folders (signatures) without their reduced case
 
     def line(self) -> str:
         return (f"{self.root_causes} root causes ({self.new_root_causes} new, {self.known_root_causes} known; "
                 f"{self.new_last_hour} first seen in the last hour) from {self.signatures} signatures; "
-                f"{self.unreduced} root causes unreduced; {self.tests} tests ({self.tests_run} ran their converter); "
+                f"{self.unreduced} root causes and {self.unreduced_cases} cases unreduced; {self.tests} tests ({self.tests_run} ran their converter); "
                 f"{self.own_errors} own errors")
 
 
@@ -80,7 +81,8 @@ def triage(out_dir: Path, db: CampaignDB, corpus: Path | None = None, now: float
         new_root_causes=sum(not g.known for g in groups), known_root_causes=sum(g.known for g in groups),
         new_last_hour=sum(g.first_seen >= now - HOUR_S for g in groups),
         unreduced=sum(1 for g in groups if g.representative.case_dir and not g.representative.reduced),
-        own_errors=db.conn.execute("SELECT COUNT(*) FROM errors").fetchone()[0])
+        own_errors=db.conn.execute("SELECT COUNT(*) FROM errors").fetchone()[0],
+        unreduced_cases=sum(1 for f in findings if f.case_dir and not f.reduced))
     tested = enrichment(_unit_sequences(db))
     return Triage(headline, groups, _timeline(groups, started), _rates(db, started), _symptom_stage(db),
                   tuple(top(tested)), started, len(tested))

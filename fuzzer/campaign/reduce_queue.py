@@ -154,9 +154,17 @@ class ReduceQueue:
             self._collect(reducer)
         while self.waiting and len(self.reducers) < reducers and all(r.case_dir for r in self.reducers):
             self.reducers.append(self._start())
-        for reducer in self.reducers:
+        for reducer in list(self.reducers):
             if reducer.case_dir is None and self.waiting:
-                reducer.send((self.pending or self.later).popleft())
+                queue = self.pending or self.later
+                case_dir = queue.popleft()
+                try:
+                    reducer.send(case_dir)
+                except OSError:  # it died since it was collected: the case waits for the next reducer
+                    queue.appendleft(case_dir)
+                    reducer.case_dir = None
+                    reducer.stop()
+                    self.reducers.remove(reducer)
 
     def _collect(self, reducer: Reducer) -> None:
         for reply in reducer.replies():

@@ -229,6 +229,11 @@ class Converter:
         """The converter's call as a report snippet writes it (see Snippet)."""
         raise NotImplementedError(f"{self.name} has no report snippet")
 
+    def supported_aten_ops(self) -> frozenset[str] | None:
+        """The ATen operators ('aten::name', overloads folded) this converter translates; None when it does not
+        start from PyTorch (the ONNX tools) and so has no such list."""
+        return None
+
     def availability(self) -> tuple[bool, str]:
         """(True, "") when every library imports; else (False, the import error)."""
         for lib in self.libraries:

@@ -77,6 +77,13 @@ class TorchOnnxDynamo(Converter):
     distributions = ("torch", "onnx", "onnxscript", "onnxruntime")
     options_type = DynamoOptions
 
+    def supported_aten_ops(self) -> frozenset[str]:
+        """The ATen operators with a torchlib translation (overloads folded into their operator)."""
+        from torch.onnx._internal.exporter import _registration
+
+        names = (key for key in _registration.ONNXRegistry.from_torchlib().functions if isinstance(key, str))
+        return frozenset(name.split(".")[0] for name in names if name.startswith("aten::"))
+
     def convert_impl(self, source: Source, options: DynamoOptions) -> TargetRun:
         steps = Steps()
         data = check_and_serialize(export_dynamo(source, options, steps), steps)

@@ -50,6 +50,12 @@ class TorchOnnxScript(Converter):
             'model = onnx.load("model.onnx")'), from_torch=True)
     libraries = ("torch", "onnx", "onnxruntime")
     distributions = ("torch", "onnx", "onnxruntime")
+
+    def supported_aten_ops(self) -> frozenset[str]:
+        """The ATen operators with a TorchScript symbolic function (at any opset)."""
+        from torch.onnx._internal.torchscript_exporter import registration
+
+        return frozenset(name for name in registration.registry._registry if name.startswith("aten::"))
     options_type = ScriptOptions
 
     def convert_impl(self, source: Source, options: ScriptOptions) -> TargetRun:

@@ -43,7 +43,8 @@ class Headline:
     def line(self) -> str:
         return (f"{self.root_causes} root causes ({self.new_root_causes} new, {self.known_root_causes} known; "
                 f"{self.new_last_hour} first seen in the last hour) from {self.signatures} signatures; "
-                f"{self.unreduced} root causes and {self.unreduced_cases} cases unreduced; {self.tests} tests ({self.tests_run} ran their converter); "
+                f"{self.unreduced} root causes and {self.unreduced_cases} cases unreduced; "
+                f"{self.tests} tests ({self.tests_run} ran their converter); "
                 f"{self.own_errors} own errors")
 
 

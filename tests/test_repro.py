@@ -210,3 +210,26 @@ def test_the_snippet_of_a_tool_failing_at_validation_runs_alone(tmp_path: Path) 
     done = subprocess.run([sys.executable, "-I", "snippet.py"], cwd=tmp_path / "case", capture_output=True,
                           text=True, timeout=120, env={"PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1"})
     assert done.returncode != 0 and "ValueError" in done.stderr and "NameError" not in done.stderr, done.stderr
+
+
+def test_a_reduced_group_norm_without_affine_renders_what_it_computes() -> None:
+    """The reducer may turn `affine` off and keep the weights (found in a campaign: scalar weights that
+    F.group_norm refuses); the source ignores them, as forward does."""
+    import torch
+
+    from generators.ir import Graph
+
+    graph = Graph.from_json({
+        "schema_version": 1, "inputs": {"in2": {"shape": [1, 2], "dtype": "float32"}},
+        "weights": {"w0": {"shape": [], "dtype": "float32"}, "w1": {"shape": [], "dtype": "float32"}},
+        "nodes": [{"op": "group_norm", "inputs": ["in2", "w0", "w1"], "outputs": ["t1"],
+                   "attrs": {"affine": False, "eps": 0.0, "num_groups": 1}}],
+        "outputs": ["t1"], "ranges": {},
+        "types": {"in2": {"shape": [1, 2], "dtype": "float32"}, "w0": {"shape": [], "dtype": "float32"},
+                  "w1": {"shape": [], "dtype": "float32"}, "t1": {"shape": [1, 2], "dtype": "float32"}}})
+    module = materialize(graph, 0)
+    scope: dict = {"torch": torch, "load_tensor": None, "_register": lambda m, n, v: m.register_buffer(n, v)}
+    exec(render_module(graph).replace("load_tensor('weights/", "WEIGHTS[('").replace(".pb')", "')]"),
+         {**scope, "WEIGHTS": {w: getattr(module, w).detach() for w in graph.weights}}, scope)
+    x = torch.tensor([[0.5, -1.5]])
+    assert torch.equal(scope["Repro"]()(x)[0], module(x)[0])

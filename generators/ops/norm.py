@@ -202,8 +202,9 @@ class GroupNorm(Norm):
         return F.group_norm(x, attrs["num_groups"], weight, bias, eps=attrs["eps"])
 
     def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
-        x, *ws = args  # weight and bias, or neither
-        return call(functional_source(F.group_norm), [x, literal(attrs["num_groups"]), *ws], eps=attrs["eps"])
+        x, *ws = args  # weight and bias, or neither; ignored without affine, as forward ignores them
+        weights = ws if attrs["affine"] else []
+        return call(functional_source(F.group_norm), [x, literal(attrs["num_groups"]), *weights], eps=attrs["eps"])
 
 
 class LocalResponseNorm(Norm):

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 
 from fuzzer.campaign.loop import case_folders
@@ -29,6 +31,14 @@ def test_new_bug_cases_are_reduced_inside_their_folder(tmp_path: Path) -> None:
     assert case["original"] == folders[0].name  # the case id, never a local path
     assert len(case["graph"]["nodes"]) == 1
     assert "reduction: 1 new cases minimized, 0 failed" in done.stdout
+    # Its repro.py, copied alone, runs without this project and shows the bug (exit 1, observed vs expected).
+    alone = tmp_path / "alone"
+    shutil.copytree(reduced[0], alone)
+    boot = f"import sys, runpy; sys.path.append({sysconfig.get_paths()['purelib']!r}); " \
+           "runpy.run_path('repro.py', run_name='__main__')"
+    shown = subprocess.run([sys.executable, "-I", "-S", "-c", boot], cwd=alone, capture_output=True, text=True,
+                           env={"PATH": "/usr/bin:/bin"}, timeout=300)
+    assert shown.returncode == 1 and "observed:" in shown.stdout and "BUG REPRODUCES" in shown.stdout, shown.stderr
 
 
 def test_no_reduce_leaves_cases_as_found(tmp_path: Path) -> None:

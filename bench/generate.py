@@ -2,25 +2,39 @@
 
 Prints distinct operator types, distinct (operator, dtype) pairs, the dtype mix, the share of graphs with several
 inputs / outputs, the valid-input rate with the median search time, and the median time per graph at 5, 10, 20 and
-50 nodes split into generation, materialization and input search.
+50 nodes split into generation, materialization and input search, with the total (a graph and its inputs).
+
+Beside each size, in the same run, NNSmith's generator (PyPI `nnsmith`, run by bench/nnsmith_gen.py inside
+`.venv-nnsmith`, which `bash bench/nnsmith_env.sh` builds) makes graphs of that size from the same seeds; where it
+cannot run, its row says why. Both are warmed with a few untimed graphs per size first. The two differ in more than
+speed: NNSmith allows tensors of 65,536 elements (convsmith 4,096), and its input search stops after 20 ms.
+
+    python bench/generate.py [--seeds 1000] [--speed-seeds 60] [--sizes 5,10,20,50] [--skip-nnsmith]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
+import subprocess
 import sys
 import time
 import warnings
 from collections import Counter
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 
 from generators.generator import GenOptions, generate  # noqa: E402
 from generators.materialize import materialize  # noqa: E402
 from generators.registry import REGISTRY  # noqa: E402
 from generators.valid_inputs import find_valid_inputs  # noqa: E402
+
+NNSMITH_PYTHON = ROOT / ".venv-nnsmith" / "bin" / "python"
+WARM = 3  # untimed graphs per size first (imports, caches, NNSmith's dtype probe)
+Times = tuple[float, float, float]  # generation, materialization, input search (seconds)
 
 
 def timed_graph(seed: int, nodes: int, budget_s: float):
@@ -60,14 +74,47 @@ def diversity(seeds: int, budget_s: float) -> None:
           f"median search {statistics.median(search_ms):.1f} ms, p95 {sorted(search_ms)[int(0.95 * seeds)]:.1f} ms")
 
 
-def speed(sizes: list[int], seeds: int, budget_s: float) -> None:
-    print(f"median milliseconds per graph over {seeds} seeds (generation + materialization + input search):")
+def speed(sizes: list[int], seeds: int, budget_s: float, nnsmith: bool) -> None:
+    print(f"median milliseconds per graph over {seeds} seeds, each size warmed with {WARM} untimed graphs first "
+          f"(total: the median of each graph's sum; one torch thread in both input searches):")
+    print(f"  {'nodes':>5}  {'generator':<15} {'generation':>10} {'materialization':>15} {'input search':>12} "
+          f"{'total':>8}")
     for nodes in sizes:
+        for seed in range(WARM):
+            timed_graph(seed, nodes, budget_s)
         rows = [timed_graph(10_000 + seed, nodes, budget_s)[2] for seed in range(seeds)]
-        gen, mat, search = (statistics.median(col) * 1000 for col in zip(*rows))
-        total = statistics.median(sum(r) for r in rows) * 1000
-        print(f"  {nodes:>3} nodes: total {total:7.1f}  generation {gen:7.1f}  materialization {mat:5.1f}  "
-              f"input search {search:6.1f}")
+        print(_row(nodes, "convsmith", rows))
+        if nnsmith:
+            print(_nnsmith_row(nodes, seeds))
+
+
+def _row(nodes: int, name: str, rows: list[Times], note: str = "") -> str:
+    gen, mat, search = (statistics.median(col) * 1000 for col in zip(*rows))
+    total = statistics.median(sum(r) for r in rows) * 1000
+    return f"  {nodes:>5}  {name:<15} {gen:>10.1f} {mat:>15.1f} {search:>12.1f} {total:>8.1f}{note}"
+
+
+def _nnsmith_row(nodes: int, seeds: int) -> str:
+    """NNSmith's figures at `nodes`, made in its own venv now (between convsmith's sizes: the same machine load)."""
+    def unavailable(reason: str) -> str:
+        return f"  {nodes:>5}  {'nnsmith':<15} unavailable: {reason}"
+
+    if not NNSMITH_PYTHON.exists():
+        return unavailable(".venv-nnsmith is missing (`bash bench/nnsmith_env.sh` builds it from PyPI)")
+    command = [str(NNSMITH_PYTHON), str(ROOT / "bench" / "nnsmith_gen.py"), "--nodes", str(nodes),
+               "--seeds", str(seeds), "--warm", str(WARM)]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=1800, cwd=ROOT)
+    except subprocess.TimeoutExpired:
+        return unavailable("ran past 30 minutes")
+    lines = done.stdout.strip().splitlines()
+    if done.returncode != 0 or not lines:
+        return unavailable((done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1])
+    result = json.loads(lines[-1])
+    if not result["rows"]:
+        return unavailable(f"no seed of {seeds} made a graph")
+    note = f"  ({result['failed']} of {seeds} seeds failed)" if result["failed"] else ""
+    return _row(nodes, f"nnsmith {result['version']}", result["rows"], note)
 
 
 def main() -> None:
@@ -75,10 +122,12 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=1000)
     parser.add_argument("--speed-seeds", type=int, default=60)
     parser.add_argument("--budget", type=float, default=1.0, help="input-search budget in seconds")
+    parser.add_argument("--sizes", default="5,10,20,50", help="graph sizes (nodes) for the speed figures")
+    parser.add_argument("--skip-nnsmith", action="store_true", help="no NNSmith rows")
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
     diversity(args.seeds, args.budget)
-    speed([5, 10, 20, 50], args.speed_seeds, args.budget)
+    speed([int(n) for n in args.sizes.split(",")], args.speed_seeds, args.budget, not args.skip_nnsmith)
 
 
 if __name__ == "__main__":

@@ -26,6 +26,8 @@ from generators.dtypes import ALL, DType
 from generators.ir import Graph, Node, TensorType
 from generators.ops.base import Build, OpBug, OpSpec, Sig, SymTensor, numel
 from generators.registry import REGISTRY, OpRegistry
+from generators.solver import GraphSolver
+from generators.terms import eq, ge, int_var, le
 
 
 @dataclass(frozen=True)
@@ -84,7 +86,7 @@ class _Context:
     def int_attr(self, name: str, lo: int, hi: int) -> z3.ArithRef:
         var = self._gen.named_int(f"{self._pending.prefix}.{name}")
         self._pending.int_attrs.append(_IntAttr(var, lo, hi))
-        self._pending.bounds += [var >= self._gen.const(lo), var <= self._gen.const(hi)]
+        self._pending.bounds += [ge(var, self._gen.const(lo)), le(var, self._gen.const(hi))]
         return var
 
     def choice(self, name: str, options: Sequence[Any]) -> Any:
@@ -97,7 +99,7 @@ class _Context:
 
     def weight(self, rank: int, dtype: DType, lo: Any = None, hi: Any = None) -> SymTensor:
         tensor = SymTensor(tuple(self.dim() for _ in range(rank)), dtype)
-        self._pending.bounds.append(numel(tensor.shape) <= self._gen.const(self._gen.opts.max_numel))
+        self._pending.bounds.append(le(numel(tensor.shape), self._gen.const(self._gen.opts.max_numel)))
         name = self._gen.fresh_name("w")
         self._pending.weights.append((name, tensor))
         if lo is not None and hi is not None:
@@ -120,12 +122,10 @@ class _GraphBuilder:
         self.rng = random.Random(seed)
         self.opts = opts
         self.z3ctx = z3.main_ctx()  # fresh per graph: see _fresh_z3_context
-        self.solver = z3.Solver(ctx=self.z3ctx)
         # Element bounds over chains of 5-D tensors are nonlinear and can keep z3 busy for minutes. A resource
         # limit (not a time limit: that would make graphs depend on machine speed) turns such a candidate into
         # an `unknown`, which is rejected like an `unsat`.
-        self.solver.set("rlimit", RLIMIT_PER_CHECK)
-        self.solver.set("random_seed", seed % (2**31))
+        self.solver = GraphSolver(self.z3ctx, seed % (2**31), RLIMIT_PER_CHECK)
         self.tensors: dict[str, SymTensor] = {}
         self.placeholders: list[str] = []
         self.weights: list[str] = []
@@ -158,7 +158,7 @@ class _GraphBuilder:
         return self.named_int(f"d{self._counter}")
 
     def named_int(self, name: str) -> z3.ArithRef:
-        var = z3.Int(name, self.z3ctx)
+        var = int_var(self.z3ctx, name)
         self.var_names[var.get_id()] = name
         self.var_terms.append(var)  # holding the term keeps its id from being reused
         return var
@@ -171,14 +171,14 @@ class _GraphBuilder:
         return term
 
     def dim_bounds(self, var: z3.ArithRef) -> list[z3.BoolRef]:
-        return [var >= self.const(1), var <= self.const(self.opts.max_dim)]
+        return [ge(var, self.const(1)), le(var, self.const(self.opts.max_dim))]
 
     def new_placeholder_type(self, rank: int, dtype: DType, pending: _Pending) -> SymTensor:
         shape = tuple(self.fresh_dim() for _ in range(rank))
         for d in shape:
             pending.bounds += self.dim_bounds(d)
         tensor = SymTensor(shape, dtype)
-        pending.bounds.append(numel(shape) <= self.const(self.opts.max_numel))
+        pending.bounds.append(le(numel(shape), self.const(self.opts.max_numel)))
         return tensor
 
     # -- insertion ----------------------------------------------------------------------------------
@@ -190,7 +190,7 @@ class _GraphBuilder:
         dtype = self.rng.choice(self.opts.dtypes)
         rank = self.rng.randint(1, min(4, self.opts.max_rank))
         tensor = self.new_placeholder_type(rank, dtype, pending)
-        self.assert_all(pending.bounds)
+        self.solver.assert_all(pending.bounds)
         self.register_bounded([tensor])
         name = self.fresh_name("v")
         self.tensors[name] = tensor
@@ -237,10 +237,10 @@ class _GraphBuilder:
                     dims.append(expr)
                     continue
                 var = self.fresh_dim()
-                reqs += [var == expr, *self.dim_bounds(var)]
+                reqs += [eq(var, expr), *self.dim_bounds(var)]
                 dims.append(var)
             if _shape_key(dims) not in self.bounded_shapes:
-                reqs.append(numel(dims) <= self.const(self.opts.max_numel))
+                reqs.append(le(numel(dims), self.const(self.opts.max_numel)))
             outs.append(SymTensor(tuple(dims), out.dtype))
         return outs, reqs
 
@@ -302,7 +302,7 @@ class _GraphBuilder:
         if build is None or build.outputs[0].rank != wanted.rank or build.outputs[0].dtype is not wanted.dtype:
             return False
         outs, reqs = self.output_constraints(build, pending)
-        link = [a == b for a, b in zip(outs[0].shape, wanted.shape)]
+        link = [eq(a, b) for a, b in zip(outs[0].shape, wanted.shape)]
         constraints = pending.bounds + build.requires + reqs + link
         if not self.accept(constraints):
             return False
@@ -320,27 +320,10 @@ class _GraphBuilder:
         """Try the candidate's constraints as assumptions; keep them only when satisfiable (unknown rejects)."""
         if not constraints:  # nothing new (an elementwise op on bounded dims): the solver is still satisfiable
             return True
-        if self.check(constraints) != z3.sat:
+        if self.solver.check(constraints) != z3.sat:
             return False
-        self.assert_all(constraints)
+        self.solver.assert_all(constraints)
         return True
-
-    # z3's Solver.add and Solver.check re-cast every term through several Python layers; on graphs of a few
-    # nodes that was a fifth of the generation time. These call the C API with the terms as they are.
-    def _bools(self, terms: Sequence[z3.BoolRef | bool]) -> list[z3.BoolRef]:
-        """The terms as z3 booleans (a plain True from a build becomes one), held while the C API uses them."""
-        return [t if isinstance(t, z3.BoolRef) else z3.BoolVal(t, self.z3ctx) for t in terms]
-
-    def check(self, assumptions: Sequence[z3.BoolRef | bool]) -> z3.CheckSatResult:
-        terms = self._bools(assumptions)
-        array = (z3.Ast * len(terms))(*(t.as_ast() for t in terms))
-        ctx, solver = self.z3ctx.ref(), self.solver.solver
-        return z3.CheckSatResult(z3.Z3_solver_check_assumptions(ctx, solver, len(terms), array))
-
-    def assert_all(self, terms: Sequence[z3.BoolRef | bool]) -> None:
-        ctx, solver = self.z3ctx.ref(), self.solver.solver
-        for term in self._bools(terms):
-            z3.Z3_solver_assert(ctx, solver, term.as_ast())
 
     def call_build(self, op: OpSpec, pending: _Pending, inputs: list[SymTensor]) -> Build | None:
         ctx = _Context(self, pending)
@@ -406,21 +389,21 @@ class _GraphBuilder:
         """Ask for random attribute and input-dim values; drop the ones the solver rejects."""
         wishes: list[z3.BoolRef] = []
         for attr in self.int_attrs:
-            wishes.append(attr.var == self.const(self._spread(attr.lo, attr.hi)))
+            wishes.append(eq(attr.var, self.const(self._spread(attr.lo, attr.hi))))
         for name in self.placeholders:
             for d in self.tensors[name].shape:
-                wishes.append(d == self.const(self._spread(1, min(self.opts.max_dim, 32))))
+                wishes.append(eq(d, self.const(self._spread(1, min(self.opts.max_dim, 32)))))
         for _ in range(8):
-            if self.check(wishes) == z3.sat:
+            if self.solver.check(wishes) == z3.sat:
                 return self.solver.model()
-            core = {c.get_id() for c in self.solver.unsat_core()}
+            core = self.solver.unsat_core_ids()
             if not core:
                 break
             wishes = [w for w in wishes if w.get_id() not in core]
         # Every asserted constraint was satisfiable when added, so only the resource limit can stop this check:
         # the last try gets more room.
-        self.solver.set("rlimit", RLIMIT_PER_CHECK * 25)
-        if self.check([]) == z3.sat:
+        self.solver.set_rlimit(RLIMIT_PER_CHECK * 25)
+        if self.solver.check([]) == z3.sat:
             return self.solver.model()
         raise GenerationError(f"z3 gave up on the final model ({self.solver.reason_unknown()})")
 
@@ -436,14 +419,7 @@ class _GraphBuilder:
         values = _model_values(model)
 
         def val(expr: Any) -> Any:
-            name = self.var_names.get(expr.get_id()) if isinstance(expr, z3.ExprRef) else None
-            if name is not None:
-                return values.get(name, 1)  # a variable the constraints never pinned: any value in range works
-            if isinstance(expr, z3.ExprRef):
-                return model.eval(expr, model_completion=True).as_long()
-            if isinstance(expr, (tuple, list)):
-                return tuple(val(e) for e in expr)
-            return expr
+            return self.concrete(expr, model, values)
 
         types = {n: TensorType(tuple(val(d) for d in t.shape), t.dtype) for n, t in self.tensors.items()}
         consumed = {n for r in self.records for n in r.inputs}
@@ -459,6 +435,21 @@ class _GraphBuilder:
         live = set(inputs) | set(weights) | {o for node in nodes for o in node.outputs}
         ranges = {n: (val(lo), val(hi)) for n, (lo, hi) in self.ranges.items()}
         return Graph(inputs, weights, nodes, outputs, {n: t for n, t in types.items() if n in live}, ranges)
+
+    def concrete(self, expr: Any, model: z3.ModelRef, values: dict[str, int]) -> Any:
+        """A dim or attribute (a z3 term, or tuples of them) with the model's values put in.
+
+        A method, not a closure calling itself: such a closure is a reference cycle, which left this graph's whole
+        z3 context to the garbage collector, freed at some later graph's expense.
+        """
+        name = self.var_names.get(expr.get_id()) if isinstance(expr, z3.ExprRef) else None
+        if name is not None:
+            return values.get(name, 1)  # a variable the constraints never pinned: any value in range works
+        if isinstance(expr, z3.ExprRef):
+            return model.eval(expr, model_completion=True).as_long()
+        if isinstance(expr, (tuple, list)):
+            return tuple(self.concrete(e, model, values) for e in expr)
+        return expr
 
 
 @functools.cache

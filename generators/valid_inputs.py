@@ -11,7 +11,8 @@ Everything is seeded and bounded by a time budget.
 from __future__ import annotations
 
 import time
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
@@ -153,11 +154,34 @@ def _step(leaves: _Leaves, loss: torch.Tensor, size: float) -> bool:
 def find_valid_inputs(module: GraphModule, seed: int, budget_s: float = 1.0,
                       max_steps: int = MAX_STEPS) -> FoundInputs:
     """Inputs (and weights) with a NaN/Inf-free eager run, searched from `seed` within `budget_s` seconds."""
+    with _one_thread():
+        return _search(module, seed, budget_s, max_steps)
+
+
+@contextmanager
+def _one_thread() -> Iterator[None]:
+    """torch's intra-op threads off for the search, then as they were.
+
+    Tensors here hold at most a few thousand elements, where a parallel kernel never pays, and on a busy machine
+    (a campaign's workers, other jobs) each kernel's thread hand-off waited milliseconds: a conv2d took 24 ms instead
+    of 0.08 ms. The values found are the same (checked on 120 graphs of 10 and 20 nodes against two threads).
+    """
+    saved = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(saved)
+
+
+def _search(module: GraphModule, seed: int, budget_s: float, max_steps: int) -> FoundInputs:
     graph = module.graph
     start = time.perf_counter()
     gen = torch.Generator().manual_seed(seed + 104729)
     weights = {n: getattr(module, n).detach() for n in graph.weights}
     leaves = _Leaves.of({**random_inputs(graph, seed), **weights}, frozen=set(graph.ranges))
+    if _first_draw_valid(module, leaves):  # half of 10-node graphs: no autograd bookkeeping needed
+        return _found(module, leaves, True, 1, start)
     redraws = int_redraws = 0
     size = STEP
     for step in range(max_steps):
@@ -182,6 +206,12 @@ def find_valid_inputs(module: GraphModule, seed: int, budget_s: float = 1.0,
             size = STEP
             _redraw_floats(graph, leaves, gen, redraws)
     return _found(module, leaves, _is_valid(module, leaves), max_steps, start)
+
+
+def _first_draw_valid(module: GraphModule, leaves: _Leaves) -> bool:
+    """The search's first step without gradients: the same verdict on the same values, and no random draw taken."""
+    with torch.no_grad():
+        return _is_valid(module, leaves)
 
 
 def _is_valid(module: GraphModule, leaves: _Leaves) -> bool:

@@ -1,0 +1,90 @@
+"""The generator's z3 solver: the answers of z3's default solver without building its unused half.
+
+z3's `Solver()` combines two: checks with assumptions (all of the generator's but a graph's last) go to its incremental
+SMT solver; a check without them goes there too, and when that answers `unknown` short of the resource limit, to a
+tactic solver over the same assertions, within what is left of the limit. Building and freeing the tactic solver cost
+about 0.5 ms per graph, so here the SMT solver stands alone and the tactic solver is made only for such a retry.
+The tactic solver held every asserted term, so they are held here too: a freed term's id would be reused, z3's
+answers depend on term ids, and a seed must keep giving the same graph.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import z3
+
+
+class GraphSolver:
+    """One graph's incremental solver: assert, check under assumptions, read the model or the unsat core."""
+
+    def __init__(self, ctx: z3.Context, seed: int, rlimit: int) -> None:
+        self.ctx = ctx
+        self.seed = seed
+        self.rlimit = rlimit
+        self.smt = z3.SimpleSolver(ctx=ctx)
+        self.smt.set("rlimit", rlimit)
+        self.smt.set("random_seed", seed)
+        self.asserted: list[z3.BoolRef] = []
+        self.tactic: z3.Solver | None = None  # made on the first retry
+        self.given = 0  # how many asserted terms the tactic solver has
+        self.answered = self.smt  # the solver whose model, core and reason are the last check's
+
+    def set_rlimit(self, rlimit: int) -> None:
+        """z3 resource units per check from now on."""
+        self.rlimit = rlimit
+        self.smt.set("rlimit", rlimit)
+
+    # z3's Solver.add and Solver.check re-cast every term through several Python layers; on graphs of a few nodes
+    # that was a fifth of the generation time. These call the C API with the terms as they are.
+    def assert_all(self, terms: Sequence[z3.BoolRef | bool]) -> None:
+        ctx, solver = self.ctx.ref(), self.smt.solver
+        for term in self._bools(terms):
+            z3.Z3_solver_assert(ctx, solver, term.as_ast())
+            self.asserted.append(term)
+
+    def check(self, assumptions: Sequence[z3.BoolRef | bool]) -> z3.CheckSatResult:
+        """Satisfiability of the assertions with `assumptions`, as z3's default solver answers it."""
+        terms = self._bools(assumptions)
+        before = 0 if terms else self._rlimit_count()
+        result = self._check(self.smt, terms)
+        self.answered = self.smt
+        if terms or result != z3.unknown:
+            return result
+        left = self.rlimit - (self._rlimit_count() - before)
+        if left <= 0:  # out of resources: the default solver stops here too
+            return result
+        return self._retry_with_tactic(left)
+
+    def model(self) -> z3.ModelRef:
+        return self.answered.model()
+
+    def unsat_core_ids(self) -> set[int]:
+        return {c.get_id() for c in self.answered.unsat_core()}
+
+    def reason_unknown(self) -> str:
+        return self.answered.reason_unknown()
+
+    def _retry_with_tactic(self, rlimit: int) -> z3.CheckSatResult:
+        if self.tactic is None:
+            self.tactic = z3.Tactic("default", self.ctx).solver()
+            self.tactic.set("random_seed", self.seed)
+        ctx, solver = self.ctx.ref(), self.tactic.solver
+        for term in self.asserted[self.given:]:
+            z3.Z3_solver_assert(ctx, solver, term.as_ast())
+        self.given = len(self.asserted)
+        self.tactic.set("rlimit", rlimit)
+        self.answered = self.tactic
+        return self._check(self.tactic, [])
+
+    def _check(self, solver: z3.Solver, terms: list[z3.BoolRef]) -> z3.CheckSatResult:
+        array = (z3.Ast * len(terms))(*(t.as_ast() for t in terms))
+        return z3.CheckSatResult(z3.Z3_solver_check_assumptions(self.ctx.ref(), solver.solver, len(terms), array))
+
+    def _rlimit_count(self) -> int:
+        """Resource units the context has used so far (the limit of a check counts from where it starts)."""
+        return int(self.smt.statistics().get_key_value("rlimit count"))
+
+    def _bools(self, terms: Sequence[z3.BoolRef | bool]) -> list[z3.BoolRef]:
+        """The terms as z3 booleans (a plain True from a build becomes one), held while the C API uses them."""
+        return [t if isinstance(t, z3.BoolRef) else z3.BoolVal(t, self.ctx) for t in terms]

@@ -49,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("reduce: give at least one CASE folder, or --stdin")
     for folder in _folders(args.cases, ()):
         load_case(folder)  # a bad CASE is a usage error before anything starts
-    config = CheckerConfig(args.registry, args.timeout, args.memory_mb)
+    config = CheckerConfig(args.registry, args.timeout, args.memory_mb, device=checker_device())
     failed = 0
     with IsolatedChecker(config) as checker:
         for folder in _folders(args.cases, sys.stdin if args.stdin else ()):
@@ -63,6 +63,13 @@ def run(args: argparse.Namespace) -> int:
             else:
                 print(f"convsmith reduce: {outcome['error']}", file=sys.stderr, flush=True)
     return 1 if failed else 0
+
+
+def checker_device() -> str:
+    """'cuda' on a machine with a usable GPU (a case found there runs there; no address-space limit), else 'cpu'."""
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
 
 
 def _folders(given: list[Path], feed: Iterable[str]) -> Iterator[Path]:

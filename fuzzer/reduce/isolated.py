@@ -45,7 +45,7 @@ class CheckerConfig:
     registry: str = DEFAULT_REGISTRY
     timeout_s: float = 60.0  # per check, as a campaign worker's test
     memory_mb: int = 4096
-    device: str = "cpu"
+    device: str = "cpu"  # "cuda" where a case may run on the GPU: no address-space limit then (see confine)
     log_dir: str = ""  # "": a temporary folder, removed on close
 
 
@@ -57,10 +57,11 @@ class Job:
     seed: int
     converter: str
     options: Mapping[str, Any]
+    device: str = "cpu"  # where the source and ONNX Runtime run (the case's device)
 
     def message(self, kind: str, **extra: Any) -> dict[str, Any]:
         return {"type": kind, "graph": self.graph.to_json(), "seed": self.seed, "converter": self.converter,
-                "options": dict(self.options), **extra}
+                "options": dict(self.options), "device": self.device, **extra}
 
 
 class IsolatedChecker:
@@ -97,7 +98,7 @@ class IsolatedChecker:
         if isinstance(reply, Verdict):
             versions = collect_versions(self.registry[job.converter].distributions)
             case = lost_case(job.graph, job.seed, job.converter, job.options, reply, versions, self._last_dump,
-                             case_id_=case_id, original=original, device=self.config.device)
+                             case_id_=case_id, original=original, device=job.device)
             case = _with_reduction(case, reduction)
             return write_case(out_dir, case, replace=True), reply
         return Path(reply["path"]), Verdict.from_json(reply["verdict"])
@@ -191,7 +192,7 @@ def checker_main(conn: Connection, config_json: str) -> None:
             return
         faulthandler.dump_traceback_later(max(config.timeout_s - 1.0, 0.5), file=fault)
         try:
-            reply = _answer(message, registry, config.device)
+            reply = _answer(message, registry)
         except Exception:  # convsmith's own bug: the parent raises it
             reply = {"error": traceback.format_exc(limit=8)}
         finally:
@@ -199,8 +200,8 @@ def checker_main(conn: Connection, config_json: str) -> None:
         conn.send_bytes(json.dumps(reply).encode())
 
 
-def _answer(message: Mapping[str, Any], registry: ConverterRegistry, device: str) -> dict[str, Any]:
-    graph, seed = Graph.from_json(message["graph"]), int(message["seed"])
+def _answer(message: Mapping[str, Any], registry: ConverterRegistry) -> dict[str, Any]:
+    graph, seed, device = Graph.from_json(message["graph"]), int(message["seed"]), message["device"]
     converter = registry[message["converter"]]
     full = message["type"] == "case"
     check_options = FULL_CHECK if full else CheckOptions(**message["check"])

@@ -374,10 +374,10 @@ class Campaign:
                 self.commit(slot, TestResult.own_error(unit.idx, unit.seed, name))
             else:
                 verdict = lost_verdict(name, symptom, reason, frame, dump)
-                # A death in the upstream export is the exporter's bug, filed under the exporter's own test.
-                case_dir = self.write_lost_case(slot, unit, verdict, dump) if verdict.is_bug else None
                 graph = Graph.from_json(slot.graph) if slot.graph is not None else None
                 options = self.spec.worker.options_for(self.registry[name], unit.seed, graph)
+                # A death in the upstream export is the exporter's bug, filed under the exporter's own test.
+                case_dir = self.write_lost_case(unit, verdict, dump, graph, options) if verdict.is_bug else None
                 self.commit(slot, TestResult.of_verdict(unit.idx, unit.seed, verdict, options, case_dir=case_dir))
         else:  # generation, materialization or the eager source: never a converter's bug
             self.own_error({"idx": unit.idx, "seed": unit.seed, "converter": None, "phase": slot.phase or "generate",
@@ -390,28 +390,23 @@ class Campaign:
             self.queue.appendleft(slot.unit)
         slot.unit = None
 
-    def write_lost_case(self, slot: Slot, unit: Unit, verdict: Verdict, dump: str) -> str | None:
+    def write_lost_case(self, unit: Unit, verdict: Verdict, dump: str, graph: Graph | None,
+                        options: dict[str, Any]) -> str | None:
         """The case folder of a test whose worker died (no tensors survive it); a failure to write one is our own
         error, logged and counted, never the end of the campaign."""
         name = case_id(verdict.signature)
-        if (self.out_dir / name).exists() or slot.graph is None:
+        if (self.out_dir / name).exists() or graph is None:
             return name if (self.out_dir / name).exists() else None
         try:
-            return self._write_lost_case(slot, unit, verdict, dump, name)
+            converter = self.registry[verdict.converter]
+            case = lost_case(graph, unit.seed, verdict.converter, options, verdict,
+                             collect_versions(converter.distributions), dump, device=self.spec.worker.device)
+            return write_case(self.out_dir, case).name
         except Exception:  # our code: keep fuzzing, keep the traceback
             self.own_error({"idx": unit.idx, "seed": unit.seed, "converter": verdict.converter, "phase": "case",
                             "exc_type": "case", "message": "writing the case of a lost worker failed",
                             "traceback": traceback.format_exc()})
             return None
-
-    def _write_lost_case(self, slot: Slot, unit: Unit, verdict: Verdict, dump: str, name: str) -> str:
-        assert slot.graph is not None
-        graph = Graph.from_json(slot.graph)
-        converter = self.registry[verdict.converter]
-        options = self.spec.worker.options_for(converter, unit.seed, graph)
-        case = lost_case(graph, unit.seed, verdict.converter, options, verdict,
-                         collect_versions(converter.distributions), dump, device=self.spec.worker.device)
-        return write_case(self.out_dir, case).name
 
     def adopt_orphans(self) -> None:
         """Case folders written by a test that was killed before its commit: keep them as bugs seen 0 times."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import TypeGuard
 
 import numpy as np
 
@@ -29,11 +30,11 @@ def prepare(graph: Graph, seed: int, timings: dict[str, float], budget_s: float,
     answer are drawn again (from derived seeds, up to STABLE_DRAWS times): such a source excuses a target's error
     of its own size."""
     first = _draw(graph, seed, timings, budget_s, device)
-    if not _usable(first) or source_stable(first):  # type: ignore[arg-type]
+    if not _usable(first) or source_stable(first):
         return first
     for attempt in range(1, STABLE_DRAWS):
         other = _draw(graph, seed + attempt * REDRAW_STRIDE, timings, budget_s, device)
-        if _usable(other) and source_stable(other):  # type: ignore[arg-type]
+        if _usable(other) and source_stable(other):
             return other
     return first  # every draw left the source unstable: judge the first, under the oracle's blame factor
 
@@ -51,7 +52,7 @@ def _draw(graph: Graph, seed: int, timings: dict[str, float], budget_s: float, d
     return expected
 
 
-def _usable(prepared: Expected | CheckResult) -> bool:
+def _usable(prepared: Expected | CheckResult) -> TypeGuard[Expected]:
     return isinstance(prepared, Expected) and prepared.valid_inputs
 
 

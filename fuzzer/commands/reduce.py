@@ -15,6 +15,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from fuzzer.cases.case import CaseData
 from fuzzer.cases.folder import CASE_JSON, load_case
 from fuzzer.commands.flags import duration, positive_int
 from fuzzer.converters import DEFAULT_REGISTRY
@@ -47,14 +48,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     if not args.cases and not args.stdin:
         raise UsageError("reduce: give at least one CASE folder, or --stdin")
-    for folder in _folders(args.cases, ()):
-        load_case(folder)  # a bad CASE is a usage error before anything starts
+    # A bad CASE is a usage error before anything starts; the cases read here are not read again.
+    given = {folder: load_case(folder) for folder in _folders(args.cases, ())}
     config = CheckerConfig(args.registry, args.timeout, args.memory_mb, device=checker_device())
     failed = 0
     with IsolatedChecker(config) as checker:
         for folder in _folders(args.cases, sys.stdin if args.stdin else ()):
             out = folder if args.inside else args.out or folder.parent
-            outcome = reduce_one(folder, out, checker, args.time)
+            outcome = reduce_one(folder, out, checker, args.time, given.pop(folder, None))
             failed += not outcome["ok"]
             if args.stdin:
                 print(json.dumps(outcome), flush=True)
@@ -80,12 +81,14 @@ def _folders(given: list[Path], feed: Iterable[str]) -> Iterator[Path]:
             yield Path(line.strip())
 
 
-def reduce_one(folder: Path, out: Path, checker: IsolatedChecker, budget_s: float) -> dict[str, Any]:
-    """Reduce one case folder; {"case", "ok", "seconds"} and the summary line or the one-line error."""
+def reduce_one(folder: Path, out: Path, checker: IsolatedChecker, budget_s: float,
+               case: CaseData | None = None) -> dict[str, Any]:
+    """Reduce one case folder (its `case`, when already read); {"case", "ok", "seconds"} and the summary line or
+    the one-line error."""
     start = time.monotonic()
     base: dict[str, Any] = {"case": str(folder)}
     try:
-        case = load_case(folder)
+        case = case or load_case(folder)
         reduction = reduce_case(case, out, checker, budget_s, original=folder.name)
     except (UsageError, ReductionFailed, RuntimeError) as exc:
         return base | {"ok": False, "error": str(exc), "seconds": round(time.monotonic() - start, 2)}

@@ -78,12 +78,11 @@ class _Calls(torch.overrides.TorchFunctionMode):
         return func(*args, **(kwargs or {}))
 
 
-# Python operators on tensors, by the ATen operator they call.
+# Python operators on tensors whose name is not their ATen operator's (`__pow__` is aten::pow already).
 _OPERATOR_NAMES = {"and": "bitwise_and", "or": "bitwise_or", "xor": "bitwise_xor", "invert": "bitwise_not",
                    "lshift": "bitwise_left_shift", "rshift": "bitwise_right_shift", "getitem": "index",
-                   "truediv": "div", "floordiv": "floor_divide", "mod": "remainder", "matmul": "matmul",
-                   "pow": "pow", "neg": "neg", "abs": "abs", "eq": "eq", "ne": "ne", "lt": "lt", "le": "le",
-                   "gt": "gt", "ge": "ge", "radd": "add", "rsub": "rsub", "rmul": "mul", "rtruediv": "div"}
+                   "truediv": "div", "floordiv": "floor_divide", "mod": "remainder", "radd": "add", "rmul": "mul",
+                   "rtruediv": "div"}
 
 
 def coverage(converters: list[Converter], reached: Mapping[str, frozenset[str]]) -> list[Coverage]:

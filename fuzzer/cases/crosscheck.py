@@ -5,7 +5,7 @@ there, which tells whose bug it is (the exporter's, the runtime optimizer's, one
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -163,11 +163,13 @@ def describe(verdict: Verdict) -> str:
 
 def _ort_labels(verdict: Verdict) -> str:
     """What ONNX Runtime's bisection named: the lowest diverging level and the optimizer (follow_up's labels)."""
-    found = dict(label.split(":", 1) for label in verdict.labels if label.startswith(("ort-level:", "ort-optimizer:")))
-    return _culprit_text(found.get("ort-optimizer"), found.get("ort-level"))
+    return _culprit_text(verdict.labels)
 
 
-def _culprit_text(optimizer: str | None, level: str | None) -> str:
+def _culprit_text(labels: Sequence[str]) -> str:
+    """The 'ort-level:' and 'ort-optimizer:' labels of OrtOptimizer.culprit as one sentence ('' without a level)."""
+    found = dict(label.split(":", 1) for label in labels if label.startswith(("ort-level:", "ort-optimizer:")))
+    optimizer, level = found.get("ort-optimizer"), found.get("ort-level")
     if level is None:
         return ""
     named = f"disabling {optimizer} alone removes it" if optimizer else "no single optimizer named"
@@ -196,9 +198,7 @@ def _crash_culprit(case: CaseData, prepared: Expected) -> str:
         return ""
     # Only a crash counts as showing the bug: culprit's own runs count one as diverging.
     run = TargetRun((), (), {}, model=up.data)
-    labels = converter.culprit(prepared.source, options, run, lambda _outputs: False)  # type: ignore[arg-type]
-    found = dict(label.split(":", 1) for label in labels)
-    return _culprit_text(found.get("ort-optimizer"), found.get("ort-level"))
+    return _culprit_text(converter.culprit(prepared.source, options, run, lambda _outputs: False))  # type: ignore[arg-type]
 
 
 def _short(text: str) -> str:

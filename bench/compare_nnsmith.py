@@ -13,7 +13,10 @@ convsmith by `--avoid-unsupported` (its own cached probe; run `convsmith probe` 
 what it finds, so convsmith runs with `--no-reduce` (a campaign minimizes new cases in a background process by
 default, which on a machine with one worker per core takes CPU from the workers). They run one after the
 other, never at once. convsmith runs `--workers` processes (1 by default, as NNSmith's loop is one process that
-uses one core); with `--workers 2` the table shows what each tool makes of this 2-core machine.
+uses one core); with `--workers 2` the table shows what each tool makes of this 2-core machine. Each convsmith worker
+has a feeder process that generates the next graphs while the worker converts (`--no-prepare-ahead` turns it off):
+one worker then keeps two cores busy, NNSmith's loop one. A short untimed run of each tool comes first
+(`--warmup-s`), so that both start warm: NNSmith builds its operator probe on its first run.
 
 The figures are not of one kind in every respect, and the output says so:
   - a convsmith test is one graph through one converter, each graph with searched NaN/Inf-free inputs and a float64
@@ -43,17 +46,21 @@ from fuzzer.campaign.db import open_campaign  # noqa: E402
 CONVERTER = "torch-onnx-script"
 
 
-def run_convsmith(minutes: float, nodes: int, workers: int, out: Path) -> dict:
+def run_convsmith(minutes: float, nodes: int, workers: int, out: Path, prepare_ahead: bool = True) -> dict:
     code, data, folder = convsmith_bench.measure(minutes, workers, CONVERTER, nodes, out, exact_nodes=True,
                                                  avoid_unsupported=True, reduce=False,
-                                                 settings="default")  # NNSmith exports at one opset
+                                                 settings="default",  # NNSmith exports at one opset
+                                                 prepare_ahead=prepare_ahead)
     conn = open_campaign(folder).conn
     failing = conn.execute("SELECT COUNT(*) FROM tests WHERE is_bug = 1").fetchone()[0]
     unsupported = conn.execute("SELECT COUNT(*) FROM tests WHERE symptom = 'unsupported'").fetchone()[0]
-    first, last = conn.execute("SELECT MIN(finished), MAX(finished) FROM tests").fetchone()
+    # Only tests that ran the converter count (stage "source": the source failed, or the probe skipped it).
+    first, last, ran = conn.execute("SELECT MIN(finished), MAX(finished), COUNT(*) FROM tests "
+                                    "WHERE stage != 'source'").fetchone()
     loop_s = (last - first) if first is not None else 0.0
-    loop_rate = (data["tests"] - 1) / (loop_s / 60) if loop_s > 0 else 0.0
-    return {"code": code, "tests": data["tests"], "tests_per_min": data["tests_per_min"], "wall_s": data["wall_s"],
+    loop_rate = (ran - 1) / (loop_s / 60) if loop_s > 0 else 0.0
+    return {"code": code, "tests": ran, "prepare_ahead": prepare_ahead, "tests_per_min": data["tests_per_min"],
+            "wall_s": data["wall_s"],
             "loop_s": loop_s, "loop_per_min": loop_rate,
             "reports": len(data["bugs"]), "failing_tests": failing, "unsupported": unsupported,
             "outside": convsmith_bench.outside_share(data), "out": str(folder)}
@@ -66,7 +73,8 @@ def table(rows: list[tuple[int, dict, dict | None]], workers: int, minutes: floa
     for nodes, ours, theirs in rows:
         lines.append(f"{nodes:>5}  {'convsmith (' + CONVERTER + ')':<28} {ours['loop_per_min']:>14.1f} "
                      f"{ours['tests']:>7} {ours['reports']:>14} {ours['failing_tests']:>14}  "
-                     f"{workers} worker(s), {ours['loop_s']:.0f} s loop; {ours['tests_per_min']:.1f}/min over "
+                     f"{workers} worker(s){' + feeder(s)' if ours['prepare_ahead'] else ''}, "
+                     f"{ours['loop_s']:.0f} s loop; {ours['tests_per_min']:.1f}/min over "
                      f"{ours['wall_s']:.0f} s wall with start-up; {ours['unsupported']} unsupported, "
                      f"{ours['outside']:.0%} of time outside converter/runtime")
         if theirs is None:
@@ -96,6 +104,10 @@ def main() -> int:
     parser.add_argument("--memory-gb", type=float, default=8.0, help="NNSmith's address-space cap")
     parser.add_argument("--out", type=Path, help="folder for both sides' campaigns (default: a temporary one)")
     parser.add_argument("--skip-nnsmith", action="store_true", help="convsmith only (no .venv-nnsmith needed)")
+    parser.add_argument("--no-prepare-ahead", action="store_true",
+                        help="convsmith's workers generate in process, without a feeder process each")
+    parser.add_argument("--warmup-s", type=float, default=20.0,
+                        help="a short run of each tool first, untimed, so that both start with warm caches")
     args = parser.parse_args()
     sizes = [int(n) for n in args.nodes.split(",") if n.strip()]
     out = args.out or Path(tempfile.mkdtemp(prefix="compare-nnsmith-"))
@@ -103,10 +115,16 @@ def main() -> int:
     if not args.skip_nnsmith and not (nnsmith_loop.VENV / "bin" / "python").exists():
         print(f"compare: {nnsmith_loop.VENV} is missing: run `bash bench/nnsmith_env.sh` (or pass --skip-nnsmith)")
         return 2
+    if args.warmup_s > 0:
+        print(f"compare: warming both tools up ({args.warmup_s:g} s each, not counted: NNSmith builds its operator "
+              "probe on its first run, convsmith its probe and caches)", flush=True)
+        run_convsmith(args.warmup_s / 60, sizes[0], args.workers, out / "convsmith-warmup", not args.no_prepare_ahead)
+        if not args.skip_nnsmith:
+            nnsmith_loop.run_loop(args.warmup_s / 60, sizes[0], out / "nnsmith-warmup", args.memory_gb)
     rows = []
     for nodes in sizes:
         print(f"compare: convsmith, {nodes} nodes ...", flush=True)
-        ours = run_convsmith(args.minutes, nodes, args.workers, out / f"convsmith-{nodes}")
+        ours = run_convsmith(args.minutes, nodes, args.workers, out / f"convsmith-{nodes}", not args.no_prepare_ahead)
         theirs = None
         if not args.skip_nnsmith:
             print(f"compare: nnsmith, {nodes} nodes ...", flush=True)

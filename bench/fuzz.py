@@ -28,12 +28,14 @@ from fuzzer.support.confine import rss_bytes  # noqa: E402
 
 def measure(minutes: float, workers: int, converters: str | None = None, nodes: int | None = None,
             out: Path | None = None, exact_nodes: bool = False, avoid_unsupported: bool = False,
-            reduce: bool = True, settings: str = "vary") -> tuple[int, dict[str, Any], Path]:
+            reduce: bool = True, settings: str = "vary", prepare_ahead: bool | None = None
+            ) -> tuple[int, dict[str, Any], Path]:
     """Runs a campaign of `minutes` into `out` (a temporary folder by default) and returns its exit status,
     `fuzzer.progress.summarize` of it and the folder. `exact_nodes`: every graph has `nodes` operators (the
     campaign otherwise draws 2..nodes); `avoid_unsupported`: skip the (op, dtype) pairs the cached probe of the
     converters found unsupported; `reduce` False: no background minimization of new cases; `settings`: "vary" (each
-    test draws its converter's options) or "default"."""
+    test draws its converter's options) or "default"; `prepare_ahead`: feeder processes on or off (None: the campaign's
+    default)."""
     out = out or Path(tempfile.mkdtemp(prefix="convsmith-bench-")) / "campaign"
     argv = ["fuzz", "--time", f"{minutes * 60:g}s", "--workers", str(workers), "--out", str(out),
             "--settings", settings]
@@ -45,6 +47,8 @@ def measure(minutes: float, workers: int, converters: str | None = None, nodes: 
         argv += ["--avoid-unsupported", converters or "torch-onnx-script"]
     if not reduce:
         argv += ["--no-reduce"]
+    if prepare_ahead is not None:
+        argv += ["--prepare-ahead" if prepare_ahead else "--no-prepare-ahead"]
     code = cli_main(argv)
     return code, summarize(open_campaign(out)), out
 
@@ -123,6 +127,8 @@ def main() -> int:
         print(f"  {conv:<24} {rate:8.1f} tests/min, {data['ran_per_converter_per_min'][conv]:8.1f} ran")
     print(f"bench: share outside converters and runtimes {outside_share(data):.1%} (goal <= 15%): generation "
           f"{shares['generation']:.1%}, oracle {shares['oracle']:.1%}, overhead {shares['overhead']:.1%}")
+    if data["ahead_share"]:
+        print(f"bench: feeder processes generated beside the workers: {data['ahead_share']:.1%} of worker wall time")
     if sampler.samples:
         print(f"bench: largest process RSS over time (MB; goal: flat, under 1500 per worker): "
               f"{memory_trace(sampler.samples)}; peak {max(mb for _, mb in sampler.samples):.0f}")

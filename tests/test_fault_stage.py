@@ -30,7 +30,9 @@ def test_death_inside_the_exporter_call_is_node_conversion() -> None:
 
 
 def test_death_while_tracing_is_capture() -> None:
-    text = dump((TORCH, 1, "trace"), (str(SCRIPT), line_of("torch.jit.trace("), "export_script"))
+    tracer = "/venv/lib/python3.11/site-packages/torch/jit/_trace.py"
+    text = dump((tracer, 130, "forward"), (TORCH, 1, "_trace_and_get_graph_from_model"),
+                (str(SCRIPT), line_of("torch.onnx.export("), "export_script"))
     assert stage_of_fault(text) is Stage.CAPTURE
 
 

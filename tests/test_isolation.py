@@ -7,12 +7,14 @@ The faulty converters are real registry entries in a registry instance the campa
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from fuzzer.campaign.db import DB_NAME, CampaignDB
 from fuzzer.campaign.loop import LOG_DIR, Campaign, CampaignSpec, case_folders
@@ -92,9 +94,10 @@ QUICK_REGISTRY = ConverterRegistry([FaultyCrash(), FaultyEcho()])
 
 
 def run_campaign(out: Path, converters: tuple[str, ...], tests: int, registry: str, workers: int = 2,
-                 timeout_s: float = 3.0, memory_mb: int = 256) -> CampaignDB:
+                 timeout_s: float = 3.0, memory_mb: int = 256, prepare_ahead: bool = False) -> CampaignDB:
     worker = WorkerConfig(out_dir=str(out), log_dir=str(out / LOG_DIR), registry=registry, min_nodes=2, nodes=3,
-                          timeout_s=timeout_s, memory_mb=memory_mb, check={"input_budget_s": 0.2})
+                          timeout_s=timeout_s, memory_mb=memory_mb, check={"input_budget_s": 0.2},
+                          prepare_ahead=prepare_ahead)
     spec = CampaignSpec(100, converters, worker, tests)
     out.mkdir(parents=True, exist_ok=True)
     db = CampaignDB(out / DB_NAME, create=True)
@@ -103,9 +106,11 @@ def run_campaign(out: Path, converters: tuple[str, ...], tests: int, registry: s
     return db
 
 
-def test_faulty_converters_get_their_verdicts_and_the_campaign_goes_on(tmp_path: Path) -> None:
+@pytest.mark.parametrize("prepare_ahead", [False, True], ids=["in-process", "prepared-ahead"])
+def test_faulty_converters_get_their_verdicts_and_the_campaign_goes_on(tmp_path: Path, prepare_ahead: bool) -> None:
+    """With feeders, a worker that dies holds units queued behind its current one: they are run all the same."""
     names = ("faulty-segfault", "faulty-hang", "faulty-alloc", "faulty-crash", "faulty-echo", "torch-onnx-script")
-    db = run_campaign(tmp_path, names, 2, "test_isolation:FAULTY_REGISTRY")
+    db = run_campaign(tmp_path, names, 2, "test_isolation:FAULTY_REGISTRY", prepare_ahead=prepare_ahead)
     rows = db.conn.execute("SELECT idx, seed, converter, symptom FROM tests ORDER BY idx, converter").fetchall()
     assert [(i, s, c) for i, s, c, _ in rows] == [(i, 100 + i, c) for i in range(2) for c in sorted(names)]
     by = {(i, c): symptom for i, _, c, symptom in rows}
@@ -140,15 +145,32 @@ def record_spawns(monkeypatch) -> list[int]:
     return spawned
 
 
-def test_workers_are_recycled_between_units_and_nothing_is_lost(tmp_path: Path, monkeypatch) -> None:
+@pytest.mark.parametrize("prepare_ahead", [False, True], ids=["in-process", "prepared-ahead"])
+def test_workers_are_recycled_between_units_and_nothing_is_lost(tmp_path: Path, monkeypatch,
+                                                                prepare_ahead: bool) -> None:
     import fuzzer.campaign.loop as campaign
 
-    monkeypatch.setattr(campaign, "RECYCLE_AFTER_UNITS", 2)
+    monkeypatch.setattr(campaign, "RECYCLE_AFTER_TESTS", 2)  # one converter: two units
     spawned = record_spawns(monkeypatch)
-    db = run_campaign(tmp_path, ("faulty-echo",), 6, "test_isolation:QUICK_REGISTRY", workers=1)
+    db = run_campaign(tmp_path, ("faulty-echo",), 6, "test_isolation:QUICK_REGISTRY", workers=1,
+                      prepare_ahead=prepare_ahead)
     assert db.conn.execute("SELECT COUNT(*) FROM units WHERE done = 1").fetchone() == (6,)
     assert db.conn.execute("SELECT COUNT(*) FROM tests").fetchone() == (6,)
-    assert len(set(spawned)) >= 3  # the first worker, then a fresh one after every second unit
+    # The first worker, then a fresh one after every second unit; with feeders a retiring worker first runs the
+    # units queued behind its current one.
+    assert len(set(spawned)) >= (2 if prepare_ahead else 3)
+
+
+def test_graphs_prepared_ahead_give_every_test_the_verdict_it_gets_in_process(tmp_path: Path) -> None:
+    rows = []
+    for ahead in (False, True):
+        db = run_campaign(tmp_path / str(ahead), ("faulty-crash", "faulty-echo"), 8, "test_isolation:QUICK_REGISTRY",
+                          workers=1, prepare_ahead=ahead)
+        rows.append(db.conn.execute("SELECT idx, seed, converter, symptom, signature FROM tests "
+                                    "ORDER BY idx, converter").fetchall())
+        units = [json.loads(t) for (t,) in db.conn.execute("SELECT timings FROM units")]
+        assert all(("ahead.generate" in t) == ahead for t in units[1:])  # the first may beat its feeder
+    assert len(rows[0]) == 16 and rows[0] == rows[1]
 
 
 def test_a_worker_grown_past_the_memory_mark_is_replaced_between_units(tmp_path: Path, monkeypatch) -> None:

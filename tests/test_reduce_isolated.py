@@ -98,8 +98,9 @@ def test_a_campaign_ends_with_its_process_killing_cases_reduced(tmp_path: Path) 
 
 
 def test_converter_options_the_bug_does_not_need_are_set_back_to_their_defaults(tmp_path: Path) -> None:
-    """The corpus floor_divide case also shows at opset 15 without constant folding; reduced, it is filed with
-    the exporter's defaults, the settings a maintainer would try first."""
+    """The corpus floor_divide case also shows at opset 15 without constant folding, and on the nn.Module export as
+    on the ScriptModule one; reduced, it is filed with the exporter's defaults, the settings a maintainer would try
+    first."""
     import dataclasses
 
     from fuzzer.converters import CONVERTERS
@@ -107,10 +108,11 @@ def test_converter_options_the_bug_does_not_need_are_set_back_to_their_defaults(
     corpus = Path(__file__).resolve().parents[1] / "corpus"
     (folder,) = corpus.glob("wrong_values-torch-onnx-script-node_conversion-floor_divide-int32-*")
     case = read_case(folder)
-    case = dataclasses.replace(case, id="found", converter_options={"opset": 15, "constant_folding": False})
+    case = dataclasses.replace(case, id="found", converter_options={"opset": 15, "constant_folding": False,
+                                                                    "script_module": True})
     with IsolatedChecker() as checker:
         reduction = reduce_case(case, tmp_path, checker, budget_s=30.0)
     reduced = read_case(reduction.path)
     assert dict(reduced.converter_options) == CONVERTERS["torch-onnx-script"].options(None).to_json()
-    assert reduced.reduction["options_set_to_default"] == ["opset", "constant_folding"]
+    assert reduced.reduction["options_set_to_default"] == ["opset", "constant_folding", "script_module"]
     assert reduced.signature == case.signature

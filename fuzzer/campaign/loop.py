@@ -36,10 +36,12 @@ from oracles.verdict import Stage, Symptom, Verdict
 LOG_DIR = ".logs"
 START_TIMEOUT_S = 180.0
 # A worker's resident memory creeps up (exporter and runtime caches, allocator fragmentation: 40-80 MB a
-# minute seen here); replacing it between units, after so many units or once it has grown this much since its
+# minute seen here); replacing it between units, after so many tests or once it has grown this much since its
 # first unit (relative: a CUDA worker starts far larger than a CPU one), keeps memory flat over a long campaign.
-RECYCLE_AFTER_UNITS = 300
+# Counted in tests, not graphs: a worker testing one converter does seven times the units of one testing seven.
+RECYCLE_AFTER_TESTS = 2100
 RECYCLE_GROWTH_MB = 700
+AHEAD_UNITS = 4  # units queued behind a worker's current one when it prepares ahead
 MAX_START_FAILURES = 3
 HOUSEKEEPING_S = 0.5  # how often the loop checks workers' memory and writes its heartbeat
 
@@ -85,12 +87,16 @@ class Slot:
     started: float
     ready: bool = False
     unit: Unit | None = None
+    # Units sent after `unit`, which the worker runs next (its feeder prepares them meanwhile), in order.
+    ahead: collections.deque[Unit] = field(default_factory=collections.deque)
     converter: str | None = None
     phase: str | None = None
     phase_start: float = 0.0
     graph: dict[str, Any] | None = None
     nodes: int | None = None
     units_done: int = 0
+    tests_done: int = 0
+    retiring: bool = False  # due for recycling: it gets no more units, and is replaced once idle
     rss_baseline: int | None = None
 
     @property
@@ -207,16 +213,29 @@ class Campaign:
         return Unit(idx, seed, list(self.spec.converters))
 
     def dispatch(self) -> None:
+        """Give each idle worker a unit and, with feeders, keep AHEAD_UNITS more queued behind its current one (a
+        worker due for recycling gets none, so that it comes to rest)."""
         if self.stopping:
             return
         for slot in self.slots:
-            if slot.ready and not slot.busy:
+            if not slot.ready or slot.retiring:
+                continue
+            if not slot.busy:
                 unit = self.next_unit()
                 if unit is None:
                     return
+                self.send_unit(slot, unit)
                 slot.unit, slot.graph, slot.nodes = unit, None, None
                 slot.phase, slot.converter, slot.phase_start = "sent", None, time.monotonic()
-                self.send(slot, {"type": "unit", "idx": unit.idx, "seed": unit.seed, "converters": unit.remaining})
+            while self.spec.worker.prepare_ahead and len(slot.ahead) < AHEAD_UNITS:
+                unit = self.next_unit()
+                if unit is None:
+                    return
+                self.send_unit(slot, unit)
+                slot.ahead.append(unit)
+
+    def send_unit(self, slot: Slot, unit: Unit) -> None:
+        self.send(slot, {"type": "unit", "idx": unit.idx, "seed": unit.seed, "converters": unit.remaining})
 
     def send(self, slot: Slot, msg: dict[str, Any]) -> None:
         try:
@@ -259,7 +278,9 @@ class Campaign:
         if check_memory:
             self.last_memory_check = now
         for i, slot in enumerate(list(self.slots)):
-            if slot.ready and not slot.busy and self.due_for_recycling(slot):
+            if slot.ready and not slot.retiring:
+                slot.retiring = self.due_for_recycling(slot, check_memory or not slot.busy)
+            if slot.retiring and not slot.busy:
                 self.send(slot, {"type": "stop"})
                 slot.proc.join(timeout=5)
                 self.kill(slot)
@@ -287,11 +308,14 @@ class Campaign:
             self.slots[i] = self.spawn()
 
     @staticmethod
-    def due_for_recycling(slot: Slot) -> bool:
-        """An idle worker that has run enough units, or grown too large (never a fresh one: it must progress)."""
+    def due_for_recycling(slot: Slot, check_memory: bool) -> bool:
+        """A worker that has run enough tests, or (when `check_memory`) grown too large; never a fresh one: it must
+        progress."""
         if slot.units_done == 0:
             return False
-        return slot.units_done >= RECYCLE_AFTER_UNITS or resident_growth(slot) > RECYCLE_GROWTH_MB * 2**20
+        if slot.tests_done >= RECYCLE_AFTER_TESTS:
+            return True
+        return check_memory and resident_growth(slot) > RECYCLE_GROWTH_MB * 2**20
 
     def start_failed(self, slot: Slot) -> None:
         self.start_failures += 1
@@ -302,6 +326,8 @@ class Campaign:
                                 f"{tail[0] if tail else 'see ' + str(self.log_dir)}")
 
     def kill(self, slot: Slot) -> None:
+        self.queue.extendleft(reversed(slot.ahead))  # not begun: the next worker to be free runs them
+        slot.ahead.clear()
         if slot.proc.is_alive():
             slot.proc.kill()
         slot.proc.join(timeout=10)
@@ -352,13 +378,17 @@ class Campaign:
         if result.converter not in unit.remaining:
             return
         unit.remaining.remove(result.converter)
+        slot.tests_done += 1
         new_bug = self.db.record_test(result, self.session, not unit.remaining)
         self.counts.add(result.symptom, new_bug)
         if new_bug and result.case_dir and self.reducer is not None:
             self.reducer.add(self.out_dir / result.case_dir)
-        if not unit.remaining:
+        if not unit.remaining:  # the worker goes on to the next unit it holds, whose messages follow this one
             slot.unit, slot.phase, slot.converter = None, None, None
             slot.units_done += 1
+            if slot.ahead:
+                slot.unit, slot.graph, slot.nodes = slot.ahead.popleft(), None, None
+                slot.phase, slot.phase_start = "sent", time.monotonic()
 
     def lost(self, slot: Slot, symptom: Symptom, reason: str) -> None:
         """The worker died or was killed mid-unit: a verdict for what it ran; the rest of the unit is requeued."""

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any, TextIO
 if TYPE_CHECKING:
     from fuzzer.campaign.db import CampaignDB
 
-GENERATION = frozenset({"generate", "materialize", "inputs", "source", "reference"})
+GENERATION = frozenset({"generate", "materialize", "inputs", "source", "reference", "wait_for_graph"})
+AHEAD = "ahead."  # fuzzer.campaign.ahead.AHEAD_PREFIX: a feeder's work, beside the worker's, not in its time
 ORACLE = frozenset({"oracle", "rerun", "locate", "culprit"})
 SHARE_NAMES = ("generation", "conversion", "runtime", "oracle", "overhead")
 
@@ -118,9 +119,13 @@ def summarize(db: CampaignDB) -> dict[str, Any]:
         wall += span
         worker_wall += span * workers
     shares = collections.Counter()
+    ahead = 0.0
     for (timings,) in conn.execute("SELECT timings FROM tests UNION ALL SELECT timings FROM units"):
         for name, seconds in json.loads(timings).items():
-            shares[category(name)] += seconds
+            if name.startswith(AHEAD):
+                ahead += seconds
+            else:
+                shares[category(name)] += seconds
     measured = sum(shares.values())
     shares["overhead"] = max(worker_wall - measured, 0.0)
     total_share = max(worker_wall, measured, 1e-9)
@@ -139,6 +144,7 @@ def summarize(db: CampaignDB) -> dict[str, Any]:
         "bugs": bugs,
         "own_errors": conn.execute("SELECT COUNT(*) FROM errors").fetchone()[0],
         "shares": {k: shares[k] / total_share for k in SHARE_NAMES},
+        "ahead_share": ahead / total_share,  # feeders' generation, in parallel, per worker wall second
         "sessions": conn.execute("SELECT COUNT(*) FROM sessions").fetchone()[0],
     }
 
@@ -156,4 +162,7 @@ def format_summary(data: dict[str, Any]) -> str:
                                                                  in sorted(by_kind.items(), key=lambda kv: -kv[1])))
     lines.append(f"own errors (convsmith bugs): {data['own_errors']}")
     lines.append("share of worker wall time: " + ", ".join(f"{k} {v:.0%}" for k, v in data["shares"].items()))
+    if data["ahead_share"]:
+        lines.append(f"feeder processes prepared graphs ahead, beside the workers: {data['ahead_share']:.0%} of "
+                     "worker wall time (the workers' own generation share is their wait for it)")
     return "\n".join(lines)

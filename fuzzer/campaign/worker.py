@@ -11,6 +11,7 @@ Ctrl-C), dies with its parent (PR_SET_PDEATHSIG), runs torch single-threaded, li
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import faulthandler
 import json
@@ -24,6 +25,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+from fuzzer.campaign.ahead import Feeder
 from fuzzer.campaign.result import TestResult
 from fuzzer.cases.case import case_from_result, case_id, case_log, collect_versions
 from fuzzer.cases.folder import write_case
@@ -67,6 +69,7 @@ class WorkerConfig:
     memory_mb: int = 4096
     device: str = "cpu"
     vary_settings: bool = False  # each test draws its converter's options (the pinned ones kept); else defaults
+    prepare_ahead: bool = False  # a feeder process prepares the next unit while this one converts (CPU only)
 
     def to_json(self) -> dict[str, Any]:
         return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
@@ -139,16 +142,25 @@ def worker_main(conn: Connection, config_json: str) -> None:
     """Entry point of a worker process: set up, say ready, run units until told to stop or the pipe closes."""
     config = WorkerConfig.from_json(json.loads(config_json))
     fault = setup_process(config)
+    feeder = None
+    if config.prepare_ahead and config.device == "cpu":  # forked now, while this process has one thread
+        feeder = Feeder(config, CheckOptions(**config.check).input_budget_s)
     registry = load_registry(config.registry)
-    runner = UnitRunner(config, registry, lambda msg: conn.send_bytes(json.dumps(msg).encode()), fault)
+    runner = UnitRunner(config, registry, lambda msg: conn.send_bytes(json.dumps(msg).encode()), fault, feeder)
     runner.send({"type": "ready", "pid": os.getpid()})
+    pending: collections.deque[dict[str, Any]] = collections.deque()
     while True:
         try:
-            msg = json.loads(conn.recv_bytes())
+            if not pending:
+                pending.append(json.loads(conn.recv_bytes()))
+            while conn.poll(0):  # units the campaign queued behind this one
+                pending.append(json.loads(conn.recv_bytes()))
         except (EOFError, OSError):
             return
+        msg = pending.popleft()
         if msg.get("type") != "unit":
             return
+        runner.expect([(unit["idx"], unit["seed"]) for unit in (msg, *pending) if unit.get("type") == "unit"])
         try:
             runner.run_unit(msg["idx"], msg["seed"], tuple(msg["converters"]))
         except (BrokenPipeError, EOFError):
@@ -158,11 +170,13 @@ def worker_main(conn: Connection, config_json: str) -> None:
 class UnitRunner:
     """Runs units in this process; `send` delivers each message (a pipe in a worker, a list in tests)."""
 
-    def __init__(self, config: WorkerConfig, registry: ConverterRegistry, send: Any, fault: Any = None) -> None:
+    def __init__(self, config: WorkerConfig, registry: ConverterRegistry, send: Any, fault: Any = None,
+                 feeder: Feeder | None = None) -> None:
         self.config = config
         self.registry = registry
         self.send = send
         self.fault = fault
+        self.feeder = feeder  # prepares the units this runner is told to expect (fuzzer/campaign/ahead.py)
         self.check_options = CheckOptions(**config.check)
         self.versions: dict[str, dict[str, str]] = {}
 
@@ -174,10 +188,38 @@ class UnitRunner:
                    "exc_type": f"{type(exc).__module__}.{type(exc).__qualname__}", "message": str(exc),
                    "traceback": traceback.format_exc()})
 
+    def expect(self, units: list[tuple[int, int]]) -> None:
+        """The (idx, seed) of the units this worker runs next, in order: its feeder prepares them."""
+        if self.feeder is not None:
+            for idx, seed in units:
+                self.feeder.ask(idx, seed)
+
     def run_unit(self, idx: int, seed: int, converters: tuple[str, ...]) -> None:
+        """Settle the unit's source (the feeder's, when it has it ready), then test it with each converter."""
         start = time.perf_counter()
         self.phase(idx, None, "generate")
-        timings: dict[str, float] = {}
+        ready = None
+        if self.feeder is not None:
+            self.feeder.ask(idx, seed)  # a no-op when expected
+            ready = self.feeder.take(idx)
+        timings: dict[str, float] = {"wait_for_graph": time.perf_counter() - start} if ready else {}
+        if ready is not None:
+            graph, prepared = ready.graph, ready.prepared
+            timings.update(ready.timings)
+            self.send({"type": "graph", "idx": idx, "graph": ready.graph_json, "nodes": len(graph.nodes),
+                       "sequences": ready.sequences})
+        else:
+            settled = self.settle(idx, seed, timings)
+            if settled is None:
+                return
+            graph, prepared = settled
+        self.send({"type": "prepared", "idx": idx, "timings": timings})
+        for name in converters:
+            self.run_test(idx, seed, graph, name, prepared)
+
+    def settle(self, idx: int, seed: int, timings: dict[str, float]) -> tuple[Graph, Prepared] | None:
+        """Generate and prepare in this process; None (reported) when our own code fails."""
+        start = time.perf_counter()
         try:
             graph = generate(seed, self.config.gen_options(seed))
             timings["generate"] = time.perf_counter() - start
@@ -187,10 +229,8 @@ class UnitRunner:
         except Exception as exc:  # GenerationError, OpBug, anything: ours, never a converter's
             self.own_error(idx, seed, None, "generate", exc)
             self.send({"type": "unit_failed", "idx": idx, "timings": timings})
-            return
-        self.send({"type": "prepared", "idx": idx, "timings": timings})
-        for name in converters:
-            self.run_test(idx, seed, graph, name, prepared)
+            return None
+        return graph, prepared
 
     def run_test(self, idx: int, seed: int, graph: Graph, name: str, prepared: Prepared) -> None:
         start = time.perf_counter()

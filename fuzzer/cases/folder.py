@@ -33,6 +33,7 @@ from fuzzer.cases.case import EXPECTATIONS, SCHEMA_VERSION, CaseData
 from fuzzer.cases.diagnosis import CrossCheck, Repair
 from fuzzer.cases.report import render_report
 from fuzzer.cases.repro import render_repro
+from fuzzer.converters import CONVERTERS
 from fuzzer.support.device import DEVICES
 from fuzzer.support.errors import UsageError
 from fuzzer.support.files import atomic_publish_dir, atomic_write_text, make_shared
@@ -187,7 +188,7 @@ def read_case(path: Path | str) -> CaseData:
         graph = Graph.from_json(data["graph"])
         verdict = Verdict.from_json(data["verdict"])
         fields = {name: data[name] for name in ("id", "signature", "seed", "converter", "created")}
-        options = dict(data["converter_options"])
+        options = recorded_options(data["converter"], data["converter_options"])
         versions = dict(data["versions"])
         input_names, output_names = tuple(data["input_names"]), tuple(data["output_names"])
         cross_checks, suggested_fix = _diagnosis(data)
@@ -278,13 +279,20 @@ class CaseHead:
         return verdict_root_cause(self.converter, self.verdict, self.graph.ops())
 
 
+def recorded_options(converter: str, options: Mapping[str, Any]) -> dict[str, Any]:
+    """A case's converter options, with the value of each option its converter gained since the case was written
+    (the behaviour the case ran with)."""
+    known = CONVERTERS.get(converter)
+    return {**(known.older_defaults if known is not None else {}), **options}
+
+
 def read_case_head(path: Path) -> CaseHead:
     """The converter, graph, verdict and options of a case folder (or its case.json); CaseError when unreadable."""
     folder = path.parent if path.name == CASE_JSON else path
     data = _load_json(folder)
     try:
         return CaseHead(data["converter"], Graph.from_json(data["graph"]), Verdict.from_json(data["verdict"]),
-                        dict(data["converter_options"]))
+                        recorded_options(data["converter"], data["converter_options"]))
     except (KeyError, GraphError, TypeError, ValueError, AttributeError) as exc:
         raise CaseError(f"{folder}: malformed case.json ({type(exc).__name__}: {exc})") from None
 

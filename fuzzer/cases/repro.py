@@ -223,13 +223,14 @@ def report_crash(exc, expected):
 
 _TORCH_EXPORT = '''
 
-def export_script(module, inputs, opset, constant_folding=True):
+def export_script(module, inputs, opset, constant_folding=True, script_module=False):
     import io
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        traced = torch.jit.trace(module, tuple(inputs), check_trace=False)
+        if script_module:
+            module = torch.jit.trace(module, tuple(inputs), check_trace=False)
         buffer = io.BytesIO()
-        torch.onnx.export(traced, tuple(inputs), buffer, dynamo=False, opset_version=opset,
+        torch.onnx.export(module, tuple(inputs), buffer, dynamo=False, opset_version=opset,
                           input_names=list(INPUT_NAMES), output_names=list(OUTPUT_NAMES),
                           do_constant_folding=constant_folding)
     return onnx.load_from_string(buffer.getvalue())
@@ -252,7 +253,8 @@ def export_upstream(module, inputs):
 def convert_and_run(module, inputs):
     """(target outputs, baseline outputs or None): what convsmith compared."""
     if CONVERTER == "torch-onnx-script":
-        model = export_script(module, inputs, OPTIONS["opset"], OPTIONS["constant_folding"])
+        model = export_script(module, inputs, OPTIONS["opset"], OPTIONS["constant_folding"],
+                              OPTIONS.get("script_module", False))
         return run_onnx(check_and_serialize(model), inputs), None
     if CONVERTER == "torch-onnx-dynamo":
         model = export_dynamo(module, inputs, OPTIONS["opset"], OPTIONS["optimize"])

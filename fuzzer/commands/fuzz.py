@@ -64,6 +64,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--option", action="append", default=[], metavar="CONVERTER.KEY=JSON",
                         help="pin one converter option for the whole campaign, e.g. --option ort-optimizer.level=basic "
                              "(repeatable)")
+    parser.add_argument("--prepare-ahead", action=argparse.BooleanOptionalAction, default=None,
+                        help="give each worker a feeder process that generates the next graph while the worker "
+                             "converts (default: on where the CPU has a core for each worker's feeder)")
     parser.add_argument("--no-reduce", action="store_true", help="do not minimize new bug cases in the background")
     parser.add_argument("--reduce-time", type=duration, default=60.0, metavar="DURATION",
                         help="time to minimize each new bug case (seconds)")
@@ -154,6 +157,16 @@ def pinned_options(pairs: list[str], registry_ref: str) -> dict[str, dict[str, A
     return pinned
 
 
+def prepare_ahead(flag: bool | None, workers: int, device: str) -> bool:
+    """--prepare-ahead as given; by default on when the CPU has a core for every worker and its feeder (on a
+    machine without one the feeder only takes time from another worker)."""
+    if device != "cpu":
+        if flag:
+            raise UsageError(f"--prepare-ahead works with --device cpu only, not {device}")
+        return False
+    return flag if flag is not None else (os.cpu_count() or 1) >= 2 * workers
+
+
 def new_campaign(args: argparse.Namespace) -> tuple[Path, CampaignDB, CampaignSpec]:
     """Check every flag, then make the campaign folder and its database (nothing is made on bad input)."""
     gen = generator_options(args)
@@ -172,7 +185,8 @@ def new_campaign(args: argparse.Namespace) -> tuple[Path, CampaignDB, CampaignSp
                           max_numel=gen.max_numel, avoid_pairs=never_generated(skip, converters),
                           skip_pairs=skip,
                           timeout_s=args.timeout, memory_mb=args.memory_mb, device=args.device,
-                          converter_options=pinned, vary_settings=args.settings == "vary")
+                          converter_options=pinned, vary_settings=args.settings == "vary",
+                          prepare_ahead=prepare_ahead(args.prepare_ahead, args.workers, args.device))
     spec = CampaignSpec(args.seed, converters, worker, args.tests)
     db = CampaignDB(args.out / DB_NAME, create=True)
     db.set_meta("spec", spec.to_json())

@@ -224,6 +224,8 @@ class Converter:
     options_type: ClassVar[type[ConverterOptions]]
     divergence_stage: ClassVar[Stage] = Stage.NODE_CONVERSION
     display_name: ClassVar[str] = ""  # what its maintainers call it, for report titles
+    # Options added after bug cases were written, with the value such a case ran with (its case.json lacks them).
+    older_defaults: ClassVar[Mapping[str, Any]] = {}
 
     def snippet(self, options: ConverterOptions) -> Snippet:
         """The converter's call as a report snippet writes it (see Snippet)."""

@@ -23,6 +23,9 @@ FRAME = re.compile(r'^\s*File "([^"]+)", line (\d+) in (\S+)')
 _OURS = ("/fuzzer/converters/",)
 
 
+_TRACER = "torch/jit/_trace.py"  # torch's tracer: a fault inside it is the capture's
+
+
 def stage_of_fault(dump: str) -> Stage | None:
     """The stage of the innermost `steps.at(Stage.X)` block on the dumped stack; None when it cannot tell."""
     frames = [(m.group(1), int(m.group(2)), m.group(3)) for m in map(FRAME.match, dump.splitlines()) if m]
@@ -30,6 +33,8 @@ def stage_of_fault(dump: str) -> Stage | None:
            for path, _, func in frames):
         return Stage.SOURCE
     for path, line, _ in frames:  # faulthandler lists the innermost frame first
+        if path.endswith(_TRACER):  # torch.onnx.export traces the module inside its "export" block
+            return Stage.CAPTURE
         if any(part in path for part in _OURS):
             return _stage_blocks(path).get(line)
     return None

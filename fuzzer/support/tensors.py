@@ -6,6 +6,9 @@ compares in float32 storage (exact: bfloat16 is float32 with the low 16 bits zer
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import ml_dtypes
 import numpy as np
 import onnx
@@ -59,3 +62,25 @@ def from_proto_bytes(data: bytes) -> tuple[str, np.ndarray]:
     except Exception as exc:  # protobuf raises DecodeError, a private type
         raise ValueError(f"not a TensorProto: {exc}") from None
     return proto.name, numpy_helper.to_array(proto)
+
+
+def pack_arrays(arrays: Mapping[str, np.ndarray]) -> tuple[list[dict[str, Any]], bytes]:
+    """Arrays as (an index of name, dtype, shape and byte range, their bytes back to back): a pickle-free wire form
+    whose dtypes include ml_dtypes.bfloat16."""
+    index, chunks, offset = [], [], 0
+    for name, array in arrays.items():
+        data = np.ascontiguousarray(array).tobytes()
+        index.append({"name": name, "dtype": array.dtype.name, "shape": list(array.shape), "offset": offset,
+                      "nbytes": len(data)})
+        chunks.append(data)
+        offset += len(data)
+    return index, b"".join(chunks)
+
+
+def unpack_arrays(index: list[dict[str, Any]], data: bytes) -> dict[str, np.ndarray]:
+    """The arrays of pack_arrays, each a copy of its own."""
+    out = {}
+    for entry in index:
+        chunk = data[entry["offset"]:entry["offset"] + entry["nbytes"]]
+        out[entry["name"]] = np.frombuffer(chunk, dtype=np.dtype(entry["dtype"])).reshape(entry["shape"]).copy()
+    return out

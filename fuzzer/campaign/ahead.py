@@ -1,0 +1,192 @@
+"""Preparing graphs ahead: a feeder process, forked by the worker, generates the next unit's graph and settles its
+source (input search, eager and float64 runs) while the worker converts the current one.
+
+Generation and conversion then run in processes of their own: on a machine with a core to spare the converter no
+longer waits for the generator, and each loop keeps its caches warm (interleaved in one process, both ran at about
+half their tight-loop speed). The feeder is only a shortcut: whatever it does not hand back prepared (a graph the
+generator rejects, a source that fails, a feeder that died or hangs) the worker prepares itself, in process, as
+before, so every failure is met and reported where it always was, and the results are the same either way.
+
+Wire: the worker sends {"idx", "seed"} as JSON; the feeder answers with a JSON header, then the arrays' bytes
+(fuzzer.support.tensors.pack_arrays), never a pickle.
+"""
+
+from __future__ import annotations
+
+import collections
+import faulthandler
+import json
+import os
+import signal
+import sys
+import time
+from dataclasses import dataclass
+from multiprocessing.connection import Connection, Pipe
+from typing import Any, Protocol
+
+from fuzzer.check.result import Expected
+from fuzzer.check.source import prepare
+from fuzzer.converters.base import Source
+from fuzzer.support.confine import detach_from_terminal_and_parent
+from fuzzer.support.tensors import pack_arrays, to_case_array, to_torch, unpack_arrays
+from generators.generator import GenOptions, generate
+from generators.ir import Graph
+from generators.materialize import GraphModule
+from oracles.sequences import graph_sequences
+
+AHEAD_PREFIX = "ahead."  # timers of the feeder's own work, done in parallel with the worker's
+WAIT_SHARE = 0.25  # of the test timeout: how long the worker waits for a unit before preparing it itself
+
+
+class UnitConfig(Protocol):
+    """What the feeder reads of a worker's config (fuzzer.campaign.worker.WorkerConfig)."""
+
+    timeout_s: float
+
+    def gen_options(self, seed: int) -> GenOptions: ...
+
+
+@dataclass(frozen=True)
+class ReadyUnit:
+    """A unit the feeder prepared, rebuilt in the worker: the same graph and settled source as in process."""
+
+    graph: Graph
+    graph_json: dict[str, Any]
+    prepared: Expected
+    sequences: list[str]
+    timings: dict[str, float]
+
+
+# ---- the feeder process ---------------------------------------------------------------------------------------
+
+def feeder_main(conn: Connection, config: UnitConfig, input_budget_s: float) -> None:
+    """Answer each request in turn until the worker's end of the pipe closes."""
+    detach_from_terminal_and_parent()
+    faulthandler.disable()  # the worker's fault file tells of the worker; a feeder's crash only costs a retry
+    while True:
+        try:
+            request = json.loads(conn.recv_bytes())
+            header, body = prepare_ahead(config, input_budget_s, request["idx"], request["seed"])
+            conn.send_bytes(json.dumps(header).encode())
+            conn.send_bytes(body)
+        except (EOFError, OSError):
+            return
+
+
+def prepare_ahead(config: UnitConfig, input_budget_s: float, idx: int, seed: int) -> tuple[dict[str, Any], bytes]:
+    """The header and array bytes of one unit; {"ok": false} when the worker should prepare it itself."""
+    timings: dict[str, float] = {}
+    start = time.perf_counter()
+    try:
+        graph = generate(seed, config.gen_options(seed))
+        timings["generate"] = time.perf_counter() - start
+        prepared = prepare(graph, seed, timings, input_budget_s, "cpu")
+    except Exception:  # the worker meets it again in process, and reports it as its own
+        return {"idx": idx, "ok": False}, b""
+    if not isinstance(prepared, Expected):  # the source failed: its verdict is the worker's to give
+        return {"idx": idx, "ok": False}, b""
+    source = prepared.source
+    arrays = {f"w:{n}": to_case_array(getattr(source.module, n)) for n in graph.weights}
+    arrays |= {f"i:{n}": to_case_array(x) for n, x in zip(graph.inputs, source.inputs, strict=True)}
+    arrays |= {f"e:{k}": x for k, x in enumerate(prepared.eager)}
+    arrays |= {f"r:{k}": x for k, x in enumerate(prepared.reference)}
+    index, body = pack_arrays(arrays)
+    header = {"idx": idx, "ok": True, "graph": graph.to_json(), "valid": prepared.valid_inputs,
+              "sequences": sorted(graph_sequences(graph)), "timings": timings, "arrays": index}
+    return header, body
+
+
+def rebuild(header: dict[str, Any], body: bytes) -> ReadyUnit:
+    """The worker's copy of a prepared unit: the module made from the settled weights, not drawn again."""
+    graph = Graph.from_json(header["graph"])
+    arrays = unpack_arrays(header["arrays"], body)
+    module = GraphModule(graph, {n: to_torch(arrays[f"w:{n}"]) for n in graph.weights})
+    inputs = tuple(to_torch(arrays[f"i:{n}"]) for n in graph.inputs)
+    outputs = range(len(graph.outputs))
+    prepared = Expected(Source(graph, module, inputs), tuple(arrays[f"e:{k}"] for k in outputs),
+                        tuple(arrays[f"r:{k}"] for k in outputs), valid_inputs=header["valid"])
+    timings = {AHEAD_PREFIX + name: seconds for name, seconds in header["timings"].items()}
+    return ReadyUnit(graph, header["graph"], prepared, header["sequences"], timings)
+
+
+# ---- the worker's side ----------------------------------------------------------------------------------------
+
+class Feeder:
+    """The worker's handle on its feeder process: `ask` for units in the order they will run, `take` each when due.
+
+    The feeder is forked once, when the worker starts and has no other thread (a fork taken later could inherit a
+    lock another thread holds). Once it dies or hangs, the worker prepares every unit itself until it is recycled.
+    """
+
+    def __init__(self, config: UnitConfig, input_budget_s: float) -> None:
+        self.wait_s = max(config.timeout_s * WAIT_SHARE, 1.0)
+        self.asked: collections.deque[int] = collections.deque()  # in the order the feeder answers them
+        self.answers: dict[int, tuple[dict[str, Any], bytes]] = {}
+        # os.fork, not multiprocessing: the worker is a daemonic process, which multiprocessing forbids children.
+        ours, theirs = Pipe()
+        pid = os.fork()
+        if pid == 0:  # the feeder
+            code = 0
+            try:
+                ours.close()
+                feeder_main(theirs, config, input_budget_s)
+            except BaseException:
+                code = 1
+            finally:
+                os._exit(code)
+        theirs.close()
+        self.conn: Connection | None = ours
+        self.pid: int | None = pid
+
+    @property
+    def alive(self) -> bool:
+        return self.conn is not None
+
+    def ask(self, idx: int, seed: int) -> None:
+        """Queue the unit `idx` for preparation (a no-op when it is already queued or answered, or the feeder is
+        gone)."""
+        if self.conn is None or idx in self.asked or idx in self.answers:
+            return
+        try:
+            self.conn.send_bytes(json.dumps({"idx": idx, "seed": seed}).encode())
+        except OSError:
+            self.stop("its pipe closed")
+            return
+        self.asked.append(idx)
+
+    def take(self, idx: int) -> ReadyUnit | None:
+        """The prepared unit `idx`, or None: not asked for, not prepared, or the feeder failed. Answers that come
+        first are kept for their own turn."""
+        if idx not in self.answers and (idx not in self.asked or self.conn is None):
+            return None
+        deadline = time.monotonic() + self.wait_s
+        try:
+            while idx not in self.answers:
+                assert self.conn is not None
+                if not self.conn.poll(max(deadline - time.monotonic(), 0.0)):
+                    self.stop(f"no answer in {self.wait_s:g} s")  # the worker meets the hang itself
+                    return None
+                header = json.loads(self.conn.recv_bytes())
+                self.answers[self.asked.popleft()] = (header, self.conn.recv_bytes())
+        except (EOFError, OSError):
+            self.stop("it died")
+            return None
+        header, body = self.answers.pop(idx)
+        return rebuild(header, body) if header["ok"] else None
+
+    def stop(self, why: str = "") -> None:
+        """Kill the feeder; from now on the worker prepares every unit itself."""
+        if self.pid is not None:
+            if why:
+                print(f"convsmith worker: feeder {self.pid} stopped ({why}); preparing graphs in process",
+                      file=sys.stderr, flush=True)
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+                os.waitpid(self.pid, 0)
+            except (ProcessLookupError, ChildProcessError):
+                pass
+        if self.conn is not None:
+            self.conn.close()
+        self.conn, self.pid = None, None
+        self.asked.clear()
+        self.answers.clear()

@@ -1,0 +1,106 @@
+"""The feeder process prepares units ahead of the worker: what it hands back is exactly what the worker would have
+prepared itself, in any order it is asked, and a feeder that fails costs a retry, never a unit."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from fuzzer.campaign.ahead import Feeder, prepare_ahead, rebuild
+from fuzzer.campaign.worker import WorkerConfig
+from fuzzer.check.result import Expected
+from fuzzer.check.source import prepare
+from generators.generator import generate
+
+CONFIG = WorkerConfig(out_dir="unused", log_dir="unused", min_nodes=3, nodes=6, timeout_s=20.0,
+                      check={"input_budget_s": 0.2}, prepare_ahead=True)
+
+
+def test_a_unit_prepared_ahead_is_bit_for_bit_the_unit_prepared_in_process() -> None:
+    compared = 0
+    for seed in range(12):
+        header, body = prepare_ahead(CONFIG, 0.2, seed, seed)
+        graph = generate(seed, CONFIG.gen_options(seed))
+        local = prepare(graph, seed, {}, 0.2)
+        if not isinstance(local, Expected):
+            assert header == {"idx": seed, "ok": False}
+            continue
+        ready = rebuild(json.loads(json.dumps(header)), body)  # as it crosses the pipe
+        theirs, ours = ready.prepared, local
+        assert ready.graph.to_json() == graph.to_json()
+        assert theirs.valid_inputs == ours.valid_inputs
+        for a, b in zip(theirs.source.inputs, ours.source.inputs, strict=True):
+            assert a.dtype == b.dtype and torch.equal(a, b)
+        for name in graph.weights:
+            a, b = getattr(theirs.source.module, name), getattr(ours.source.module, name)
+            assert a.dtype == b.dtype and torch.equal(a, b)
+        for a, b in zip(theirs.eager + theirs.reference, ours.eager + ours.reference, strict=True):
+            assert a.dtype == b.dtype and np.array_equal(a, b, equal_nan=True)
+        assert set(ready.timings) >= {"ahead.generate", "ahead.inputs"}
+        compared += 1
+    assert compared >= 10
+
+
+# A feeder is forked from a worker that has one thread; pytest's process has more (a fork of it may inherit a held
+# lock), so each feeder scenario runs in a fresh interpreter, as a worker does.
+def in_fresh_process(scenario: str) -> None:
+    code = f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); import test_ahead; test_ahead.{scenario}()"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_the_feeder_answers_each_unit_in_whatever_order_the_worker_takes_them() -> None:
+    in_fresh_process("answers_in_any_order")
+
+
+def test_a_killed_feeder_costs_a_retry_and_the_worker_prepares_every_unit_from_then_on() -> None:
+    in_fresh_process("killed_feeder")
+
+
+def test_a_graph_the_generator_rejects_is_left_to_the_worker() -> None:
+    config = WorkerConfig(out_dir="unused", log_dir="unused", include_ops=("no_such_operator",), prepare_ahead=True)
+    assert prepare_ahead(config, 0.2, 5, 5) == ({"idx": 5, "ok": False}, b"")
+    in_fresh_process("rejected_graph")
+
+
+def answers_in_any_order() -> None:
+    feeder = Feeder(CONFIG, 0.2)
+    try:
+        for idx in range(3):
+            feeder.ask(idx, 40 + idx)
+        taken = {idx: feeder.take(idx) for idx in (2, 0, 1)}
+        assert all(unit is not None for unit in taken.values()), taken
+        assert {idx: unit.graph.to_json() for idx, unit in taken.items()} == \
+               {idx: generate(40 + idx, CONFIG.gen_options(40 + idx)).to_json() for idx in range(3)}
+        assert feeder.take(7) is None  # never asked
+    finally:
+        feeder.stop()
+
+
+def killed_feeder() -> None:
+    feeder = Feeder(CONFIG, 0.2)
+    feeder.ask(0, 1)
+    assert feeder.pid is not None
+    os.kill(feeder.pid, signal.SIGKILL)
+    assert feeder.take(0) is None  # the worker prepares it itself
+    assert not feeder.alive
+    feeder.ask(1, 2)
+    assert feeder.take(1) is None
+
+
+def rejected_graph() -> None:
+    config = WorkerConfig(out_dir="unused", log_dir="unused", include_ops=("no_such_operator",), prepare_ahead=True)
+    feeder = Feeder(config, 0.2)
+    try:
+        feeder.ask(5, 5)
+        assert feeder.take(5) is None
+        assert feeder.alive  # a rejected graph is an answer, not a failure
+    finally:
+        feeder.stop()

@@ -15,6 +15,8 @@ import numpy as np
 import onnx
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
 
 from fuzzer.check.judge import judge_model
@@ -27,7 +29,7 @@ from generators.builder import GraphBuilder
 from generators.dtypes import DType
 from generators.ir import Graph, Node, TensorType, validate
 from generators.materialize import materialize
-from generators.ops.ties import settle_tied_indices
+from generators.ops.ties import _settle_line, settle_tied_indices
 from generators.registry import REGISTRY
 from oracles.verdict import Symptom, Verdict
 
@@ -120,6 +122,26 @@ def test_ties_settle_to_the_first_positions_of_their_values() -> None:
     assert settle_tied_indices(x, np.array([[3, 0]]), 1).tolist() == [[3, 0]]  # no ties: unchanged
     assert settle_tied_indices(x, np.array(4), None).tolist() == 1  # into the flattened tensor
     assert settle_tied_indices(x, np.array([[7]]), 1).tolist() == [[7]]  # out of range: left wrong
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(data=st.data())
+def test_one_pick_per_line_is_settled_as_the_general_path_settles_it(data: st.DataObject) -> None:
+    """argmax and max(dim) settle all their lines at once; the result is the per-line path's, NaN and out-of-range
+    picks included."""
+    shape = tuple(data.draw(st.lists(st.integers(1, 4), min_size=1, max_size=3)))
+    values = data.draw(st.lists(st.sampled_from([-1.0, 0.0, -0.0, 2.0, np.nan]), min_size=int(np.prod(shape)),
+                                max_size=int(np.prod(shape))))
+    x = np.array(values, dtype=np.float32).reshape(shape)
+    axis = data.draw(st.integers(0, len(shape) - 1))
+    picks_shape = tuple(1 if i == axis else d for i, d in enumerate(shape))
+    picks = np.array(data.draw(st.lists(st.integers(-1, shape[axis]), min_size=int(np.prod(picks_shape)),
+                                        max_size=int(np.prod(picks_shape)))), dtype=np.int64).reshape(picks_shape)
+    lines = np.moveaxis(x, axis, -1).reshape(-1, shape[axis])
+    per_line = np.array([_settle_line(line, p) for line, p in
+                         zip(lines, np.moveaxis(picks, axis, -1).reshape(lines.shape[0], 1), strict=True)])
+    expected = np.moveaxis(per_line.reshape(np.moveaxis(picks, axis, -1).shape), -1, axis)
+    assert np.array_equal(settle_tied_indices(x, picks, axis), expected)
 
 
 def test_argmax_of_tied_maxima_may_name_any_of_them() -> None:

@@ -29,7 +29,10 @@ def settle_tied_indices(x: np.ndarray, indices: np.ndarray, axis: int | None, ke
             return indices
         lines = np.moveaxis(x, axis, -1).reshape(-1, x.shape[axis])
         picks = np.moveaxis(full, axis, -1).reshape(lines.shape[0], -1)
-    settled = np.array([_settle_line(line, line_picks) for line, line_picks in zip(lines, picks, strict=True)])
+    if picks.shape[1] == 1:
+        settled = _settle_single_picks(lines, picks[:, 0])[:, None]
+    else:
+        settled = np.array([_settle_line(line, line_picks) for line, line_picks in zip(lines, picks, strict=True)])
     if axis is None:
         return settled.reshape(indices.shape).astype(indices.dtype)
     shape = np.moveaxis(full, axis, -1).shape
@@ -46,3 +49,12 @@ def _settle_line(line: np.ndarray, picks: np.ndarray) -> np.ndarray:
         where = np.flatnonzero(values == value)
         out[where] = np.flatnonzero(line == value)[: where.size]
     return out
+
+
+def _settle_single_picks(lines: np.ndarray, picks: np.ndarray) -> np.ndarray:
+    """_settle_line for lines of one pick each (argmax, max(dim)), all lines at once: the first position holding
+    the picked value; out-of-range and NaN picks stay."""
+    inside = (picks >= 0) & (picks < lines.shape[1])
+    values = lines[np.arange(lines.shape[0]), np.where(inside, picks, 0)]
+    first = (lines == values[:, None]).argmax(axis=1)
+    return np.where(inside & (values == values), first, picks)

@@ -10,6 +10,7 @@ from generators.dtypes import DType
 from generators.ir import Graph, TensorType
 from generators.ops.base import OpSpec
 from generators.registry import REGISTRY
+from generators.values import ValueStrategy, large_range, with_specials
 
 FLOAT64_ATTR_KEYS = ("to", "dtype")  # attrs naming a float dtype are widened in the float64 twin
 
@@ -42,9 +43,20 @@ def random_weights(graph: Graph, seed: int) -> dict[str, torch.Tensor]:
     return {n: random_tensor(t, gen, graph.ranges.get(n)) for n, t in graph.weights.items()}
 
 
-def random_inputs(graph: Graph, seed: int) -> dict[str, torch.Tensor]:
+def random_inputs(graph: Graph, seed: int, values: ValueStrategy = ValueStrategy.UNIFORM) -> dict[str, torch.Tensor]:
+    """The graph's inputs drawn from `seed` under a value strategy (generators/values.py)."""
     gen = torch.Generator().manual_seed(seed + 1)
-    return {n: random_tensor(t, gen, graph.ranges.get(n)) for n, t in graph.inputs.items()}
+    return {n: input_tensor(t, gen, graph.ranges.get(n), values) for n, t in graph.inputs.items()}
+
+
+def input_tensor(ttype: TensorType, gen: torch.Generator, value_range: tuple[float, float] | None,
+                 values: ValueStrategy) -> torch.Tensor:
+    """One input under a value strategy; UNIFORM draws exactly what random_tensor draws."""
+    lo, hi = value_range if value_range is not None else default_range(ttype.dtype)
+    if values is ValueStrategy.LARGE:
+        return random_tensor(ttype, gen, large_range(ttype.dtype, lo, hi, value_range is not None))
+    drawn = random_tensor(ttype, gen, (lo, hi))
+    return with_specials(drawn, ttype, gen, value_range) if values is ValueStrategy.SPECIAL else drawn
 
 
 def _widened(dtype: DType) -> DType:

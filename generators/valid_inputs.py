@@ -19,6 +19,7 @@ import torch
 
 from generators.ir import Graph
 from generators.materialize import GraphModule, random_inputs, random_tensor
+from generators.values import ValueStrategy
 
 OVERFLOW_BOUND = 4.0  # where the magnitude penalty pushes inputs of an overflowing node
 STEP = 0.15
@@ -151,11 +152,12 @@ def _step(leaves: _Leaves, loss: torch.Tensor, size: float) -> bool:
     return moved
 
 
-def find_valid_inputs(module: GraphModule, seed: int, budget_s: float = 1.0,
-                      max_steps: int = MAX_STEPS) -> FoundInputs:
-    """Inputs (and weights) with a NaN/Inf-free eager run, searched from `seed` within `budget_s` seconds."""
+def find_valid_inputs(module: GraphModule, seed: int, budget_s: float = 1.0, max_steps: int = MAX_STEPS,
+                      values: ValueStrategy = ValueStrategy.UNIFORM) -> FoundInputs:
+    """Inputs (and weights) with a NaN/Inf-free eager run, searched from `seed` within `budget_s` seconds; the first
+    draw follows the value strategy, the search's own redraws are uniform."""
     with _one_thread():
-        return _search(module, seed, budget_s, max_steps)
+        return _search(module, seed, budget_s, max_steps, values)
 
 
 @contextmanager
@@ -174,12 +176,12 @@ def _one_thread() -> Iterator[None]:
         torch.set_num_threads(saved)
 
 
-def _search(module: GraphModule, seed: int, budget_s: float, max_steps: int) -> FoundInputs:
+def _search(module: GraphModule, seed: int, budget_s: float, max_steps: int, values: ValueStrategy) -> FoundInputs:
     graph = module.graph
     start = time.perf_counter()
     gen = torch.Generator().manual_seed(seed + 104729)
     weights = {n: getattr(module, n).detach() for n in graph.weights}
-    leaves = _Leaves.of({**random_inputs(graph, seed), **weights}, frozen=set(graph.ranges))
+    leaves = _Leaves.of({**random_inputs(graph, seed, values), **weights}, frozen=set(graph.ranges))
     if _first_draw_valid(module, leaves):  # half of 10-node graphs: no autograd bookkeeping needed
         return _found(module, leaves, True, 1, start)
     redraws = int_redraws = 0

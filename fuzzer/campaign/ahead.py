@@ -32,6 +32,7 @@ from fuzzer.support.tensors import pack_arrays, to_case_array, to_torch, unpack_
 from generators.generator import GenOptions, generate
 from generators.ir import Graph
 from generators.materialize import GraphModule
+from generators.values import ValueStrategy
 from oracles.sequences import graph_sequences
 
 AHEAD_PREFIX = "ahead."  # timers of the feeder's own work, done in parallel with the worker's
@@ -44,6 +45,8 @@ class UnitConfig(Protocol):
     timeout_s: float
 
     def gen_options(self, seed: int) -> GenOptions: ...
+
+    def values_for(self, seed: int) -> ValueStrategy: ...
 
 
 @dataclass(frozen=True)
@@ -80,7 +83,7 @@ def prepare_ahead(config: UnitConfig, input_budget_s: float, idx: int, seed: int
     try:
         graph = generate(seed, config.gen_options(seed))
         timings["generate"] = time.perf_counter() - start
-        prepared = prepare(graph, seed, timings, input_budget_s, "cpu")
+        prepared = prepare(graph, seed, timings, input_budget_s, "cpu", config.values_for(seed))
     except Exception:  # the worker meets it again in process, and reports it as its own
         return {"idx": idx, "ok": False}, b""
     if not isinstance(prepared, Expected):  # the source failed: its verdict is the worker's to give
@@ -92,6 +95,7 @@ def prepare_ahead(config: UnitConfig, input_budget_s: float, idx: int, seed: int
     arrays |= {f"r:{k}": x for k, x in enumerate(prepared.reference)}
     index, body = pack_arrays(arrays)
     header = {"idx": idx, "ok": True, "graph": graph.to_json(), "valid": prepared.valid_inputs,
+              "values": prepared.values,
               "sequences": sorted(graph_sequences(graph)), "timings": timings, "arrays": index}
     return header, body
 
@@ -104,7 +108,8 @@ def rebuild(header: dict[str, Any], body: bytes) -> ReadyUnit:
     inputs = tuple(to_torch(arrays[f"i:{n}"]) for n in graph.inputs)
     outputs = range(len(graph.outputs))
     prepared = Expected(Source(graph, module, inputs), tuple(arrays[f"e:{k}"] for k in outputs),
-                        tuple(arrays[f"r:{k}"] for k in outputs), valid_inputs=header["valid"])
+                        tuple(arrays[f"r:{k}"] for k in outputs), valid_inputs=header["valid"],
+                        values=header["values"])
     timings = {AHEAD_PREFIX + name: seconds for name, seconds in header["timings"].items()}
     return ReadyUnit(graph, header["graph"], prepared, header["sequences"], timings)
 

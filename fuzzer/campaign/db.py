@@ -28,7 +28,7 @@ CREATE TABLE IF NOT EXISTS sessions (
     status TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS units (
     idx INTEGER PRIMARY KEY, seed INTEGER NOT NULL, done INTEGER NOT NULL DEFAULT 0, nodes INTEGER,
-    timings TEXT NOT NULL DEFAULT '{}', sequences TEXT);
+    timings TEXT NOT NULL DEFAULT '{}', sequences TEXT, value_strategy TEXT);
 CREATE TABLE IF NOT EXISTS tests (
     idx INTEGER NOT NULL, seed INTEGER NOT NULL, converter TEXT NOT NULL, options TEXT NOT NULL,
     symptom TEXT NOT NULL, stage TEXT NOT NULL, signature TEXT NOT NULL, is_bug INTEGER NOT NULL,
@@ -71,6 +71,8 @@ class CampaignDB:
         columns = {row[1] for row in self.conn.execute("PRAGMA table_info(units)")}
         if columns and "sequences" not in columns:
             self.conn.execute("ALTER TABLE units ADD COLUMN sequences TEXT")
+        if columns and "value_strategy" not in columns:
+            self.conn.execute("ALTER TABLE units ADD COLUMN value_strategy TEXT")
 
     def close(self) -> None:
         self.conn.close()
@@ -103,9 +105,10 @@ class CampaignDB:
     def add_unit(self, idx: int, seed: int) -> None:
         self.conn.execute("INSERT OR IGNORE INTO units (idx, seed) VALUES (?, ?)", (idx, seed))
 
-    def set_unit_info(self, idx: int, nodes: int | None, timings: Mapping[str, float]) -> None:
-        self.conn.execute("UPDATE units SET nodes = ?, timings = ? WHERE idx = ?",
-                          (nodes, json.dumps(dict(timings)), idx))
+    def set_unit_info(self, idx: int, nodes: int | None, timings: Mapping[str, float],
+                      value_strategy: str | None = None) -> None:
+        self.conn.execute("UPDATE units SET nodes = ?, timings = ?, value_strategy = COALESCE(?, value_strategy) "
+                          "WHERE idx = ?", (nodes, json.dumps(dict(timings)), value_strategy, idx))
 
     def set_unit_sequences(self, idx: int, sequences: Iterable[str]) -> None:
         """The operator pairs and triples of the unit's graph (for the report's sequence analysis)."""

@@ -353,7 +353,7 @@ class Campaign:
             slot.graph, slot.nodes = msg["graph"], msg["nodes"]
             self.db.set_unit_sequences(msg["idx"], msg["sequences"])  # the worker has the graph parsed already
         elif kind == "prepared":
-            self.db.set_unit_info(msg["idx"], slot.nodes, msg["timings"])
+            self.db.set_unit_info(msg["idx"], slot.nodes, msg["timings"], msg.get("values"))
         elif kind == "own_error":
             self.own_error(msg)
         elif kind == "unit_failed" and slot.unit is not None:
@@ -430,7 +430,8 @@ class Campaign:
         try:
             converter = self.registry[verdict.converter]
             case = lost_case(graph, unit.seed, verdict.converter, options, verdict,
-                             collect_versions(converter.distributions), dump, device=self.spec.worker.device)
+                             collect_versions(converter.distributions), dump, device=self.spec.worker.device,
+                             values=self.spec.worker.values_for(unit.seed).value)
             return write_case(self.out_dir, case).name
         except Exception:  # our code: keep fuzzing, keep the traceback
             self.own_error({"idx": unit.idx, "seed": unit.seed, "converter": verdict.converter, "phase": "case",

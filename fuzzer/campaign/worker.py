@@ -38,6 +38,7 @@ from fuzzer.support.confine import confine
 from generators.dtypes import DType
 from generators.generator import GenOptions, generate
 from generators.ir import Graph
+from generators.values import ValueStrategy, draw_strategy
 from oracles.sequences import graph_sequences
 from oracles.taxonomy import memory_verdict
 from oracles.verdict import Stage, Symptom, Verdict
@@ -70,6 +71,7 @@ class WorkerConfig:
     device: str = "cpu"
     vary_settings: bool = False  # each test draws its converter's options (the pinned ones kept); else defaults
     prepare_ahead: bool = False  # a feeder process prepares the next unit while this one converts (CPU only)
+    values: tuple[str, ...] = (ValueStrategy.UNIFORM.value,)  # the value strategies tests draw from
 
     def to_json(self) -> dict[str, Any]:
         return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
@@ -81,6 +83,10 @@ class WorkerConfig:
         if "skip_pairs" in values:
             values["skip_pairs"] = {c: tuple(tuple(p) for p in pairs) for c, pairs in values["skip_pairs"].items()}
         return cls(**values)
+
+    def values_for(self, seed: int) -> ValueStrategy:
+        """How the inputs of the test of `seed` are drawn (recorded with the unit and in its cases)."""
+        return draw_strategy(seed, tuple(ValueStrategy(v) for v in self.values))
 
     def known_unsupported(self, graph: Graph, converter: str, options: Mapping[str, Any]) -> list[tuple[str, str]]:
         """The graph's (op, dtype) pairs this converter, or the upstream exporter it starts from, does not take."""
@@ -213,7 +219,7 @@ class UnitRunner:
             if settled is None:
                 return
             graph, prepared = settled
-        self.send({"type": "prepared", "idx": idx, "timings": timings})
+        self.send({"type": "prepared", "idx": idx, "timings": timings, "values": self.config.values_for(seed).value})
         for name in converters:
             self.run_test(idx, seed, graph, name, prepared)
 
@@ -225,7 +231,8 @@ class UnitRunner:
             timings["generate"] = time.perf_counter() - start
             self.send({"type": "graph", "idx": idx, "graph": graph.to_json(), "nodes": len(graph.nodes),
                        "sequences": sorted(graph_sequences(graph))})
-            prepared = prepare(graph, seed, timings, self.check_options.input_budget_s, self.config.device)
+            prepared = prepare(graph, seed, timings, self.check_options.input_budget_s, self.config.device,
+                               self.config.values_for(seed))
         except Exception as exc:  # GenerationError, OpBug, anything: ours, never a converter's
             self.own_error(idx, seed, None, "generate", exc)
             self.send({"type": "unit_failed", "idx": idx, "timings": timings})
@@ -276,7 +283,7 @@ class UnitRunner:
                 self.versions[converter.name] = collect_versions(converter.distributions)
             log = case_log(result)
             case = case_from_result(result, graph, seed, converter.name, self.versions[converter.name], log,
-                                    device=self.config.device)
+                                    device=self.config.device, values=self.config.values_for(seed).value)
             return write_case(out, case).name
         except Exception as exc:  # writing a case is our code
             self.own_error(idx, seed, converter.name, "case", exc)

@@ -21,6 +21,7 @@ from fuzzer.converters.base import distribution_version
 from fuzzer.converters.upstream import cached_upstream
 from fuzzer.support.tensors import to_case_array
 from generators.ir import Graph
+from generators.values import ValueStrategy
 from oracles.verdict import Verdict
 
 SCHEMA_VERSION = 1
@@ -56,6 +57,7 @@ class CaseData:
     device: str = "cpu"  # where the source model and ONNX Runtime ran (cpu, cuda)
     cross_checks: tuple[CrossCheck, ...] | None = None  # None until diagnosed (fuzzer/cases/whose_bug.py)
     suggested_fix: Repair | None = None  # None when not diagnosed or no edit made the outputs agree
+    values: str = "uniform"  # the value strategy the inputs were drawn with (generators/values.py)
 
     def to_json(self, files: Mapping[str, str] | None = None) -> dict[str, Any]:
         """case.json's content; `files` maps each data file to its sha256."""
@@ -73,6 +75,7 @@ class CaseData:
             "output_names": list(self.output_names),
             "created": self.created,
             "device": self.device,
+            "values": self.values,
             "original": self.original,
             "reduction": None if self.reduction is None else dict(self.reduction),
             "expectation": self.expectation,
@@ -102,9 +105,9 @@ def case_id(signature: str, suffix: str = "") -> str:
 
 def case_from_result(result: CheckResult, graph: Graph, seed: int, converter: str, versions: Mapping[str, str],
                      log: str = "", case_id_: str | None = None, original: str | None = None,
-                     device: str = "cpu") -> CaseData:
-    """A CaseData from a check result; `device` is recorded when the result has no source (a failed source runs
-    nowhere else)."""
+                     device: str = "cpu", values: str = "uniform") -> CaseData:
+    """A CaseData from a check result; `device` and `values` are recorded when the result has no source (a failed
+    source runs nowhere else)."""
     verdict: Verdict = result.verdict
     expected, target = result.expected, result.target
     weights: dict[str, np.ndarray] = {}
@@ -127,18 +130,20 @@ def case_from_result(result: CheckResult, graph: Graph, seed: int, converter: st
         input_names=tuple(graph.inputs), output_names=tuple(graph.outputs), created=now_iso(),
         weights=weights, inputs=inputs, expected=eager, reference=reference, model=model, upstream_model=upstream,
         log=log, original=original, device=expected.source.device if expected is not None else device,
+        values=expected.values if expected is not None else values,
     )
 
 
 def lost_case(graph: Graph, seed: int, converter: str, options: Mapping[str, Any], verdict: Verdict,
               versions: Mapping[str, str], dump: str, case_id_: str | None = None, original: str | None = None,
-              device: str = "cpu") -> CaseData:
+              device: str = "cpu", values: str = "uniform") -> CaseData:
     """The case of a conversion whose process died or hung: graph, verdict and the faulthandler dump as its log
-    (no tensors survive the process)."""
+    (no tensors survive the process: `values` says how its seed draws them again)."""
     return CaseData(id=case_id_ or case_id(verdict.signature), signature=verdict.signature, graph=graph, seed=seed,
                     converter=converter, converter_options=dict(options), verdict=verdict, versions=dict(versions),
                     input_names=tuple(graph.inputs), output_names=tuple(graph.outputs), created=now_iso(),
-                    log=f"{verdict.message}\n\nfaulthandler:\n{dump}\n", original=original, device=device)
+                    log=f"{verdict.message}\n\nfaulthandler:\n{dump}\n", original=original, device=device,
+                    values=values)
 
 
 def case_log(result: Any) -> str:
@@ -153,9 +158,11 @@ def case_log(result: Any) -> str:
 
 def case_from_check(graph: Graph, seed: int, converter: str, options: Any, original: str | None = None,
                     reduction: dict[str, Any] | None = None, case_id_: str | None = None,
-                    check_options: CheckOptions = FULL_CHECK, device: str = "cpu") -> CaseData:
-    """Run the full check on `graph` (on `device`) and package the result as a CaseData."""
-    result = run_check(graph, seed, converter, options, check_options, device)
+                    check_options: CheckOptions = FULL_CHECK, device: str = "cpu",
+                    values: ValueStrategy = ValueStrategy.UNIFORM) -> CaseData:
+    """Run the full check on `graph` (on `device`, inputs drawn by `values`) and package the result as a
+    CaseData."""
+    result = run_check(graph, seed, converter, options, check_options, device, values)
     versions = collect_versions(CONVERTERS[converter].distributions)
     case = case_from_result(result, graph, seed, converter, versions, log=case_log(result), case_id_=case_id_,
                             original=original, device=device)

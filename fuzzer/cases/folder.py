@@ -40,6 +40,7 @@ from fuzzer.support.files import atomic_publish_dir, atomic_write_text, make_sha
 from fuzzer.support.tensors import from_proto_bytes
 from generators.dot import to_dot
 from generators.ir import Graph, GraphError
+from generators.values import ValueStrategy
 from oracles.rootcause import RootCause, verdict_root_cause
 from oracles.verdict import Verdict
 
@@ -204,6 +205,9 @@ def read_case(path: Path | str) -> CaseData:
     device = data.get("device", "cpu")  # cases written before devices were recorded ran on the CPU
     if device not in DEVICES:
         raise CaseError(f"{folder}: device must be one of {', '.join(DEVICES)}, not {device!r}")
+    values = data.get("values", ValueStrategy.UNIFORM.value)  # cases written before strategies drew uniformly
+    if values not in {v.value for v in ValueStrategy}:
+        raise CaseError(f"{folder}: values must be one of {', '.join(v.value for v in ValueStrategy)}, not {values!r}")
     model = _read_model(folder, MODEL, digests)
     upstream_model = _read_model(folder, UPSTREAM_MODEL, digests)
     weights = {}
@@ -220,7 +224,7 @@ def read_case(path: Path | str) -> CaseData:
         model=model, upstream_model=upstream_model, log=_read_text(folder, "log.txt"),
         original=data.get("original"),
         reduction=data.get("reduction"), expectation=expectation, device=device,
-        cross_checks=cross_checks, suggested_fix=suggested_fix,
+        cross_checks=cross_checks, suggested_fix=suggested_fix, values=values,
     )
 
 

@@ -16,6 +16,7 @@ from fuzzer.support.device import require_device
 from fuzzer.support.errors import UsageError
 from fuzzer.support.tensors import to_torch
 from generators.materialize import GraphModule
+from generators.values import ValueStrategy
 from oracles.verdict import Verdict
 
 REPLAY_CHECK = CheckOptions(rerun=True, locate=True, culprit=False)
@@ -68,7 +69,7 @@ def case_expected(case: CaseData) -> Prepared:
     else on its seed's; a source that fails gives its own verdict."""
     source = case_source(case)
     if source is None:
-        return prepare(case.graph, case.seed, {}, REPLAY_CHECK.input_budget_s, case.device)
+        return prepare(case.graph, case.seed, {}, REPLAY_CHECK.input_budget_s, case.device, ValueStrategy(case.values))
     return expect(source, {})
 
 
@@ -83,7 +84,8 @@ def replay_verdict(case: CaseData, check_options: CheckOptions = REPLAY_CHECK) -
     require_device(case.device, f"{case.id} (found on {case.device})")
     source = case_source(case)
     if source is None:
-        return run_check(case.graph, case.seed, case.converter, options, check_options, case.device).verdict
+        return run_check(case.graph, case.seed, case.converter, options, check_options, case.device,
+                         ValueStrategy(case.values)).verdict
     return check_source(source, case.converter, options, check_options).verdict
 
 

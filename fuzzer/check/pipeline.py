@@ -20,6 +20,7 @@ from fuzzer.converters import CONVERTERS
 from fuzzer.converters.base import Converter, ConverterOptions, Source
 from fuzzer.support.errors import CannotRun
 from generators.ir import Graph
+from generators.values import ValueStrategy
 
 ConverterOptionsLike = ConverterOptions | Mapping[str, Any] | None
 
@@ -55,13 +56,14 @@ def check_prepared(prepared: Prepared, converter: Converter, options: ConverterO
 
 
 def run_check(graph: Graph, seed: int, converter_name: str, options: ConverterOptionsLike = None,
-              check_options: CheckOptions = FULL_CHECK, device: str = "cpu") -> CheckResult:
+              check_options: CheckOptions = FULL_CHECK, device: str = "cpu",
+              values: ValueStrategy = ValueStrategy.UNIFORM) -> CheckResult:
     """The verdict of one graph under one converter, with timings and artifacts; the source and ONNX Runtime run
-    on `device` (cpu or cuda)."""
+    on `device` (cpu or cuda); `values` is how the inputs are drawn."""
     converter = available_converter(converter_name)
     opts = converter.options(options)
     timings: dict[str, float] = {}
-    prepared = prepare(graph, seed, timings, check_options.input_budget_s, device)
+    prepared = prepare(graph, seed, timings, check_options.input_budget_s, device, values)
     result = check_prepared(prepared, converter, opts, check_options)
     return dataclasses.replace(result, timings={**timings, **result.timings})
 

@@ -39,6 +39,7 @@ class Expected:
     eager: tuple[np.ndarray, ...]
     reference: tuple[np.ndarray, ...]
     valid_inputs: bool = True
+    values: str = "uniform"  # the value strategy of the inputs (generators/values.py)
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from fuzzer.support.tensors import to_oracle_array
 from generators.ir import Graph
 from generators.materialize import float64_twin, materialize, widen_inputs
 from generators.valid_inputs import find_valid_inputs
+from generators.values import ValueStrategy
 from oracles.blame import source_unreliable
 from oracles.taxonomy import Failure, failure_verdict
 from oracles.verdict import Stage
@@ -21,34 +22,35 @@ STABLE_DRAWS = 3  # input draws tried while the float32 source strays from the f
 REDRAW_STRIDE = 7919  # seed offset of each further draw
 
 
-def prepare(graph: Graph, seed: int, timings: dict[str, float], budget_s: float,
-            device: str = "cpu") -> Expected | CheckResult:
+def prepare(graph: Graph, seed: int, timings: dict[str, float], budget_s: float, device: str = "cpu",
+            values: ValueStrategy = ValueStrategy.UNIFORM) -> Expected | CheckResult:
     """Materialize, search inputs (which may settle weights, so before the twin), run eager and float64.
 
     The search runs on the CPU (seeded, so the same inputs everywhere); the module and inputs then move to
     `device`, where the eager and float64 runs happen. Inputs on which the float32 source strays from the float64
     answer are drawn again (from derived seeds, up to STABLE_DRAWS times): such a source excuses a target's error
-    of its own size."""
-    first = _draw(graph, seed, timings, budget_s, device)
+    of its own size. `values`: how the first draw picks input values (generators/values.py)."""
+    first = _draw(graph, seed, timings, budget_s, device, values)
     if not _usable(first) or source_stable(first):
         return first
     for attempt in range(1, STABLE_DRAWS):
-        other = _draw(graph, seed + attempt * REDRAW_STRIDE, timings, budget_s, device)
+        other = _draw(graph, seed + attempt * REDRAW_STRIDE, timings, budget_s, device, values)
         if _usable(other) and source_stable(other):
             return other
     return first  # every draw left the source unstable: judge the first, under the oracle's blame factor
 
 
-def _draw(graph: Graph, seed: int, timings: dict[str, float], budget_s: float, device: str) -> Expected | CheckResult:
+def _draw(graph: Graph, seed: int, timings: dict[str, float], budget_s: float, device: str,
+          values: ValueStrategy) -> Expected | CheckResult:
     """One input search from `seed` on a freshly materialized module (the search settles its weights)."""
     with timer(timings, "materialize"):
         module = materialize(graph, seed)
     with timer(timings, "inputs"):
-        found = find_valid_inputs(module, seed, budget_s=budget_s)
+        found = find_valid_inputs(module, seed, budget_s=budget_s, values=values)
     source = Source.on(device, graph, module, tuple(found.inputs[n] for n in graph.inputs))
     expected = expect(source, timings)
-    if isinstance(expected, Expected) and not found.valid:
-        expected = dataclasses.replace(expected, valid_inputs=False)
+    if isinstance(expected, Expected):
+        expected = dataclasses.replace(expected, valid_inputs=found.valid, values=values.value)
     return expected
 
 

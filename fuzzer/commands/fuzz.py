@@ -29,6 +29,7 @@ from fuzzer.support.errors import CannotRun, Exit, UsageError
 from fuzzer.triage.folders import write_root_causes
 from fuzzer.triage.text import format_triage
 from fuzzer.triage.view import triage
+from generators.values import ValueStrategy
 
 NAME = "fuzz"
 HELP = "run a fuzzing campaign: isolated workers, a campaign database, one case folder per distinct bug"
@@ -64,6 +65,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--option", action="append", default=[], metavar="CONVERTER.KEY=JSON",
                         help="pin one converter option for the whole campaign, e.g. --option ort-optimizer.level=basic "
                              "(repeatable)")
+    parser.add_argument("--values", type=value_strategies, default=tuple(v.value for v in ValueStrategy),
+                        metavar="STRATEGIES", help="how tests draw input values, comma-separated: uniform (in a small "
+                        "range), special (signed zeros, exact integers, halves, near overflow and underflow, integer "
+                        "extremes mixed in), large (large magnitudes); default: all, drawn per test")
     parser.add_argument("--prepare-ahead", action=argparse.BooleanOptionalAction, default=None,
                         help="give each worker a feeder process that generates the next graph while the worker "
                              "converts (default: on where the CPU has a core for each worker's feeder)")
@@ -157,6 +162,16 @@ def pinned_options(pairs: list[str], registry_ref: str) -> dict[str, dict[str, A
     return pinned
 
 
+def value_strategies(text: str) -> tuple[str, ...]:
+    """--values: known strategy names, comma-separated, each once."""
+    names = tuple(dict.fromkeys(n.strip() for n in text.split(",") if n.strip()))
+    known = {v.value for v in ValueStrategy}
+    unknown = [n for n in names if n not in known]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"{text!r}: strategies are {', '.join(sorted(known))}")
+    return names
+
+
 def prepare_ahead(flag: bool | None, workers: int, device: str) -> bool:
     """--prepare-ahead as given; by default on when the CPU has a core for every worker and its feeder (on a
     machine without one the feeder only takes time from another worker)."""
@@ -186,7 +201,8 @@ def new_campaign(args: argparse.Namespace) -> tuple[Path, CampaignDB, CampaignSp
                           skip_pairs=skip,
                           timeout_s=args.timeout, memory_mb=args.memory_mb, device=args.device,
                           converter_options=pinned, vary_settings=args.settings == "vary",
-                          prepare_ahead=prepare_ahead(args.prepare_ahead, args.workers, args.device))
+                          prepare_ahead=prepare_ahead(args.prepare_ahead, args.workers, args.device),
+                          values=args.values)
     spec = CampaignSpec(args.seed, converters, worker, args.tests)
     db = CampaignDB(args.out / DB_NAME, create=True)
     db.set_meta("spec", spec.to_json())

@@ -35,7 +35,8 @@ def signature_oracle(case: CaseData, checker: IsolatedChecker) -> Callable[[Grap
 
     def is_same_bug(graph: Graph) -> bool:
         try:
-            verdict = checker.verdict(Job(graph, case.seed, case.converter, case.converter_options, case.device))
+            job = Job(graph, case.seed, case.converter, case.converter_options, case.device, case.values)
+            verdict = checker.verdict(job)
         except RuntimeError:  # a candidate that breaks convsmith itself is not the bug we are after
             return False
         return same_bug(case.verdict, verdict)
@@ -62,7 +63,7 @@ def reduce_case(case: CaseData, out_dir: Path, checker: IsolatedChecker, budget_
     options, simplified = simplest_options(case, checker)
     case = dataclasses.replace(case, converter_options=options)
     result = reduce_graph(case.graph, case.seed, signature_oracle(case, checker), budget_s)
-    job = Job(result.graph, case.seed, case.converter, options, case.device)
+    job = Job(result.graph, case.seed, case.converter, options, case.device, case.values)
     record = {**result.to_json(), "options_set_to_default": simplified}
     path, verdict = checker.write_case(job, out_dir, reduced_id(case.id), original or case.id, record)
     if verdict.signature != case.signature:
@@ -81,7 +82,7 @@ def simplest_options(case: CaseData, checker: IsolatedChecker) -> tuple[dict[str
 
     def keeps_bug(trial: dict[str, Any]) -> bool:
         try:
-            job = Job(case.graph, case.seed, case.converter, trial, case.device)
+            job = Job(case.graph, case.seed, case.converter, trial, case.device, case.values)
             return same_bug(case.verdict, checker.verdict(job))
         except RuntimeError:
             return False

@@ -31,6 +31,7 @@ from fuzzer.converters import DEFAULT_REGISTRY, ConverterRegistry, load_registry
 from fuzzer.support.confine import confine
 from fuzzer.support.faults import describe_exit, fault_file, fault_frame, lost_verdict
 from generators.ir import Graph
+from generators.values import ValueStrategy
 from oracles.taxonomy import memory_verdict
 from oracles.verdict import Symptom, Verdict
 
@@ -58,10 +59,11 @@ class Job:
     converter: str
     options: Mapping[str, Any]
     device: str = "cpu"  # where the source and ONNX Runtime run (the case's device)
+    values: str = "uniform"  # how the inputs are drawn (the case's value strategy)
 
     def message(self, kind: str, **extra: Any) -> dict[str, Any]:
         return {"type": kind, "graph": self.graph.to_json(), "seed": self.seed, "converter": self.converter,
-                "options": dict(self.options), "device": self.device, **extra}
+                "options": dict(self.options), "device": self.device, "values": self.values, **extra}
 
 
 class IsolatedChecker:
@@ -207,7 +209,8 @@ def _answer(message: Mapping[str, Any], registry: ConverterRegistry) -> dict[str
     check_options = FULL_CHECK if full else CheckOptions(**message["check"])
     timings: dict[str, float] = {}
     try:
-        prepared = prepare(graph, seed, timings, check_options.input_budget_s, device)
+        values = ValueStrategy(message.get("values", ValueStrategy.UNIFORM.value))
+        prepared = prepare(graph, seed, timings, check_options.input_budget_s, device, values)
         result = check_prepared(prepared, converter, message["options"], check_options)
     except MemoryError:
         result = CheckResult(memory_verdict(converter.name), {}, options=dict(message["options"]))

@@ -20,10 +20,12 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, Pipe
 from typing import Any, Protocol
 
+from fuzzer.campaign.novelty import Pair, without_demoted
 from fuzzer.check.result import Expected
 from fuzzer.check.source import prepare
 from fuzzer.converters.base import Source
@@ -69,19 +71,21 @@ def feeder_main(conn: Connection, config: UnitConfig, input_budget_s: float) -> 
     while True:
         try:
             request = json.loads(conn.recv_bytes())
-            header, body = prepare_ahead(config, input_budget_s, request["idx"], request["seed"])
+            header, body = prepare_ahead(config, input_budget_s, request["idx"], request["seed"],
+                                         request.get("demoted", ()))
             conn.send_bytes(json.dumps(header).encode())
             conn.send_bytes(body)
         except (EOFError, OSError):
             return
 
 
-def prepare_ahead(config: UnitConfig, input_budget_s: float, idx: int, seed: int) -> tuple[dict[str, Any], bytes]:
+def prepare_ahead(config: UnitConfig, input_budget_s: float, idx: int, seed: int,
+                  demoted: Sequence[Pair] = ()) -> tuple[dict[str, Any], bytes]:
     """The header and array bytes of one unit; {"ok": false} when the worker should prepare it itself."""
     timings: dict[str, float] = {}
     start = time.perf_counter()
     try:
-        graph = generate(seed, config.gen_options(seed))
+        graph = generate(seed, without_demoted(config.gen_options(seed), seed, demoted))
         timings["generate"] = time.perf_counter() - start
         prepared = prepare(graph, seed, timings, input_budget_s, "cpu", config.values_for(seed))
     except Exception:  # the worker meets it again in process, and reports it as its own
@@ -147,13 +151,13 @@ class Feeder:
     def alive(self) -> bool:
         return self.conn is not None
 
-    def ask(self, idx: int, seed: int) -> None:
+    def ask(self, idx: int, seed: int, demoted: Sequence[Pair] = ()) -> None:
         """Queue the unit `idx` for preparation (a no-op when it is already queued or answered, or the feeder is
         gone)."""
         if self.conn is None or idx in self.asked or idx in self.answers:
             return
         try:
-            self.conn.send_bytes(json.dumps({"idx": idx, "seed": seed}).encode())
+            self.conn.send_bytes(json.dumps({"idx": idx, "seed": seed, "demoted": list(demoted)}).encode())
         except OSError:
             self.stop("its pipe closed")
             return

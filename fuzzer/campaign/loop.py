@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from fuzzer.campaign.db import CampaignDB
+from fuzzer.campaign.novelty import Novelty
 from fuzzer.campaign.progress import Counts, Progress
 from fuzzer.campaign.reduce_queue import ReduceQueue, ReducerConfig
 from fuzzer.campaign.result import TestResult
@@ -41,6 +42,7 @@ START_TIMEOUT_S = 180.0
 # Counted in tests, not graphs: a worker testing one converter does seven times the units of one testing seven.
 RECYCLE_AFTER_TESTS = 2100
 RECYCLE_GROWTH_MB = 700
+DEMOTED_META = "demoted_pairs"  # the (operator, dtype) pairs generated less, kept for status and a resume
 AHEAD_UNITS = 4  # units queued behind a worker's current one when it prepares ahead
 MAX_START_FAILURES = 3
 HOUSEKEEPING_S = 0.5  # how often the loop checks workers' memory and writes its heartbeat
@@ -94,6 +96,7 @@ class Slot:
     phase_start: float = 0.0
     graph: dict[str, Any] | None = None
     nodes: int | None = None
+    pairs: list[tuple[str, str]] = field(default_factory=list)  # the graph's (operator, dtype) pairs
     units_done: int = 0
     tests_done: int = 0
     retiring: bool = False  # due for recycling: it gets no more units, and is replaced once idle
@@ -125,6 +128,8 @@ class Campaign:
         if self.mp_context == "forkserver":
             self.ctx.set_forkserver_preload(["fuzzer.campaign.worker"])
         self.slots: list[Slot] = []
+        # What the campaign has hit often: generated less when spec.worker.demote_known.
+        self.novelty = Novelty(earlier=frozenset(tuple(p) for p in self.db.get_meta(DEMOTED_META) or ()))
         self.queue: collections.deque[Unit] = collections.deque()
         self.stopping = False
         self.start_failures = 0
@@ -175,6 +180,7 @@ class Campaign:
         finally:
             self.shutdown()
             self.db.end_session(self.session, status)
+            self.db.set_meta(DEMOTED_META, self.novelty.demoted())
             self.finish_reductions(status)
             if self.progress is not None:
                 self.progress.close(self.counts)
@@ -225,7 +231,7 @@ class Campaign:
                 if unit is None:
                     return
                 self.send_unit(slot, unit)
-                slot.unit, slot.graph, slot.nodes = unit, None, None
+                slot.unit, slot.graph, slot.nodes, slot.pairs = unit, None, None, []
                 slot.phase, slot.converter, slot.phase_start = "sent", None, time.monotonic()
             while self.spec.worker.prepare_ahead and len(slot.ahead) < AHEAD_UNITS:
                 unit = self.next_unit()
@@ -235,7 +241,9 @@ class Campaign:
                 slot.ahead.append(unit)
 
     def send_unit(self, slot: Slot, unit: Unit) -> None:
-        self.send(slot, {"type": "unit", "idx": unit.idx, "seed": unit.seed, "converters": unit.remaining})
+        demoted = self.novelty.demoted() if self.spec.worker.demote_known else []
+        self.send(slot, {"type": "unit", "idx": unit.idx, "seed": unit.seed, "converters": unit.remaining,
+                         "demoted": demoted})
 
     def send(self, slot: Slot, msg: dict[str, Any]) -> None:
         try:
@@ -350,7 +358,7 @@ class Campaign:
         elif kind == "phase":
             slot.phase, slot.converter, slot.phase_start = msg["phase"], msg["converter"], time.monotonic()
         elif kind == "graph":
-            slot.graph, slot.nodes = msg["graph"], msg["nodes"]
+            slot.graph, slot.nodes, slot.pairs = msg["graph"], msg["nodes"], msg.get("pairs", [])
             self.db.set_unit_sequences(msg["idx"], msg["sequences"])  # the worker has the graph parsed already
         elif kind == "prepared":
             self.db.set_unit_info(msg["idx"], slot.nodes, msg["timings"], msg.get("values"))
@@ -380,6 +388,8 @@ class Campaign:
         unit.remaining.remove(result.converter)
         slot.tests_done += 1
         new_bug = self.db.record_test(result, self.session, not unit.remaining)
+        if result.is_bug and result.signature:
+            self.novelty.record(result.signature, slot.pairs)
         self.counts.add(result.symptom, new_bug)
         if new_bug and result.case_dir and self.reducer is not None:
             self.reducer.add(self.out_dir / result.case_dir)
@@ -387,7 +397,7 @@ class Campaign:
             slot.unit, slot.phase, slot.converter = None, None, None
             slot.units_done += 1
             if slot.ahead:
-                slot.unit, slot.graph, slot.nodes = slot.ahead.popleft(), None, None
+                slot.unit, slot.graph, slot.nodes, slot.pairs = slot.ahead.popleft(), None, None, []
                 slot.phase, slot.phase_start = "sent", time.monotonic()
 
     def lost(self, slot: Slot, symptom: Symptom, reason: str) -> None:

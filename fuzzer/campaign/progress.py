@@ -146,6 +146,9 @@ def summarize(db: CampaignDB) -> dict[str, Any]:
         "shares": {k: shares[k] / total_share for k in SHARE_NAMES},
         "ahead_share": ahead / total_share,  # feeders' generation, in parallel, per worker wall second
         "sessions": conn.execute("SELECT COUNT(*) FROM sessions").fetchone()[0],
+        "demoted": db.get_meta("demoted_pairs") or [],  # fuzzer.campaign.loop.DEMOTED_META
+        "values": dict(conn.execute("SELECT value_strategy, COUNT(*) FROM units WHERE value_strategy IS NOT NULL "
+                                    "GROUP BY value_strategy")),
     }
 
 
@@ -162,6 +165,12 @@ def format_summary(data: dict[str, Any]) -> str:
                                                                  in sorted(by_kind.items(), key=lambda kv: -kv[1])))
     lines.append(f"own errors (convsmith bugs): {data['own_errors']}")
     lines.append("share of worker wall time: " + ", ".join(f"{k} {v:.0%}" for k, v in data["shares"].items()))
+    if data["values"]:
+        lines.append("graphs by value strategy: " + ", ".join(f"{k} {v}" for k, v in sorted(data["values"].items())))
+    if data["demoted"]:
+        lines.append(f"generated less (behind bugs hit often): {len(data['demoted'])} (operator, dtype) pairs: "
+                     + ", ".join(f"{op} {dtype}" for op, dtype in data["demoted"][:8])
+                     + (" ..." if len(data["demoted"]) > 8 else ""))
     if data["ahead_share"]:
         lines.append(f"feeder processes prepared graphs ahead, beside the workers: {data['ahead_share']:.0%} of "
                      "worker wall time (the workers' own generation share is their wait for it)")

@@ -19,13 +19,14 @@ import os
 import random
 import time
 import traceback
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
 from fuzzer.campaign.ahead import Feeder
+from fuzzer.campaign.novelty import Pair, without_demoted
 from fuzzer.campaign.result import TestResult
 from fuzzer.cases.case import case_from_result, case_id, case_log, collect_versions
 from fuzzer.cases.folder import write_case
@@ -72,6 +73,7 @@ class WorkerConfig:
     vary_settings: bool = False  # each test draws its converter's options (the pinned ones kept); else defaults
     prepare_ahead: bool = False  # a feeder process prepares the next unit while this one converts (CPU only)
     values: tuple[str, ...] = (ValueStrategy.UNIFORM.value,)  # the value strategies tests draw from
+    demote_known: bool = False  # generate less of the (operator, dtype) pairs behind bugs hit often (novelty.py)
 
     def to_json(self) -> dict[str, Any]:
         return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
@@ -166,9 +168,10 @@ def worker_main(conn: Connection, config_json: str) -> None:
         msg = pending.popleft()
         if msg.get("type") != "unit":
             return
-        runner.expect([(unit["idx"], unit["seed"]) for unit in (msg, *pending) if unit.get("type") == "unit"])
+        runner.expect([(unit["idx"], unit["seed"], unit.get("demoted", ())) for unit in (msg, *pending)
+                       if unit.get("type") == "unit"])
         try:
-            runner.run_unit(msg["idx"], msg["seed"], tuple(msg["converters"]))
+            runner.run_unit(msg["idx"], msg["seed"], tuple(msg["converters"]), msg.get("demoted", ()))
         except (BrokenPipeError, EOFError):
             return
 
@@ -194,28 +197,29 @@ class UnitRunner:
                    "exc_type": f"{type(exc).__module__}.{type(exc).__qualname__}", "message": str(exc),
                    "traceback": traceback.format_exc()})
 
-    def expect(self, units: list[tuple[int, int]]) -> None:
-        """The (idx, seed) of the units this worker runs next, in order: its feeder prepares them."""
+    def expect(self, units: list[tuple[int, int, Sequence[Pair]]]) -> None:
+        """The (idx, seed, demoted pairs) of the units this worker runs next, in order: its feeder prepares them."""
         if self.feeder is not None:
-            for idx, seed in units:
-                self.feeder.ask(idx, seed)
+            for idx, seed, demoted in units:
+                self.feeder.ask(idx, seed, demoted)
 
-    def run_unit(self, idx: int, seed: int, converters: tuple[str, ...]) -> None:
-        """Settle the unit's source (the feeder's, when it has it ready), then test it with each converter."""
+    def run_unit(self, idx: int, seed: int, converters: tuple[str, ...], demoted: Sequence[Pair] = ()) -> None:
+        """Settle the unit's source (the feeder's, when it has it ready), then test it with each converter.
+        `demoted`: (operator, dtype) pairs the campaign generates less (fuzzer/campaign/novelty.py)."""
         start = time.perf_counter()
         self.phase(idx, None, "generate")
         ready = None
         if self.feeder is not None:
-            self.feeder.ask(idx, seed)  # a no-op when expected
+            self.feeder.ask(idx, seed, demoted)  # a no-op when expected
             ready = self.feeder.take(idx)
         timings: dict[str, float] = {"wait_for_graph": time.perf_counter() - start} if ready else {}
         if ready is not None:
             graph, prepared = ready.graph, ready.prepared
             timings.update(ready.timings)
             self.send({"type": "graph", "idx": idx, "graph": ready.graph_json, "nodes": len(graph.nodes),
-                       "sequences": ready.sequences})
+                       "sequences": ready.sequences, "pairs": sorted(op_dtype_pairs(graph))})
         else:
-            settled = self.settle(idx, seed, timings)
+            settled = self.settle(idx, seed, timings, demoted)
             if settled is None:
                 return
             graph, prepared = settled
@@ -223,14 +227,15 @@ class UnitRunner:
         for name in converters:
             self.run_test(idx, seed, graph, name, prepared)
 
-    def settle(self, idx: int, seed: int, timings: dict[str, float]) -> tuple[Graph, Prepared] | None:
+    def settle(self, idx: int, seed: int, timings: dict[str, float], demoted: Sequence[Pair] = ()
+               ) -> tuple[Graph, Prepared] | None:
         """Generate and prepare in this process; None (reported) when our own code fails."""
         start = time.perf_counter()
         try:
-            graph = generate(seed, self.config.gen_options(seed))
+            graph = generate(seed, without_demoted(self.config.gen_options(seed), seed, demoted))
             timings["generate"] = time.perf_counter() - start
             self.send({"type": "graph", "idx": idx, "graph": graph.to_json(), "nodes": len(graph.nodes),
-                       "sequences": sorted(graph_sequences(graph))})
+                       "sequences": sorted(graph_sequences(graph)), "pairs": sorted(op_dtype_pairs(graph))})
             prepared = prepare(graph, seed, timings, self.check_options.input_budget_s, self.config.device,
                                self.config.values_for(seed))
         except Exception as exc:  # GenerationError, OpBug, anything: ours, never a converter's

@@ -11,6 +11,7 @@ from typing import Any
 
 from fuzzer.campaign.db import DB_NAME, CampaignDB, open_campaign
 from fuzzer.campaign.loop import LOG_DIR, Campaign, CampaignSpec
+from fuzzer.campaign.novelty import AVOID_PROBABILITY, HITS_TO_DEMOTE
 from fuzzer.campaign.probe import DEFAULT_CACHE as DEFAULT_PROBE_CACHE
 from fuzzer.campaign.probe import load_probe
 from fuzzer.campaign.progress import Progress, format_summary, summarize
@@ -69,6 +70,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         metavar="STRATEGIES", help="how tests draw input values, comma-separated: uniform (in a small "
                         "range), special (signed zeros, exact integers, halves, near overflow and underflow, integer "
                         "extremes mixed in), large (large magnitudes); default: all, drawn per test")
+    parser.add_argument("--demote-known", action=argparse.BooleanOptionalAction, default=True,
+                        help="generate less of the (operator, dtype) pairs behind a bug this campaign has hit "
+                             f"{HITS_TO_DEMOTE} times (each is left out of {AVOID_PROBABILITY * 100:.0f}%% of later graphs), "
+                             "so a long campaign keeps finding new root causes (default: on)")
     parser.add_argument("--prepare-ahead", action=argparse.BooleanOptionalAction, default=None,
                         help="give each worker a feeder process that generates the next graph while the worker "
                              "converts (default: on where the CPU has a core for each worker's feeder)")
@@ -202,7 +207,7 @@ def new_campaign(args: argparse.Namespace) -> tuple[Path, CampaignDB, CampaignSp
                           timeout_s=args.timeout, memory_mb=args.memory_mb, device=args.device,
                           converter_options=pinned, vary_settings=args.settings == "vary",
                           prepare_ahead=prepare_ahead(args.prepare_ahead, args.workers, args.device),
-                          values=args.values)
+                          values=args.values, demote_known=args.demote_known)
     spec = CampaignSpec(args.seed, converters, worker, args.tests)
     db = CampaignDB(args.out / DB_NAME, create=True)
     db.set_meta("spec", spec.to_json())

@@ -1,8 +1,15 @@
 """Campaign throughput: tests per minute (per converter) and the share of wall time outside converters and
-runtimes (generation + oracle + our own overhead; goal <= 15%).
+runtimes (generation + oracle + our own overhead; goal <= 15%); and what a campaign finds over time.
 
     python bench/fuzz.py [--seconds 60 | --minutes M] [--workers N] [--converters a,b] [--nodes K]
-                         [--exact-nodes] [--avoid-unsupported] [--no-reduce] [--out DIR]
+                         [--exact-nodes] [--avoid-unsupported] [--no-reduce] [--out DIR] [--strategies on|off]
+    python bench/fuzz.py --compare-strategies --minutes 30 [--out DIR]
+
+Every run also prints the new root causes found in each 10 minutes and the share of tests that ended unsupported
+or in a root cause the campaign had already found. `--strategies off` runs without what the reach work added
+(`--values uniform --settings default --no-demote-known`: uniform inputs, every converter at its defaults, known
+culprits generated as often as anything); `--compare-strategies` runs a campaign with them and one without at the
+same time, one worker each (without feeders, so the two take one core each), and prints both side by side.
 
 `measure()` is the same measurement as a function (bench/compare_nnsmith.py uses it).
 """
@@ -10,7 +17,9 @@ runtimes (generation + oracle + our own overhead; goal <= 15%).
 from __future__ import annotations
 
 import argparse
+import collections
 import os
+import subprocess
 import sys
 import tempfile
 import threading
@@ -18,18 +27,20 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 
 from fuzzer.campaign.db import open_campaign  # noqa: E402
 from fuzzer.campaign.progress import summarize  # noqa: E402
+from fuzzer.cases.folder import CaseError, root_cause_of  # noqa: E402
 from fuzzer.commands.main import main as cli_main  # noqa: E402
 from fuzzer.support.confine import rss_bytes  # noqa: E402
 
 
 def measure(minutes: float, workers: int, converters: str | None = None, nodes: int | None = None,
             out: Path | None = None, exact_nodes: bool = False, avoid_unsupported: bool = False,
-            reduce: bool = True, settings: str = "vary", prepare_ahead: bool | None = None
-            ) -> tuple[int, dict[str, Any], Path]:
+            reduce: bool = True, settings: str = "vary", prepare_ahead: bool | None = None,
+            extra: list[str] | None = None) -> tuple[int, dict[str, Any], Path]:
     """Runs a campaign of `minutes` into `out` (a temporary folder by default) and returns its exit status,
     `fuzzer.progress.summarize` of it and the folder. `exact_nodes`: every graph has `nodes` operators (the
     campaign otherwise draws 2..nodes); `avoid_unsupported`: skip the (op, dtype) pairs the cached probe of the
@@ -49,6 +60,7 @@ def measure(minutes: float, workers: int, converters: str | None = None, nodes: 
         argv += ["--no-reduce"]
     if prepare_ahead is not None:
         argv += ["--prepare-ahead" if prepare_ahead else "--no-prepare-ahead"]
+    argv += extra or []
     code = cli_main(argv)
     return code, summarize(open_campaign(out)), out
 
@@ -96,6 +108,62 @@ def memory_trace(samples: list[tuple[float, float]], bins: int = 12) -> str:
     return ", ".join(f"{t / 60:.1f}m {mb:.0f}" for t, mb in (peaks[b] for b in sorted(peaks)))
 
 
+STRATEGIES_OFF = ["--values", "uniform", "--settings", "default", "--no-demote-known"]
+WINDOW_S = 600.0
+
+
+def novelty_figures(folder: Path) -> dict[str, Any]:
+    """New root causes per 10-minute window, and the tests that ended unsupported or in a root cause found before."""
+    conn = open_campaign(folder).conn
+    start = conn.execute("SELECT MIN(started) FROM sessions").fetchone()[0] or 0.0
+    cause_of: dict[str, str] = {}
+    for signature, case_dir in conn.execute("SELECT signature, case_dir FROM bugs"):
+        try:
+            cause_of[signature] = root_cause_of(folder / case_dir).key if case_dir else signature
+        except (CaseError, OSError):
+            cause_of[signature] = signature
+    windows: collections.Counter[int] = collections.Counter()
+    seen: set[str] = set()
+    tests = unsupported = repeats = 0
+    for finished, symptom, signature, is_bug in conn.execute(
+            "SELECT finished, symptom, signature, is_bug FROM tests ORDER BY finished"):
+        tests += 1
+        unsupported += symptom == "unsupported"
+        if not is_bug:
+            continue
+        cause = cause_of.get(signature, signature)
+        if cause in seen:
+            repeats += 1
+        else:
+            seen.add(cause)
+            windows[int((finished - start) // WINDOW_S)] += 1
+    return {"root_causes": len(seen), "per_window": [windows[k] for k in range(max(windows, default=-1) + 1)],
+            "tests": tests, "unsupported_share": unsupported / max(tests, 1),
+            "repeat_share": repeats / max(tests, 1)}
+
+
+def format_novelty(label: str, figures: dict[str, Any]) -> str:
+    windows = ", ".join(f"{n} in minutes {10 * k}-{10 * (k + 1)}" for k, n in enumerate(figures["per_window"]))
+    wasted = figures["unsupported_share"] + figures["repeat_share"]
+    return (f"{label}: {figures['root_causes']} root causes over {figures['tests']} tests; new root causes per 10 "
+            f"minutes: {windows or 'none'}; tests that ended unsupported or in a root cause found before: "
+            f"{wasted:.1%} ({figures['unsupported_share']:.1%} unsupported, {figures['repeat_share']:.1%} repeats)")
+
+
+def compare_strategies(minutes: float, out: Path) -> int:
+    """Two campaigns at once, one worker each: with the reach strategies and without; prints both."""
+    runs = {"with strategies": [], "without (uniform values, default settings, no demotion)": STRATEGIES_OFF}
+    procs = {}
+    for k, (label, extra) in enumerate(runs.items()):
+        argv = [sys.executable, "-m", "fuzzer", "fuzz", "--time", f"{minutes * 60:g}s", "--workers", "1",
+                "--no-prepare-ahead", "--no-reduce", "--out", str(out / f"run-{k}"), *extra]
+        procs[label] = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
+    codes = {label: proc.wait() for label, proc in procs.items()}
+    for k, label in enumerate(runs):
+        print(format_novelty(label, novelty_figures(out / f"run-{k}")) + f" (exit status {codes[label]})")
+    return max(codes.values())
+
+
 def outside_share(data: dict[str, Any]) -> float:
     shares = data["shares"]
     return shares["generation"] + shares["oracle"] + shares["overhead"]
@@ -113,12 +181,20 @@ def main() -> int:
                         help="avoid what the cached probe of --converters found unsupported")
     parser.add_argument("--no-reduce", action="store_true", help="no background minimization of new cases")
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--strategies", choices=("on", "off"), default="on",
+                        help="off: uniform values, default settings, no demotion of known culprits")
+    parser.add_argument("--compare-strategies", action="store_true",
+                        help="a campaign with the strategies and one without, at once, one worker each")
     args = parser.parse_args()
     minutes = args.minutes if args.minutes is not None else args.seconds / 60
+    if args.compare_strategies:
+        return compare_strategies(minutes, args.out or Path(tempfile.mkdtemp(prefix="convsmith-strategies-")))
     sampler = MemorySampler(interval_s=5.0)
     sampler.start()
-    code, data, _ = measure(minutes, args.workers, args.converters, args.nodes, args.out, args.exact_nodes,
-                            args.avoid_unsupported, not args.no_reduce)
+    code, data, folder = measure(minutes, args.workers, args.converters, args.nodes, args.out, args.exact_nodes,
+                                 args.avoid_unsupported, not args.no_reduce,
+                                 settings="default" if args.strategies == "off" else "vary",
+                                 extra=STRATEGIES_OFF[:2] + STRATEGIES_OFF[4:] if args.strategies == "off" else None)
     sampler.stopped.set()
     shares = data["shares"]
     print(f"\nbench: {data['tests_per_min']:.1f} tests/min with {args.workers} workers, "
@@ -129,6 +205,7 @@ def main() -> int:
           f"{shares['generation']:.1%}, oracle {shares['oracle']:.1%}, overhead {shares['overhead']:.1%}")
     if data["ahead_share"]:
         print(f"bench: feeder processes generated beside the workers: {data['ahead_share']:.1%} of worker wall time")
+    print("bench: " + format_novelty(f"strategies {args.strategies}", novelty_figures(folder)))
     if sampler.samples:
         print(f"bench: largest process RSS over time (MB; goal: flat, under 1500 per worker): "
               f"{memory_trace(sampler.samples)}; peak {max(mb for _, mb in sampler.samples):.0f}")

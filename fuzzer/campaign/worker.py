@@ -1,8 +1,10 @@
 """The worker process: a long-lived loop that runs test units sent over a pipe and reports each result.
 
-A unit is (index, seed, converters): generate the graph of the seed, materialize it and find inputs once, then
-check it with each converter in turn, reporting a "phase" message before each step so the campaign knows what
-was running when a process dies or hangs. A unit is a pure function of (seed, config): nothing else is read.
+A unit is (index, seed, converters, demoted pairs): generate the graph of the seed, materialize it and find inputs
+once, then check it with each converter in turn, reporting a "phase" message before each step so the campaign knows
+what was running when a process dies or hangs. A unit is a pure function of (seed, config, the (operator, dtype)
+pairs the campaign demoted when it sent the unit): nothing else is read. The campaign queues units ahead of the
+one running, so a worker never waits for the campaign, and its feeder (ahead.py) prepares them meanwhile.
 
 Messages are JSON (send_bytes/recv_bytes), never pickles. The worker ignores SIGINT (the campaign handles
 Ctrl-C), dies with its parent (PR_SET_PDEATHSIG), runs torch single-threaded, limits its address space

@@ -15,8 +15,7 @@ from __future__ import annotations
 import functools
 import random
 import re
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,7 +25,7 @@ from generators.dtypes import ALL, DType
 from generators.ir import Graph, Node, TensorType
 from generators.ops.base import Build, OpBug, OpSpec, Sig, SymTensor, numel
 from generators.registry import REGISTRY, OpRegistry
-from generators.solver import GraphSolver
+from generators.solver import GraphSolver, fresh_z3_context
 from generators.terms import eq, ge, int_var, le
 
 
@@ -121,7 +120,7 @@ class _GraphBuilder:
     def __init__(self, seed: int, opts: GenOptions, registry: OpRegistry = REGISTRY) -> None:
         self.rng = random.Random(seed)
         self.opts = opts
-        self.z3ctx = z3.main_ctx()  # fresh per graph: see _fresh_z3_context
+        self.z3ctx = z3.main_ctx()  # fresh per graph: see fresh_z3_context (generators/solver.py)
         # Element bounds over chains of 5-D tensors are nonlinear and can keep z3 busy for minutes. A resource
         # limit (not a time limit: that would make graphs depend on machine speed) turns such a candidate into
         # an `unknown`, which is rejected like an `unsat`.
@@ -469,26 +468,10 @@ def _sig_table(registry: OpRegistry, include: tuple[str, ...], exclude: tuple[st
     return table
 
 
-@contextmanager
-def _fresh_z3_context() -> Iterator[None]:
-    """Make z3's default context a new one for the duration of one graph.
-
-    z3's answers depend on every term its context has ever seen, so one shared context would make a graph
-    depend on the graphs generated before it in the same process. Op specs build terms with z3.IntVal and
-    friends without naming a context; swapping the default (and restoring it) keeps them deterministic.
-    """
-    saved = z3.z3._main_ctx
-    z3.z3._main_ctx = z3.Context()
-    try:
-        yield
-    finally:
-        z3.z3._main_ctx = saved
-
-
 def generate(seed: int, opts: GenOptions | None = None, registry: OpRegistry = REGISTRY) -> Graph:
     """Make one valid random graph of `registry`'s operators; the same seed and options always give the same
     graph."""
-    with _fresh_z3_context():
+    with fresh_z3_context():
         return _generate(seed, opts or GenOptions(), registry)
 
 

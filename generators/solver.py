@@ -5,12 +5,14 @@ SMT solver; a check without them goes there too, and when that answers `unknown`
 tactic solver over the same assertions, within what is left of the limit. Building and freeing the tactic solver cost
 about 0.5 ms per graph, so here the SMT solver stands alone and the tactic solver is made only for such a retry.
 The tactic solver held every asserted term, so they are held here too: a freed term's id would be reused, z3's
-answers depend on term ids, and a seed must keep giving the same graph.
+answers depend on term ids, and a seed must keep giving the same graph. `fresh_z3_context` gives each graph (generated,
+or lifted back to z3 by generators/symbolic.py) a z3 context of its own.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 import z3
 
@@ -88,3 +90,19 @@ class GraphSolver:
     def _bools(self, terms: Sequence[z3.BoolRef | bool]) -> list[z3.BoolRef]:
         """The terms as z3 booleans (a plain True from a build becomes one), held while the C API uses them."""
         return [t if isinstance(t, z3.BoolRef) else z3.BoolVal(t, self.ctx) for t in terms]
+
+
+@contextmanager
+def fresh_z3_context() -> Iterator[None]:
+    """Make z3's default context a new one for the duration of one graph.
+
+    z3's answers depend on every term its context has ever seen, so one shared context would make a graph
+    depend on the graphs generated before it in the same process. Op specs build terms with z3.IntVal and
+    friends without naming a context; swapping the default (and restoring it) keeps them deterministic.
+    """
+    saved = z3.z3._main_ctx
+    z3.z3._main_ctx = z3.Context()
+    try:
+        yield
+    finally:
+        z3.z3._main_ctx = saved

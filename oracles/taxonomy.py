@@ -22,6 +22,7 @@ UNSUPPORTED_PATTERNS: tuple[re.Pattern[str], ...] = tuple(re.compile(p, re.IGNOR
     r"No ONNX function found for",  # dynamo exporter: torchlib has no translation
     r"no (?:registered )?decomposition",
     r"No Adapter (?:From|To|For)",  # onnx.version_converter
+    r"No Previous Version of \w+ exists",  # onnx.version_converter: an operator newer than the target opset
     r"not implemented for",  # kernels missing for a dtype ("... not implemented for 'Half'")
 ))
 UNSUPPORTED_TYPES = ("UnsupportedOperatorError",)
@@ -66,13 +67,15 @@ def failure_verdict(converter: str, failure: Failure) -> Verdict:
                    message=f"{failure.exc_type}: {failure.message}"[:MESSAGE_LIMIT])
 
 
-def upstream_verdict(converter: str, upstream: str, failure: Failure) -> Verdict:
-    """The exporter `converter` starts from failed: the source's problem (unsupported stays unsupported)."""
+def upstream_verdict(converter: str, upstream: str, failure: Failure, labels: tuple[str, ...] = (),
+                     symptom: Symptom | None = None) -> Verdict:
+    """The exporter `converter` starts from failed: the source's problem (unsupported stays unsupported); `labels`
+    and `symptom` (else the failure's class) where the upstream says more."""
     f = failure
     signature = crash_signature(f"{converter}<-{upstream}", f.stage, f.exc_type, f.message, f.frame)
-    return Verdict(classify(f), Stage.SOURCE, converter, signature=signature,
+    return Verdict(symptom or classify(f), Stage.SOURCE, converter, signature=signature,
                    message=f"upstream {upstream} failed at {f.stage.value}: {f.exc_type}: {f.message}"[:MESSAGE_LIMIT],
-                   labels=(f"upstream:{upstream}",))
+                   labels=tuple(sorted({f"upstream:{upstream}", *labels})))
 
 
 def memory_verdict(converter: str) -> Verdict:

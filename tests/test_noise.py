@@ -269,9 +269,10 @@ def test_the_input_search_draws_again_where_the_float32_source_is_unstable() -> 
     from fuzzer.check.source import _draw, prepare, source_stable
     from generators.dtypes import DType
     from generators.generator import GenOptions, generate
+    from generators.values import ValueStrategy
 
     graph = generate(250, GenOptions(nodes=8, dtypes=(DType.FLOAT32,), include_ops=OPS))
-    first = _draw(graph, 250, {}, 1.0, "cpu")
+    first = _draw(graph, 250, {}, 1.0, "cpu", ValueStrategy.UNIFORM)
     assert isinstance(first, Expected) and first.valid_inputs and not source_stable(first)
     chosen = prepare(graph, 250, {}, 1.0)
     assert isinstance(chosen, Expected) and chosen.valid_inputs and source_stable(chosen)

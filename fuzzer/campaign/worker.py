@@ -36,11 +36,19 @@ from fuzzer.check.pipeline import CheckOptions, CheckResult, check_prepared, pre
 from fuzzer.check.result import Prepared
 from fuzzer.converters import DEFAULT_REGISTRY, ConverterRegistry, load_registry
 from fuzzer.converters.base import Converter
-from fuzzer.converters.upstream import UPSTREAM_DEFAULT_OPSET, UPSTREAMS
+from fuzzer.converters.upstream import (
+    EXPORTERS,
+    NATIVE,
+    UPSTREAM_DEFAULT_OPSET,
+    native_choice,
+    native_seed,
+    starts_upstream,
+)
 from fuzzer.support.confine import confine
 from generators.dtypes import DType
 from generators.generator import GenOptions, generate
 from generators.ir import Graph
+from generators.onnx_native import native_gen_options
 from generators.values import ValueStrategy, draw_strategy
 from oracles.sequences import graph_sequences
 from oracles.taxonomy import memory_verdict
@@ -76,6 +84,9 @@ class WorkerConfig:
     prepare_ahead: bool = False  # a feeder process prepares the next unit while this one converts (CPU only)
     values: tuple[str, ...] = (ValueStrategy.UNIFORM.value,)  # the value strategies tests draw from
     demote_known: bool = False  # generate less of the (operator, dtype) pairs behind bugs hit often (novelty.py)
+    # The campaign's converters: where one is an ONNX tool, a share of seeds make graphs for the native upstream.
+    # Empty in configs written before it, whose seeds keep their graphs.
+    converters: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
@@ -104,20 +115,31 @@ class WorkerConfig:
         avoid = {tuple(p) for p in self.avoid_pairs}
         if random.Random(f"avoid:{seed}").random() < SPARED_SHARE:
             avoid |= {tuple(p) for pairs in self.skip_pairs.values() for p in pairs}
-        return GenOptions(nodes=nodes, include_ops=self.include_ops, exclude_ops=self.exclude_ops, dtypes=dtypes,
+        opts = GenOptions(nodes=nodes, include_ops=self.include_ops, exclude_ops=self.exclude_ops, dtypes=dtypes,
                           max_numel=self.max_numel, avoid_pairs=frozenset(avoid))
+        # A native seed of a campaign that runs an ONNX tool: its graph holds only operators (and dtypes) with an ONNX
+        # counterpart, so its ONNX tools can start from the graph written straight to ONNX (options_for).
+        registry = load_registry(self.registry) if self.converters and native_seed(seed) else {}
+        if any(starts_upstream(registry[name]) for name in self.converters if name in registry):
+            return native_gen_options(opts) or opts
+        return opts
 
     def options_for(self, converter: Converter, seed: int, graph: Graph | None = None) -> dict[str, Any]:
         """The converter options of the test of `seed` under `converter`, as JSON (recorded with its result). An
-        ONNX tool whose drawn upstream is known not to take `graph` starts from the other exporter instead."""
+        ONNX tool of a native seed starts from the native model of `graph` where one can be written (unless an
+        upstream is pinned); one whose drawn exporter is known not to take `graph` starts from the other exporter."""
         pinned = self.converter_options.get(converter.name) or {}
+        native = (graph is not None and "upstream" not in pinned and starts_upstream(converter) and native_seed(seed)
+                  and native_choice(graph, pinned))
         if not self.vary_settings:
-            return converter.options(pinned).to_json()
-        options = converter.options_type.draw(seed, pinned).to_json()
+            return converter.options(native or pinned).to_json()
+        if native:  # at an opset drawn among those the native model can be written at
+            return converter.options_type.draw(seed, {**pinned, "upstream": NATIVE}, graph).to_json()
+        options = converter.options_type.draw(seed, pinned, graph).to_json()
         upstream = options.get("upstream")
         if upstream is None or "upstream" in pinned or graph is None or not self._refuses(upstream, graph):
             return options
-        for other in UPSTREAMS:
+        for other in EXPORTERS:
             if other != upstream and not self._refuses(other, graph):
                 opset = pinned.get("opset", UPSTREAM_DEFAULT_OPSET[other])
                 return converter.options_type.draw(seed, {**pinned, "upstream": other, "opset": opset}).to_json()

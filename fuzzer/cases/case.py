@@ -15,7 +15,7 @@ import numpy as np
 
 from fuzzer.cases.diagnosis import CrossCheck, Repair
 from fuzzer.check.pipeline import CheckOptions, CheckResult, run_check
-from fuzzer.check.result import FULL_CHECK
+from fuzzer.check.result import FULL_CHECK, Expected
 from fuzzer.converters import CONVERTERS
 from fuzzer.converters.base import distribution_version
 from fuzzer.converters.upstream import cached_upstream
@@ -58,6 +58,13 @@ class CaseData:
     cross_checks: tuple[CrossCheck, ...] | None = None  # None until diagnosed (fuzzer/cases/whose_bug.py)
     suggested_fix: Repair | None = None  # None when not diagnosed or no edit made the outputs agree
     values: str = "uniform"  # the value strategy the inputs were drawn with (generators/values.py)
+    # A dynamic export's marked dims (fuzzer/converters/dynamic.py, as JSON); None for a static export.
+    dynamic: Mapping[str, Any] | None = None
+    # The inputs, eager and float64 outputs at the dynamic export's second shape (test_data_set_1); empty when the
+    # export is static or the graph has no second shape.
+    second_inputs: tuple[np.ndarray, ...] = ()
+    second_expected: tuple[np.ndarray, ...] = ()
+    second_reference: tuple[np.ndarray, ...] = ()
 
     def to_json(self, files: Mapping[str, str] | None = None) -> dict[str, Any]:
         """case.json's content; `files` maps each data file to its sha256."""
@@ -76,6 +83,7 @@ class CaseData:
             "created": self.created,
             "device": self.device,
             "values": self.values,
+            "dynamic": None if self.dynamic is None else dict(self.dynamic),
             "original": self.original,
             "reduction": None if self.reduction is None else dict(self.reduction),
             "expectation": self.expectation,
@@ -124,6 +132,7 @@ def case_from_result(result: CheckResult, graph: Graph, seed: int, converter: st
     model = target.model if target is not None else None
     upstream = _upstream_model(result)
     signature = verdict.signature
+    second = _second_shape_data(expected)
     return CaseData(
         id=case_id_ or case_id(signature), signature=signature, graph=graph, seed=seed, converter=converter,
         converter_options=dict(result.options), verdict=verdict, versions=dict(versions),
@@ -131,7 +140,20 @@ def case_from_result(result: CheckResult, graph: Graph, seed: int, converter: st
         weights=weights, inputs=inputs, expected=eager, reference=reference, model=model, upstream_model=upstream,
         log=log, original=original, device=expected.source.device if expected is not None else device,
         values=expected.values if expected is not None else values,
+        dynamic=expected.source.dynamic.to_json() if expected is not None and expected.source.dynamic else None,
+        **second,
     )
+
+
+def _second_shape_data(expected: Expected | None) -> dict[str, tuple[np.ndarray, ...]]:
+    """A dynamic export's inputs, eager and float64 outputs at its second shape, as CaseData fields."""
+    second = expected.second if expected is not None else None
+    if second is None:
+        return {}
+    dtypes = second.source.output_dtypes
+    return {"second_inputs": tuple(to_case_array(x) for x in second.source.inputs),
+            "second_expected": tuple(to_case_array(x, d) for x, d in zip(second.eager, dtypes, strict=True)),
+            "second_reference": tuple(np.asarray(x) for x in second.reference)}
 
 
 def lost_case(graph: Graph, seed: int, converter: str, options: Mapping[str, Any], verdict: Verdict,

@@ -29,7 +29,7 @@ from fuzzer.converters.at_level import AtLevel
 from fuzzer.converters.base import Converter, Steps, TargetRun, UpstreamError
 from fuzzer.converters.onnx_optimizer import fuse_and_elimination_passes
 from fuzzer.converters.ort_optimizer import OrtOptimizer
-from fuzzer.converters.upstream import export_upstream
+from fuzzer.converters.upstream import NATIVE, export_upstream
 from fuzzer.support.device import require_device
 from oracles.verdict import Symptom, Verdict
 
@@ -73,7 +73,8 @@ def plan(case: CaseData) -> list[Planned]:
     options = dict(case.converter_options)
     if case.converter in EXPORTERS:
         return list(_exporter_plan(case, options))
-    planned = [] if "upstream" not in options else [_before_tool(case, options)]
+    # The exporter an ONNX tool started from, alone; a native model has none (its baseline had a second opinion).
+    planned = [] if options.get("upstream") in (None, NATIVE) else [_before_tool(case, options)]
     if case.converter == "ort-optimizer":
         planned += [Planned(AT_LEVEL.format(lv), CONVERTERS[case.converter], {**options, "level": lv},
                             check_options=_culprit_options(case, lv)) for lv in ORT_LEVELS]
@@ -85,7 +86,10 @@ def plan(case: CaseData) -> list[Planned]:
 def _exporter_plan(case: CaseData, options: dict[str, Any]) -> Iterator[Planned]:
     """The other exporter; for a divergence, the same exporter's model run at each ONNX Runtime level."""
     other = CONVERTERS[EXPORTERS[1 - EXPORTERS.index(case.converter)]]
-    yield Planned(OTHER_EXPORTER.format(other.name), other, {"opset": _opset_for(other, options.get("opset"))})
+    # A dynamic case's other export is dynamic too, checked at the case's own second shape.
+    dynamic = {"dynamic": True} if options.get("dynamic") else {}
+    yield Planned(OTHER_EXPORTER.format(other.name), other, {"opset": _opset_for(other, options.get("opset")),
+                                                             **dynamic})
     if case.verdict.symptom in DIVERGENCES:
         own = CONVERTERS[case.converter]
         for level in LEVELS:

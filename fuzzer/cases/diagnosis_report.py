@@ -111,6 +111,9 @@ def _reading(case: Any, tool: str) -> str:
             said.append("Every ONNX Runtime optimization level shows it: the runtime's optimizer is not involved.")
         elif any(o == PASSES for o in levels):
             said.append("Some ONNX Runtime optimization levels hide it.")
+    if case.converter_options.get("upstream") == "onnx-native" and not exporter:
+        said.append(f"The model {tool} received was written by convsmith straight from the graph, and ONNX Runtime "
+                    f"and onnx.reference agree on its outputs: the divergence comes in with {tool}.")
     if before == PASSES:
         said.append(f"The model was right before {tool}: the fault is in {tool}.")
     elif before is not None and before.startswith(OTHER_FAILURE):

@@ -8,6 +8,7 @@ Layout (schema_version 1; see shared/DESIGN.md):
   model.onnx              the target ONNX model, where one exists
   weights/<name>.pb       every weight as a TensorProto
   test_data_set_0/        input_<i>.pb, output_<i>.pb (float32 eager source), reference_<i>.pb (float64)
+  test_data_set_1/        the same at a dynamic export's second shape, where it has one
   graph.dot, log.txt      picture and traceback/timings
   repro.py, report.md     the standalone reproduction and the issue text
 No pickle anywhere: tensors are TensorProto bytes, everything else JSON or text. Files and folders are made
@@ -34,6 +35,7 @@ from fuzzer.cases.diagnosis import CrossCheck, Repair
 from fuzzer.cases.report import render_report
 from fuzzer.cases.repro import render_repro
 from fuzzer.converters import CONVERTERS
+from fuzzer.converters.dynamic import DynamicAxes
 from fuzzer.support.device import DEVICES
 from fuzzer.support.errors import UsageError
 from fuzzer.support.files import atomic_publish_dir, atomic_write_text, make_shared
@@ -48,6 +50,7 @@ CASE_JSON = "case.json"
 MODEL = "model.onnx"
 UPSTREAM_MODEL = "upstream.onnx"
 DATA_DIR = "test_data_set_0"
+SECOND_DATA_DIR = "test_data_set_1"  # a dynamic export's second shape
 WEIGHTS_DIR = "weights"
 
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
@@ -71,12 +74,16 @@ def _data_files(case: CaseData) -> dict[str, bytes]:
         if not _SAFE_NAME.match(name):
             raise ValueError(f"weight name {name!r} is not a safe file name")
         files[f"{WEIGHTS_DIR}/{name}.pb"] = _proto_bytes(name, value)
-    groups = (("input", case.inputs, case.input_names), ("output", case.expected, case.output_names),
-              ("reference", case.reference, case.output_names))
-    for kind, arrays, names in groups:
+    groups = ((DATA_DIR, "input", case.inputs, case.input_names),
+              (DATA_DIR, "output", case.expected, case.output_names),
+              (DATA_DIR, "reference", case.reference, case.output_names),
+              (SECOND_DATA_DIR, "input", case.second_inputs, case.input_names),
+              (SECOND_DATA_DIR, "output", case.second_expected, case.output_names),
+              (SECOND_DATA_DIR, "reference", case.second_reference, case.output_names))
+    for folder, kind, arrays, names in groups:
         for i, value in enumerate(arrays):
             name = names[i] if i < len(names) else f"{kind}_{i}"
-            files[f"{DATA_DIR}/{kind}_{i}.pb"] = _proto_bytes(name, value)
+            files[f"{folder}/{kind}_{i}.pb"] = _proto_bytes(name, value)
     return files
 
 
@@ -152,9 +159,10 @@ def _check_digest(folder: Path, rel: str, data: bytes, digests: Mapping[str, str
         raise CaseError(f"{folder}: {rel} is truncated or modified (sha256 differs from case.json)")
 
 
-def _indexed(folder: Path, kind: str, count: int, digests: Mapping[str, str] | None) -> tuple[np.ndarray, ...]:
+def _indexed(folder: Path, kind: str, count: int, digests: Mapping[str, str] | None,
+             data_dir: str = DATA_DIR) -> tuple[np.ndarray, ...]:
     """kind_0.pb ... kind_<count-1>.pb; all absent is allowed (a case without data), a gap is not."""
-    paths = [f"{DATA_DIR}/{kind}_{i}.pb" for i in range(count)]
+    paths = [f"{data_dir}/{kind}_{i}.pb" for i in range(count)]
     present = [(folder / p).exists() or (digests is not None and p in digests) for p in paths]
     if not any(present):
         return ()
@@ -205,6 +213,12 @@ def read_case(path: Path | str) -> CaseData:
     device = data.get("device", "cpu")  # cases written before devices were recorded ran on the CPU
     if device not in DEVICES:
         raise CaseError(f"{folder}: device must be one of {', '.join(DEVICES)}, not {device!r}")
+    dynamic = data.get("dynamic")  # cases written before dynamic exports were static
+    try:
+        if dynamic is not None:
+            DynamicAxes.from_json(dynamic)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise CaseError(f"{folder}: malformed 'dynamic' in case.json ({type(exc).__name__}: {exc})") from None
     values = data.get("values", ValueStrategy.UNIFORM.value)  # cases written before strategies drew uniformly
     if values not in {v.value for v in ValueStrategy}:
         raise CaseError(f"{folder}: values must be one of {', '.join(v.value for v in ValueStrategy)}, not {values!r}")
@@ -224,7 +238,10 @@ def read_case(path: Path | str) -> CaseData:
         model=model, upstream_model=upstream_model, log=_read_text(folder, "log.txt"),
         original=data.get("original"),
         reduction=data.get("reduction"), expectation=expectation, device=device,
-        cross_checks=cross_checks, suggested_fix=suggested_fix, values=values,
+        cross_checks=cross_checks, suggested_fix=suggested_fix, values=values, dynamic=dynamic,
+        second_inputs=_indexed(folder, "input", len(input_names), digests, SECOND_DATA_DIR),
+        second_expected=_indexed(folder, "output", len(output_names), digests, SECOND_DATA_DIR),
+        second_reference=_indexed(folder, "reference", len(output_names), digests, SECOND_DATA_DIR),
     )
 
 

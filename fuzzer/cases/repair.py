@@ -23,6 +23,7 @@ from fuzzer.converters import CONVERTERS
 from fuzzer.converters.base import Converter, Source
 from fuzzer.support.device import require_device
 from generators.materialize import random_tensor
+from oracles.dynamic import at_second_shape
 from oracles.verdict import Symptom
 
 MAX_TRIES = 200
@@ -40,6 +41,8 @@ def suggest_fix(case: CaseData, max_tries: int = MAX_TRIES, budget_s: float = BU
         return None
     require_device(case.device, f"{case.id} (found on {case.device})")
     expected = case_expected(case)
+    if at_second_shape(case.verdict) and isinstance(expected, Expected) and expected.second is not None:
+        expected = expected.second  # a dynamic export's bug shows at its second shape: repair it there
     converter = CONVERTERS[case.converter]
     if not isinstance(expected, Expected) or agrees(case.model, expected, converter):
         return None  # nothing to repair: the source fails, or the model agrees on these inputs
@@ -58,7 +61,7 @@ def suggest_fix(case: CaseData, max_tries: int = MAX_TRIES, budget_s: float = BU
 def fresh_draws(case: CaseData, expected: Expected, count: int = FRESH_DRAWS) -> list[Expected]:
     """The case's module (its weights) on `count` fresh random input sets; draws the source fails on are left out.
     Float inputs ignore their declared range: a reduced case pins its inputs to the values that showed the bug."""
-    graph, module = case.graph, expected.source.module
+    graph, module = expected.source.graph, expected.source.module
     found = []
     for k in range(1, count + 1):
         gen = torch.Generator().manual_seed(case.seed + DRAW_STRIDE * k)

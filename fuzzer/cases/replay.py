@@ -6,12 +6,16 @@ import enum
 from dataclasses import dataclass
 from typing import Any
 
+import torch
+
 from fuzzer.cases.case import CaseData
-from fuzzer.check.pipeline import CheckOptions, check_source, prepare, run_check
-from fuzzer.check.result import Prepared
+from fuzzer.check.dynamic import with_second_inputs
+from fuzzer.check.pipeline import CheckOptions, available_converter, check_prepared, prepare, run_check
+from fuzzer.check.result import Expected, Prepared
 from fuzzer.check.source import expect
 from fuzzer.converters import CONVERTERS
 from fuzzer.converters.base import Source
+from fuzzer.converters.dynamic import DynamicAxes
 from fuzzer.support.device import require_device
 from fuzzer.support.errors import UsageError
 from fuzzer.support.tensors import to_torch
@@ -64,13 +68,25 @@ def case_source(case: CaseData) -> Source | None:
     return Source.on(case.device, graph, GraphModule(graph, weights), inputs)
 
 
+def second_shape_inputs(case: CaseData) -> tuple[torch.Tensor, ...]:
+    """The case's inputs at its dynamic export's second shape (empty when it has none)."""
+    if len(case.second_inputs) != len(case.graph.inputs):
+        return ()
+    return tuple(to_torch(x, tuple(x.shape)) for x in case.second_inputs)
+
+
 def case_expected(case: CaseData) -> Prepared:
     """The case's source settled as a check judges it (eager and float64 outputs), on its saved inputs when present,
-    else on its seed's; a source that fails gives its own verdict."""
+    else on its seed's, with a dynamic case's saved second shape; a source that fails gives its own verdict."""
     source = case_source(case)
     if source is None:
         return prepare(case.graph, case.seed, {}, REPLAY_CHECK.input_budget_s, case.device, ValueStrategy(case.values))
-    return expect(source, {})
+    expected = expect(source, {})
+    second = second_shape_inputs(case)
+    if case.dynamic is not None and second and isinstance(expected, Expected):
+        # A dynamic case runs its saved second shape, not one searched again.
+        expected = with_second_inputs(expected, DynamicAxes.from_json(case.dynamic), second, {})
+    return expected
 
 
 def replay_verdict(case: CaseData, check_options: CheckOptions = REPLAY_CHECK) -> Verdict:
@@ -82,11 +98,10 @@ def replay_verdict(case: CaseData, check_options: CheckOptions = REPLAY_CHECK) -
     except (TypeError, ValueError) as exc:
         raise UsageError(f"{case.id}: bad converter options: {exc}") from None
     require_device(case.device, f"{case.id} (found on {case.device})")
-    source = case_source(case)
-    if source is None:
+    if case_source(case) is None:
         return run_check(case.graph, case.seed, case.converter, options, check_options, case.device,
                          ValueStrategy(case.values)).verdict
-    return check_source(source, case.converter, options, check_options).verdict
+    return check_prepared(case_expected(case), available_converter(case.converter), options, check_options).verdict
 
 
 def replay(case: CaseData, check_options: CheckOptions = REPLAY_CHECK) -> Replay:

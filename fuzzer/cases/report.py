@@ -13,7 +13,9 @@ from typing import Any
 from fuzzer.cases.diagnosis_report import render_diagnosis
 from fuzzer.cases.snippet import render_snippet
 from fuzzer.converters import CONVERTERS
+from fuzzer.converters.dynamic import DynamicAxes
 from generators.ir import Graph
+from oracles.dynamic import at_second_shape
 from oracles.rootcause import verdict_root_cause
 
 GRAPH_LINES = 14  # the graph section shows this many definitions at most (graph.dot has it all)
@@ -70,7 +72,23 @@ def summary(case: Any) -> str:
     if verdict.diverging_op:
         text += f" The first operator whose output is wrong is `{verdict.diverging_op}` ({verdict.diverging_dtype})."
     reduced = " (minimized by convsmith)" if case.reduction else ""
-    return text + f" Case `{case.id}`{reduced}."
+    return text + dynamic_note(case) + f" Case `{case.id}`{reduced}."
+
+
+def dynamic_note(case: Any) -> str:
+    """What a dynamic export marks, and the shapes its model ran at; empty for a static export."""
+    if case.dynamic is None:
+        return ""
+    dims = DynamicAxes.from_json(case.dynamic).dims
+    marked = ", ".join(f"`{d.name}` ({', '.join(f'{n}[{a}]' for n, a in d.axes)}"
+                       f"{f', {d.min} to {d.max}' if d.min is not None else ''})" for d in dims)
+    text = f" The export marks {marked or 'no dim'} dynamic"
+    if not case.second_inputs:
+        return text + "; the graph has no other shape, so the model ran only at the traced one."
+    traced = ", ".join(f"{n} {tuple(x.shape)}" for n, x in zip(case.graph.inputs, case.inputs, strict=False))
+    second = ", ".join(f"{n} {tuple(x.shape)}" for n, x in zip(case.graph.inputs, case.second_inputs, strict=False))
+    text += f"; traced at {traced}, the model also runs at {second}"
+    return text + (", and only there does it fail." if at_second_shape(case.verdict) else ".")
 
 
 def observed(case: Any) -> str:
@@ -84,8 +102,11 @@ def observed(case: Any) -> str:
         if not m.ok:
             rows.append(f"| {name} | {m.reason.value} | {list(m.actual_shape)} / {list(m.expected_shape)} | "
                         f"{m.actual_dtype} / {m.expected_dtype} | {m.max_abs:.4g} | {m.n_bad} of {m.n_total} |")
-    expected = "; ".join(f"{n} = {_values(x)}" for n, x in zip(case.graph.outputs, case.expected, strict=False))
-    return "\n".join(rows) + (f"\n\nExpected (eager PyTorch): {expected}." if expected else "")
+    second = at_second_shape(verdict) and bool(case.second_expected)
+    wanted = case.second_expected if second else case.expected
+    expected = "; ".join(f"{n} = {_values(x)}" for n, x in zip(case.graph.outputs, wanted, strict=False))
+    where = " at the second shape" if second else ""
+    return "\n".join(rows) + (f"\n\nExpected (eager PyTorch{where}): {expected}." if expected else "")
 
 
 def _values(x: Any) -> str:

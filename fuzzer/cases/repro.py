@@ -81,6 +81,8 @@ OUTPUT_NAMES = {outputs!r}
 OUTPUT_DTYPES = {dtypes!r}
 TOLERANCES = {tolerances!r}  # dtype: (rtol, atol)
 DEVICE = {device!r}  # where convsmith ran the source model and ONNX Runtime
+DYNAMIC = {dynamic!r}  # the dims a dynamic export marks (None: a static export)
+SECOND_SHAPE = {second!r}  # test_data_set_1 holds inputs at a second shape the dynamic model must run at too
 '''
 
 _TORCH_TENSORS = '''
@@ -223,7 +225,30 @@ def report_crash(exc, expected):
 
 _TORCH_EXPORT = '''
 
-def export_script(module, inputs, opset, constant_folding=True, script_module=False):
+def dynamic_axes():
+    """torch.onnx.export's dynamic_axes for DYNAMIC: every marked input and output axis by its dim's name."""
+    axes = {}
+    for dim in DYNAMIC["dims"]:
+        for name, axis in dim["axes"]:
+            axes.setdefault(name, {})[axis] = dim["name"]
+    for name, named in DYNAMIC["outputs"].items():
+        axes.setdefault(name, {}).update({int(axis): dim for axis, dim in named.items()})
+    return axes
+
+
+def dynamic_shapes():
+    """torch.export's dynamic_shapes for DYNAMIC: one Dim per dynamic dim, shared by its axes (Dim.AUTO for the
+    leading-dim hints of a graph with no second shape); None for an input with no dynamic axis."""
+    shapes = {name: {} for name in INPUT_NAMES}
+    for dim in DYNAMIC["dims"]:
+        auto = not DYNAMIC["exact"]
+        spec = torch.export.Dim.AUTO if auto else torch.export.Dim(dim["name"], min=dim["min"], max=dim["max"])
+        for name, axis in dim["axes"]:
+            shapes[name][axis] = spec
+    return tuple(shapes[name] or None for name in INPUT_NAMES)
+
+
+def export_script(module, inputs, opset, constant_folding=True, script_module=False, dynamic=False):
     import io
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -232,39 +257,44 @@ def export_script(module, inputs, opset, constant_folding=True, script_module=Fa
         buffer = io.BytesIO()
         torch.onnx.export(module, tuple(inputs), buffer, dynamo=False, opset_version=opset,
                           input_names=list(INPUT_NAMES), output_names=list(OUTPUT_NAMES),
-                          do_constant_folding=constant_folding)
+                          do_constant_folding=constant_folding, dynamic_axes=dynamic_axes() if dynamic else None)
     return onnx.load_from_string(buffer.getvalue())
 
 
-def export_dynamo(module, inputs, opset, optimize=True):
+def export_dynamo(module, inputs, opset, optimize=True, dynamic=False):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         program = torch.onnx.export(module, tuple(inputs), dynamo=True, optimize=optimize, opset_version=opset,
-                                    input_names=list(INPUT_NAMES), output_names=list(OUTPUT_NAMES), verbose=False)
+                                    input_names=list(INPUT_NAMES), output_names=list(OUTPUT_NAMES), verbose=False,
+                                    dynamic_shapes=dynamic_shapes() if dynamic else None)
     return program.model_proto
 
 
 def export_upstream(module, inputs):
+    if OPTIONS.get("upstream") == "onnx-native":  # written by convsmith straight from the graph: the saved model
+        return onnx.load(os.path.join(HERE, "upstream.onnx"))
     if OPTIONS.get("upstream", "torch-onnx-script") == "torch-onnx-dynamo":
         return export_dynamo(module, inputs, OPTIONS["opset"])
     return export_script(module, inputs, OPTIONS["opset"])
 
 
 def convert_and_run(module, inputs):
-    """(target outputs, baseline outputs or None): what convsmith compared."""
+    """(target outputs, baseline outputs or None, the target model): what convsmith compared."""
     if CONVERTER == "torch-onnx-script":
         model = export_script(module, inputs, OPTIONS["opset"], OPTIONS["constant_folding"],
-                              OPTIONS.get("script_module", False))
-        return run_onnx(check_and_serialize(model), inputs), None
+                              OPTIONS.get("script_module", False), OPTIONS.get("dynamic", False))
+        data = check_and_serialize(model)
+        return run_onnx(data, inputs), None, data
     if CONVERTER == "torch-onnx-dynamo":
-        model = export_dynamo(module, inputs, OPTIONS["opset"], OPTIONS["optimize"])
-        return run_onnx(check_and_serialize(model), inputs), None
+        model = export_dynamo(module, inputs, OPTIONS["opset"], OPTIONS["optimize"], OPTIONS.get("dynamic", False))
+        data = check_and_serialize(model)
+        return run_onnx(data, inputs), None, data
     upstream = check_and_serialize(export_upstream(module, inputs))
     baseline = run_onnx(upstream, inputs)
     if CONVERTER == "ort-optimizer":
-        return run_onnx(upstream, inputs, OPTIONS["level"]), baseline
-    model = transform(onnx.load_from_string(upstream))
-    return run_onnx(check_and_serialize(model), inputs), baseline
+        return run_onnx(upstream, inputs, OPTIONS["level"]), baseline, upstream
+    data = check_and_serialize(transform(onnx.load_from_string(upstream)))
+    return run_onnx(data, inputs), baseline, data
 '''
 
 _ENTRY = '''
@@ -295,7 +325,7 @@ def main():
     if not judge(eager, [to_numpy(x) for x in saved], "saved expected"):
         print("eager PyTorch matches the saved expected outputs")
     try:
-        outputs, baseline = convert_and_run(module, inputs)
+        outputs, baseline, data = convert_and_run(module, inputs)
     except ImportError:
         raise  # cannot run here: not the bug
     except Exception as exc:
@@ -305,6 +335,16 @@ def main():
         shows = judge(outputs, baseline, "baseline")
     else:
         print("target vs eager PyTorch:")
+        shows = judge(outputs, eager, "eager")
+    if SECOND_SHAPE and not shows:  # the dynamic model, traced at the shapes above, at its second shape
+        inputs = [load_tensor(f"test_data_set_1/input_{i}.pb").to(DEVICE) for i in range(len(INPUT_NAMES))]
+        with torch.no_grad():
+            eager = [to_numpy(x) for x in module(*inputs)]
+        try:
+            outputs = run_onnx(data, inputs)
+        except Exception as exc:
+            return report_crash(exc, "the dynamic model runs at the second shape too and matches eager PyTorch")
+        print(f"at the second shape {[tuple(x.shape) for x in inputs]}, target vs eager PyTorch:")
         shows = judge(outputs, eager, "eager")
     print("BUG REPRODUCES" if shows else "bug does not show: converted outputs match")
     return 1 if shows else 0
@@ -382,7 +422,8 @@ def render_repro(case: Any) -> str:
         inputs=tuple(graph.inputs), outputs=tuple(graph.outputs),
         dtypes=tuple(graph.types[o].dtype.value for o in graph.outputs),
         tolerances={k: (v.rtol, v.atol) for k, v in DEFAULT_TOLERANCES.items()},
-        device=case.device,
+        device=case.device, dynamic=case.dynamic if case.dynamic is None else dict(case.dynamic),
+        second=bool(case.second_inputs),
     )
     if from_upstream:
         return header + _NUMPY_TENSORS + _RUNTIME + render_transform(case) + _MAIN_TOOL

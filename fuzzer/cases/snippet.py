@@ -1,7 +1,8 @@
 """The few lines of a report that show a bug on their own: the graph as a torch module (or the ONNX model an
 ONNX-to-ONNX converter received), the converter's call, and the check that fails (the library's own exception, or
 numpy's assertion with expected beside observed). Small tensors are written inline; larger ones are read from the
-case folder's TensorProto files. repro.py stays the complete harness."""
+case folder's TensorProto files. A dynamic export marks its dims in the call; a bug it shows at its second shape runs
+the model at that shape's inputs. repro.py stays the complete harness."""
 
 from __future__ import annotations
 
@@ -14,7 +15,10 @@ import numpy as np
 from fuzzer.cases.repro import ONNX_TOOLS, identifier, render_module
 from fuzzer.converters import CONVERTERS
 from fuzzer.converters.base import Snippet
+from fuzzer.converters.dynamic import DynamicAxes
+from fuzzer.converters.upstream import EXPORTERS
 from oracles.compare import DEFAULT_TOLERANCES
+from oracles.dynamic import at_second_shape
 
 INLINE_ELEMENTS = 16  # a tensor this small is written into the snippet
 DIVERGENCES = ("wrong_values", "wrong_shape", "wrong_dtype")
@@ -29,8 +33,10 @@ def render_snippet(case: Any) -> str | None:
     has_data = len(case.inputs) == len(case.graph.inputs) and set(case.weights) == set(case.graph.weights)
     if converter is None or not has_data:
         return None
+    # Only an exporter's case records dynamic dims (the ONNX tools' snippets take none).
+    dynamic = (DynamicAxes.from_json(case.dynamic),) if case.dynamic is not None else ()
     try:
-        call = converter.snippet(converter.options(case.converter_options))
+        call = converter.snippet(converter.options(case.converter_options), *dynamic)
     except NotImplementedError:
         return None
     runs_ort = case.verdict.stage.value != "validation" or case.verdict.symptom.json_name in DIVERGENCES
@@ -39,6 +45,8 @@ def render_snippet(case: Any) -> str | None:
     if case.converter in ONNX_TOOLS and case.upstream_model is not None:
         return _from_upstream(case, call, runs_ort)
     if not call.from_torch:
+        if case.converter_options.get("upstream", "torch-onnx-script") not in EXPORTERS:
+            return None  # a native model is shown from its saved upstream.onnx only: no exporter makes it
         exporter = CONVERTERS[case.converter_options.get("upstream", "torch-onnx-script")]
         upstream = exporter.snippet(exporter.options({"opset": case.converter_options.get("opset", 17)}))
         call = Snippet(upstream.imports + call.imports, upstream.lines + call.lines, call.level, True)
@@ -55,10 +63,17 @@ def _from_torch(case: Any, call: Snippet, runs_ort: bool) -> str:
         module = module.replace("    def __init__(self):\n        super().__init__()\n\n", "")
     lines = ["import numpy as np", "import onnx", "import onnxruntime as ort", "import torch", *call.imports]
     lines += ["from onnx import numpy_helper", "", module]
-    lines += [f"INPUT_NAMES = {list(graph.inputs)!r}"]
+    if any("OUTPUT_NAMES" in line for line in call.lines):
+        lines += [f"INPUT_NAMES, OUTPUT_NAMES = {list(graph.inputs)!r}, {list(graph.outputs)!r}"]
+    else:
+        lines += [f"INPUT_NAMES = {list(graph.inputs)!r}"]
     lines += [f"{identifier(n)} = {_torch_value(x, f'test_data_set_0/input_{i}.pb')}"
               for i, (n, x) in enumerate(zip(graph.inputs, case.inputs, strict=True))]
     lines += [f"module, inputs = Model().eval(), ({''.join(identifier(n) + ', ' for n in graph.inputs)})", *call.lines]
+    if at_second_shape(case.verdict) and len(case.second_inputs) == len(graph.inputs):
+        second = "".join(f"{_torch_value(x, f'test_data_set_1/input_{i}.pb')}, "
+                         for i, x in enumerate(case.second_inputs))
+        lines += [f"inputs = ({second})  # traced at the shapes above, the dynamic model runs at a second shape"]
     return _finish(case, lines, call.level, runs_ort, "[x.numpy() for x in inputs]",
                    "[y.detach().numpy() for y in module(*inputs)]")
 

@@ -1,5 +1,6 @@
 """Follow-ups on a divergence: rerun it (flaky?), label the discontinuities its inputs touch, locate the first
-diverging operator (its signature names that operator and dtype), and let the converter name a guilty pass."""
+diverging operator (its signature names that operator and dtype), and let the converter name a guilty pass. A
+dynamic export's divergence at its second shape is labelled from the inputs and run at that shape."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from fuzzer.check.dynamic import narrowed
 from fuzzer.check.judge import judge, oracle
 from fuzzer.check.result import DIVERGENCES, CheckOptions, CheckResult, Expected, add_timings, book_inner, timer
 from fuzzer.check.source import expect
@@ -16,6 +18,7 @@ from fuzzer.support.tensors import to_oracle_array
 from generators.edit import prefix
 from generators.materialize import GraphModule
 from oracles.discontinuity import labels_for, output_labels
+from oracles.dynamic import at_second_shape
 from oracles.rerun import check_rerun, mark_flaky
 from oracles.verdict import Stage, Verdict
 
@@ -26,21 +29,23 @@ def follow_up(result: CheckResult, converter: Converter, options: ConverterOptio
     verdict, expected, run = result.verdict, result.expected, result.target
     if verdict.symptom not in DIVERGENCES or expected is None or run is None:
         return result
-    timings = dict(result.timings)
+    timings, traced = dict(result.timings), expected
+    if at_second_shape(verdict) and expected.second is not None and result.second is not None:
+        expected, run = expected.second, result.second  # what showed the divergence: the run at the second shape
     if check_options.rerun:
         inner: dict[str, float] = {}
         with timer(timings, "rerun"):
-            second = judge(expected, converter, options, inner)
+            again = judge(traced, converter, options, inner)
         book_inner(timings, "rerun", inner)
-        outputs = second.target.outputs if second.target else None
-        rerun = check_rerun(verdict, second.verdict, run.outputs, outputs)
+        shown = again.second if at_second_shape(again.verdict) else again.target
+        rerun = check_rerun(verdict, again.verdict, run.outputs, shown.outputs if shown else None)
         if rerun.flaky:
             return dataclasses.replace(result, verdict=mark_flaky(verdict, rerun), timings=timings)
     verdict = verdict.with_labels(*discontinuity_labels(expected, run))
     if check_options.locate:
         inner = {}
         with timer(timings, "locate"):
-            verdict = locate(verdict, expected, converter, options, inner)
+            verdict = locate(verdict, traced, converter, options, inner)
         book_inner(timings, "locate", inner)
     culprit = getattr(converter, "culprit", None)
     if check_options.culprit and culprit is not None and verdict.stage is Stage.GRAPH_OPTIMIZATION:
@@ -85,7 +90,8 @@ def locate(verdict: Verdict, expected: Expected, converter: Converter, options: 
     diverging output names op and dtype, so a consumer of the faulty operator is not blamed for it.
 
     Assumes a divergence persists in longer prefixes (true unless a later op hides it); when no shorter prefix
-    diverges, the verdict keeps the op that produces the diverging output of the whole graph.
+    diverges, the verdict keeps the op that produces the diverging output of the whole graph. A dynamic export's
+    prefixes move the dims the whole graph moved, to the same second shape.
     """
     n = len(expected.source.graph.nodes)
     seen: dict[int, Verdict] = {}
@@ -94,6 +100,9 @@ def locate(verdict: Verdict, expected: Expected, converter: Converter, options: 
     def diverging(k: int) -> bool:
         steps: dict[str, float] = {}  # one check's steps (judge replaces the converter's timings it is given)
         part = expect(prefix_source(expected.source, k), steps)
+        if isinstance(part, Expected) and expected.source.dynamic is not None:  # a dynamic export's prefix
+            second = expect(prefix_source(expected.second.source, k), steps) if expected.second else None
+            part = narrowed(expected.source.dynamic, part, second if isinstance(second, Expected) else None)
         if not isinstance(part, CheckResult):
             seen[k] = judge(part, converter, options, steps).verdict
         add_timings(timings, steps)

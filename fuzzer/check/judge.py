@@ -3,7 +3,8 @@
 Failures of the library under test become verdicts tagged with their stage; failures of the exporter an
 ONNX-to-ONNX converter starts from are Stage.SOURCE (never this converter's bug); anything else raised is a
 convsmith bug and keeps its traceback. Shapes and dtypes compare exactly; values only count as wrong when blame
-says the target is measurably farther from the float64 reference than the float32 source is.
+says the target is measurably farther from the float64 reference than the float32 source is. A dynamic export is
+judged at the shape it was traced with and at a second one (fuzzer/check/dynamic.py).
 """
 
 from __future__ import annotations
@@ -15,12 +16,14 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 import onnx
 
-from fuzzer.check.result import INVALID_INPUTS, CheckResult, Expected, timer
+from fuzzer.check.dynamic import planned
+from fuzzer.check.result import INVALID_INPUTS, CheckResult, Expected, add_timings, timer
 from fuzzer.check.source import float32_attr_reference, graph_values
 from fuzzer.converters.base import Converter, ConverterOptions, StageError, Steps, TargetRun, UpstreamError
-from fuzzer.converters.runtime import run_onnx_target
+from fuzzer.converters.runtime import run_model, run_onnx_target
 from oracles.blame import BlameResult, blame_output
 from oracles.compare import FLOAT_DTYPES, OutputComparison, Reason, compare
+from oracles.dynamic import TRACED_ONLY, dynamic_only
 from oracles.signature import wrong_value_signature
 from oracles.taxonomy import failure_verdict, upstream_verdict
 from oracles.verdict import Stage, Symptom, Verdict, symptom_of
@@ -28,8 +31,53 @@ from oracles.verdict import Stage, Symptom, Verdict, symptom_of
 
 def judge(expected: Expected, converter: Converter, options: ConverterOptions,
           timings: dict[str, float]) -> CheckResult:
-    """Run the converter once and turn its outcome into a verdict (no rerun, no locating)."""
+    """Run the converter once and turn its outcome into a verdict (no rerun, no locating); an exporter's dynamic
+    export is judged at its traced and its second shape."""
+    if getattr(options, "dynamic", False):
+        return _judge_dynamic(planned(expected, timings), converter, options, timings)
     return _judge_run(expected, converter, lambda: converter.convert(expected.source, options), timings)
+
+
+def _judge_dynamic(expected: Expected, converter: Converter, options: ConverterOptions,
+                   timings: dict[str, float]) -> CheckResult:
+    """The dynamic export judged at the traced shape; when that passes, its model at the second shape. A failure the
+    static export does not share, or one only the second shape shows, is the dynamic export's own (oracles/dynamic)."""
+    result = _judge_run(expected, converter, lambda: converter.convert(expected.source, options), timings)
+    if result.verdict.is_bug:
+        static: dict[str, float] = {}
+        plain = _judge_run(expected, converter, lambda: converter.convert(
+            expected.source, dataclasses.replace(options, dynamic=False)), static)
+        add_timings(timings, static, "static.")
+        return result if plain.verdict.is_bug else dataclasses.replace(
+            result, verdict=dynamic_only(result.verdict, at_second_shape=False))
+    model = result.target.model if result.target is not None else None
+    if result.verdict.symptom is not Symptom.PASS or expected.second is None or model is None:
+        labels = (TRACED_ONLY,) if result.verdict.symptom is Symptom.PASS else ()
+        return dataclasses.replace(result, verdict=result.verdict.with_labels(*labels))
+    second = _judge_second_shape(expected.second, model, converter, timings)
+    if second.verdict.symptom is Symptom.PASS:
+        verdict = result.verdict.with_labels(*second.verdict.labels)
+        return dataclasses.replace(result, verdict=verdict, second=second.target)
+    return dataclasses.replace(result, verdict=dynamic_only(second.verdict, at_second_shape=True),
+                               failure=second.failure, second=second.target)
+
+
+def _judge_second_shape(second: Expected, model: bytes, converter: Converter,
+                        timings: dict[str, float]) -> CheckResult:
+    """The exported model run at the second shape (at the converter's ONNX Runtime level) and judged against the
+    source there; its steps are timed "second.<step>"."""
+    steps, level = Steps(), converter.target_level
+    load_stage = Stage.RUNTIME_LOAD if level == "disabled" else Stage.GRAPH_OPTIMIZATION  # optimizers run at load
+    try:
+        outputs, dtypes = run_model(model, second.source, steps, level, load_stage=load_stage)
+    except StageError as exc:
+        add_timings(timings, steps.timings, "second.")
+        return CheckResult(failure_verdict(converter.name, exc.failure), {}, second, failure=exc.failure)
+    add_timings(timings, steps.timings, "second.")
+    run = TargetRun(outputs, dtypes, dict(steps.timings), model=model)
+    with timer(timings, "second.oracle"):
+        verdict = oracle(second, run, converter)
+    return CheckResult(verdict, {}, second, target=run)
 
 
 def judge_model(model: onnx.ModelProto | bytes, expected: Expected, converter: Converter) -> CheckResult:
@@ -44,7 +92,7 @@ def _judge_run(expected: Expected, converter: Converter, produce: Callable[[], T
     except StageError as exc:
         return CheckResult(failure_verdict(converter.name, exc.failure), timings, expected, failure=exc.failure)
     except UpstreamError as exc:
-        verdict = upstream_verdict(converter.name, exc.upstream, exc.failure)
+        verdict = upstream_verdict(converter.name, exc.upstream, exc.failure, exc.labels, exc.symptom)
         return CheckResult(verdict, timings, expected, failure=exc.failure)
     timings.update(run.timings)
     with timer(timings, "oracle"):

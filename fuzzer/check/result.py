@@ -40,6 +40,9 @@ class Expected:
     reference: tuple[np.ndarray, ...]
     valid_inputs: bool = True
     values: str = "uniform"  # the value strategy of the inputs (generators/values.py)
+    # A dynamic export's source at its second shape, judged the same way (fuzzer/check/dynamic.py); None for a static
+    # export, or when the graph has no other shape.
+    second: Expected | None = None
 
 
 @dataclass(frozen=True)
@@ -52,6 +55,7 @@ class CheckResult:
     target: TargetRun | None = None
     failure: Failure | None = None
     options: Mapping[str, Any] = field(default_factory=dict)
+    second: TargetRun | None = None  # a dynamic export's model run at the second shape
 
 
 Prepared = Expected | CheckResult  # a settled source, or the source's own failure (the same for every converter)

@@ -72,8 +72,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "extremes mixed in), large (large magnitudes); default: all, drawn per test")
     parser.add_argument("--demote-known", action=argparse.BooleanOptionalAction, default=True,
                         help="generate less of the (operator, dtype) pairs behind a bug this campaign has hit "
-                             f"{HITS_TO_DEMOTE} times (each is left out of {AVOID_PROBABILITY * 100:.0f}%% of later graphs), "
-                             "so a long campaign keeps finding new root causes (default: on)")
+                             f"{HITS_TO_DEMOTE} times (each is left out of {AVOID_PROBABILITY * 100:.0f}%% of later "
+                             "graphs), so a long campaign keeps finding new root causes (default: on)")
     parser.add_argument("--prepare-ahead", action=argparse.BooleanOptionalAction, default=None,
                         help="give each worker a feeder process that generates the next graph while the worker "
                              "converts (default: on where the CPU has a core for each worker's feeder)")
@@ -207,7 +207,7 @@ def new_campaign(args: argparse.Namespace) -> tuple[Path, CampaignDB, CampaignSp
                           timeout_s=args.timeout, memory_mb=args.memory_mb, device=args.device,
                           converter_options=pinned, vary_settings=args.settings == "vary",
                           prepare_ahead=prepare_ahead(args.prepare_ahead, args.workers, args.device),
-                          values=args.values, demote_known=args.demote_known)
+                          values=args.values, demote_known=args.demote_known, converters=converters)
     spec = CampaignSpec(args.seed, converters, worker, args.tests)
     db = CampaignDB(args.out / DB_NAME, create=True)
     db.set_meta("spec", spec.to_json())

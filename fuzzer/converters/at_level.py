@@ -24,6 +24,7 @@ class AtLevel(Converter):
         self.options_type = exporter.options_type  # type: ignore[misc]
         self.divergence_stage = exporter.divergence_stage  # type: ignore[misc]
         self.display_name = exporter.display_name  # type: ignore[misc]
+        self.target_level = level  # type: ignore[misc]
 
     def convert_impl(self, source: Source, options: ConverterOptions) -> TargetRun:
         run = self.exporter.convert(source, options)

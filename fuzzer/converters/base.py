@@ -21,10 +21,11 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
+from fuzzer.converters.dynamic import DynamicAxes, leading_axes
 from generators.ir import Graph
 from generators.materialize import GraphModule
 from oracles.taxonomy import Failure
-from oracles.verdict import Stage
+from oracles.verdict import Stage, Symptom
 
 
 @dataclass(frozen=True)
@@ -54,9 +55,10 @@ class ConverterOptions:
         return {f.name: _jsonable(getattr(self, f.name)) for f in dataclasses.fields(self)}
 
     @classmethod
-    def draw(cls, seed: int, pinned: Mapping[str, Any] | None = None) -> ConverterOptions:
+    def draw(cls, seed: int, pinned: Mapping[str, Any] | None = None, graph: Graph | None = None) -> ConverterOptions:
         """Options for the test of `seed`: each keeps its default half the time, else takes a value drawn from its
-        real range (`candidates`); `pinned` ones are kept as given."""
+        real range (`candidates`); `pinned` ones are kept as given. `graph` is the graph under test, for options
+        whose range depends on it (an ONNX tool's upstream)."""
         rng = random.Random(f"{cls.__name__}:{seed}")
         values: dict[str, Any] = dict(pinned or {})
         for f in dataclasses.fields(cls):
@@ -113,6 +115,8 @@ class Source:
     module: GraphModule
     inputs: tuple[torch.Tensor, ...]  # in graph.inputs order, on `device`
     device: str = "cpu"  # where the module and inputs live; ONNX Runtime targets run there too
+    # The dims an exporter whose `dynamic` option is on marks dynamic (set by the check; None: leading-dim hints).
+    dynamic: DynamicAxes | None = None
     # Upstream exports by (exporter, opset), made once and shared by the ONNX-to-ONNX converters of this source.
     exports: dict[tuple[str, int], Any] = field(default_factory=dict, compare=False, repr=False)
 
@@ -126,6 +130,10 @@ class Source:
     @property
     def input_names(self) -> tuple[str, ...]:
         return tuple(self.graph.inputs)
+
+    def dynamic_axes(self) -> DynamicAxes:
+        """The dims a dynamic export marks: those the check set, else the inputs' leading dims as hints."""
+        return self.dynamic if self.dynamic is not None else leading_axes(self.graph)
 
     @property
     def output_dtypes(self) -> tuple[str, ...]:
@@ -181,12 +189,16 @@ class TargetRun:
 
 
 class UpstreamError(Exception):
-    """The step before the converter under test failed (e.g. the export an ONNX optimizer starts from)."""
+    """The step before the converter under test failed (e.g. the export an ONNX optimizer starts from); `labels`
+    and `symptom` (else the failure's class) say more where the failure is not an exception (a disputed baseline)."""
 
-    def __init__(self, failure: Failure, upstream: str) -> None:
+    def __init__(self, failure: Failure, upstream: str, labels: tuple[str, ...] = (),
+                 symptom: Symptom | None = None) -> None:
         super().__init__(f"upstream {upstream} failed at {failure.stage.value}: {failure.message}")
         self.failure = failure
         self.upstream = upstream
+        self.labels = labels
+        self.symptom = symptom
 
 
 @dataclass(frozen=True)
@@ -203,7 +215,8 @@ class ConverterInfo:
 class Snippet:
     """How a report's few-line snippet calls a converter, as plain Python.
 
-    An exporter's `lines` turn `module` and `inputs` (torch) into the ONNX `model`; an ONNX-to-ONNX converter's turn
+    An exporter's `lines` turn `module` and `inputs` (torch) into the ONNX `model` (a dynamic export's define the
+    dims they mark first); an ONNX-to-ONNX converter's turn
     `model` into the converted `model`; `level` is the ONNX Runtime optimization level the target then runs at."""
 
     imports: tuple[str, ...]
@@ -226,9 +239,12 @@ class Converter:
     display_name: ClassVar[str] = ""  # what its maintainers call it, for report titles
     # Options added after bug cases were written, with the value such a case ran with (its case.json lacks them).
     older_defaults: ClassVar[Mapping[str, Any]] = {}
+    # The ONNX Runtime level its target model runs at (a cross-check's AtLevel runs an exporter's at another).
+    target_level: ClassVar[str] = "disabled"
 
-    def snippet(self, options: ConverterOptions) -> Snippet:
-        """The converter's call as a report snippet writes it (see Snippet)."""
+    def snippet(self, options: ConverterOptions, dynamic: DynamicAxes | None = None) -> Snippet:
+        """The converter's call as a report snippet writes it (see Snippet); an exporter whose `dynamic` option is on
+        marks `dynamic` (the case's dims) in it."""
         raise NotImplementedError(f"{self.name} has no report snippet")
 
     def supported_aten_ops(self) -> frozenset[str] | None:

@@ -15,6 +15,7 @@ import onnx
 import torch
 
 from fuzzer.converters.base import Converter, ConverterOptions, Snippet, Source, Steps, TargetRun
+from fuzzer.converters.dynamic import DynamicAxes
 from fuzzer.converters.runtime import check_and_serialize, run_model
 from oracles.verdict import Stage
 
@@ -26,6 +27,7 @@ class DynamoOptions(ConverterOptions):
     opset_range = (18, 23)  # torchlib's translations start at opset 18
     opset: int = 18
     optimize: bool = True
+    dynamic: bool = False  # mark the source's dynamic dims in dynamic_shapes (a check also runs a second shape)
 
 
 @functools.lru_cache(maxsize=4)
@@ -53,8 +55,10 @@ def _translate(program: torch.export.ExportedProgram, source: Source, opset: int
 def export_dynamo(source: Source, options: DynamoOptions, steps: Steps) -> onnx.ModelProto:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
+        # GraphModule.forward takes *inputs: its dynamic_shapes are one tuple, for that one argument.
+        shapes = (source.dynamic_axes().dynamo_shapes(source.input_names),) if options.dynamic else None
         with steps.at(Stage.CAPTURE, "capture"):
-            program = torch.export.export(source.module, source.inputs, strict=False)
+            program = torch.export.export(source.module, source.inputs, dynamic_shapes=shapes, strict=False)
         with steps.at(Stage.NODE_CONVERSION, "export"):
             onnx_program = _translate(program, source, options.opset)
         if options.optimize:
@@ -68,11 +72,13 @@ class TorchOnnxDynamo(Converter):
     name = "torch-onnx-dynamo"
     display_name = "torch.onnx.export (dynamo)"
 
-    def snippet(self, options: ConverterOptions) -> Snippet:
+    def snippet(self, options: ConverterOptions, dynamic: DynamicAxes | None = None) -> Snippet:
         opts: DynamoOptions = options  # type: ignore[assignment]
-        return Snippet(("import torch",), (
+        dims, shapes = (dynamic or DynamicAxes(())).dynamo_source() if opts.dynamic else ((), "")
+        marked = f", dynamic_shapes=tuple(map({shapes}.get, INPUT_NAMES))" if opts.dynamic else ""
+        return Snippet(("import torch",), (*dims,
             f"model = torch.onnx.export(module, inputs, dynamo=True, opset_version={opts.opset}, "
-            f"optimize={opts.optimize}, input_names=INPUT_NAMES).model_proto",), from_torch=True)
+            f"optimize={opts.optimize}, input_names=INPUT_NAMES{marked}).model_proto",), from_torch=True)
     libraries = ("torch", "onnx", "onnxscript", "onnxruntime")
     distributions = ("torch", "onnx", "onnxscript", "onnxruntime")
     options_type = DynamoOptions

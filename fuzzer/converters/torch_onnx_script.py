@@ -10,6 +10,7 @@ import onnx
 import torch
 
 from fuzzer.converters.base import Converter, ConverterOptions, Snippet, Source, StageError, Steps, TargetRun
+from fuzzer.converters.dynamic import DynamicAxes
 from fuzzer.converters.runtime import check_and_serialize, run_model
 from oracles.taxonomy import Failure
 from oracles.verdict import Stage
@@ -21,6 +22,7 @@ class ScriptOptions(ConverterOptions):
     opset: int = 17
     constant_folding: bool = True
     script_module: bool = False  # export a torch.jit.trace'd ScriptModule instead of the nn.Module
+    dynamic: bool = False  # mark the source's dynamic dims in dynamic_axes (a check also runs a second shape)
 
 
 # torch.onnx.export traces an nn.Module itself (torch.jit._get_trace_graph): an error raised from the tracer's file
@@ -43,6 +45,7 @@ def export_script(source: Source, options: ScriptOptions, steps: Steps) -> onnx.
                     model, source.inputs, buffer, dynamo=False, opset_version=options.opset,
                     input_names=list(source.input_names), output_names=list(source.graph.outputs),
                     do_constant_folding=options.constant_folding,
+                    dynamic_axes=source.dynamic_axes().script_axes() if options.dynamic else None,
                 )
         except StageError as err:
             if err.__cause__ is not None and raised_while_tracing(err.__cause__):
@@ -66,12 +69,14 @@ class TorchOnnxScript(Converter):
     name = "torch-onnx-script"
     display_name = "torch.onnx.export (TorchScript)"
 
-    def snippet(self, options: ConverterOptions) -> Snippet:
+    def snippet(self, options: ConverterOptions, dynamic: DynamicAxes | None = None) -> Snippet:
         opts: ScriptOptions = options  # type: ignore[assignment]
         trace = ("module = torch.jit.trace(module, inputs, check_trace=False)",) if opts.script_module else ()
+        names = ", output_names=OUTPUT_NAMES" if opts.dynamic else ""
+        axes = f", dynamic_axes={(dynamic or DynamicAxes(())).script_axes()!r}" if opts.dynamic else ""
         return Snippet(("import onnx", "import torch"), (*trace,
             f'torch.onnx.export(module, inputs, "model.onnx", dynamo=False, opset_version={opts.opset}, '
-            f"do_constant_folding={opts.constant_folding}, input_names=INPUT_NAMES)",
+            f"do_constant_folding={opts.constant_folding}, input_names=INPUT_NAMES{names}{axes})",
             'model = onnx.load("model.onnx")'), from_torch=True)
     # Cases written before script_module existed exported a jit.trace'd ScriptModule.
     older_defaults = {"script_module": True}

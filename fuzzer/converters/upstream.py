@@ -1,4 +1,5 @@
-"""The ONNX model an ONNX-to-X converter starts from: an exporter's checked model and its unoptimized run.
+"""The ONNX model an ONNX-to-X converter starts from: an exporter's checked model and its unoptimized run, or the
+graph materialized straight to ONNX (the "onnx-native" upstream, generators/onnx_native.py).
 
 Failures here belong to the exporter, not to the converter under test, so they leave as UpstreamError
 (check.py files them under Stage.SOURCE, never as this converter's bug).
@@ -15,18 +16,45 @@ import numpy as np
 import onnx
 
 from fuzzer.converters.base import Converter, ConverterOptions, Source, StageError, Steps, TargetRun, UpstreamError
+from fuzzer.converters.native import NATIVE, native_model, second_opinion
 from fuzzer.converters.runtime import check_and_serialize, run_model, run_onnx_target
 from fuzzer.converters.torch_onnx_dynamo import DynamoOptions, export_dynamo
 from fuzzer.converters.torch_onnx_script import ScriptOptions, export_script
+from generators.ir import Graph
+from generators.onnx_native import NATIVE_OPSETS, native_opsets
 from oracles.verdict import Stage
 
-UPSTREAMS = ("torch-onnx-script", "torch-onnx-dynamo")
-# Each exporter's opsets and the one it exports at by default.
-UPSTREAM_OPSETS = {"torch-onnx-script": ScriptOptions.opset_range, "torch-onnx-dynamo": DynamoOptions.opset_range}
-UPSTREAM_DEFAULT_OPSET = {"torch-onnx-script": ScriptOptions().opset, "torch-onnx-dynamo": DynamoOptions().opset}
+EXPORTERS = ("torch-onnx-script", "torch-onnx-dynamo")
+UPSTREAMS = (*EXPORTERS, NATIVE)
+# Each upstream's opsets and the one it starts at by default.
+UPSTREAM_OPSETS = {"torch-onnx-script": ScriptOptions.opset_range, "torch-onnx-dynamo": DynamoOptions.opset_range,
+                   NATIVE: NATIVE_OPSETS}
+UPSTREAM_DEFAULT_OPSET = {"torch-onnx-script": ScriptOptions().opset, "torch-onnx-dynamo": DynamoOptions().opset,
+                          NATIVE: 17}
 
 
-USUAL_UPSTREAM_SHARE = 2 / 3  # of drawn settings, those starting from the dynamo exporter
+USUAL_UPSTREAM_SHARE = 2 / 3  # of drawn exporters, the dynamo exporter
+# Of drawn settings for a graph every node of which has an ONNX counterpart, those starting from the native model.
+NATIVE_UPSTREAM_SHARE = 0.25
+# Of a campaign's seeds (where it runs an ONNX tool), those whose graph is generated from the operators with an ONNX
+# counterpart, so that its ONNX tools start from the native model: a random graph of every operator almost never
+# consists of such operators alone.
+NATIVE_SEED_SHARE = 0.25
+
+
+def native_seed(seed: int) -> bool:
+    """Whether the graph of `seed` is made for the native upstream (NATIVE_SEED_SHARE of seeds, by the seed alone)."""
+    return random.Random(f"native:{seed}").random() < NATIVE_SEED_SHARE
+
+
+def native_choice(graph: Graph, pinned: Mapping[str, Any]) -> dict[str, Any] | None:
+    """`pinned` with the native upstream at an opset its model can be written at (the pinned one, else 17 where the
+    graph allows it, else the oldest); None when it cannot be written at any."""
+    opsets = _native_opsets(graph, pinned)
+    if not opsets:
+        return None
+    default = UPSTREAM_DEFAULT_OPSET[NATIVE]
+    return {**pinned, "upstream": NATIVE, "opset": default if default in opsets else opsets[0]}
 
 
 @dataclass(frozen=True)
@@ -51,18 +79,33 @@ class UpstreamOptions(ConverterOptions):
         return super().candidates(name, drawn)
 
     @classmethod
-    def draw(cls, seed: int, pinned: Mapping[str, Any] | None = None) -> ConverterOptions:
+    def draw(cls, seed: int, pinned: Mapping[str, Any] | None = None, graph: Graph | None = None) -> ConverterOptions:
         """As ConverterOptions.draw, but the upstream (usually dynamo) and its opset are drawn per graph, not per
-        converter: the ONNX tools testing one graph share one export."""
+        converter: the ONNX tools testing one graph share one export. Given the `graph`, the native model is drawn
+        too (a share of the time, only where every node has a counterpart, at an opset where they all do)."""
         shared = dict(pinned or {})
         rng = random.Random(f"upstream:{seed}")
+        opsets = _native_opsets(graph, shared)
+        if "upstream" not in shared and opsets and rng.random() < NATIVE_UPSTREAM_SHARE:
+            shared["upstream"] = NATIVE
         if "upstream" not in shared:  # mostly the exporter torch maintains (torch 2.11 deprecated TorchScript's)
             shared["upstream"] = "torch-onnx-dynamo" if rng.random() < USUAL_UPSTREAM_SHARE else "torch-onnx-script"
+        if "opset" not in shared and shared["upstream"] == NATIVE and opsets:
+            default = UPSTREAM_DEFAULT_OPSET[NATIVE]
+            shared["opset"] = default if default in opsets and rng.random() < 0.5 else rng.choice(opsets)
         if "opset" not in shared:
             low, high = UPSTREAM_OPSETS[shared["upstream"]]
             default = UPSTREAM_DEFAULT_OPSET[shared["upstream"]]
             shared["opset"] = rng.randint(low, high) if rng.random() >= 0.5 else default
         return super().draw(seed, shared)
+
+
+def _native_opsets(graph: Graph | None, pinned: Mapping[str, Any]) -> tuple[int, ...]:
+    """The opsets a native model of `graph` can be written at, as far as the pinned options allow (none without a
+    graph, or with an exporter pinned)."""
+    if graph is None or pinned.get("upstream", NATIVE) != NATIVE:
+        return ()
+    return tuple(o for o in native_opsets(graph) if pinned.get("opset", o) == o)
 
 
 @dataclass(frozen=True)
@@ -117,18 +160,27 @@ def cached_upstream(source: Source, exporter: str, opset: int) -> bytes | None:
 def _export(source: Source, exporter: str, opset: int, steps: Steps, run: bool) -> Upstream:
     own = Steps()
     try:
-        if exporter == "torch-onnx-script":
+        if exporter == NATIVE:
+            model = native_model(source, opset, own)
+        elif exporter == "torch-onnx-script":
             model = export_script(source, ScriptOptions(opset=opset), own)
         else:
             model = export_dynamo(source, DynamoOptions(opset=opset, optimize=True), own)
         data = check_and_serialize(model, own)
         outputs, dtypes = run_model(data, source, own) if run else ((), ())
+        if run and exporter == NATIVE:  # no exporter vouches for a native model: ONNX's reference evaluator does
+            second_opinion(model, source, outputs, own)
     except StageError as exc:
         raise UpstreamError(exc.failure, exporter) from exc
     finally:
         for timer, seconds in own.timings.items():
             steps.timings[f"upstream_{timer}"] = seconds
     return Upstream(onnx.load_from_string(data), data, outputs, dtypes)
+
+
+def starts_upstream(converter: Converter) -> bool:
+    """Whether `converter` is an ONNX tool, starting from an upstream model (its options name the upstream)."""
+    return issubclass(converter.options_type, UpstreamOptions)
 
 
 class OnnxPassConverter(Converter):

@@ -12,6 +12,7 @@ from typing import Any
 
 from fuzzer.cases.case import CaseData
 from fuzzer.check.result import INVALID_INPUTS
+from fuzzer.converters.upstream import NATIVE
 from fuzzer.reduce.isolated import CheckerConfig, IsolatedChecker, Job
 from fuzzer.reduce.shrinker import ReduceResult, reduce_graph
 from fuzzer.support.device import require_device
@@ -78,7 +79,10 @@ def simplest_options(case: CaseData, checker: IsolatedChecker) -> tuple[dict[str
     then one at a time): a report names only the settings the bug needs. Also the names of those reset."""
     options = dict(case.converter_options)
     defaults = checker.registry[case.converter].options(None).to_json()
-    changed = [key for key, value in defaults.items() if options.get(key) != value]
+    # A native upstream stays: it is the model the tool received, not a setting (an exporter would rebuild it).
+    kept = ("upstream",) if options.get("upstream") == NATIVE else ()
+    # An option the case does not record (added since it was written) ran at its default: nothing to set back.
+    changed = [key for key, value in defaults.items() if options.get(key, value) != value and key not in kept]
 
     def keeps_bug(trial: dict[str, Any]) -> bool:
         try:
@@ -87,8 +91,9 @@ def simplest_options(case: CaseData, checker: IsolatedChecker) -> tuple[dict[str
         except RuntimeError:
             return False
 
-    if changed and keeps_bug({**options, **defaults}):
-        return {**options, **defaults}, changed
+    simplest = {**options, **{key: defaults[key] for key in changed}}
+    if changed and keeps_bug(simplest):
+        return simplest, changed
     reset = []
     for key in changed if len(changed) > 1 else ():
         if keeps_bug({**options, key: defaults[key]}):

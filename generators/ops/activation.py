@@ -5,16 +5,18 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
+import onnx
 import torch
 import torch.nn.functional as F
 
-from generators.dtypes import FLOATS, INTS
+from generators.dtypes import FLOATS, INTS, DType
 from generators.ops.base import (
     ANY_RANK,
     SAFE_EXP_ARG,
     AttrMap,
     Build,
     BuildContext,
+    OpBug,
     OpSpec,
     SymTensor,
     call,
@@ -23,6 +25,10 @@ from generators.ops.base import (
     same_sigs,
 )
 from generators.ops.discontinuity import Detector, Thresholds, at_zero
+from generators.ops.onnx_nodes import ORT_FLOATS, OnnxCall, axis_of, elementwise
+
+# ONNX Runtime's LeakyRelu, Elu, Selu, Softplus, HardSigmoid, Softsign, PRelu, Gelu, Mish: float and float16 only.
+ORT_F32_F16 = frozenset({DType.FLOAT32, DType.FLOAT16})
 
 INF = float("inf")
 
@@ -37,6 +43,10 @@ class Activation(OpSpec):
     fn: Callable[..., torch.Tensor]
     # The public dotted name of `fn` where `function_source` cannot find it (F.threshold is `_threshold`).
     source: ClassVar[str | None] = None
+    # The ONNX operator computing `fn`, and the op's attribute each of its float attributes takes.
+    onnx_op: ClassVar[str | None] = None
+    onnx_attr_names: ClassVar[Mapping[str, str]] = {}  # ONNX attribute -> the op's attribute
+    onnx_consts: ClassVar[Mapping[str, float]] = {}  # ONNX attributes whose default is not torch's constant
 
     def build(self, ctx: BuildContext, x: SymTensor) -> Build:
         attrs = {k: ctx.choice(k, options) for k, options in self.choices.items()}
@@ -48,18 +58,99 @@ class Activation(OpSpec):
     def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
         return call(self.source or function_source(type(self).fn), args, **attrs)
 
+    def onnx_nodes(self, attrs: AttrMap, call: OnnxCall) -> list[onnx.NodeProto] | None:
+        if self.onnx_op is None:
+            return None
+        named = {name: float(attrs[k]) for name, k in self.onnx_attr_names.items()}
+        return elementwise(call, self.onnx_op, **self.onnx_consts, **named)
+
+
+class ClipLike(Activation):
+    """relu6 and hardtanh: Clip to the op's bounds."""
+
+    bounds: ClassVar[tuple[str | float, str | float]]  # each a number or the attribute holding it
+
+    def onnx_nodes(self, attrs: AttrMap, call: OnnxCall) -> list[onnx.NodeProto] | None:
+        lo, hi = (attrs[b] if isinstance(b, str) else b for b in self.bounds)
+        call.clip(call.inputs[0], lo, hi, call.dtype, call.outputs[0])
+        return call.nodes
+
+
+class Composite(Activation):
+    """An activation ONNX writes as a few elementwise nodes (`compose`), exactly as torch defines it."""
+
+    def compose(self, attrs: AttrMap, call: OnnxCall, x: str) -> str:
+        raise NotImplementedError
+
+    def onnx_nodes(self, attrs: AttrMap, call: OnnxCall) -> list[onnx.NodeProto] | None:
+        result = self.compose(attrs, call, call.inputs[0])
+        last = call.nodes[-1]
+        if list(last.output) != [result]:
+            raise OpBug(f"{self.name}: compose must end with the node that makes its result")
+        last.output[0] = call.outputs[0]  # that node writes the IR output
+        return call.nodes
+
+
+class Silu(Composite):
+    """x * sigmoid(x)."""
+
+    def compose(self, attrs: AttrMap, call: OnnxCall, x: str) -> str:
+        return call.node("Mul", [x, call.node("Sigmoid", [x])])
+
+
+class Tanhshrink(Composite):
+    """x - tanh(x)."""
+
+    def compose(self, attrs: AttrMap, call: OnnxCall, x: str) -> str:
+        return call.node("Sub", [x, call.node("Tanh", [x])])
+
+
+class Threshold(Composite):
+    """x where x > threshold, else value."""
+
+    def compose(self, attrs: AttrMap, call: OnnxCall, x: str) -> str:
+        above = call.node("Greater", [x, call.const(attrs["threshold"], call.dtype)])
+        return call.node("Where", [above, x, call.const(attrs["value"], call.dtype)])
+
+
+class Gelu(Composite):
+    """ONNX's Gelu from opset 20; before it, the erf or tanh formula that exporters emit and ONNX Runtime's
+    GeluFusion rewrites (float and float16 only: ONNX Runtime has no float64 Erf)."""
+
+    def onnx_nodes(self, attrs: AttrMap, call: OnnxCall) -> list[onnx.NodeProto] | None:
+        if call.opset >= 20:
+            return elementwise(call, "Gelu", approximate=attrs["approximate"])
+        return super().onnx_nodes(attrs, call)
+
+    def compose(self, attrs: AttrMap, call: OnnxCall, x: str) -> str:
+        dtype = call.dtype
+        if attrs["approximate"] == "tanh":  # 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))
+            cube = call.node("Mul", [call.node("Mul", [x, x]), x])
+            inner = call.node("Add", [x, call.node("Mul", [cube, call.const(0.044715, dtype)])])
+            curve = call.node("Tanh", [call.node("Mul", [inner, call.const(0.7978845608028654, dtype)])])
+        else:  # 0.5 x (1 + erf(x / sqrt(2)))
+            curve = call.node("Erf", [call.node("Div", [x, call.const(1.4142135623730951, dtype)])])
+        half = call.node("Mul", [x, call.const(0.5, dtype)])
+        return call.node("Mul", [half, call.node("Add", [curve, call.const(1.0, dtype)])])
+
 
 def _act(name: str, fn: Callable, dtypes=FLOATS, *, source: str | None = None,
          discontinuity: Detector | None = None, value_range: tuple[float, float] | None = None,
-         emits_zeros: bool = False, float32_attrs: tuple[str, ...] = (), **choices: Sequence[Any]) -> type[Activation]:
+         emits_zeros: bool = False, float32_attrs: tuple[str, ...] = (), onnx: Mapping[str, Any] | None = None,
+         **choices: Sequence[Any]) -> type[Activation]:
     """One activation. `value_range`: the interval its output always lies in, whatever the input (used to avoid
     infeasible graphs); `emits_zeros`: it maps a whole interval to exactly 0; `float32_attrs`: its attributes that
-    ONNX stores as float attributes (OpSpec.float32_attrs)."""
+    ONNX stores as float attributes (OpSpec.float32_attrs); `onnx`: its counterpart's class attributes (onnx_op,
+    onnx_attr_names, onnx_types, onnx_since, bounds; `base` the class that writes it)."""
     # staticmethod: a detector that is a plain function must not bind to the op as a method.
     body = {"name": name, "fn": staticmethod(fn), "sigs": same_sigs(dtypes), "choices": choices, "source": source,
             "discontinuity": staticmethod(discontinuity), "value_range": value_range, "emits_zeros": emits_zeros,
             "float32_attrs": float32_attrs}
-    return type(name, (Activation,), body)
+    counterpart = dict(onnx or {})
+    base = counterpart.pop("base", Activation)
+    if counterpart or base is not Activation:
+        body.update({"onnx_since": 1, "onnx_types": ORT_F32_F16, **counterpart})
+    return type(name, (base,), body)
 
 
 class Softplus(Activation):
@@ -72,6 +163,16 @@ class Softplus(Activation):
 
     def domain_loss(self, attrs: AttrMap, x: torch.Tensor) -> torch.Tensor | None:
         return torch.relu(x.float() * attrs["beta"] - SAFE_EXP_ARG).sum()
+
+    onnx_since = 1
+    onnx_types = ORT_F32_F16
+
+    def onnx_nodes(self, attrs: AttrMap, call: OnnxCall) -> list[onnx.NodeProto] | None:
+        # ONNX's Softplus is log(exp(x) + 1) everywhere: torch's only for beta 1 and below a threshold inputs
+        # cannot reach (exp stays finite below SAFE_EXP_ARG).
+        if attrs["beta"] != 1.0 or attrs["threshold"] < 20.0:
+            return None
+        return elementwise(call, "Softplus")
 
 
 class SoftmaxLike(OpSpec):
@@ -92,9 +193,23 @@ class SoftmaxLike(OpSpec):
     def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
         return call(function_source(type(self).fn), args, dim=attrs["dim"])
 
+    onnx_since = 13  # before 13, Softmax coerced its input to 2-D around the axis
+    onnx_types = ORT_FLOATS
+    onnx_op: ClassVar[str]
+    negate: ClassVar[bool] = False  # softmin is softmax(-x)
 
-def _softmax(name: str, fn: Callable, value_range: tuple[float, float]) -> type[SoftmaxLike]:
-    return type(name, (SoftmaxLike,), {"name": name, "fn": staticmethod(fn), "value_range": value_range})
+    def onnx_nodes(self, attrs: AttrMap, call: OnnxCall) -> list[onnx.NodeProto] | None:
+        if call.rank == 0:
+            return None  # ONNX has no axis in a scalar
+        x = call.node("Neg", call.inputs) if self.negate else call.inputs[0]
+        call.node(self.onnx_op, [x], call.outputs, axis=axis_of(attrs["dim"], call.rank))
+        return call.nodes
+
+
+def _softmax(name: str, fn: Callable, value_range: tuple[float, float], onnx_op: str,
+             negate: bool = False) -> type[SoftmaxLike]:
+    return type(name, (SoftmaxLike,), {"name": name, "fn": staticmethod(fn), "value_range": value_range,
+                                       "onnx_op": onnx_op, "negate": negate})
 
 
 class Glu(OpSpec):
@@ -116,6 +231,17 @@ class Glu(OpSpec):
 
     def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
         return call("torch.nn.functional.glu", args, dim=attrs["dim"])
+
+    onnx_since = 13
+    onnx_types = ORT_FLOATS
+
+    def onnx_nodes(self, attrs: AttrMap, call: OnnxCall) -> list[onnx.NodeProto] | None:
+        axis = axis_of(attrs["dim"], call.rank)
+        half = call.in_types[0].shape[axis] // 2
+        first, second = call.fresh("a"), call.fresh("b")
+        call.split(call.inputs[0], (half, half), axis, (first, second))
+        call.node("Mul", [first, call.node("Sigmoid", [second])], call.outputs)
+        return call.nodes
 
 
 class Prelu(OpSpec):
@@ -139,39 +265,70 @@ class Prelu(OpSpec):
     def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
         return call("torch.nn.functional.prelu", args)
 
+    onnx_since = 9
+    onnx_types = ORT_F32_F16
+
+    def onnx_nodes(self, attrs: AttrMap, call: OnnxCall) -> list[onnx.NodeProto] | None:
+        # torch's slopes run along dim 1, ONNX broadcasts them from the last dim: [C] becomes [C, 1, ..., 1].
+        x, weight = call.inputs
+        rank, count = call.rank, call.in_types[1].shape[0]
+        slope = call.reshape(weight, [count] + [1] * (rank - 2) if rank >= 2 else [1] * rank)
+        call.node("PRelu", [x, slope], call.outputs)
+        return call.nodes
+
 
 # hardsigmoid/hardswish switch branch at -3 and 3; hardshrink/softshrink at +-lambd.
 HARD_KNEES = Thresholds(((None, -3.0), (None, 3.0)))
 SHRINK_KNEES = Thresholds((("lambd", 0.5), ("-lambd", 0.5)))
+# Float attributes of the ONNX counterparts: the op's attribute each one takes.
+SLOPE = {"alpha": "negative_slope"}
+ALPHA = {"alpha": "alpha"}
 OPS: list[type[OpSpec]] = [
-    _act("relu", F.relu, FLOATS + INTS, value_range=(0, INF), emits_zeros=True, discontinuity=at_zero()),
+    _act("relu", F.relu, FLOATS + INTS, value_range=(0, INF), emits_zeros=True, discontinuity=at_zero(),
+         onnx={"onnx_op": "Relu", "onnx_types": ORT_FLOATS}),  # integer kernels only from opset 14
     _act("relu6", F.relu6, FLOATS + INTS, value_range=(0, 6), emits_zeros=True,
-         discontinuity=Thresholds(((None, 0.0), (None, 6.0)))),
-    _act("gelu", F.gelu, value_range=(-0.171, INF), approximate=("none", "tanh")),
-    _act("silu", F.silu, value_range=(-0.279, INF)),
-    _act("mish", F.mish, value_range=(-0.309, INF)),
+         discontinuity=Thresholds(((None, 0.0), (None, 6.0))),
+         onnx={"base": ClipLike, "bounds": (0, 6), "onnx_types": ORT_FLOATS | {DType.INT32, DType.INT64, DType.INT8,
+                                                                                DType.UINT8}}),
+    _act("gelu", F.gelu, value_range=(-0.171, INF), approximate=("none", "tanh"),
+         onnx={"base": Gelu}),  # no float64 kernel of Erf
+    _act("silu", F.silu, value_range=(-0.279, INF), onnx={"base": Silu, "onnx_types": ORT_FLOATS}),
+    _act("mish", F.mish, value_range=(-0.309, INF), onnx={"onnx_op": "Mish", "onnx_since": 18}),
     _act("leaky_relu", F.leaky_relu, discontinuity=at_zero(), float32_attrs=("negative_slope",),
-         negative_slope=(0.01, 0.0, 0.1, 0.2, 0.5, 1.5, -0.3)),
-    _act("elu", F.elu, float32_attrs=("alpha",), alpha=(1.0, 0.5, 2.0, 0.0)),
-    _act("selu", F.selu),
-    _act("celu", F.celu, float32_attrs=("alpha",), alpha=(1.0, 0.5, 2.0)),
+         negative_slope=(0.01, 0.0, 0.1, 0.2, 0.5, 1.5, -0.3),
+         onnx={"onnx_op": "LeakyRelu", "onnx_attr_names": SLOPE}),
+    _act("elu", F.elu, float32_attrs=("alpha",), alpha=(1.0, 0.5, 2.0, 0.0),
+         onnx={"onnx_op": "Elu", "onnx_attr_names": ALPHA}),
+    _act("selu", F.selu, onnx={"onnx_op": "Selu"}),  # ONNX's default alpha and gamma are torch's, in float32
+    _act("celu", F.celu, float32_attrs=("alpha",), alpha=(1.0, 0.5, 2.0),
+         onnx={"onnx_op": "Celu", "onnx_attr_names": ALPHA, "onnx_since": 12,
+               "onnx_types": frozenset({DType.FLOAT32})}),
     Softplus,
-    _act("hardswish", F.hardswish, value_range=(-0.375, INF), emits_zeros=True, discontinuity=HARD_KNEES),
-    _act("hardsigmoid", F.hardsigmoid, value_range=(0, 1), emits_zeros=True, discontinuity=HARD_KNEES),
+    _act("hardswish", F.hardswish, value_range=(-0.375, INF), emits_zeros=True, discontinuity=HARD_KNEES,
+         onnx={"onnx_op": "HardSwish", "onnx_since": 14}),
+    # relu6(x + 3) / 6 is HardSigmoid with alpha 1/6 (ONNX's default is 0.2) and beta 1/2.
+    _act("hardsigmoid", F.hardsigmoid, value_range=(0, 1), emits_zeros=True, discontinuity=HARD_KNEES,
+         onnx={"onnx_op": "HardSigmoid", "onnx_consts": {"alpha": 1 / 6, "beta": 0.5}}),
     _act("hardtanh", F.hardtanh, discontinuity=Thresholds((("min_val", -1.0), ("max_val", 1.0))),
-         min_val=(-1.0, -2.0, 0.0, -0.5), max_val=(1.0, 2.0, 6.0, 0.5)),
-    _act("softsign", F.softsign, value_range=(-1, 1)),
-    _act("tanhshrink", F.tanhshrink),
+         min_val=(-1.0, -2.0, 0.0, -0.5), max_val=(1.0, 2.0, 6.0, 0.5),
+         onnx={"base": ClipLike, "bounds": ("min_val", "max_val"), "onnx_types": ORT_FLOATS}),
+    _act("softsign", F.softsign, value_range=(-1, 1), onnx={"onnx_op": "Softsign"}),
+    _act("tanhshrink", F.tanhshrink, onnx={"base": Tanhshrink, "onnx_types": ORT_FLOATS}),
     _act("threshold", F.threshold, emits_zeros=True, source="torch.nn.functional.threshold",
          discontinuity=Thresholds((("threshold", None),)),
-         threshold=(0.0, 0.5, -1.0, 1.0), value=(0.0, -1.0, 2.0, 0.5)),
+         threshold=(0.0, 0.5, -1.0, 1.0), value=(0.0, -1.0, 2.0, 0.5),
+         onnx={"base": Threshold, "onnx_types": ORT_FLOATS}),
     _act("logsigmoid", F.logsigmoid, value_range=(-INF, 0), source="torch.nn.functional.logsigmoid"),
+    # Shrink: x - bias above lambd, x + bias below -lambd, 0 between (lambd and bias are exact in float32). Its
+    # float64 kernel in ONNX Runtime 1.32 is off by ~1e-8 (through float32?), so float64 is left out.
     _act("hardshrink", F.hardshrink, emits_zeros=True, source="torch.nn.functional.hardshrink",
-         discontinuity=SHRINK_KNEES, lambd=(0.5, 0.0, 0.25, 1.0)),
-    _act("softshrink", F.softshrink, emits_zeros=True, discontinuity=SHRINK_KNEES, lambd=(0.5, 0.0, 0.25, 1.0)),
-    _softmax("softmax", F.softmax, (0, 1)),
-    _softmax("log_softmax", F.log_softmax, (-INF, 0)),
-    _softmax("softmin", F.softmin, (0, 1)),
+         discontinuity=SHRINK_KNEES, lambd=(0.5, 0.0, 0.25, 1.0),
+         onnx={"onnx_op": "Shrink", "onnx_attr_names": {"lambd": "lambd"}}),
+    _act("softshrink", F.softshrink, emits_zeros=True, discontinuity=SHRINK_KNEES, lambd=(0.5, 0.0, 0.25, 1.0),
+         onnx={"onnx_op": "Shrink", "onnx_attr_names": {"lambd": "lambd", "bias": "lambd"}}),
+    _softmax("softmax", F.softmax, (0, 1), "Softmax"),
+    _softmax("log_softmax", F.log_softmax, (-INF, 0), "LogSoftmax"),
+    _softmax("softmin", F.softmin, (0, 1), "Softmax", negate=True),
     Glu,
     Prelu,
 ]

@@ -5,7 +5,8 @@ input tensors (z3 integer dims) and a `BuildContext` for attributes and weights;
 outputs, the z3 requirements that make the call valid, and the attributes. `forward` is the PyTorch code a
 model author would write, called with concrete attributes; `torch_source` writes that same call as plain
 PyTorch source (repro.py); `discontinuity` names where its output jumps (the oracle's labels);
-`domain_loss` steers the input search away from NaN/Inf.
+`domain_loss` steers the input search away from NaN/Inf; `to_onnx` writes its ONNX counterpart, where ONNX has
+one (generators/onnx_native.py builds whole graphs from them).
 """
 
 from __future__ import annotations
@@ -17,11 +18,13 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
 import numpy as np
+import onnx
 import torch
 import z3
 
 from generators.dtypes import DType
 from generators.ops.discontinuity import Closeness, Detector
+from generators.ops.onnx_nodes import OLDEST_OPSET, OnnxCall, elementwise
 from generators.terms import eq, mul
 
 Dim = z3.ArithRef
@@ -121,6 +124,11 @@ class OpSpec:
     # Float attributes that formats store as float32 (ONNX's float attributes, such as LayerNormalization's
     # epsilon): a float64 result may carry their rounding, so the oracle also accepts a reference computed so.
     float32_attrs: ClassVar[tuple[str, ...]] = ()
+    # The first opset at which the op has an ONNX counterpart (`onnx_nodes`); None: it has none.
+    onnx_since: ClassVar[int | None] = None
+    # The dtypes (of the first input, else the output) whose counterpart ONNX Runtime's CPU kernels run at every
+    # opset from onnx_since: the others have no counterpart a baseline could run.
+    onnx_types: ClassVar[frozenset[DType]] = frozenset()
 
     def needs_nonzero(self, index: int) -> bool:
         """Whether data input `index` must be free of zeros."""
@@ -146,6 +154,21 @@ class OpSpec:
         """This call as one plain-PyTorch expression over the variables `args` (data inputs, then weights),
         for repro.py: it must compute what `forward` computes, bit for bit, with only `torch` imported."""
         raise NotImplementedError(f"operator {self.name} does not write its PyTorch source")
+
+    def to_onnx(self, attrs: AttrMap, call: OnnxCall) -> list[onnx.NodeProto] | None:
+        """The ONNX node(s) computing what `forward` computes (within the oracle's tolerance) for this node at
+        `call.opset`, reading `call.inputs` and writing `call.outputs`; None where there is no such counterpart
+        (no counterpart at all, an older opset, a dtype ONNX Runtime has no kernel for, an attribute ONNX cannot
+        express)."""
+        since = self.onnx_since
+        if since is None or call.opset < max(since, OLDEST_OPSET) or call.dtype not in self.onnx_types:
+            return None
+        return self.onnx_nodes(attrs, call)
+
+    def onnx_nodes(self, attrs: AttrMap, call: OnnxCall) -> list[onnx.NodeProto] | None:
+        """`to_onnx` past its checks of opset and dtype: append the node(s) to `call` and return `call.nodes`, or
+        None where an attribute has no counterpart."""
+        return None
 
     def canonical_output(self, attrs: AttrMap, index: int, value: np.ndarray,
                          inputs: Sequence[np.ndarray]) -> np.ndarray:
@@ -183,6 +206,9 @@ class BroadcastBinary(OpSpec):
 
     ranks = ((0, 1, 2, 3, 4, 5), (0, 1, 2, 3, 4, 5))
     fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+    # The ONNX operator computing `fn` with the same (multidirectional) broadcasting; None: none does.
+    onnx_op: ClassVar[str | None] = None
+    onnx_attrs: ClassVar[Mapping[str, Any]] = {}  # the attributes of that ONNX operator (Mod's fmod)
 
     def result_dtype(self, dtype: DType) -> DType:
         return dtype
@@ -196,6 +222,9 @@ class BroadcastBinary(OpSpec):
 
     def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
         return call(function_source(type(self).fn), args)
+
+    def onnx_nodes(self, attrs: AttrMap, call: OnnxCall) -> list[onnx.NodeProto] | None:
+        return elementwise(call, self.onnx_op, **self.onnx_attrs) if self.onnx_op else None
 
 
 # ---- helpers shared by the families -------------------------------------------------------------

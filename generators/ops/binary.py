@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import ClassVar
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, ClassVar
 
 import torch
 
-from generators.dtypes import FLOATS, INTS, NUMERIC, SIGNED_INTS
+from generators.dtypes import FLOATS, INTS, NUMERIC, SIGNED_INTS, DType
 from generators.ops.base import (
     AttrMap,
     BroadcastBinary,
@@ -16,6 +16,10 @@ from generators.ops.base import (
     same_sigs,
 )
 from generators.ops.discontinuity import Detector, Division, atan2, comparison, power, sign_bit
+from generators.ops.onnx_nodes import ORT_FLOATS, ORT_NUMERIC
+
+# ONNX Runtime's Max, Min and Mod take the 8-bit integers at every opset from 13 (Add, Mul, ... from 14 only).
+ORT_ALL_INTS = ORT_NUMERIC | {DType.INT8, DType.UINT8}
 
 TINY = 1e-3
 
@@ -60,26 +64,35 @@ class Pow(Binary):
 
 
 def _bin(name: str, fn: Callable, dtypes=NUMERIC, base: type[Binary] = Binary, keeps_zeros: bool = False, *,
-         symbol: str | None = None, discontinuity: Detector | None = None) -> type[Binary]:
+         symbol: str | None = None, discontinuity: Detector | None = None, onnx: str | None = None,
+         onnx_types: frozenset[DType] = ORT_NUMERIC, onnx_attrs: Mapping[str, Any] | None = None) -> type[Binary]:
+    """One binary op; `onnx`: the ONNX operator (with `onnx_attrs`) computing `fn`, run by ONNX Runtime for
+    `onnx_types`."""
     # staticmethod: a detector that is a plain function (atan2, power) must not bind to the op as a method.
     return type(name, (base,), {"name": name, "fn": staticmethod(fn), "sigs": same_sigs(dtypes, 2),
                                 "keeps_zeros": keeps_zeros, "symbol": symbol,
-                                "discontinuity": staticmethod(discontinuity)})
+                                "discontinuity": staticmethod(discontinuity), "onnx_op": onnx,
+                                "onnx_since": 1 if onnx else None, "onnx_types": onnx_types,
+                                "onnx_attrs": dict(onnx_attrs or {})})
 
 
 OPS: list[type[OpSpec]] = [
-    _bin("add", lambda a, b: a + b, symbol="+"),
-    _bin("sub", lambda a, b: a - b, FLOATS + INTS, symbol="-"),
-    _bin("mul", lambda a, b: a * b, keeps_zeros=True, symbol="*"),
-    _bin("div", lambda a, b: a / b, FLOATS, NonzeroDivisor, symbol="/", discontinuity=Division()),
+    _bin("add", lambda a, b: a + b, symbol="+", onnx="Add"),
+    _bin("sub", lambda a, b: a - b, FLOATS + INTS, symbol="-", onnx="Sub"),
+    _bin("mul", lambda a, b: a * b, keeps_zeros=True, symbol="*", onnx="Mul"),
+    _bin("div", lambda a, b: a / b, FLOATS, NonzeroDivisor, symbol="/", discontinuity=Division(), onnx="Div",
+         onnx_types=ORT_FLOATS),
     _bin("floor_divide", lambda a, b: a // b, FLOATS + SIGNED_INTS, NonzeroDivisor, symbol="//",
          discontinuity=Division(integer=True)),
+    # Mod without fmod is Python's %, the divisor's sign, but ONNX takes it for integers only.
     _bin("remainder", lambda a, b: a % b, FLOATS + SIGNED_INTS, NonzeroDivisor, symbol="%",
-         discontinuity=Division(integer=True)),
-    _bin("fmod", torch.fmod, FLOATS + SIGNED_INTS, NonzeroDivisor, discontinuity=Division(integer=True)),
-    _bin("pow", lambda a, b: a**b, FLOATS, Pow, symbol="**", discontinuity=power),
-    _bin("maximum", torch.maximum, discontinuity=comparison),
-    _bin("minimum", torch.minimum, discontinuity=comparison),
+         discontinuity=Division(integer=True), onnx="Mod", onnx_types=ORT_ALL_INTS - ORT_FLOATS,
+         onnx_attrs={"fmod": 0}),
+    _bin("fmod", torch.fmod, FLOATS + SIGNED_INTS, NonzeroDivisor, discontinuity=Division(integer=True),
+         onnx="Mod", onnx_types=ORT_ALL_INTS, onnx_attrs={"fmod": 1}),
+    _bin("pow", lambda a, b: a**b, FLOATS, Pow, symbol="**", discontinuity=power, onnx="Pow", onnx_types=ORT_FLOATS),
+    _bin("maximum", torch.maximum, discontinuity=comparison, onnx="Max", onnx_types=ORT_ALL_INTS),
+    _bin("minimum", torch.minimum, discontinuity=comparison, onnx="Min", onnx_types=ORT_ALL_INTS),
     _bin("atan2", torch.atan2, FLOATS, discontinuity=atan2),
     _bin("hypot", torch.hypot, (FLOATS[0], FLOATS[1])),
     _bin("copysign", torch.copysign, FLOATS, discontinuity=sign_bit),

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import ClassVar
 
+import onnx
 import torch
 
 from generators.dtypes import INTS, DType
@@ -20,6 +21,7 @@ from generators.ops.base import (
     literal,
     same_sigs,
 )
+from generators.ops.onnx_nodes import OnnxCall, elementwise
 
 BITS = {DType.INT8: 8, DType.UINT8: 8, DType.INT32: 32, DType.INT64: 64}
 
@@ -36,9 +38,16 @@ class Bitwise(BroadcastBinary):
         a, b = args
         return f"{a} {self.symbol} {b}"
 
+    onnx_since = 18  # BitwiseAnd/Or/Xor
+    onnx_types = frozenset(INTS + (DType.BOOL,))
+    onnx_op: ClassVar[str]  # the ONNX logical op (And, Or, Xor) of bools; "Bitwise" + it for integers
 
-def _bitwise(name: str, fn: Callable, symbol: str) -> type[Bitwise]:
-    return type(name, (Bitwise,), {"name": name, "fn": staticmethod(fn), "symbol": symbol})
+    def onnx_nodes(self, attrs: AttrMap, call: OnnxCall) -> list[onnx.NodeProto] | None:
+        return elementwise(call, self.onnx_op if call.dtype is DType.BOOL else f"Bitwise{self.onnx_op}")
+
+
+def _bitwise(name: str, fn: Callable, symbol: str, onnx_op: str) -> type[Bitwise]:
+    return type(name, (Bitwise,), {"name": name, "fn": staticmethod(fn), "symbol": symbol, "onnx_op": onnx_op})
 
 
 class Shift(OpSpec):
@@ -62,15 +71,24 @@ class Shift(OpSpec):
         (x,) = args
         return f"{x} {self.symbol} {literal(attrs['amount'])}"
 
+    onnx_since = 11
+    onnx_types = frozenset({DType.UINT8})  # BitShift is for unsigned integers only (torch's >> is arithmetic)
+    direction: ClassVar[str]
 
-def _shift(name: str, fn: Callable, symbol: str) -> type[Shift]:
-    return type(name, (Shift,), {"name": name, "fn": staticmethod(fn), "symbol": symbol})
+    def onnx_nodes(self, attrs: AttrMap, call: OnnxCall) -> list[onnx.NodeProto] | None:
+        amount = call.const(attrs["amount"], DType.UINT8)
+        call.node("BitShift", [call.inputs[0], amount], call.outputs, direction=self.direction)
+        return call.nodes
+
+
+def _shift(name: str, fn: Callable, symbol: str, direction: str) -> type[Shift]:
+    return type(name, (Shift,), {"name": name, "fn": staticmethod(fn), "symbol": symbol, "direction": direction})
 
 
 OPS: list[type[OpSpec]] = [
-    _bitwise("bitwise_and", lambda a, b: a & b, "&"),
-    _bitwise("bitwise_or", lambda a, b: a | b, "|"),
-    _bitwise("bitwise_xor", lambda a, b: a ^ b, "^"),
-    _shift("bitwise_left_shift", lambda x, k: x << k, "<<"),
-    _shift("bitwise_right_shift", lambda x, k: x >> k, ">>"),
+    _bitwise("bitwise_and", lambda a, b: a & b, "&", "And"),
+    _bitwise("bitwise_or", lambda a, b: a | b, "|", "Or"),
+    _bitwise("bitwise_xor", lambda a, b: a ^ b, "^", "Xor"),
+    _shift("bitwise_left_shift", lambda x, k: x << k, "<<", "LEFT"),
+    _shift("bitwise_right_shift", lambda x, k: x >> k, ">>", "RIGHT"),
 ]

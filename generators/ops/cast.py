@@ -8,11 +8,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import onnx
 import torch
 
 from generators.dtypes import ALL, DType
 from generators.ops import discontinuity as detectors
 from generators.ops.base import ANY_RANK, AttrMap, Build, BuildContext, OpSpec, Sig, SymTensor, clamp_penalty
+from generators.ops.onnx_nodes import ORT_NUMERIC, OnnxCall, element_type, elementwise
+
+# Cast converts between every dtype but bfloat16 (left out of native models: ONNX's reference evaluator cannot
+# check it); float to integer truncates towards zero, as torch does, on the values the input search allows.
+ORT_CASTABLE = ORT_NUMERIC | {DType.INT8, DType.UINT8, DType.BOOL}
 
 # Values a float may hold before casting to the target; outside them the conversion is undefined in C++
 # (float -> int) or overflows to inf (-> float16).
@@ -44,6 +50,11 @@ class Cast(OpSpec):
         (x,) = args
         return f"{x}.to({DType(attrs['to']).torch!r})"
 
+    onnx_types = ORT_CASTABLE
+
+    def onnx_nodes(self, attrs: AttrMap, call: OnnxCall) -> list[onnx.NodeProto] | None:
+        return elementwise(call, "Cast", to=element_type(DType(attrs["to"])))
+
     def domain_loss(self, attrs: AttrMap, x: torch.Tensor) -> torch.Tensor | None:
         bounds = TARGET_RANGE.get(self.target)
         if bounds is None or x.dtype == torch.bool:
@@ -62,7 +73,9 @@ def _cast(target: DType) -> type[Cast]:
     sigs = tuple(Sig((d,), target) for d in ALL)
     # A cast to an integer or bool type truncates a whole interval to 0.
     emits_zeros = not target.is_float
-    return type(name, (Cast,), {"name": name, "target": target, "sigs": sigs, "emits_zeros": emits_zeros})
+    since = 13 if target in ORT_CASTABLE else None
+    return type(name, (Cast,), {"name": name, "target": target, "sigs": sigs, "emits_zeros": emits_zeros,
+                                "onnx_since": since})
 
 
 OPS: list[type[OpSpec]] = [_cast(d) for d in ALL]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import ClassVar
 
+import onnx
 import torch
 
 from generators.dtypes import ALL, FLOATS, INTS, NUMERIC, SIGNED_INTS, DType
@@ -22,6 +23,11 @@ from generators.ops.base import (
     function_source,
 )
 from generators.ops.discontinuity import Detector, Thresholds, comparison, sign_bit
+from generators.ops.onnx_nodes import ORT_FLOATS, ORT_NUMERIC, OnnxCall, elementwise
+
+# ONNX Runtime's comparisons and Where take every numeric dtype but bfloat16; Equal takes bool too.
+ORT_COMPARABLE = ORT_NUMERIC | {DType.INT8, DType.UINT8}
+ORT_FLOAT_TESTS = frozenset({DType.FLOAT32, DType.FLOAT64})  # IsInf has a float16 kernel only from opset 20
 
 
 class Compare(BroadcastBinary):
@@ -41,12 +47,36 @@ class Compare(BroadcastBinary):
         return f"{a} {self.symbol} {b}"
 
 
-def _cmp(name: str, fn: Callable, dtypes=ALL, *, symbol: str | None = None,
-         discontinuity: Detector | None = None) -> type[Compare]:
+class NotEqual(Compare):
+    """a != b: ONNX has no NotEqual, so Not(Equal(a, b))."""
+
+    def onnx_nodes(self, attrs: AttrMap, call: OnnxCall) -> list[onnx.NodeProto] | None:
+        call.node("Not", [call.node("Equal", call.inputs)], call.outputs)
+        return call.nodes
+
+
+class Logical(Compare):
+    """torch.logical_*: any dtype, nonzero is true; ONNX's And/Or/Xor take bools, so others are cast first
+    (a cast to bool is `!= 0` too)."""
+
+    def onnx_nodes(self, attrs: AttrMap, call: OnnxCall) -> list[onnx.NodeProto] | None:
+        if call.dtype is DType.BOOL:
+            return elementwise(call, self.onnx_op)
+        bools = [call.node("Cast", [x], to=onnx.TensorProto.BOOL) for x in call.inputs]
+        call.node(self.onnx_op, bools, call.outputs)
+        return call.nodes
+
+
+def _cmp(name: str, fn: Callable, dtypes=ALL, *, symbol: str | None = None, discontinuity: Detector | None = None,
+         onnx: str | None = None, onnx_types: frozenset[DType] = ORT_COMPARABLE,
+         base: type[Compare] = Compare) -> type[Compare]:
+    """One comparison; `onnx`: the ONNX operator computing it, run by ONNX Runtime for `onnx_types` (`base` writes
+    it otherwise)."""
     sigs = tuple(Sig((d, d), DType.BOOL) for d in dtypes)
     # staticmethod: a detector that is a plain function (comparison) must not bind to the op as a method.
-    return type(name, (Compare,), {"name": name, "fn": staticmethod(fn), "sigs": sigs, "symbol": symbol,
-                                   "discontinuity": staticmethod(discontinuity)})
+    return type(name, (base,), {"name": name, "fn": staticmethod(fn), "sigs": sigs, "symbol": symbol,
+                                "discontinuity": staticmethod(discontinuity), "onnx_op": onnx,
+                                "onnx_since": 1 if onnx else None, "onnx_types": onnx_types})
 
 
 class Predicate(OpSpec):
@@ -66,11 +96,42 @@ class Predicate(OpSpec):
         return call(function_source(type(self).fn), args)
 
 
-def _pred(name: str, fn: Callable, dtypes=FLOATS, *, discontinuity: Detector | None = None) -> type[Predicate]:
+class IsNan(Predicate):
+    """isnan: ONNX's IsNaN."""
+
+    def onnx_nodes(self, attrs: AttrMap, call: OnnxCall) -> list[onnx.NodeProto] | None:
+        return elementwise(call, "IsNaN")
+
+
+class IsInf(Predicate):
+    """isinf / isposinf / isneginf: ONNX's IsInf, told which signs to detect."""
+
+    signs: ClassVar[tuple[int, int]]  # (detect_positive, detect_negative)
+
+    def onnx_nodes(self, attrs: AttrMap, call: OnnxCall) -> list[onnx.NodeProto] | None:
+        positive, negative = self.signs
+        return elementwise(call, "IsInf", detect_positive=positive, detect_negative=negative)
+
+
+class IsFinite(Predicate):
+    """isfinite: neither NaN nor an infinity, Not(Or(IsNaN, IsInf)) in ONNX."""
+
+    def onnx_nodes(self, attrs: AttrMap, call: OnnxCall) -> list[onnx.NodeProto] | None:
+        (x,) = call.inputs
+        either = call.node("Or", [call.node("IsNaN", [x]), call.node("IsInf", [x])])
+        call.node("Not", [either], call.outputs)
+        return call.nodes
+
+
+def _pred(name: str, fn: Callable, dtypes=FLOATS, *, discontinuity: Detector | None = None,
+          onnx_types: frozenset[DType] = frozenset(), base: type[Predicate] = Predicate,
+          **body: object) -> type[Predicate]:
+    """One predicate; ONNX Runtime runs its counterpart (`base`'s onnx_nodes, if any) for `onnx_types`."""
     sigs = tuple(Sig((d,), DType.BOOL) for d in dtypes)
     # staticmethod, as in _cmp: sign_bit is a plain function.
-    return type(name, (Predicate,), {"name": name, "fn": staticmethod(fn), "sigs": sigs,
-                                     "discontinuity": staticmethod(discontinuity)})
+    return type(name, (base,), {"name": name, "fn": staticmethod(fn), "sigs": sigs,
+                                "discontinuity": staticmethod(discontinuity),
+                                "onnx_since": 1 if onnx_types else None, "onnx_types": onnx_types, **body})
 
 
 class IsClose(Compare):
@@ -114,6 +175,12 @@ class Where(OpSpec):
     def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
         return call("torch.where", args)
 
+    onnx_since = 9
+    onnx_types = frozenset({DType.BOOL})  # keyed by the condition; the values' dtype is checked below
+
+    def onnx_nodes(self, attrs: AttrMap, call: OnnxCall) -> list[onnx.NodeProto] | None:
+        return elementwise(call, "Where") if call.in_types[1].dtype in ORT_COMPARABLE else None
+
 
 # Float clamp bounds: every min is <= every max, so any pair is a valid interval (equal pairs included).
 FLOAT_MINS = (-1.5, -1.0, -0.5, 0.0, 0.25, 0.5)
@@ -153,24 +220,33 @@ class Clamp(OpSpec):
         bounds = {side: attrs[side] for side in ("min", "max") if attrs[side] is not None}
         return call("torch.clamp", args, **bounds)
 
+    onnx_since = 11  # Clip's bounds are inputs of the tensor's dtype (ints too) from 11
+    onnx_types = ORT_COMPARABLE
 
+    def onnx_nodes(self, attrs: AttrMap, call: OnnxCall) -> list[onnx.NodeProto] | None:
+        call.clip(call.inputs[0], attrs["min"], attrs["max"], call.dtype, call.outputs[0])
+        return call.nodes
+
+
+WITH_BOOL = ORT_COMPARABLE | {DType.BOOL}
 OPS: list[type[OpSpec]] = [
-    _cmp("eq", lambda a, b: a == b, symbol="==", discontinuity=comparison),
-    _cmp("ne", lambda a, b: a != b, symbol="!=", discontinuity=comparison),
-    _cmp("lt", lambda a, b: a < b, symbol="<", discontinuity=comparison),
-    _cmp("le", lambda a, b: a <= b, symbol="<=", discontinuity=comparison),
-    _cmp("gt", lambda a, b: a > b, symbol=">", discontinuity=comparison),
-    _cmp("ge", lambda a, b: a >= b, symbol=">=", discontinuity=comparison),
-    _cmp("logical_and", torch.logical_and),
-    _cmp("logical_or", torch.logical_or),
-    _cmp("logical_xor", torch.logical_xor),
+    _cmp("eq", lambda a, b: a == b, symbol="==", discontinuity=comparison, onnx="Equal", onnx_types=WITH_BOOL),
+    _cmp("ne", lambda a, b: a != b, symbol="!=", discontinuity=comparison, onnx="Equal", onnx_types=WITH_BOOL,
+         base=NotEqual),
+    _cmp("lt", lambda a, b: a < b, symbol="<", discontinuity=comparison, onnx="Less"),
+    _cmp("le", lambda a, b: a <= b, symbol="<=", discontinuity=comparison, onnx="LessOrEqual"),
+    _cmp("gt", lambda a, b: a > b, symbol=">", discontinuity=comparison, onnx="Greater"),
+    _cmp("ge", lambda a, b: a >= b, symbol=">=", discontinuity=comparison, onnx="GreaterOrEqual"),
+    _cmp("logical_and", torch.logical_and, onnx="And", onnx_types=WITH_BOOL, base=Logical),
+    _cmp("logical_or", torch.logical_or, onnx="Or", onnx_types=WITH_BOOL, base=Logical),
+    _cmp("logical_xor", torch.logical_xor, onnx="Xor", onnx_types=WITH_BOOL, base=Logical),
     IsClose,
     Where,
     Clamp,
-    _pred("isnan", torch.isnan),
-    _pred("isinf", torch.isinf),
-    _pred("isfinite", torch.isfinite),
-    _pred("isposinf", torch.isposinf),
-    _pred("isneginf", torch.isneginf),
+    _pred("isnan", torch.isnan, onnx_types=ORT_FLOATS, base=IsNan),
+    _pred("isinf", torch.isinf, onnx_types=ORT_FLOAT_TESTS, base=IsInf, signs=(1, 1)),
+    _pred("isfinite", torch.isfinite, onnx_types=ORT_FLOAT_TESTS, base=IsFinite),
+    _pred("isposinf", torch.isposinf, onnx_types=ORT_FLOAT_TESTS, base=IsInf, signs=(1, 0)),
+    _pred("isneginf", torch.isneginf, onnx_types=ORT_FLOAT_TESTS, base=IsInf, signs=(0, 1)),
     _pred("signbit", torch.signbit, FLOATS + SIGNED_INTS, discontinuity=sign_bit),
 ]

@@ -5,11 +5,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
+import onnx
 import torch
 import torch.nn.functional as F
 import z3
 
-from generators.dtypes import FLOATS
+from generators.dtypes import FLOATS, DType
 from generators.ops.base import (
     AttrMap,
     Build,
@@ -22,6 +23,9 @@ from generators.ops.base import (
     functional_source,
     same_sigs,
 )
+from generators.ops.onnx_nodes import PAD_MODES, OnnxCall, batched
+
+ORT_CONV = frozenset({DType.FLOAT32, DType.FLOAT16})  # ONNX Runtime's Conv and ConvTranspose kernels
 
 # The CPU kernels also take int64 (not int32 once groups/bias are used); ONNX Conv is float-only, so
 # integer convolutions would only measure exporter refusals. Floats only.
@@ -106,6 +110,37 @@ class ConvND(OpSpec):
         return call(functional_source(type(self).fn), [x, *weights], stride=attrs["stride"], padding=padding,
                     dilation=attrs["dilation"], groups=attrs["groups"])
 
+    onnx_since = 11  # Pad's pads as an input (padding modes)
+    onnx_types = ORT_CONV
+
+    def onnx_nodes(self, attrs: AttrMap, call: OnnxCall) -> list[onnx.NodeProto] | None:
+        mode = attrs["padding_mode"]
+        if mode == "circular" and call.opset < 19:
+            return None  # Pad's wrap mode is new in 19
+        _, w, *bias = call.inputs
+        kernel = call.in_types[1].shape[2:]
+        begins, ends = self.onnx_pads(attrs, kernel)
+
+        def conv(x: str, out: str) -> None:
+            pads = begins + ends
+            if mode != "zeros":  # what nn.Conv*d does: pad explicitly, then convolve unpadded
+                x = call.node("Pad", [x, call.ints([0, 0, *begins, 0, 0, *ends])], mode=PAD_MODES[mode])
+                pads = [0] * len(pads)
+            call.node("Conv", [x, w, *bias], [out], kernel_shape=list(kernel), strides=list(attrs["stride"]),
+                      pads=pads, dilations=list(attrs["dilation"]), group=attrs["groups"])
+
+        return batched(call, self.n, conv)
+
+    def onnx_pads(self, attrs: AttrMap, kernel: Sequence[int]) -> tuple[list[int], list[int]]:
+        """Begin and end pads per spatial dim; "same" puts the odd one at the end, as torch does."""
+        padding = attrs["padding"]
+        if padding == "valid":
+            return [0] * self.n, [0] * self.n
+        if padding == "same":
+            totals = [d * (k - 1) for d, k in zip(attrs["dilation"], kernel, strict=True)]
+            return [t // 2 for t in totals], [t - t // 2 for t in totals]
+        return list(padding), list(padding)
+
 
 class ConvTransposeND(ConvND):
     """Transposed convolution; the weight is [C_in, C_out/groups, *k]."""
@@ -138,6 +173,21 @@ class ConvTransposeND(ConvND):
     def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
         return call(functional_source(type(self).fn), args, stride=attrs["stride"], padding=attrs["padding"],
                     output_padding=attrs["output_padding"], groups=attrs["groups"], dilation=attrs["dilation"])
+
+    onnx_since = 11
+
+    def onnx_nodes(self, attrs: AttrMap, call: OnnxCall) -> list[onnx.NodeProto] | None:
+        if any(op >= s for op, s in zip(attrs["output_padding"], attrs["stride"], strict=True)):
+            return None  # torch also takes output_padding < dilation; ONNX Runtime wants it below the stride
+        _, w, *bias = call.inputs
+        pads = list(attrs["padding"]) * 2
+
+        def conv_transpose(x: str, out: str) -> None:
+            call.node("ConvTranspose", [x, w, *bias], [out], kernel_shape=list(call.in_types[1].shape[2:]),
+                      strides=list(attrs["stride"]), pads=pads, dilations=list(attrs["dilation"]),
+                      output_padding=list(attrs["output_padding"]), group=attrs["groups"])
+
+        return batched(call, self.n, conv_transpose)
 
 
 def _conv(name: str, n: int, fn: Any, base: type[ConvND] = ConvND) -> type[ConvND]:

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import ClassVar
 
 import numpy as np
+import onnx
 import torch
 import torch.nn.functional as F
 import z3
@@ -30,7 +31,8 @@ from generators.ops.base import (
     same_sigs,
 )
 from generators.ops.discontinuity import IndexTie, every_position, top_k_window
-from generators.ops.shape import fill_value, size_of
+from generators.ops.onnx_nodes import ORT_NUMERIC, OnnxCall, axis_of, elementwise
+from generators.ops.shape import ORT_ANY, fill_value, size_of
 from generators.ops.ties import settle_tied_indices
 
 POS_RANK = (1, 2, 3, 4, 5)
@@ -73,6 +75,12 @@ class Gather(IndexOp):
     def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
         x, index = args
         return f"torch.gather({x}, {literal(attrs['dim'])}, {index})"
+
+    onnx_since = 11
+    onnx_types = ORT_ANY
+
+    def onnx_nodes(self, attrs: AttrMap, call: OnnxCall) -> list[onnx.NodeProto] | None:
+        return elementwise(call, "GatherElements", axis=axis_of(attrs["dim"], call.rank))
 
 
 class TakeAlongDim(IndexOp):
@@ -125,6 +133,14 @@ class Take(IndexOp):
     def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
         return call("torch.take", args)
 
+    onnx_since = 5
+    onnx_types = ORT_ANY
+
+    def onnx_nodes(self, attrs: AttrMap, call: OnnxCall) -> list[onnx.NodeProto] | None:
+        x, index = call.inputs  # indices into the flattened input; Gather counts negative ones from the end
+        call.node("Gather", [call.reshape(x, [-1]), index], call.outputs, axis=0)
+        return call.nodes
+
 
 class IndexSelect(IndexOp):
     """torch.index_select(x, dim, index) with a 1-D index (repeats allowed)."""
@@ -145,6 +161,12 @@ class IndexSelect(IndexOp):
         x, index = args
         return f"torch.index_select({x}, {literal(attrs['dim'])}, {index})"
 
+    onnx_since = 1
+    onnx_types = ORT_ANY
+
+    def onnx_nodes(self, attrs: AttrMap, call: OnnxCall) -> list[onnx.NodeProto] | None:
+        return elementwise(call, "Gather", axis=axis_of(attrs["dim"], call.rank))
+
 
 class AdvancedIndex(IndexOp):
     """x[:, idx] with an int64 tensor index (1-D or 2-D, negative entries allowed): advanced indexing."""
@@ -164,6 +186,12 @@ class AdvancedIndex(IndexOp):
     def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
         x, index = args
         return f"{x}[{':, ' * attrs['axis']}{index}]"
+
+    onnx_since = 1
+    onnx_types = ORT_ANY
+
+    def onnx_nodes(self, attrs: AttrMap, call: OnnxCall) -> list[onnx.NodeProto] | None:
+        return elementwise(call, "Gather", axis=attrs["axis"])  # negative indices count from the end in both
 
 
 class Embedding(IndexOp):
@@ -186,6 +214,12 @@ class Embedding(IndexOp):
     def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
         table, index = args
         return call("torch.nn.functional.embedding", [index, table], padding_idx=attrs["padding_idx"])
+
+    onnx_since = 1
+    onnx_types = ORT_ANY
+
+    def onnx_nodes(self, attrs: AttrMap, call: OnnxCall) -> list[onnx.NodeProto] | None:
+        return elementwise(call, "Gather", axis=0)  # padding_idx only stops gradients: the lookup is plain
 
 
 # ---- writing ----------------------------------------------------------------------------------------
@@ -210,6 +244,14 @@ class MaskedFill(IndexOp):
     def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
         x, mask = args
         return call(f"{x}.masked_fill", [mask], attrs["value"])
+
+    onnx_since = 9
+    onnx_types = ORT_NUMERIC | {DType.INT8, DType.UINT8}  # Where has no bool kernel in ONNX Runtime
+
+    def onnx_nodes(self, attrs: AttrMap, call: OnnxCall) -> list[onnx.NodeProto] | None:
+        x, mask = call.inputs
+        call.node("Where", [mask, call.const(attrs["value"], call.dtype), x], call.outputs)
+        return call.nodes
 
 
 def scatter_index(ctx: BuildContext, x: SymTensor, src: SymTensor, axis: int) -> tuple[SymTensor, list]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import onnx
 import torch
 import torch.nn.functional as F
 import z3
@@ -22,6 +23,7 @@ from generators.ops.base import (
     literal,
     same_sigs,
 )
+from generators.ops.onnx_nodes import ORT_FLOATS, ORT_NUMERIC, OnnxCall, elementwise
 
 # int8/uint8 products accumulate in the same narrow type and wrap around; converters widen. Left out.
 MATMUL_DTYPES = FLOATS + (DType.INT32, DType.INT64)
@@ -69,6 +71,13 @@ class MatProduct(OpSpec):
 
     def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
         return call(function_source(type(self).fn), args)
+
+    # MatMul is numpy's matmul, torch's rule for every rank pairing (1-D promoted then squeezed, batches broadcast).
+    onnx_since = 1
+    onnx_types = ORT_NUMERIC
+
+    def onnx_nodes(self, attrs: AttrMap, call: OnnxCall) -> list[onnx.NodeProto] | None:
+        return elementwise(call, "MatMul")
 
 
 class Matmul(MatProduct):
@@ -123,6 +132,16 @@ class Outer(MatProduct):
     def build(self, ctx: BuildContext, a: SymTensor, b: SymTensor) -> Build:
         return Build([SymTensor((a.shape[0], b.shape[0]), a.dtype)])
 
+    onnx_types = ORT_NUMERIC | {DType.BOOL}
+
+    def onnx_nodes(self, attrs: AttrMap, call: OnnxCall) -> list[onnx.NodeProto] | None:
+        # A column times a row, broadcast; bools multiply as `and`. Reshape, not Unsqueeze: onnx 1.23's shape
+        # inference with data propagation rejects Mul(Unsqueeze(a, [1]), b) of 1-D floats.
+        a, b = call.inputs
+        column = call.reshape(a, [call.in_types[0].shape[0], 1])
+        call.node("And" if call.dtype is DType.BOOL else "Mul", [column, b], call.outputs)
+        return call.nodes
+
 
 class Linear(OpSpec):
     """F.linear(x, weight[out, in], bias[out] or None) over the last dim of x."""
@@ -145,6 +164,19 @@ class Linear(OpSpec):
 
     def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
         return call("torch.nn.functional.linear", args)  # the bias is there when attrs["bias"] is
+
+    onnx_since = 1
+    onnx_types = ORT_NUMERIC
+
+    def onnx_nodes(self, attrs: AttrMap, call: OnnxCall) -> list[onnx.NodeProto] | None:
+        x, w, *bias = call.inputs
+        if call.rank == 2 and call.dtype in ORT_FLOATS:  # the Gemm exporters emit and optimizers fuse into
+            call.node("Gemm", [x, w, *bias], call.outputs, transB=1)
+            return call.nodes
+        product = call.node("MatMul", [x, call.node("Transpose", [w], perm=[1, 0])], None if bias else call.outputs)
+        if bias:
+            call.node("Add", [product, bias[0]], call.outputs)
+        return call.nodes
 
 
 class AddMm(OpSpec):
@@ -170,11 +202,26 @@ class AddMm(OpSpec):
     def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
         return call(function_source(type(self).fn), args, beta=attrs["beta"], alpha=attrs["alpha"])
 
+    onnx_since = 1
+    onnx_types = ORT_FLOATS  # Gemm is float-only; alpha and beta are exact in float32
+
+    def onnx_nodes(self, attrs: AttrMap, call: OnnxCall) -> list[onnx.NodeProto] | None:
+        c, a, b = call.inputs
+        call.node("Gemm", [a, b, c], call.outputs, alpha=float(attrs["alpha"]), beta=float(attrs["beta"]))
+        return call.nodes
+
 
 class BaddBmm(AddMm):
     name = "baddbmm"
     ranks = ((0, 1, 2, 3), (3,), (3,))
     fn = staticmethod(torch.baddbmm)
+
+    def onnx_nodes(self, attrs: AttrMap, call: OnnxCall) -> list[onnx.NodeProto] | None:
+        c, a, b = call.inputs  # beta * c + alpha * (a @ b), batched: no Gemm
+        dtype = call.dtype
+        product = call.node("Mul", [call.node("MatMul", [a, b]), call.const(attrs["alpha"], dtype)])
+        call.node("Add", [call.node("Mul", [c, call.const(attrs["beta"], dtype)]), product], call.outputs)
+        return call.nodes
 
 
 # Equations by operand ranks; letters shared between operands must agree.
@@ -219,6 +266,12 @@ class Einsum(OpSpec):
 
     def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
         return call("torch.einsum", [literal(attrs["equation"]), *args])
+
+    onnx_since = 12
+    onnx_types = ORT_NUMERIC
+
+    def onnx_nodes(self, attrs: AttrMap, call: OnnxCall) -> list[onnx.NodeProto] | None:
+        return elementwise(call, "Einsum", equation=attrs["equation"])
 
 
 OPS: list[type[OpSpec]] = [Matmul, Mm, Bmm, Mv, Dot, Outer, Linear, AddMm, BaddBmm, Einsum]

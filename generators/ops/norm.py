@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
+import onnx
 import torch
 import torch.nn.functional as F
 import z3
@@ -22,6 +23,7 @@ from generators.ops.base import (
     literal,
     same_sigs,
 )
+from generators.ops.onnx_nodes import ORT_FLOATS, OnnxCall
 
 EPS = (1e-5, 1e-3, 0.1)
 MOMENTUM = (0.1, 0.0, 0.5)  # F.batch_norm takes no None (that is only the nn module's)
@@ -66,6 +68,21 @@ def split_weight_names(args: Sequence[str], running: bool, affine: bool) -> list
     return [mean, var, weight, bias]
 
 
+def onnx_batch_norm(call: OnnxCall, ws: Sequence[str], affine: bool, eps: float) -> list[onnx.NodeProto]:
+    """BatchNormalization (inference) from running statistics `ws` (mean, var, then weight and bias when
+    `affine`): ONNX wants a scale and a bias, ones and zeros where torch has none."""
+    mean, var, *affine_ws = ws
+    scale, bias = affine_ws if affine else channel_constants(call, 1)
+    call.node("BatchNormalization", [call.inputs[0], scale, bias, mean, var], call.outputs, epsilon=eps)
+    return call.nodes
+
+
+def channel_constants(call: OnnxCall, axis: int) -> tuple[str, str]:
+    """A scale of ones and a bias of zeros over the input's dims from `axis` on (1: the channels)."""
+    shape = call.in_types[0].shape[axis:axis + 1] if axis == 1 else call.in_types[0].shape[axis:]
+    return call.const(1.0, call.dtype, shape), call.const(0.0, call.dtype, shape)
+
+
 def last_dims_source(x: str, count: int) -> str:
     """Source for the shape of `x`'s last `count` (>= 1) dims, read from the tensor when the repro runs."""
     return f"{x}.shape[{-count}:]"
@@ -105,6 +122,14 @@ class BatchNorm(Norm):
         return call(functional_source(F.batch_norm), [x, *weights], training=attrs["batch_stats"],
                     momentum=attrs["momentum"], eps=attrs["eps"])
 
+    onnx_since = 9
+    onnx_types = ORT_FLOATS
+
+    def onnx_nodes(self, attrs: AttrMap, call: OnnxCall) -> list[onnx.NodeProto] | None:
+        if attrs["batch_stats"]:
+            return None  # training mode: ONNX's training outputs are running statistics, not batch statistics
+        return onnx_batch_norm(call, call.inputs[1:], attrs["affine"], float(attrs["eps"]))
+
 
 class InstanceNorm(Norm):
     """F.instance_norm from per-instance statistics, or from running statistics (use_input_stats=False)."""
@@ -132,6 +157,19 @@ class InstanceNorm(Norm):
         weights = split_weight_names(ws, not attrs["use_input_stats"], attrs["affine"])
         return call(functional_source(F.instance_norm), [x, *weights], use_input_stats=attrs["use_input_stats"],
                     momentum=attrs["momentum"], eps=attrs["eps"])
+
+    onnx_since = 9
+    onnx_types = frozenset({DType.FLOAT32, DType.FLOAT16})  # InstanceNormalization's kernels
+
+    def onnx_nodes(self, attrs: AttrMap, call: OnnxCall) -> list[onnx.NodeProto] | None:
+        eps = float(attrs["eps"])
+        if not attrs["use_input_stats"]:  # running statistics: a batch norm in inference mode
+            return onnx_batch_norm(call, call.inputs[1:], attrs["affine"], eps)
+        if call.dtype is DType.FLOAT16:
+            return None  # ONNX Runtime's half kernel accumulates in half precision, torch in float
+        scale, bias = call.inputs[1:] if attrs["affine"] else channel_constants(call, 1)
+        call.node("InstanceNormalization", [call.inputs[0], scale, bias], call.outputs, epsilon=eps)
+        return call.nodes
 
 
 class LayerNorm(Norm):
@@ -162,9 +200,37 @@ class LayerNorm(Norm):
         return call(functional_source(F.layer_norm), [x, last_dims_source(x, attrs["normalized_dims"]), *ws],
                     eps=attrs["eps"])
 
+    onnx_since = 1
+    onnx_types = ORT_FLOATS
+
+    def onnx_nodes(self, attrs: AttrMap, call: OnnxCall) -> list[onnx.NodeProto] | None:
+        axis, eps = call.rank - attrs["normalized_dims"], float(attrs["eps"])
+        ws = list(call.inputs[1:])
+        if call.opset >= 17:
+            scale = ws.pop(0) if ws else channel_constants(call, axis)[0]
+            call.node("LayerNormalization", [call.inputs[0], scale, *ws], call.outputs, axis=axis, epsilon=eps)
+            return call.nodes
+        if call.dtype is DType.FLOAT16:
+            return None  # the formula in half precision strays from torch's float accumulation
+        return self.onnx_formula(call, list(range(axis, call.rank)), eps, ws)
+
+    def onnx_formula(self, call: OnnxCall, axes: list[int], eps: float, ws: list[str]) -> list[onnx.NodeProto]:
+        """(x - mean) / sqrt(biased var + eps) * weight + bias: what exporters emit before opset 17 and ONNX
+        Runtime's LayerNormFusion rewrites into one node."""
+        x, dtype = call.inputs[0], call.dtype
+        centred = call.node("Sub", [x, call.reduce("ReduceMean", x, axes, True)])
+        var = call.reduce("ReduceMean", call.node("Mul", [centred, centred]), axes, True)
+        scale = call.node("Sqrt", [call.node("Add", [var, call.const(eps, dtype)])])
+        steps = [("Div", scale), *zip(("Mul", "Add"), ws)]
+        for i, (op_type, operand) in enumerate(steps):
+            last = i == len(steps) - 1
+            centred = call.node(op_type, [centred, operand], call.outputs if last else None)
+        return call.nodes
+
 
 class RmsNorm(LayerNorm):
     name = "rms_norm"
+    onnx_since = None  # RMSNormalization is new in opset 23
     affine_options = ("weight", "none")
     eps_options = (None, 1e-6, 1e-3)  # None: torch uses the dtype's machine epsilon
 

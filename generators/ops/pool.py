@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
+import onnx
 import torch
 import torch.nn.functional as F
 import z3
@@ -13,6 +14,7 @@ from generators.dtypes import FLOATS, INTS, DType
 from generators.ops.base import AttrMap, Build, BuildContext, Dim, OpSpec, SymTensor, call, functional_source, same_sigs
 from generators.ops.conv import spatial_attrs
 from generators.ops.discontinuity import PoolIndices
+from generators.ops.onnx_nodes import ORT_FLOATS, OnnxCall, batched
 
 F32_64 = (DType.FLOAT32, DType.FLOAT64)  # avg_pool3d has no float16/bfloat16 CPU kernel
 
@@ -67,11 +69,37 @@ class PoolND(OpSpec):
             attrs["dilation"] = dilation
         return tuple(sizes), attrs, reqs
 
+    onnx_op: ClassVar[str | None] = None  # the ONNX pooling node (None: no counterpart)
+
+    def onnx_window(self, attrs: AttrMap) -> dict[str, Any] | None:
+        """The ONNX attributes of the pooling window; None where ONNX pools otherwise (ceil_mode: torch drops a
+        last window that starts in the padding, ONNX's rule differs between opsets and runtimes)."""
+        if attrs["ceil_mode"]:
+            return None
+        kernel = list(attrs["kernel_size"])
+        pads = list(attrs.get("padding") or (0,) * self.n)
+        return {"kernel_shape": kernel, "strides": list(attrs["stride"] or kernel), "pads": pads * 2}
+
+    def onnx_nodes(self, attrs: AttrMap, call: OnnxCall) -> list[onnx.NodeProto] | None:
+        window = self.onnx_window(attrs)
+        if self.onnx_op is None or window is None:
+            return None
+        op_type = self.onnx_op
+        return batched(call, self.n, lambda x, out: call.node(op_type, [x], [out], **window))
+
 
 class MaxPoolND(PoolND):
     preserves_values = True
     has_dilation = True
     discontinuity = PoolIndices()  # ties within a window make the returned index ambiguous
+    onnx_op, onnx_since = "MaxPool", 12
+    onnx_types = ORT_FLOATS | {DType.INT8, DType.UINT8}  # MaxPool's kernels (no 32/64-bit integers)
+
+    def onnx_window(self, attrs: AttrMap) -> dict[str, Any] | None:
+        window = super().onnx_window(attrs)
+        if window is None or attrs["return_indices"]:
+            return None  # ONNX's indices are flat over the whole tensor, torch's per plane
+        return {**window, "dilations": list(attrs["dilation"])}
 
     def build(self, ctx: BuildContext, x: SymTensor) -> Build:
         sizes, attrs, reqs = self.windows(ctx, x)
@@ -94,6 +122,14 @@ class MaxPoolND(PoolND):
 class AvgPoolND(PoolND):
     keeps_zeros = True  # a window of zeros averages to zero
     has_divisor: ClassVar[bool] = True
+    onnx_op, onnx_since = "AveragePool", 11
+    onnx_types = frozenset({DType.FLOAT32, DType.FLOAT16})  # AveragePool's kernels
+
+    def onnx_window(self, attrs: AttrMap) -> dict[str, Any] | None:
+        window = super().onnx_window(attrs)
+        if window is None or attrs["divisor_override"] is not None:
+            return None
+        return {**window, "count_include_pad": int(attrs["count_include_pad"])}
 
     def build(self, ctx: BuildContext, x: SymTensor) -> Build:
         sizes, attrs, reqs = self.windows(ctx, x)

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
+import onnx
 import torch
 import z3
 
@@ -22,14 +23,20 @@ from generators.ops.base import (
     call,
     finite_max,
     function_source,
+    norm_axis,
     pick_axis,
     same_sigs,
 )
 from generators.ops.discontinuity import IndexTie, MinMax
+from generators.ops.onnx_nodes import ORT_FLOATS, ORT_NUMERIC, OnnxCall
 from generators.ops.ties import settle_tied_indices
 
 TINY = 1e-3
 Dims = int | tuple[int, ...] | None
+# ONNX Runtime's ReduceMax/ReduceMin and ArgMax/ArgMin take the 8-bit integers too (bool only from opset 20).
+ORT_ORDERED = ORT_NUMERIC | {DType.INT8, DType.UINT8}
+# Sums and products of integers and bools accumulate in int64 in torch: their counterparts cast to int64 first.
+ORT_WIDENED = ORT_FLOATS | frozenset(INTS) | {DType.BOOL}
 
 
 def pick_dims(ctx: BuildContext, rank: int, multi: bool, full: bool) -> Dims:
@@ -106,6 +113,22 @@ class Reduce(OpSpec):
         """The keyword arguments of the call, as `fn` passes them."""
         return {"dim": attrs["dim"], "keepdim": attrs["keepdim"]}
 
+    # The ONNX Reduce* computing the op (None: see onnx_nodes), from which opset it takes its axes as an input
+    # (ReduceSum from 13, the others from 18), and whether integers and bools are cast to int64 first.
+    onnx_op: ClassVar[str | None] = None
+    onnx_axes_input_since: ClassVar[int] = 18
+    onnx_widen: ClassVar[bool] = False
+
+    def onnx_nodes(self, attrs: AttrMap, call: OnnxCall) -> list[onnx.NodeProto] | None:
+        if self.onnx_op is None:
+            return None
+        x = call.inputs[0]
+        if self.onnx_widen and not call.dtype.is_float:
+            x = call.node("Cast", [x], to=onnx.TensorProto.INT64)
+        axes = None if attrs["dim"] is None else reduced_axes(attrs["dim"], call.rank)
+        call.reduce(self.onnx_op, x, axes, attrs["keepdim"], call.outputs[0], self.onnx_axes_input_since)
+        return call.nodes
+
 
 def _to_int64(dtypes) -> tuple[Sig, ...]:
     return tuple(Sig((d,), DType.INT64) for d in dtypes)
@@ -115,6 +138,8 @@ class Sum(Reduce):
     name = "sum"
     torch_fn = staticmethod(torch.sum)
     sigs = same_sigs(FLOATS) + _to_int64(INTS + (DType.BOOL,))  # integer sums accumulate in int64
+    onnx_op, onnx_axes_input_since, onnx_widen = "ReduceSum", 13, True
+    onnx_since, onnx_types = 1, ORT_WIDENED
 
     def fn(self, x, dim, keepdim, attrs):
         return torch.sum(x, dim=dim, keepdim=keepdim)
@@ -124,6 +149,7 @@ class Mean(Reduce):
     name = "mean"
     torch_fn = staticmethod(torch.mean)
     sigs = same_sigs(FLOATS)
+    onnx_op, onnx_since, onnx_types = "ReduceMean", 1, ORT_FLOATS
 
     def fn(self, x, dim, keepdim, attrs):
         return torch.mean(x, dim=dim, keepdim=keepdim)
@@ -133,6 +159,7 @@ class Amax(Reduce):
     name = "amax"
     torch_fn = staticmethod(torch.amax)
     sigs = same_sigs(ALL)
+    onnx_op, onnx_since, onnx_types = "ReduceMax", 1, ORT_ORDERED
 
     def fn(self, x, dim, keepdim, attrs):
         return torch.amax(x, dim=() if dim is None else dim, keepdim=keepdim)
@@ -144,6 +171,7 @@ class Amax(Reduce):
 class Amin(Amax):
     name = "amin"
     torch_fn = staticmethod(torch.amin)
+    onnx_op = "ReduceMin"
 
     def fn(self, x, dim, keepdim, attrs):
         return torch.amin(x, dim=() if dim is None else dim, keepdim=keepdim)
@@ -157,6 +185,7 @@ class Prod(Reduce):
     sigs = same_sigs(FLOATS) + _to_int64(INTS + (DType.BOOL,))
     multi = False
     full_keepdim = False
+    onnx_op, onnx_widen, onnx_since, onnx_types = "ReduceProd", True, 1, ORT_WIDENED
 
     def fn(self, x, dim, keepdim, attrs):
         return torch.prod(x) if dim is None else torch.prod(x, dim=dim, keepdim=keepdim)
@@ -195,6 +224,19 @@ class Argmax(IndexReduce):
     sigs = _to_int64(NUMERIC)
     multi = False
     discontinuity = IndexTie(True)
+    onnx_op, onnx_since, onnx_types = "ArgMax", 1, ORT_ORDERED  # the first of tied extremes, as torch
+
+    def onnx_nodes(self, attrs: AttrMap, call: OnnxCall) -> list[onnx.NodeProto] | None:
+        x, (out,) = call.inputs[0], call.outputs
+        keep = int(attrs["keepdim"])
+        if attrs["dim"] is not None and call.rank:
+            call.node(self.onnx_op, [x], [out], axis=norm_axis(attrs["dim"], call.rank), keepdims=keep)
+            return call.nodes
+        # No dim: the index into the flattened input, shaped [1] * rank with keepdim.
+        flat = call.node(self.onnx_op, [call.reshape(x, [-1])], None if keep else [out], axis=0, keepdims=0)
+        if keep:
+            call.reshape(flat, [1] * call.rank, out)
+        return call.nodes
 
     def fn(self, x, dim, keepdim, attrs):
         return torch.argmax(x, dim=dim, keepdim=keepdim)
@@ -204,6 +246,7 @@ class Argmin(Argmax):
     name = "argmin"
     torch_fn = staticmethod(torch.argmin)
     discontinuity = IndexTie(False)
+    onnx_op = "ArgMin"
 
     def fn(self, x, dim, keepdim, attrs):
         return torch.argmin(x, dim=dim, keepdim=keepdim)
@@ -219,9 +262,20 @@ class MaxDim(IndexReduce):
     full = False
     extra_outs = (DType.INT64,)
     discontinuity = MinMax(True)
+    onnx_op, onnx_since, onnx_types = "ReduceMax", 1, ORT_ORDERED
+    onnx_index_op: ClassVar[str] = "ArgMax"
 
     def fn(self, x, dim, keepdim, attrs):
         return tuple(torch.max(x, dim=dim, keepdim=keepdim))
+
+    def onnx_nodes(self, attrs: AttrMap, call: OnnxCall) -> list[onnx.NodeProto] | None:
+        if not call.rank:
+            return None  # a scalar has no axis to reduce in ONNX
+        (x,), (values, indices) = call.inputs, call.outputs
+        axis = norm_axis(attrs["dim"], call.rank)
+        call.reduce(self.onnx_op, x, [axis], attrs["keepdim"], values)
+        call.node(self.onnx_index_op, [x], [indices], axis=axis, keepdims=int(attrs["keepdim"]))
+        return call.nodes
 
     def torch_source(self, attrs, args):
         return f"tuple({super().torch_source(attrs, args)})"
@@ -231,6 +285,7 @@ class MinDim(MaxDim):
     name = "min"
     torch_fn = staticmethod(torch.min)
     discontinuity = MinMax(False)
+    onnx_op, onnx_index_op = "ReduceMin", "ArgMin"
 
     def fn(self, x, dim, keepdim, attrs):
         return tuple(torch.min(x, dim=dim, keepdim=keepdim))
@@ -240,6 +295,8 @@ class LogSumExp(Reduce):
     name = "logsumexp"
     torch_fn = staticmethod(torch.logsumexp)
     sigs = same_sigs(FLOATS)
+    # float16 left out: torch subtracts the maximum before exp, ONNX Runtime's half kernel may overflow.
+    onnx_op, onnx_since, onnx_types = "ReduceLogSumExp", 1, frozenset({DType.FLOAT32, DType.FLOAT64})
     full = False  # torch.logsumexp requires dim
 
     def fn(self, x, dim, keepdim, attrs):
@@ -306,6 +363,20 @@ class Norm(Reduce):
     def torch_source(self, attrs, args):
         # torch.linalg.vector_norm's __name__ is linalg_vector_norm, so function_source cannot find it.
         return call("torch.linalg.vector_norm", args, ord=float(attrs["ord"]), **self.source_kwargs(attrs))
+
+    onnx_since, onnx_types = 1, ORT_FLOATS
+    # ord 1 and 2 are ReduceL1/ReduceL2; +-inf the largest or smallest magnitude; other orders have no counterpart.
+    ONNX_ORDS: ClassVar[Mapping[Any, tuple[str, bool]]] = {
+        1: ("ReduceL1", False), 2: ("ReduceL2", False), "inf": ("ReduceMax", True), "-inf": ("ReduceMin", True)}
+
+    def onnx_nodes(self, attrs, call):
+        if attrs["ord"] not in self.ONNX_ORDS:
+            return None
+        op_type, of_abs = self.ONNX_ORDS[attrs["ord"]]
+        x = call.node("Abs", call.inputs) if of_abs else call.inputs[0]
+        axes = None if attrs["dim"] is None else reduced_axes(attrs["dim"], call.rank)
+        call.reduce(op_type, x, axes, attrs["keepdim"], call.outputs[0])
+        return call.nodes
 
 
 class Any_(Reduce):

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
+import onnx
 import torch
 import torch.nn.functional as F
 import z3
@@ -28,9 +29,14 @@ from generators.ops.base import (
     pick_axis,
     same_sigs,
 )
+from generators.ops.onnx_nodes import ORT_NUMERIC, OnnxCall, axis_of
 
 POS_RANK = (1, 2, 3, 4, 5)
 MAX_RANK = 5
+# ONNX Runtime's layout kernels (Reshape, Transpose, Concat, Split, Slice, Gather, Pad, Tile, Expand) move bytes,
+# so they take every dtype but bfloat16 (left out of native models: ONNX's reference evaluator cannot check it).
+ORT_ANY = ORT_NUMERIC | {DType.INT8, DType.UINT8, DType.BOOL}
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 
 # ---- helpers ------------------------------------------------------------------------------------
@@ -58,6 +64,33 @@ class ShapeOp(OpSpec):
     family = "shape"
     sigs = same_sigs(ALL)
     ranks = (ANY_RANK,)
+    onnx_types = ORT_ANY
+
+
+class ToShape(ShapeOp):
+    """An op whose ONNX counterpart is a Reshape to its output's (concrete) shape."""
+
+    onnx_since = 5
+
+    def onnx_nodes(self, attrs: AttrMap, call: OnnxCall) -> list[onnx.NodeProto] | None:
+        call.reshape(call.inputs[0], call.out_types[0].shape, call.outputs[0])
+        return call.nodes
+
+
+class Transposing(ShapeOp):
+    """An op whose ONNX counterpart is one Transpose (`perm`: the input axis each output axis takes)."""
+
+    onnx_since = 1
+
+    def perm(self, attrs: AttrMap, rank: int) -> list[int]:
+        raise NotImplementedError
+
+    def onnx_nodes(self, attrs: AttrMap, call: OnnxCall) -> list[onnx.NodeProto] | None:
+        if not call.rank:  # a scalar's only permutation (an identity transpose is kept above rank 0)
+            call.node("Identity", call.inputs, call.outputs)
+        else:
+            call.node("Transpose", call.inputs, call.outputs, perm=self.perm(attrs, call.rank))
+        return call.nodes
 
 
 def one(shape: Sequence[Dim], dtype: DType, requires: list | None = None, /, **attrs: Any) -> Build:
@@ -120,6 +153,12 @@ class Reshape(ShapeOp):
     def forward(self, attrs: AttrMap, x: torch.Tensor) -> torch.Tensor:
         return x.reshape(attrs["shape"])
 
+    onnx_since = 5
+
+    def onnx_nodes(self, attrs: AttrMap, call: OnnxCall) -> list[onnx.NodeProto] | None:
+        call.reshape(call.inputs[0], attrs["shape"], call.outputs[0])  # the -1 stays for ONNX to infer
+        return call.nodes
+
     def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
         return method(args[0], "reshape", attrs["shape"])
 
@@ -136,7 +175,7 @@ class View(Reshape):
         return method(f"{args[0]}.contiguous()", "view", attrs["shape"])
 
 
-class Unflatten(ShapeOp):
+class Unflatten(ToShape):
     """x.unflatten(dim, sizes): one dim split into 2-3 factors, sometimes with a -1."""
 
     name = "unflatten"
@@ -162,7 +201,7 @@ class Unflatten(ShapeOp):
         return method(args[0], "unflatten", attrs["dim"], attrs["sizes"])
 
 
-class Flatten(ShapeOp):
+class Flatten(ToShape):
     """torch.flatten(x, start_dim, end_dim)."""
 
     name = "flatten"
@@ -195,7 +234,7 @@ def maybe_contiguous_source(x: str, attrs: AttrMap) -> str:
     return f"{x}.contiguous()" if attrs["contiguous"] else x
 
 
-class Transpose(ShapeOp):
+class Transpose(Transposing):
     """x.transpose(d0, d1), sometimes followed by .contiguous() (the materialized-transpose idiom)."""
 
     name = "transpose"
@@ -219,8 +258,14 @@ class Transpose(ShapeOp):
     def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
         return maybe_contiguous_source(method(args[0], "transpose", attrs["dim0"], attrs["dim1"]), attrs)
 
+    def perm(self, attrs: AttrMap, rank: int) -> list[int]:
+        order = list(range(rank))
+        d0, d1 = axis_of(attrs["dim0"], rank), axis_of(attrs["dim1"], rank)
+        order[d0], order[d1] = order[d1], order[d0]
+        return order
 
-class T(ShapeOp):
+
+class T(Transposing):
     """x.t(): the 0-2D transpose."""
 
     name = "t"
@@ -235,8 +280,11 @@ class T(ShapeOp):
     def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
         return method(args[0], "t")
 
+    def perm(self, attrs: AttrMap, rank: int) -> list[int]:
+        return list(range(rank))[::-1]
 
-class Permute(ShapeOp):
+
+class Permute(Transposing):
     """x.permute(perm), sometimes followed by .contiguous()."""
 
     name = "permute"
@@ -254,8 +302,11 @@ class Permute(ShapeOp):
     def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
         return maybe_contiguous_source(method(args[0], "permute", attrs["perm"]), attrs)
 
+    def perm(self, attrs: AttrMap, rank: int) -> list[int]:
+        return [axis_of(p, rank) for p in attrs["perm"]]
 
-class Movedim(ShapeOp):
+
+class Movedim(Transposing):
     """torch.movedim(x, source, destination) with one axis or a tuple of axes."""
 
     name = "movedim"
@@ -282,6 +333,15 @@ class Movedim(ShapeOp):
 
     def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
         return call("torch.movedim", args, attrs["source"], attrs["destination"])
+
+    def perm(self, attrs: AttrMap, rank: int) -> list[int]:
+        """As `build` orders the axes: each source lands at its destination, the rest keep their order."""
+        sources, destinations = attrs["source"], attrs["destination"]
+        if isinstance(sources, int):
+            sources, destinations = (sources,), (destinations,)
+        moved = {axis_of(d, rank): axis_of(s, rank) for s, d in zip(sources, destinations, strict=True)}
+        rest = iter(i for i in range(rank) if i not in moved.values())
+        return [moved[i] if i in moved else next(rest) for i in range(rank)]
 
 
 # ---- size-1 dims and broadcasting ----------------------------------------------------------------
@@ -312,6 +372,18 @@ class Squeeze(ShapeOp):
     def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
         return method(args[0], "squeeze") if attrs["dim"] is None else method(args[0], "squeeze", attrs["dim"])
 
+    onnx_since = 13  # axes as an input
+
+    def onnx_nodes(self, attrs: AttrMap, call: OnnxCall) -> list[onnx.NodeProto] | None:
+        shape, dim = call.in_types[0].shape, attrs["dim"]
+        named = range(call.rank) if dim is None else [dim] if isinstance(dim, int) else dim
+        axes = sorted({axis_of(a, call.rank) for a in named if shape[a] == 1})  # torch skips dims that are not 1
+        if axes:
+            call.squeeze(call.inputs[0], axes, call.outputs[0])
+        else:
+            call.node("Identity", call.inputs, call.outputs)
+        return call.nodes
+
 
 class Unsqueeze(ShapeOp):
     """x.unsqueeze(dim), dim in [-rank-1, rank]."""
@@ -329,6 +401,12 @@ class Unsqueeze(ShapeOp):
 
     def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
         return method(args[0], "unsqueeze", attrs["dim"])
+
+    onnx_since = 13  # axes as an input
+
+    def onnx_nodes(self, attrs: AttrMap, call: OnnxCall) -> list[onnx.NodeProto] | None:
+        call.unsqueeze(call.inputs[0], [axis_of(attrs["dim"], call.rank + 1)], call.outputs[0])
+        return call.nodes
 
 
 class Expand(ShapeOp):
@@ -358,6 +436,12 @@ class Expand(ShapeOp):
 
     def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
         return method(args[0], "expand", attrs["sizes"])
+
+    onnx_since = 8
+
+    def onnx_nodes(self, attrs: AttrMap, call: OnnxCall) -> list[onnx.NodeProto] | None:
+        call.node("Expand", [call.inputs[0], call.ints(call.out_types[0].shape)], call.outputs)
+        return call.nodes
 
 
 class BroadcastTo(Expand):
@@ -398,6 +482,12 @@ class Cat(ShapeOp):
     def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
         return f"torch.cat(({', '.join(args)}), dim={literal(attrs['dim'])})"
 
+    onnx_since = 4
+
+    def onnx_nodes(self, attrs: AttrMap, call: OnnxCall) -> list[onnx.NodeProto] | None:
+        call.node("Concat", call.inputs, call.outputs, axis=axis_of(attrs["dim"], call.rank))
+        return call.nodes
+
 
 class Cat3(Cat):
     """torch.cat((x, y, w)) where w is a weight (a learned token/row); three data inputs of one rank are rarely
@@ -434,6 +524,13 @@ class Stack(ShapeOp):
     def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
         return f"torch.stack(({', '.join(args)}), dim={literal(attrs['dim'])})"
 
+    onnx_since = 13  # Unsqueeze's axes as an input
+
+    def onnx_nodes(self, attrs: AttrMap, call: OnnxCall) -> list[onnx.NodeProto] | None:
+        axis = axis_of(attrs["dim"], call.rank + 1)
+        call.node("Concat", [call.unsqueeze(x, [axis]) for x in call.inputs], call.outputs, axis=axis)
+        return call.nodes
+
 
 class Stack3(Stack):
     name = "stack3"
@@ -452,7 +549,18 @@ def even_pieces(n: Dim, size: Dim, count: int) -> tuple[list[Dim], list[z3.BoolR
     return [size] * (count - 1) + [last], [(count - 1) * size < n, n <= count * size]
 
 
-class Split(ShapeOp):
+class Splitting(ShapeOp):
+    """An op that cuts its input along `dim` into its outputs: one Split with the outputs' sizes."""
+
+    onnx_since = 13  # the sizes as an input (from 18, `num_outputs` where the pieces are even)
+
+    def onnx_nodes(self, attrs: AttrMap, call: OnnxCall) -> list[onnx.NodeProto] | None:
+        axis = axis_of(attrs["dim"], call.rank)
+        call.split(call.inputs[0], [t.shape[axis] for t in call.out_types], axis, call.outputs)
+        return call.nodes
+
+
+class Split(Splitting):
     """torch.split(x, split_size_or_sections, dim): multi-output."""
 
     name = "split"
@@ -477,7 +585,7 @@ class Split(ShapeOp):
         return call("torch.split", args, attrs["split"], dim=attrs["dim"])
 
 
-class Chunk(ShapeOp):
+class Chunk(Splitting):
     """torch.chunk(x, chunks, dim): may yield fewer than `chunks` pieces, which converters get wrong."""
 
     name = "chunk"
@@ -499,7 +607,7 @@ class Chunk(ShapeOp):
         return call("torch.chunk", args, attrs["chunks"], dim=attrs["dim"])
 
 
-class TensorSplit(ShapeOp):
+class TensorSplit(Splitting):
     """torch.tensor_split(x, sections or indices, dim)."""
 
     name = "tensor_split"
@@ -545,6 +653,16 @@ class Unbind(ShapeOp):
     def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
         return call("torch.unbind", args, dim=attrs["dim"])
 
+    onnx_since = 13
+
+    def onnx_nodes(self, attrs: AttrMap, call: OnnxCall) -> list[onnx.NodeProto] | None:
+        axis = axis_of(attrs["dim"], call.rank)
+        pieces = [call.fresh("piece") for _ in call.outputs]
+        call.split(call.inputs[0], [1] * len(pieces), axis, pieces)
+        for piece, out in zip(pieces, call.outputs, strict=True):
+            call.squeeze(piece, [axis], out)
+        return call.nodes
+
 
 # ---- windows: narrow, slicing, select, pad ------------------------------------------------------
 
@@ -577,6 +695,15 @@ class Narrow(ShapeOp):
 
     def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
         return call("torch.narrow", args, attrs["dim"], attrs["start"], attrs["length"])
+
+    onnx_since = 10  # starts, ends, axes and steps as inputs
+
+    def onnx_nodes(self, attrs: AttrMap, call: OnnxCall) -> list[onnx.NodeProto] | None:
+        axis = axis_of(attrs["dim"], call.rank)
+        start = attrs["start"] % call.in_types[0].shape[axis]
+        call.node("Slice", [call.inputs[0], call.ints([start]), call.ints([start + attrs["length"]]),
+                            call.ints([axis])], call.outputs)
+        return call.nodes
 
 
 class Slice(ShapeOp):
@@ -620,6 +747,16 @@ class Slice(ShapeOp):
         window = f"{'' if start is None else literal(start)}:{'' if stop is None else literal(stop)}"
         return index_source(args[0], attrs["axis"], window if step == 1 else f"{window}:{literal(step)}")
 
+    onnx_since = 10
+
+    def onnx_nodes(self, attrs: AttrMap, call: OnnxCall) -> list[onnx.NodeProto] | None:
+        # ONNX's Slice clamps its bounds as Python's slicing does (negative ones count from the end).
+        start = 0 if attrs["start"] is None else attrs["start"]
+        stop = INT64_MAX if attrs["stop"] is None else attrs["stop"]
+        bounds = [call.ints([start]), call.ints([stop]), call.ints([axis_of(attrs["axis"], call.rank)])]
+        call.node("Slice", [call.inputs[0], *bounds, call.ints([attrs["step"]])], call.outputs)
+        return call.nodes
+
 
 class Select(ShapeOp):
     """x[:, i] / x.select(dim, i): integer indexing that drops a dim; the index is sometimes negative."""
@@ -648,6 +785,14 @@ class Select(ShapeOp):
         if not attrs["indexing"]:
             return method(args[0], "select", attrs["dim"], attrs["index"])
         return index_source(args[0], attrs["dim"], literal(attrs["index"]))
+
+    onnx_since = 13
+
+    def onnx_nodes(self, attrs: AttrMap, call: OnnxCall) -> list[onnx.NodeProto] | None:
+        # Gather with a scalar index drops the axis, and counts a negative index from the end.
+        index = call.const(attrs["index"], DType.INT64)
+        call.node("Gather", [call.inputs[0], index], call.outputs, axis=axis_of(attrs["dim"], call.rank))
+        return call.nodes
 
 
 class Pad(ShapeOp):
@@ -691,6 +836,23 @@ class Pad(ShapeOp):
             return call("torch.nn.functional.pad", args, attrs["pad"], mode="constant", value=attrs["value"])
         return call("torch.nn.functional.pad", args, attrs["pad"], mode=attrs["mode"])
 
+    onnx_since = 11  # pads (negative ones crop) and the constant as inputs
+    onnx_mode: ClassVar[str] = "constant"  # ONNX's name of the mode: edge for replicate, wrap for circular
+
+    def onnx_nodes(self, attrs: AttrMap, call: OnnxCall) -> list[onnx.NodeProto] | None:
+        pads = onnx_pads(attrs["pad"], call.rank)
+        value = [call.const(attrs["value"], call.dtype)] if attrs["mode"] == "constant" else []
+        call.node("Pad", [call.inputs[0], call.ints(pads), *value], call.outputs, mode=self.onnx_mode)
+        return call.nodes
+
+
+def onnx_pads(pad: Sequence[int], rank: int) -> list[int]:
+    """F.pad's (last dim first, begin and end) pads as ONNX's: every axis's begin, then every axis's end."""
+    begins, ends = [0] * rank, [0] * rank
+    for i in range(len(pad) // 2):
+        begins[rank - 1 - i], ends[rank - 1 - i] = pad[2 * i], pad[2 * i + 1]
+    return begins + ends
+
 
 class PadConstant(Pad):
     preserves_values = False
@@ -706,7 +868,7 @@ class PadConstant(Pad):
 
 class PadReflect(Pad):
     name = "pad_reflect"
-    mode = "reflect"
+    mode = onnx_mode = "reflect"
     sigs = same_sigs(ALL[:-1])  # no bool kernel
     ranks = ((2, 3, 4, 5),)
 
@@ -716,14 +878,15 @@ class PadReflect(Pad):
 
 class PadReplicate(Pad):
     name = "pad_replicate"
-    mode = "replicate"
+    mode, onnx_mode = "replicate", "edge"
     sigs = same_sigs(ALL[:-1])  # no bool kernel
     ranks = ((2, 3, 4, 5),)
 
 
 class PadCircular(Pad):
     name = "pad_circular"
-    mode = "circular"
+    mode, onnx_mode = "circular", "wrap"
+    onnx_since = 19
     ranks = ((2, 3, 4, 5),)
 
     def pad_limit(self, n: Dim, left: Dim, right: Dim) -> list[z3.BoolRef]:
@@ -753,6 +916,17 @@ class Tile(ShapeOp):
 
     def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
         return call("torch.tile", args, attrs["reps"])
+
+    onnx_since = 6
+
+    def onnx_nodes(self, attrs: AttrMap, call: OnnxCall) -> list[onnx.NodeProto] | None:
+        # Short reps are padded with leading ones; long ones give the input leading ones first.
+        reps, x = list(attrs["reps"]), call.inputs[0]
+        if len(reps) > call.rank:
+            x = call.reshape(x, [1] * (len(reps) - call.rank) + list(call.in_types[0].shape))
+        reps = [1] * (call.rank - len(reps)) + reps
+        call.node("Tile", [x, call.ints(reps)], call.outputs)
+        return call.nodes
 
 
 class Repeat(Tile):
@@ -790,6 +964,16 @@ class Flip(ShapeOp):
 
     def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
         return call("torch.flip", args, attrs["dims"])
+
+    onnx_since = 10
+
+    def onnx_nodes(self, attrs: AttrMap, call: OnnxCall) -> list[onnx.NodeProto] | None:
+        # Each axis read backwards: from the last element down past the first, step -1.
+        axes = sorted({axis_of(d, call.rank) for d in attrs["dims"]})
+        count = len(axes)
+        bounds = [call.ints([-1] * count), call.ints([INT64_MIN] * count), call.ints(axes), call.ints([-1] * count)]
+        call.node("Slice", [call.inputs[0], *bounds], call.outputs)
+        return call.nodes
 
 
 class Roll(ShapeOp):
@@ -855,11 +1039,21 @@ class Tril(ShapeOp):
     def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
         return call("torch.tril", args, attrs["diagonal"])
 
+    onnx_since = 14
+    onnx_types = ORT_NUMERIC | {DType.BOOL}  # no 8-bit kernels of Trilu
+    upper: ClassVar[int] = 0
+
+    def onnx_nodes(self, attrs: AttrMap, call: OnnxCall) -> list[onnx.NodeProto] | None:
+        diagonal = call.const(attrs["diagonal"], DType.INT64)
+        call.node("Trilu", [call.inputs[0], diagonal], call.outputs, upper=self.upper)
+        return call.nodes
+
 
 class Triu(Tril):
     """torch.triu(x, diagonal) over the last two dims."""
 
     name = "triu"
+    upper = 1
 
     def forward(self, attrs: AttrMap, x: torch.Tensor) -> torch.Tensor:
         return torch.triu(x, attrs["diagonal"])
@@ -919,12 +1113,27 @@ class Cumsum(ShapeOp):
     def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
         return call(function_source(type(self).fn), args, attrs["dim"])
 
+    onnx_since = 11
+    # Integers and bools accumulate in int64 (cast first); CumSum has a float16 kernel only from opset 14.
+    onnx_types = frozenset({DType.FLOAT32, DType.FLOAT64, DType.BOOL, *INTS})
+
+    def onnx_nodes(self, attrs: AttrMap, call: OnnxCall) -> list[onnx.NodeProto] | None:
+        if not call.rank:
+            return None  # ONNX's CumSum needs an axis
+        x = call.inputs[0]
+        if not call.dtype.is_float:
+            x = call.node("Cast", [x], to=onnx.TensorProto.INT64)
+        axis = call.const(axis_of(attrs["dim"], call.rank), DType.INT64)
+        call.node("CumSum", [x, axis], call.outputs)
+        return call.nodes
+
 
 class Cumprod(Cumsum):
     """torch.cumprod(x, dim): running products must stay finite (floats) and inside int64 (ints)."""
 
     name = "cumprod"
     fn = staticmethod(torch.cumprod)
+    onnx_since = None  # ONNX has no CumProd
 
     def domain_loss(self, attrs: AttrMap, x: torch.Tensor) -> torch.Tensor | None:
         if x.dim() == 0:

@@ -1,0 +1,284 @@
+#!/usr/bin/env python3
+"""convsmith case dynamic-shape-wrong_values-torch-onnx-dynamo-node_conversion-adaptive_avg_pool1d-float32-99160fa4b9ed-reduced: wrong_values in torch-onnx-dynamo (node_conversion)
+
+Standalone reproduction (torch, onnx, onnxruntime, numpy; not convsmith). Run: python repro.py
+Exit status: 0 the bug does not show, 1 it shows, 2 a file of the case is missing or unreadable,
+3 cannot run here (a library is missing).
+"""
+import ctypes
+import os
+import sys
+import traceback
+import warnings
+
+try:
+    import numpy as np
+    import onnx
+    import onnxruntime as ort
+    import torch
+    from onnx import numpy_helper
+except ImportError as exc:
+    print(f"repro.py: cannot run: {exc}", file=sys.stderr)
+    sys.exit(3)
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CASE = 'dynamic-shape-wrong_values-torch-onnx-dynamo-node_conversion-adaptive_avg_pool1d-float32-99160fa4b9ed-reduced'
+SYMPTOM = 'wrong_values'
+EXPECTED_ERROR = ''  # exception type name the bug raises (crash-like symptoms)
+CONVERTER = 'torch-onnx-dynamo'
+OPTIONS = {'dynamic': True, 'opset': 18, 'optimize': True}
+INPUT_NAMES = ('in0',)
+OUTPUT_NAMES = ('t0',)
+OUTPUT_DTYPES = ('float32',)
+TOLERANCES = {'float64': (1e-09, 1e-12), 'float32': (0.0001, 1e-06), 'float16': (0.005, 0.001), 'bfloat16': (0.016, 0.01), 'int32': (0.0, 0.0), 'int64': (0.0, 0.0), 'int8': (0.0, 0.0), 'uint8': (0.0, 0.0), 'bool': (0.0, 0.0)}  # dtype: (rtol, atol)
+DEVICE = 'cpu'  # where convsmith ran the source model and ONNX Runtime
+DYNAMIC = {'dims': [{'name': 'size', 'axes': [['in0', 1]], 'min': 2, 'max': 13}], 'exact': True, 'outputs': {}}  # the dims a dynamic export marks (None: a static export)
+SECOND_SHAPE = True  # test_data_set_1 holds inputs at a second shape the dynamic model must run at too
+
+
+def load_tensor(rel):
+    proto = onnx.TensorProto()
+    with open(os.path.join(HERE, rel), "rb") as handle:
+        proto.ParseFromString(handle.read())
+    array = numpy_helper.to_array(proto)
+    if array.dtype.name == "bfloat16":
+        return torch.from_numpy(array.astype(np.float32)).to(torch.bfloat16)
+    return torch.from_numpy(np.array(array, copy=True))  # keeps 0-d tensors 0-d
+
+
+def _register(module, name, value):
+    if value.is_floating_point():
+        module.register_parameter(name, torch.nn.Parameter(value, requires_grad=False))
+    else:
+        module.register_buffer(name, value)
+
+
+def to_numpy(x):
+    x = x.detach().cpu()
+    return (x.float() if x.dtype == torch.bfloat16 else x).numpy()
+
+
+def ort_value(x):
+    x = x.detach().cpu()
+    if x.dtype == torch.bfloat16:
+        words = x.contiguous().view(torch.int16).numpy().view(np.uint16)
+        return ort.OrtValue.ortvalue_from_numpy_with_onnx_type(words, onnx.TensorProto.BFLOAT16)
+    return ort.OrtValue.ortvalue_from_numpy(x.contiguous().numpy())
+
+
+def from_ort_value(value):
+    if value.data_type() != "tensor(bfloat16)":
+        return value.numpy()
+    raw = ctypes.string_at(value.data_ptr(), value.tensor_size_in_bytes())
+    words = np.frombuffer(raw, dtype=np.uint16).reshape(value.shape())
+    return (words.astype(np.uint32) << 16).view(np.float32)
+
+
+def run_onnx(data, inputs, level="disabled"):
+    """ONNX Runtime on DEVICE, one CPU thread, at an optimization level (as convsmith runs targets)."""
+    levels = {"disabled": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
+              "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
+              "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
+              "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL}
+    options = ort.SessionOptions()
+    options.graph_optimization_level = levels[level]
+    options.intra_op_num_threads = options.inter_op_num_threads = 1
+    options.log_severity_level = 3
+    providers = ["CUDAExecutionProvider", "CPUExecutionProvider"] if DEVICE == "cuda" else ["CPUExecutionProvider"]
+    session = ort.InferenceSession(data, options, providers=providers)
+    wanted = [i.name for i in session.get_inputs()]
+    by_name = dict(zip(INPUT_NAMES, inputs))
+    pairs = zip(wanted, [by_name[n] for n in wanted] if all(n in by_name for n in wanted) else inputs)
+    values = session.run_with_ort_values(None, {n: ort_value(x) for n, x in pairs})
+    return [from_ort_value(v) for v in values]
+
+
+def check_and_serialize(model):
+    data = model.SerializeToString()
+    model = onnx.load_from_string(data)
+    onnx.checker.check_model(model, full_check=True)
+    onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True, data_prop=True)
+    return data
+
+
+def compare(name, actual, expected, dtype):
+    """One output: (ok, text). Integers and bools exactly; floats within the dtype's tolerance."""
+    actual, expected = np.asarray(actual), np.asarray(expected)
+    if actual.shape != expected.shape:
+        return False, f"{name}: shape {actual.shape}, expected {expected.shape}"
+    if actual.dtype != expected.dtype:
+        return False, f"{name}: dtype {actual.dtype}, expected {expected.dtype}"
+    if dtype not in TOLERANCES:
+        bad = int((actual != expected).sum())
+        return bad == 0, f"{name}: {bad} of {actual.size} elements differ (exact comparison)"
+    rtol, atol = TOLERANCES[dtype]
+    a, e = actual.astype(np.float64), expected.astype(np.float64)
+    same_nan = np.isnan(a) == np.isnan(e)
+    finite = np.isfinite(a) & np.isfinite(e)
+    same_inf = np.where(np.isinf(a) | np.isinf(e), a == e, True)
+    diff = np.where(finite, np.abs(a - e), 0.0)
+    bad = ~same_nan | ~same_inf | (diff > atol + rtol * np.abs(np.where(finite, e, 0.0)))
+    max_abs = float(diff.max()) if diff.size else 0.0
+    rel = diff / np.maximum(np.abs(np.where(finite, e, 0.0)), 1e-30)
+    max_rel = float(rel.max()) if rel.size else 0.0
+    text = (f"{name}: {int(bad.sum())} of {bad.size} elements out of tolerance (rtol={rtol}, atol={atol}); "
+            f"max abs diff {max_abs:.6g}, max rel diff {max_rel:.6g}")
+    return not bool(bad.any()), text
+
+
+def judge(outputs, wanted, label):
+    shows = len(outputs) != len(wanted)
+    if shows:
+        print(f"observed {len(outputs)} outputs, expected {len(wanted)}")
+    for name, got, want, dtype in zip(OUTPUT_NAMES, outputs, wanted, OUTPUT_DTYPES):
+        ok, text = compare(name, got, want, dtype)
+        print(("  ok   " if ok else "  BAD  ") + text)
+        if not ok:
+            print(f"    observed: {np.asarray(got).ravel()[:8]}")
+            print(f"    {label}: {np.asarray(want).ravel()[:8]}")
+        shows = shows or not ok
+    return shows
+
+
+def report_crash(exc, expected):
+    """What the conversion raised, beside what was expected; 1, as the bug (or another) shows."""
+    shown = type(exc).__name__ == EXPECTED_ERROR or SYMPTOM not in ("wrong_values", "wrong_shape", "wrong_dtype")
+    traceback.print_exc()
+    print(f"observed: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+    print(f"expected: {expected}")
+    print("BUG REPRODUCES" if shown else "FAILS DIFFERENTLY")
+    return 1
+
+
+def transform(model):
+    """The ONNX-to-ONNX converter under test."""
+    raise SystemExit('repro.py does not transform models for torch-onnx-dynamo')
+
+
+def dynamic_axes():
+    """torch.onnx.export's dynamic_axes for DYNAMIC: every marked input and output axis by its dim's name."""
+    axes = {}
+    for dim in DYNAMIC["dims"]:
+        for name, axis in dim["axes"]:
+            axes.setdefault(name, {})[axis] = dim["name"]
+    for name, named in DYNAMIC["outputs"].items():
+        axes.setdefault(name, {}).update({int(axis): dim for axis, dim in named.items()})
+    return axes
+
+
+def dynamic_shapes():
+    """torch.export's dynamic_shapes for DYNAMIC: one Dim per dynamic dim, shared by its axes (Dim.AUTO for the
+    leading-dim hints of a graph with no second shape); None for an input with no dynamic axis."""
+    shapes = {name: {} for name in INPUT_NAMES}
+    for dim in DYNAMIC["dims"]:
+        auto = not DYNAMIC["exact"]
+        spec = torch.export.Dim.AUTO if auto else torch.export.Dim(dim["name"], min=dim["min"], max=dim["max"])
+        for name, axis in dim["axes"]:
+            shapes[name][axis] = spec
+    return tuple(shapes[name] or None for name in INPUT_NAMES)
+
+
+def export_script(module, inputs, opset, constant_folding=True, script_module=False, dynamic=False):
+    import io
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if script_module:
+            module = torch.jit.trace(module, tuple(inputs), check_trace=False)
+        buffer = io.BytesIO()
+        torch.onnx.export(module, tuple(inputs), buffer, dynamo=False, opset_version=opset,
+                          input_names=list(INPUT_NAMES), output_names=list(OUTPUT_NAMES),
+                          do_constant_folding=constant_folding, dynamic_axes=dynamic_axes() if dynamic else None)
+    return onnx.load_from_string(buffer.getvalue())
+
+
+def export_dynamo(module, inputs, opset, optimize=True, dynamic=False):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        program = torch.onnx.export(module, tuple(inputs), dynamo=True, optimize=optimize, opset_version=opset,
+                                    input_names=list(INPUT_NAMES), output_names=list(OUTPUT_NAMES), verbose=False,
+                                    dynamic_shapes=dynamic_shapes() if dynamic else None)
+    return program.model_proto
+
+
+def export_upstream(module, inputs):
+    if OPTIONS.get("upstream") == "onnx-native":  # written by convsmith straight from the graph: the saved model
+        return onnx.load(os.path.join(HERE, "upstream.onnx"))
+    if OPTIONS.get("upstream", "torch-onnx-script") == "torch-onnx-dynamo":
+        return export_dynamo(module, inputs, OPTIONS["opset"])
+    return export_script(module, inputs, OPTIONS["opset"])
+
+
+def convert_and_run(module, inputs):
+    """(target outputs, baseline outputs or None, the target model): what convsmith compared."""
+    if CONVERTER == "torch-onnx-script":
+        model = export_script(module, inputs, OPTIONS["opset"], OPTIONS["constant_folding"],
+                              OPTIONS.get("script_module", False), OPTIONS.get("dynamic", False))
+        data = check_and_serialize(model)
+        return run_onnx(data, inputs), None, data
+    if CONVERTER == "torch-onnx-dynamo":
+        model = export_dynamo(module, inputs, OPTIONS["opset"], OPTIONS["optimize"], OPTIONS.get("dynamic", False))
+        data = check_and_serialize(model)
+        return run_onnx(data, inputs), None, data
+    upstream = check_and_serialize(export_upstream(module, inputs))
+    baseline = run_onnx(upstream, inputs)
+    if CONVERTER == "ort-optimizer":
+        return run_onnx(upstream, inputs, OPTIONS["level"]), baseline, upstream
+    data = check_and_serialize(transform(onnx.load_from_string(upstream)))
+    return run_onnx(data, inputs), baseline, data
+
+class Repro(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, in0):
+        t0 = torch.nn.functional.adaptive_avg_pool1d(in0, 2)  # adaptive_avg_pool1d
+        return (t0, )
+
+
+def main():
+    torch.manual_seed(0)
+    inputs = [load_tensor(f"test_data_set_0/input_{i}.pb").to(DEVICE) for i in range(len(INPUT_NAMES))]
+    saved = [load_tensor(f"test_data_set_0/output_{i}.pb") for i in range(len(OUTPUT_NAMES))]
+    module = Repro().eval().to(DEVICE)
+    with torch.no_grad():
+        eager = [to_numpy(x) for x in module(*inputs)]
+    print(f"{CASE}: {CONVERTER} {OPTIONS}")
+    print(f"torch {torch.__version__}, onnx {onnx.__version__}, onnxruntime {ort.__version__}")
+    if not judge(eager, [to_numpy(x) for x in saved], "saved expected"):
+        print("eager PyTorch matches the saved expected outputs")
+    try:
+        outputs, baseline, data = convert_and_run(module, inputs)
+    except ImportError:
+        raise  # cannot run here: not the bug
+    except Exception as exc:
+        return report_crash(exc, "a converted model that runs and matches eager PyTorch")
+    if baseline is not None:
+        print("target vs the unconverted ONNX model (baseline):")
+        shows = judge(outputs, baseline, "baseline")
+    else:
+        print("target vs eager PyTorch:")
+        shows = judge(outputs, eager, "eager")
+    if SECOND_SHAPE and not shows:  # the dynamic model, traced at the shapes above, at its second shape
+        inputs = [load_tensor(f"test_data_set_1/input_{i}.pb").to(DEVICE) for i in range(len(INPUT_NAMES))]
+        with torch.no_grad():
+            eager = [to_numpy(x) for x in module(*inputs)]
+        try:
+            outputs = run_onnx(data, inputs)
+        except Exception as exc:
+            return report_crash(exc, "the dynamic model runs at the second shape too and matches eager PyTorch")
+        print(f"at the second shape {[tuple(x.shape) for x in inputs]}, target vs eager PyTorch:")
+        shows = judge(outputs, eager, "eager")
+    print("BUG REPRODUCES" if shows else "bug does not show: converted outputs match")
+    return 1 if shows else 0
+
+
+if __name__ == "__main__":
+    try:
+        status = main()
+    except ImportError as exc:  # the converter under test (onnxsim, onnxslim, ...) is not installed
+        print(f"repro.py: cannot run: {exc}", file=sys.stderr)
+        status = 3
+    except OSError as exc:  # a file of the case folder is missing or unreadable
+        print(f"repro.py: {exc.strerror}: {exc.filename}", file=sys.stderr)
+        status = 2
+    sys.exit(status)

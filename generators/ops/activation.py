@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any, ClassVar
 
 import onnx
 import torch
 import torch.nn.functional as F
 
-from generators.dtypes import FLOATS, INTS, DType
+from generators.dtypes import FLOATS, INTS, SIGNED_INTS, DType
 from generators.ops.base import (
     ANY_RANK,
+    PROMOTES_TO_FLOAT,
     SAFE_EXP_ARG,
     AttrMap,
     Build,
@@ -20,6 +22,7 @@ from generators.ops.base import (
     OpSpec,
     SymTensor,
     call,
+    excluded,
     function_source,
     pick_axis,
     same_sigs,
@@ -28,6 +31,8 @@ from generators.ops.discontinuity import Detector, Thresholds, at_zero
 from generators.ops.onnx_nodes import ORT_FLOATS, OnnxCall, axis_of, elementwise
 
 # ONNX Runtime's LeakyRelu, Elu, Selu, Softplus, HardSigmoid, Softsign, PRelu, Gelu, Mish: float and float16 only.
+TRUNCATED_ATTRS = ("torch truncates its float attributes to the integer type (hardtanh(x, -0.5, 0.5) is all zeros): "
+                   "the clamp op covers integer bounds")
 ORT_F32_F16 = frozenset({DType.FLOAT32, DType.FLOAT16})
 
 INF = float("inf")
@@ -137,15 +142,16 @@ class Gelu(Composite):
 def _act(name: str, fn: Callable, dtypes=FLOATS, *, source: str | None = None,
          discontinuity: Detector | None = None, value_range: tuple[float, float] | None = None,
          emits_zeros: bool = False, float32_attrs: tuple[str, ...] = (), onnx: Mapping[str, Any] | None = None,
-         **choices: Sequence[Any]) -> type[Activation]:
+         exclusions: Mapping[DType, str] = MappingProxyType({}), **choices: Sequence[Any]) -> type[Activation]:
     """One activation. `value_range`: the interval its output always lies in, whatever the input (used to avoid
     infeasible graphs); `emits_zeros`: it maps a whole interval to exactly 0; `float32_attrs`: its attributes that
-    ONNX stores as float attributes (OpSpec.float32_attrs); `onnx`: its counterpart's class attributes (onnx_op,
+    ONNX stores as float attributes (OpSpec.float32_attrs); `exclusions`: the dtypes eager runs it for that
+    `dtypes` leaves out, with why; `onnx`: its counterpart's class attributes (onnx_op,
     onnx_attr_names, onnx_types, onnx_since, bounds; `base` the class that writes it)."""
     # staticmethod: a detector that is a plain function must not bind to the op as a method.
     body = {"name": name, "fn": staticmethod(fn), "sigs": same_sigs(dtypes), "choices": choices, "source": source,
             "discontinuity": staticmethod(discontinuity), "value_range": value_range, "emits_zeros": emits_zeros,
-            "float32_attrs": float32_attrs}
+            "float32_attrs": float32_attrs, "dtype_exclusions": exclusions}
     counterpart = dict(onnx or {})
     base = counterpart.pop("base", Activation)
     if counterpart or base is not Activation:
@@ -311,13 +317,16 @@ OPS: list[type[OpSpec]] = [
          onnx={"onnx_op": "HardSigmoid", "onnx_consts": {"alpha": 1 / 6, "beta": 0.5}}),
     _act("hardtanh", F.hardtanh, discontinuity=Thresholds((("min_val", -1.0), ("max_val", 1.0))),
          min_val=(-1.0, -2.0, 0.0, -0.5), max_val=(1.0, 2.0, 6.0, 0.5),
-         onnx={"base": ClipLike, "bounds": ("min_val", "max_val"), "onnx_types": ORT_FLOATS}),
-    _act("softsign", F.softsign, value_range=(-1, 1), onnx={"onnx_op": "Softsign"}),
-    _act("tanhshrink", F.tanhshrink, onnx={"base": Tanhshrink, "onnx_types": ORT_FLOATS}),
+         onnx={"base": ClipLike, "bounds": ("min_val", "max_val"), "onnx_types": ORT_FLOATS},
+         exclusions=excluded(SIGNED_INTS, TRUNCATED_ATTRS)),
+    _act("softsign", F.softsign, value_range=(-1, 1), onnx={"onnx_op": "Softsign"},
+         exclusions=excluded(INTS, PROMOTES_TO_FLOAT)),
+    _act("tanhshrink", F.tanhshrink, onnx={"base": Tanhshrink, "onnx_types": ORT_FLOATS},
+         exclusions=excluded(INTS, PROMOTES_TO_FLOAT)),
     _act("threshold", F.threshold, emits_zeros=True, source="torch.nn.functional.threshold",
          discontinuity=Thresholds((("threshold", None),)),
          threshold=(0.0, 0.5, -1.0, 1.0), value=(0.0, -1.0, 2.0, 0.5),
-         onnx={"base": Threshold, "onnx_types": ORT_FLOATS}),
+         onnx={"base": Threshold, "onnx_types": ORT_FLOATS}, exclusions=excluded(SIGNED_INTS, TRUNCATED_ATTRS)),
     _act("logsigmoid", F.logsigmoid, value_range=(-INF, 0), source="torch.nn.functional.logsigmoid"),
     # Shrink: x - bias above lambd, x + bias below -lambd, 0 between (lambd and bias are exact in float32). Its
     # float64 kernel in ONNX Runtime 1.32 is off by ~1e-8 (through float32?), so float64 is left out.

@@ -15,6 +15,7 @@ import importlib
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, ClassVar, Protocol
 
 import numpy as np
@@ -22,7 +23,7 @@ import onnx
 import torch
 import z3
 
-from generators.dtypes import DType
+from generators.dtypes import INTS, DType
 from generators.ops.discontinuity import Closeness, Detector
 from generators.ops.onnx_nodes import OLDEST_OPSET, OnnxCall, elementwise
 from generators.terms import eq, mul
@@ -129,6 +130,9 @@ class OpSpec:
     # The dtypes (of the first input, else the output) whose counterpart ONNX Runtime's CPU kernels run at every
     # opset from onnx_since: the others have no counterpart a baseline could run.
     onnx_types: ClassVar[frozenset[DType]] = frozenset()
+    # Dtypes torch eager runs the op for that `sigs` leaves out on purpose, each with the reason why
+    # (tests/test_eager_dtypes.py holds `sigs` and these together to what eager accepts).
+    dtype_exclusions: ClassVar[Mapping[DType, str]] = MappingProxyType({})
 
     def needs_nonzero(self, index: int) -> bool:
         """Whether data input `index` must be free of zeros."""
@@ -268,6 +272,26 @@ def call(qual: str, args: Sequence[str], *positional: Any, **kwargs: Any) -> str
 
 
 ANY_RANK: tuple[int, ...] = (0, 1, 2, 3, 4, 5)
+
+# Reasons an operator leaves out a dtype torch eager runs it for (OpSpec.dtype_exclusions).
+PROMOTES_TO_FLOAT = ("torch promotes the input to float32, which the float64 reference twin cannot widen: its "
+                     "reference would be no more precise than the run it checks")
+BOOL_PROMOTES_TO_INT = "torch promotes bool to int64 first: a cast followed by the int64 op, nothing of its own"
+IDENTITY = "torch returns the input unchanged for this dtype: nothing is computed"
+CONSTANT = "the result is a constant for this dtype: the input's values are never read"
+NARROW_INT_PRODUCTS = ("sums of products overflow 8 bits at the smallest sizes, and ONNX's MatMul/Gemm have no 8-bit "
+                       "types (MatMulInteger widens to int32)")
+INT64_CPU_ONLY = ("torch has an int64 kernel on CPU only (none on CUDA) and ONNX's counterpart takes floats only: "
+                  "no converter or device runs it")
+
+
+def excluded(dtypes: Sequence[DType], reason: str) -> Mapping[DType, str]:
+    """`dtype_exclusions` leaving out each of `dtypes` for one reason."""
+    return MappingProxyType(dict.fromkeys(dtypes, reason))
+
+
+INTS_PROMOTE = excluded((*INTS, DType.BOOL), PROMOTES_TO_FLOAT)  # float math: sin, exp, true division, ...
+
 
 def same_sigs(dtypes: Sequence[DType], arity: int = 1, out: DType | None = None) -> tuple[Sig, ...]:
     """Signatures where every data input has the same dtype; output has it too unless `out` is given."""

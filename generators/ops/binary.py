@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any, ClassVar
 
 import torch
 
-from generators.dtypes import FLOATS, INTS, NUMERIC, SIGNED_INTS, DType
+from generators.dtypes import ALL, FLOATS, INTS, NUMERIC, DType
 from generators.ops.base import (
+    INTS_PROMOTE,
     AttrMap,
     BroadcastBinary,
     OpSpec,
     clamp_penalty,
+    excluded,
     same_sigs,
 )
 from generators.ops.discontinuity import Detector, Division, atan2, comparison, power, sign_bit
@@ -22,6 +25,8 @@ from generators.ops.onnx_nodes import ORT_FLOATS, ORT_NUMERIC
 ORT_ALL_INTS = ORT_NUMERIC | {DType.INT8, DType.UINT8}
 
 TINY = 1e-3
+INTEGER_POWERS = ("integer powers overflow at the smallest exponents (8 ** 22 wraps int64, 2 ** 8 uint8) and a "
+                  "negative exponent raises")
 
 
 class Binary(BroadcastBinary):
@@ -65,35 +70,37 @@ class Pow(Binary):
 
 def _bin(name: str, fn: Callable, dtypes=NUMERIC, base: type[Binary] = Binary, keeps_zeros: bool = False, *,
          symbol: str | None = None, discontinuity: Detector | None = None, onnx: str | None = None,
-         onnx_types: frozenset[DType] = ORT_NUMERIC, onnx_attrs: Mapping[str, Any] | None = None) -> type[Binary]:
+         onnx_types: frozenset[DType] = ORT_NUMERIC, onnx_attrs: Mapping[str, Any] | None = None,
+         exclusions: Mapping[DType, str] = MappingProxyType({})) -> type[Binary]:
     """One binary op; `onnx`: the ONNX operator (with `onnx_attrs`) computing `fn`, run by ONNX Runtime for
-    `onnx_types`."""
+    `onnx_types`; `exclusions`: the dtypes eager runs it for that `dtypes` leaves out, with why."""
     # staticmethod: a detector that is a plain function (atan2, power) must not bind to the op as a method.
     return type(name, (base,), {"name": name, "fn": staticmethod(fn), "sigs": same_sigs(dtypes, 2),
                                 "keeps_zeros": keeps_zeros, "symbol": symbol,
                                 "discontinuity": staticmethod(discontinuity), "onnx_op": onnx,
                                 "onnx_since": 1 if onnx else None, "onnx_types": onnx_types,
-                                "onnx_attrs": dict(onnx_attrs or {})})
+                                "onnx_attrs": dict(onnx_attrs or {}), "dtype_exclusions": exclusions})
 
 
 OPS: list[type[OpSpec]] = [
-    _bin("add", lambda a, b: a + b, symbol="+", onnx="Add"),
+    _bin("add", lambda a, b: a + b, ALL, symbol="+", onnx="Add"),  # on bools: or
     _bin("sub", lambda a, b: a - b, FLOATS + INTS, symbol="-", onnx="Sub"),
-    _bin("mul", lambda a, b: a * b, keeps_zeros=True, symbol="*", onnx="Mul"),
+    _bin("mul", lambda a, b: a * b, ALL, keeps_zeros=True, symbol="*", onnx="Mul"),  # on bools: and
     _bin("div", lambda a, b: a / b, FLOATS, NonzeroDivisor, symbol="/", discontinuity=Division(), onnx="Div",
-         onnx_types=ORT_FLOATS),
-    _bin("floor_divide", lambda a, b: a // b, FLOATS + SIGNED_INTS, NonzeroDivisor, symbol="//",
+         onnx_types=ORT_FLOATS, exclusions=INTS_PROMOTE),
+    _bin("floor_divide", lambda a, b: a // b, FLOATS + INTS, NonzeroDivisor, symbol="//",
          discontinuity=Division(integer=True)),
     # Mod without fmod is Python's %, the divisor's sign, but ONNX takes it for integers only.
-    _bin("remainder", lambda a, b: a % b, FLOATS + SIGNED_INTS, NonzeroDivisor, symbol="%",
+    _bin("remainder", lambda a, b: a % b, FLOATS + INTS, NonzeroDivisor, symbol="%",
          discontinuity=Division(integer=True), onnx="Mod", onnx_types=ORT_ALL_INTS - ORT_FLOATS,
          onnx_attrs={"fmod": 0}),
-    _bin("fmod", torch.fmod, FLOATS + SIGNED_INTS, NonzeroDivisor, discontinuity=Division(integer=True),
+    _bin("fmod", torch.fmod, FLOATS + INTS, NonzeroDivisor, discontinuity=Division(integer=True),
          onnx="Mod", onnx_types=ORT_ALL_INTS, onnx_attrs={"fmod": 1}),
-    _bin("pow", lambda a, b: a**b, FLOATS, Pow, symbol="**", discontinuity=power, onnx="Pow", onnx_types=ORT_FLOATS),
-    _bin("maximum", torch.maximum, discontinuity=comparison, onnx="Max", onnx_types=ORT_ALL_INTS),
-    _bin("minimum", torch.minimum, discontinuity=comparison, onnx="Min", onnx_types=ORT_ALL_INTS),
-    _bin("atan2", torch.atan2, FLOATS, discontinuity=atan2),
-    _bin("hypot", torch.hypot, (FLOATS[0], FLOATS[1])),
-    _bin("copysign", torch.copysign, FLOATS, discontinuity=sign_bit),
+    _bin("pow", lambda a, b: a**b, FLOATS, Pow, symbol="**", discontinuity=power, onnx="Pow", onnx_types=ORT_FLOATS,
+         exclusions=excluded(INTS, INTEGER_POWERS)),
+    _bin("maximum", torch.maximum, ALL, discontinuity=comparison, onnx="Max", onnx_types=ORT_ALL_INTS),
+    _bin("minimum", torch.minimum, ALL, discontinuity=comparison, onnx="Min", onnx_types=ORT_ALL_INTS),
+    _bin("atan2", torch.atan2, FLOATS, discontinuity=atan2, exclusions=INTS_PROMOTE),
+    _bin("hypot", torch.hypot, FLOATS),
+    _bin("copysign", torch.copysign, FLOATS, discontinuity=sign_bit, exclusions=INTS_PROMOTE),
 ]

@@ -11,6 +11,7 @@ import torch
 from generators.dtypes import INTS, DType
 from generators.ops.base import (
     ANY_RANK,
+    BOOL_PROMOTES_TO_INT,
     AttrMap,
     BroadcastBinary,
     Build,
@@ -18,6 +19,7 @@ from generators.ops.base import (
     OpSpec,
     Sig,
     SymTensor,
+    excluded,
     literal,
     same_sigs,
 )
@@ -56,6 +58,7 @@ class Shift(OpSpec):
     family = "bitwise"
     ranks = (ANY_RANK,)
     sigs = tuple(Sig((d,), d) for d in INTS)
+    dtype_exclusions = excluded((DType.BOOL,), BOOL_PROMOTES_TO_INT)
     fn: Callable[[torch.Tensor, int], torch.Tensor]
     # The Python operator the op's lambda applies: `x << k`.
     symbol: ClassVar[str]

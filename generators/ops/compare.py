@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import ClassVar
 
 import onnx
 import torch
 
-from generators.dtypes import ALL, FLOATS, INTS, NUMERIC, SIGNED_INTS, DType
+from generators.dtypes import ALL, FLOATS, INTS, SIGNED_INTS, DType
 from generators.ops.base import (
     ANY_RANK,
+    CONSTANT,
     AttrMap,
     BroadcastBinary,
     Build,
@@ -20,6 +21,7 @@ from generators.ops.base import (
     SymTensor,
     broadcast,
     call,
+    excluded,
     function_source,
 )
 from generators.ops.discontinuity import Detector, Thresholds, comparison, sign_bit
@@ -27,6 +29,7 @@ from generators.ops.onnx_nodes import ORT_FLOATS, ORT_NUMERIC, OnnxCall, element
 
 # ONNX Runtime's comparisons and Where take every numeric dtype but bfloat16; Equal takes bool too.
 ORT_COMPARABLE = ORT_NUMERIC | {DType.INT8, DType.UINT8}
+NEVER_NAN = excluded((*INTS, DType.BOOL), CONSTANT)  # isnan, isinf, ... of an integer
 ORT_FLOAT_TESTS = frozenset({DType.FLOAT32, DType.FLOAT64})  # IsInf has a float16 kernel only from opset 20
 
 
@@ -124,6 +127,7 @@ class IsFinite(Predicate):
 
 
 def _pred(name: str, fn: Callable, dtypes=FLOATS, *, discontinuity: Detector | None = None,
+          exclusions: Mapping[DType, str] = NEVER_NAN,
           onnx_types: frozenset[DType] = frozenset(), base: type[Predicate] = Predicate,
           **body: object) -> type[Predicate]:
     """One predicate; ONNX Runtime runs its counterpart (`base`'s onnx_nodes, if any) for `onnx_types`."""
@@ -131,14 +135,15 @@ def _pred(name: str, fn: Callable, dtypes=FLOATS, *, discontinuity: Detector | N
     # staticmethod, as in _cmp: sign_bit is a plain function.
     return type(name, (base,), {"name": name, "fn": staticmethod(fn), "sigs": sigs,
                                 "discontinuity": staticmethod(discontinuity),
-                                "onnx_since": 1 if onnx_types else None, "onnx_types": onnx_types, **body})
+                                "onnx_since": 1 if onnx_types else None, "onnx_types": onnx_types,
+                                "dtype_exclusions": exclusions, **body})
 
 
 class IsClose(Compare):
     """torch.isclose with varied tolerances and equal_nan."""
 
     name = "isclose"
-    sigs = tuple(Sig((d, d), DType.BOOL) for d in NUMERIC)
+    sigs = tuple(Sig((d, d), DType.BOOL) for d in ALL)  # bools are close when equal
 
     def build(self, ctx: BuildContext, a: SymTensor, b: SymTensor) -> Build:
         out = super().build(ctx, a, b)
@@ -194,6 +199,8 @@ class Clamp(OpSpec):
     family = "compare"
     ranks = (ANY_RANK,)
     sigs = tuple(Sig((d,), d) for d in FLOATS + INTS)
+    dtype_exclusions = excluded((DType.BOOL,), "a bool has no order to clamp in: torch promotes it to the bounds' type "
+                                               "first, a cast followed by the clamp")
     # The input meets a bound where it is clamped: the attributes min and max (None: that side is open).
     discontinuity = Thresholds((("min", None), ("max", None)))
 
@@ -248,5 +255,6 @@ OPS: list[type[OpSpec]] = [
     _pred("isfinite", torch.isfinite, onnx_types=ORT_FLOAT_TESTS, base=IsFinite),
     _pred("isposinf", torch.isposinf, onnx_types=ORT_FLOAT_TESTS, base=IsInf, signs=(1, 0)),
     _pred("isneginf", torch.isneginf, onnx_types=ORT_FLOAT_TESTS, base=IsInf, signs=(0, 1)),
-    _pred("signbit", torch.signbit, FLOATS + SIGNED_INTS, discontinuity=sign_bit),
+    _pred("signbit", torch.signbit, FLOATS + SIGNED_INTS, discontinuity=sign_bit,
+          exclusions=excluded((DType.UINT8, DType.BOOL), CONSTANT)),
 ]

@@ -12,6 +12,7 @@ import z3
 
 from generators.dtypes import FLOATS, DType
 from generators.ops.base import (
+    INT64_CPU_ONLY,
     AttrMap,
     Build,
     BuildContext,
@@ -20,6 +21,7 @@ from generators.ops.base import (
     SymTensor,
     call,
     conv_out,
+    excluded,
     functional_source,
     same_sigs,
 )
@@ -51,6 +53,7 @@ class ConvND(OpSpec):
 
     family = "conv"
     sigs = same_sigs(CONV_DTYPES)
+    dtype_exclusions = excluded((DType.INT64,), INT64_CPU_ONLY)
     n: ClassVar[int]
     fn: ClassVar[Any]
 

@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 import z3
 
-from generators.dtypes import ALL, NUMERIC, DType
+from generators.dtypes import ALL, DType
 from generators.ops.base import (
     ANY_RANK,
     AttrMap,
@@ -293,7 +293,7 @@ class ScatterAdd(Scatter):
     """torch.scatter_add(x, dim, index, src): colliding writes add up."""
 
     name = "scatter_add"
-    sigs = same_sigs(NUMERIC, 2)
+    sigs = same_sigs(ALL, 2)  # bools accumulate as or
 
     def build(self, ctx: BuildContext, x: SymTensor, src: SymTensor) -> Build:
         if src.rank != x.rank:
@@ -333,7 +333,7 @@ class IndexAdd(IndexOp):
     """x.index_add(dim, index, source, alpha): source rows added at (possibly repeated) 1-D indices."""
 
     name = "index_add"
-    sigs = same_sigs(NUMERIC, 2)
+    sigs = same_sigs(ALL, 2)  # bools accumulate as or
     ranks = (POS_RANK, POS_RANK)
 
     def build(self, ctx: BuildContext, x: SymTensor, source: SymTensor) -> Build:

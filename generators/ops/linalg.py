@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from types import MappingProxyType
 
 import onnx
 import torch
@@ -11,6 +12,7 @@ import z3
 
 from generators.dtypes import ALL, FLOATS, DType
 from generators.ops.base import (
+    NARROW_INT_PRODUCTS,
     AttrMap,
     Build,
     BuildContext,
@@ -19,6 +21,7 @@ from generators.ops.base import (
     SymTensor,
     broadcast,
     call,
+    excluded,
     function_source,
     literal,
     same_sigs,
@@ -27,6 +30,7 @@ from generators.ops.onnx_nodes import ORT_FLOATS, ORT_NUMERIC, OnnxCall, element
 
 # int8/uint8 products accumulate in the same narrow type and wrap around; converters widen. Left out.
 MATMUL_DTYPES = FLOATS + (DType.INT32, DType.INT64)
+NARROW = excluded((DType.INT8, DType.UINT8), NARROW_INT_PRODUCTS)
 MATRIX_RANKS = (1, 2, 3, 4, 5)
 BATCHED_RANKS = (2, 3, 4, 5)
 
@@ -60,6 +64,7 @@ class MatProduct(OpSpec):
 
     family = "linalg"
     sigs = same_sigs(MATMUL_DTYPES, 2)
+    dtype_exclusions = NARROW
     fn = staticmethod(torch.matmul)
 
     def build(self, ctx: BuildContext, a: SymTensor, b: SymTensor) -> Build:
@@ -127,6 +132,7 @@ class Outer(MatProduct):
     name = "outer"
     ranks = ((1,), (1,))
     sigs = same_sigs(ALL, 2)
+    dtype_exclusions = MappingProxyType({})
     fn = staticmethod(torch.outer)
 
     def build(self, ctx: BuildContext, a: SymTensor, b: SymTensor) -> Build:
@@ -149,6 +155,7 @@ class Linear(OpSpec):
     name = "linear"
     family = "linalg"
     sigs = same_sigs(MATMUL_DTYPES)
+    dtype_exclusions = NARROW
     ranks = (MATRIX_RANKS,)
 
     def build(self, ctx: BuildContext, x: SymTensor) -> Build:
@@ -185,6 +192,7 @@ class AddMm(OpSpec):
     name = "addmm"
     family = "linalg"
     sigs = same_sigs(MATMUL_DTYPES, 3)
+    dtype_exclusions = NARROW
     ranks = ((0, 1, 2), (2,), (2,))
     fn = staticmethod(torch.addmm)
 
@@ -243,6 +251,8 @@ class Einsum(OpSpec):
     name = "einsum"
     family = "linalg"
     sigs = same_sigs(MATMUL_DTYPES, 2)
+    dtype_exclusions = MappingProxyType({**NARROW, DType.BOOL: "a bool einsum is an or of ands, and ONNX's Einsum "
+                                                               "takes numbers only"})
     ranks = ((1, 2, 3, 4), (1, 2, 3, 4))
 
     def build(self, ctx: BuildContext, a: SymTensor, b: SymTensor) -> Build | None:

@@ -12,6 +12,7 @@ import z3
 
 from generators.dtypes import FLOATS, DType
 from generators.ops.base import (
+    PROMOTES_TO_FLOAT,
     AttrMap,
     Build,
     BuildContext,
@@ -19,6 +20,7 @@ from generators.ops.base import (
     OpSpec,
     SymTensor,
     call,
+    excluded,
     functional_source,
     literal,
     same_sigs,
@@ -278,6 +280,7 @@ class LocalResponseNorm(Norm):
 
     name = "local_response_norm"
     ranks = ((3, 4, 5),)
+    dtype_exclusions = excluded((DType.INT64,), PROMOTES_TO_FLOAT)  # through the int64 average pool
     float32_attrs = ("alpha", "beta", "k")  # ONNX LRN's alpha, beta and bias are floats
 
     def build(self, ctx: BuildContext, x: SymTensor) -> Build | None:

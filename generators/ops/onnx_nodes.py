@@ -99,6 +99,8 @@ class OnnxCall:
             return self.node(op_type, [x], [out] if out else None, keepdims=keep)
         if self.opset >= axes_input_since:
             return self.node(op_type, [x, self.ints(axes)], [out] if out else None, keepdims=keep)
+        if not axes:  # a rank-0 input: reducing no axis and every axis agree; make_node cannot type an empty list
+            return self.node(op_type, [x], [out] if out else None, keepdims=keep)
         return self.node(op_type, [x], [out] if out else None, axes=list(axes), keepdims=keep)
 
     def squeeze(self, x: str, axes: Sequence[int], out: str | None = None) -> str:

@@ -11,7 +11,20 @@ import torch.nn.functional as F
 import z3
 
 from generators.dtypes import FLOATS, INTS, DType
-from generators.ops.base import AttrMap, Build, BuildContext, Dim, OpSpec, SymTensor, call, functional_source, same_sigs
+from generators.ops.base import (
+    INT64_CPU_ONLY,
+    INTS_PROMOTE,
+    AttrMap,
+    Build,
+    BuildContext,
+    Dim,
+    OpSpec,
+    SymTensor,
+    call,
+    excluded,
+    functional_source,
+    same_sigs,
+)
 from generators.ops.conv import spatial_attrs
 from generators.ops.discontinuity import PoolIndices
 from generators.ops.onnx_nodes import ORT_FLOATS, OnnxCall, batched
@@ -234,15 +247,18 @@ def _pool(name: str, base: type[OpSpec], n: int, fn: Any, dtypes=FLOATS, **extra
     return type(name, (base,), attrs | extra)
 
 
+# torch averages int64 on CPU only, truncated toward zero; ONNX's AveragePool takes floats only.
+INT_AVERAGE = excluded((DType.INT64,), INT64_CPU_ONLY)
 OPS: list[type[OpSpec]] = [
-    _pool("max_pool1d", MaxPoolND, 1, F.max_pool1d),  # the 1-D CPU kernel has no integer support
+    _pool("max_pool1d", MaxPoolND, 1, F.max_pool1d, dtype_exclusions=excluded(
+        INTS, "the 1-D CPU kernel without indices has no integer support: only return_indices=True runs them")),
     _pool("max_pool2d", MaxPoolND, 2, F.max_pool2d, FLOATS + INTS),
     _pool("max_pool3d", MaxPoolND, 3, F.max_pool3d, FLOATS + INTS),
-    _pool("avg_pool1d", AvgPoolND, 1, F.avg_pool1d, has_divisor=False),
-    _pool("avg_pool2d", AvgPoolND, 2, F.avg_pool2d),
-    _pool("avg_pool3d", AvgPoolND, 3, F.avg_pool3d, F32_64),
-    _pool("lp_pool1d", LpPoolND, 1, F.lp_pool1d),
-    _pool("lp_pool2d", LpPoolND, 2, F.lp_pool2d),
+    _pool("avg_pool1d", AvgPoolND, 1, F.avg_pool1d, has_divisor=False, dtype_exclusions=INT_AVERAGE),
+    _pool("avg_pool2d", AvgPoolND, 2, F.avg_pool2d, dtype_exclusions=INT_AVERAGE),
+    _pool("avg_pool3d", AvgPoolND, 3, F.avg_pool3d, F32_64, dtype_exclusions=INT_AVERAGE),
+    _pool("lp_pool1d", LpPoolND, 1, F.lp_pool1d, dtype_exclusions=INTS_PROMOTE),
+    _pool("lp_pool2d", LpPoolND, 2, F.lp_pool2d, dtype_exclusions=INTS_PROMOTE),
     _pool("adaptive_avg_pool1d", AdaptivePoolND, 1, F.adaptive_avg_pool1d),
     _pool("adaptive_avg_pool2d", AdaptivePoolND, 2, F.adaptive_avg_pool2d),
     _pool("adaptive_avg_pool3d", AdaptivePoolND, 3, F.adaptive_avg_pool3d),

@@ -14,6 +14,7 @@ import z3
 from generators.dtypes import ALL, FLOATS, INTS, NUMERIC, DType
 from generators.ops.base import (
     ANY_RANK,
+    INTS_PROMOTE,
     AttrMap,
     Build,
     BuildContext,
@@ -295,6 +296,7 @@ class LogSumExp(Reduce):
     name = "logsumexp"
     torch_fn = staticmethod(torch.logsumexp)
     sigs = same_sigs(FLOATS)
+    dtype_exclusions = INTS_PROMOTE
     # float16 left out: torch subtracts the maximum before exp, ONNX Runtime's half kernel may overflow.
     onnx_op, onnx_since, onnx_types = "ReduceLogSumExp", 1, frozenset({DType.FLOAT32, DType.FLOAT64})
     full = False  # torch.logsumexp requires dim

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
 import onnx
 import torch
 
-from generators.dtypes import FLOATS, INTS, SIGNED_INTS, DType
+from generators.dtypes import ALL, FLOATS, INTS, SIGNED_INTS, DType
 from generators.ops.base import (
     ANY_RANK,
+    BOOL_PROMOTES_TO_INT,
+    IDENTITY,
+    INTS_PROMOTE,
     SAFE_EXP_ARG,
     AttrMap,
     Build,
@@ -21,6 +24,7 @@ from generators.ops.base import (
     SymTensor,
     call,
     clamp_penalty,
+    excluded,
     function_source,
 )
 from generators.ops.discontinuity import BranchPoints, Detector, at_zero, rounding, to_integer
@@ -39,7 +43,7 @@ class Domain:
 
 
 class Unary(OpSpec):
-    """An elementwise op: output has the input's shape and dtype."""
+    """An elementwise op: output has the input's shape, and its dtype unless the sig says otherwise (logical_not)."""
 
     family = "unary"
     ranks = (ANY_RANK,)
@@ -51,7 +55,8 @@ class Unary(OpSpec):
     onnx_op: ClassVar[str | None] = None
 
     def build(self, ctx: BuildContext, x: SymTensor) -> Build:
-        return Build([SymTensor(x.shape, x.dtype)])
+        (sig,) = self.out_dtypes_for((x.dtype,))
+        return Build([SymTensor(x.shape, sig.out)])
 
     def forward(self, attrs: AttrMap, x: torch.Tensor) -> torch.Tensor:
         return type(self).fn(x)
@@ -78,14 +83,18 @@ INF = float("inf")
 def _unary(name: str, fn: Callable, dtypes=FLOATS, domain: Domain = Domain(), *,
            value_range: tuple[float, float] | None = None, emits_zeros: bool = False, keeps_zeros: bool = False,
            discontinuity: Detector | None = None, source: str | None = None, onnx: str | None = None,
-           onnx_types: frozenset[DType] = ORT_FLOATS, onnx_since: int = 1, base: type[Unary] = Unary) -> type[Unary]:
+           onnx_types: frozenset[DType] = ORT_FLOATS, onnx_since: int = 1, base: type[Unary] = Unary,
+           exclusions: Mapping[DType, str] = INTS_PROMOTE, out: DType | None = None) -> type[Unary]:
     """One elementwise op. `value_range`: the interval its output always lies in, whatever the input (pi/2 is
     rounded up); `emits_zeros`: it maps a whole interval to 0 (no gradient leads out of it); `keeps_zeros`:
     f(0) == 0; `source`: the public name of `fn` where `function_source` cannot find it; `onnx`: the ONNX operator
-    computing `fn` from `onnx_since`, which ONNX Runtime runs for `onnx_types` (`base` writes it otherwise)."""
+    computing `fn` from `onnx_since`, which ONNX Runtime runs for `onnx_types` (`base` writes it otherwise);
+    `exclusions`: the dtypes eager runs it for that `dtypes` leaves out, with why (OpSpec.dtype_exclusions); `out`:
+    the output dtype where it is not the input's."""
     # staticmethod: a detector that is a plain function (to_integer) must not bind to the op as a method.
     bounds = (-INF if domain.lo is None else domain.lo, INF if domain.hi is None else domain.hi)
-    return type(name, (base,), {"name": name, "fn": staticmethod(fn), "sigs": tuple(Sig((d,), d) for d in dtypes),
+    sigs = tuple(Sig((d,), out or d) for d in dtypes)
+    return type(name, (base,), {"name": name, "fn": staticmethod(fn), "sigs": sigs, "dtype_exclusions": exclusions,
                                  "domain": domain, "value_range": value_range,
                                  "input_domain": (bounds if bounds != (-INF, INF) else None,),
                                  "nonzero_inputs": (0,) if domain.avoid_zero else (),
@@ -116,12 +125,16 @@ class BitwiseNot(Unary):
 ORT_SIGNED = ORT_FLOATS | {DType.INT32, DType.INT64, DType.INT8}
 ORT_F32_F16 = frozenset({DType.FLOAT32, DType.FLOAT16})
 
+INT_IDENTITY = excluded(INTS, IDENTITY)
+UNSIGNED_NEGATION = "negation wraps modulo 256 on unsigned values, and ONNX's Neg takes signed types only"
+
 # Half-precision exp overflows past ~11; float32 past ~88. One bound fits all dtypes.
 EXP_DOMAIN = Domain(hi=SAFE_EXP_ARG)
 OPS: list[type[OpSpec]] = [
     _unary("abs", torch.abs, FLOATS + SIGNED_INTS, value_range=(0, INF), keeps_zeros=True, onnx="Abs",
-           onnx_types=ORT_SIGNED),
-    _unary("neg", torch.neg, FLOATS + SIGNED_INTS, keeps_zeros=True, onnx="Neg", onnx_types=ORT_SIGNED),
+           onnx_types=ORT_SIGNED, exclusions=excluded((DType.UINT8,), IDENTITY)),
+    _unary("neg", torch.neg, FLOATS + SIGNED_INTS, keeps_zeros=True, onnx="Neg", onnx_types=ORT_SIGNED,
+           exclusions=excluded((DType.UINT8,), UNSIGNED_NEGATION)),
     _unary("exp", torch.exp, domain=EXP_DOMAIN, value_range=(0, INF), onnx="Exp"),
     _unary("expm1", torch.expm1, domain=EXP_DOMAIN, value_range=(-1, INF), keeps_zeros=True),
     _unary("exp2", torch.exp2, domain=Domain(hi=15.0), value_range=(0, INF)),
@@ -156,18 +169,21 @@ OPS: list[type[OpSpec]] = [
            discontinuity=BranchPoints((-1.0, 1.0)), onnx="Atanh", onnx_types=ORT_F32_F16),
     _unary("erf", torch.erf, value_range=(-1, 1), keeps_zeros=True, onnx="Erf", onnx_types=ORT_F32_F16),
     _unary("erfc", torch.special.erfc, value_range=(0, 2), source="torch.special.erfc"),
-    _unary("floor", torch.floor, emits_zeros=True, discontinuity=to_integer, onnx="Floor"),
-    _unary("ceil", torch.ceil, emits_zeros=True, discontinuity=to_integer, onnx="Ceil"),
-    _unary("round", torch.round, emits_zeros=True, discontinuity=rounding, onnx="Round"),
-    _unary("trunc", torch.trunc, emits_zeros=True, discontinuity=to_integer),
-    _unary("frac", torch.frac, value_range=(-1, 1), emits_zeros=True, discontinuity=to_integer),
-    _unary("sign", torch.sign, FLOATS + SIGNED_INTS, value_range=(-1, 1), emits_zeros=True,
-           discontinuity=at_zero(), onnx="Sign", onnx_types=ORT_SIGNED),
+    _unary("floor", torch.floor, emits_zeros=True, discontinuity=to_integer, onnx="Floor", exclusions=INT_IDENTITY),
+    _unary("ceil", torch.ceil, emits_zeros=True, discontinuity=to_integer, onnx="Ceil", exclusions=INT_IDENTITY),
+    _unary("round", torch.round, emits_zeros=True, discontinuity=rounding, onnx="Round", exclusions=INT_IDENTITY),
+    _unary("trunc", torch.trunc, emits_zeros=True, discontinuity=to_integer, exclusions=INT_IDENTITY),
+    _unary("frac", torch.frac, value_range=(-1, 1), emits_zeros=True, discontinuity=to_integer, exclusions={}),
+    _unary("sign", torch.sign, FLOATS + INTS, value_range=(-1, 1), emits_zeros=True,
+           discontinuity=at_zero(), onnx="Sign", onnx_types=ORT_SIGNED, exclusions=excluded((DType.BOOL,), IDENTITY)),
     _unary("square", torch.square, FLOATS + INTS, domain=Domain(lo=-200.0, hi=200.0), value_range=(0, INF),
-           keeps_zeros=True, onnx="Mul", onnx_types=ORT_NUMERIC, base=Square),
+           keeps_zeros=True, onnx="Mul", onnx_types=ORT_NUMERIC, base=Square,
+           exclusions=excluded((DType.BOOL,), BOOL_PROMOTES_TO_INT)),
     _unary("sigmoid", torch.sigmoid, value_range=(0, 1), onnx="Sigmoid"),
     _unary("logit", torch.logit, domain=Domain(lo=TINY, hi=1 - TINY), discontinuity=BranchPoints((0.0, 1.0))),
     _unary("bitwise_not", torch.bitwise_not, INTS + (DType.BOOL,), onnx="BitwiseNot", onnx_since=18,
-           onnx_types=frozenset(INTS + (DType.BOOL,)), base=BitwiseNot),
-    _unary("logical_not", torch.logical_not, (DType.BOOL,), onnx="Not", onnx_types=frozenset({DType.BOOL})),
+           onnx_types=frozenset(INTS + (DType.BOOL,)), base=BitwiseNot, exclusions={}),
+    # Any dtype is x == 0; ONNX's Not takes bools only.
+    _unary("logical_not", torch.logical_not, ALL, discontinuity=at_zero(), out=DType.BOOL, onnx="Not",
+           onnx_types=frozenset({DType.BOOL}), exclusions={}),
 ]

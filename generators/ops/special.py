@@ -1,0 +1,166 @@
+"""Special elementwise functions: log-sum-exp of two tensors, x * log(y), the step function, sinc, angle
+conversions and nan_to_num."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from types import MappingProxyType
+from typing import Any, ClassVar
+
+import onnx
+import torch
+
+from generators.dtypes import ALL, FLOATS, INTS, DType
+from generators.ops.base import (
+    ANY_RANK,
+    IDENTITY,
+    INTS_PROMOTE,
+    AttrMap,
+    BroadcastBinary,
+    Build,
+    BuildContext,
+    OpSpec,
+    SymTensor,
+    call,
+    clamp_penalty,
+    excluded,
+    function_source,
+    same_sigs,
+)
+from generators.ops.discontinuity import at_zero
+from generators.ops.onnx_nodes import ORT_FLOATS, OnnxCall
+
+TINY = 1e-3  # distance kept from log's pole, as in unary.py
+
+
+class SpecialBinary(BroadcastBinary):
+    """A special function of two broadcast inputs of one float dtype; integers promote to float."""
+
+    family = "special"
+    sigs = same_sigs(FLOATS, 2)
+    dtype_exclusions = INTS_PROMOTE
+
+
+class LogAddExp(SpecialBinary):
+    """log(exp(a) + exp(b)), computed without overflow."""
+
+    name = "logaddexp"
+    fn = staticmethod(torch.logaddexp)
+    dtype_exclusions = MappingProxyType({})  # no integer kernel
+
+
+class LogAddExp2(SpecialBinary):
+    """log2(2**a + 2**b)."""
+
+    name = "logaddexp2"
+    fn = staticmethod(torch.logaddexp2)
+    dtype_exclusions = MappingProxyType({})
+
+
+class XLogY(SpecialBinary):
+    """x * log(y), 0 where x is 0: y must stay positive (log's pole at 0, NaN below)."""
+
+    name = "xlogy"
+    fn = staticmethod(torch.xlogy)
+    input_domain = (None, (TINY, float("inf")))
+
+    def domain_loss(self, attrs: AttrMap, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor | None:
+        return clamp_penalty(y, lo=TINY)
+
+
+class Heaviside(SpecialBinary):
+    """The step function: 0 below 0, 1 above, `values` at exactly 0 (integers and bools too)."""
+
+    name = "heaviside"
+    fn = staticmethod(torch.heaviside)
+    sigs = same_sigs(ALL, 2)
+    dtype_exclusions = MappingProxyType({})
+    emits_zeros = True
+    discontinuity = at_zero()
+
+
+class Sinc(OpSpec):
+    """sin(pi x) / (pi x), 1 at 0."""
+
+    name = "sinc"
+    family = "special"
+    ranks = (ANY_RANK,)
+    sigs = same_sigs(FLOATS)
+    dtype_exclusions = INTS_PROMOTE
+    value_range = (-0.218, 1.0)
+
+    def build(self, ctx: BuildContext, x: SymTensor) -> Build:
+        return Build([SymTensor(x.shape, x.dtype)])
+
+    def forward(self, attrs: AttrMap, x: torch.Tensor) -> torch.Tensor:
+        return torch.sinc(x)
+
+    def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
+        return call("torch.sinc", args)
+
+
+class AngleConversion(OpSpec):
+    """x times a constant (pi / 180 or its inverse): ONNX's counterpart is Mul by that constant."""
+
+    family = "special"
+    ranks = (ANY_RANK,)
+    sigs = same_sigs(FLOATS)
+    dtype_exclusions = INTS_PROMOTE
+    keeps_zeros = True
+    factor: ClassVar[float]
+    fn: ClassVar[Any]
+    onnx_since = 1
+    onnx_types = ORT_FLOATS
+
+    def build(self, ctx: BuildContext, x: SymTensor) -> Build:
+        return Build([SymTensor(x.shape, x.dtype)])
+
+    def forward(self, attrs: AttrMap, x: torch.Tensor) -> torch.Tensor:
+        return type(self).fn(x)
+
+    def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
+        return call(function_source(type(self).fn), args)
+
+    def onnx_nodes(self, attrs: AttrMap, call: OnnxCall) -> list[onnx.NodeProto] | None:
+        call.node("Mul", [call.inputs[0], call.const(self.factor, call.dtype)], call.outputs)
+        return call.nodes
+
+
+class Deg2Rad(AngleConversion):
+    name = "deg2rad"
+    fn = staticmethod(torch.deg2rad)
+    factor = math.pi / 180.0
+
+
+class Rad2Deg(AngleConversion):
+    name = "rad2deg"
+    fn = staticmethod(torch.rad2deg)
+    factor = 180.0 / math.pi
+
+
+class NanToNum(OpSpec):
+    """torch.nan_to_num with varied replacements (None: torch's default, the dtype's largest finite values)."""
+
+    name = "nan_to_num"
+    family = "special"
+    ranks = (ANY_RANK,)
+    sigs = same_sigs(FLOATS)
+    dtype_exclusions = excluded((*INTS, DType.BOOL), IDENTITY)
+    keeps_zeros = True
+
+    def build(self, ctx: BuildContext, x: SymTensor) -> Build:
+        return Build([SymTensor(x.shape, x.dtype)], [], {
+            "nan": ctx.choice("nan", (0.0, 1.0, -2.5)),
+            "posinf": ctx.choice("posinf", (None, 100.0, 1.0)),
+            "neginf": ctx.choice("neginf", (None, -100.0, -1.0)),
+        })
+
+    def forward(self, attrs: AttrMap, x: torch.Tensor) -> torch.Tensor:
+        return torch.nan_to_num(x, nan=attrs["nan"], posinf=attrs["posinf"], neginf=attrs["neginf"])
+
+    def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
+        return call("torch.nan_to_num", args, nan=attrs["nan"], posinf=attrs["posinf"], neginf=attrs["neginf"])
+
+
+OPS: list[type[OpSpec]] = [LogAddExp, LogAddExp2, XLogY, Heaviside, Sinc, Deg2Rad, Rad2Deg, NanToNum]

@@ -20,7 +20,7 @@ from fuzzer.support.tensors import to_oracle_array
 from generators.generator import GenOptions, generate
 from oracles.verdict import Stage, Symptom
 
-SEED = 0  # six nodes: logsumexp, softsign, sin, pad_circular, maximum, logical_or
+SEED = 13  # six nodes: gt, interpolate_bilinear, logaddexp2, sin, logaddexp2, pattern_matmul_scale
 
 
 class FaultySegfaultOnSin(Converter):

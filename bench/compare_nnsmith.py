@@ -76,7 +76,7 @@ def table(rows: list[tuple[int, dict, dict | None]], workers: int, minutes: floa
                      f"{workers} worker(s){' + feeder(s)' if ours['prepare_ahead'] else ''}, "
                      f"{ours['loop_s']:.0f} s loop; {ours['tests_per_min']:.1f}/min over "
                      f"{ours['wall_s']:.0f} s wall with start-up; {ours['unsupported']} unsupported, "
-                     f"{ours['outside']:.0%} of time outside converter/runtime")
+                     f"{ours['outside']:.0%} of loop time outside converter/runtime")
         if theirs is None:
             continue
         failing = sum(theirs["reports_by_kind"].values())

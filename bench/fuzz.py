@@ -1,5 +1,6 @@
 """Campaign throughput: tests per minute (per converter) and the share of wall time outside converters and
-runtimes (generation + oracle + our own overhead; goal <= 15%); and what a campaign finds over time.
+runtimes (generation + oracle + our own overhead; goal <= 15%) over the loop, from the first test's start to the last
+test's end (start-up and wind-down are printed apart); and what a campaign finds over time.
 
     python bench/fuzz.py [--seconds 60 | --minutes M] [--workers N] [--converters a,b] [--nodes K]
                          [--exact-nodes] [--avoid-unsupported] [--no-reduce] [--out DIR] [--strategies on|off]
@@ -201,8 +202,10 @@ def main() -> int:
           f"{data['ran_per_min']:.1f} of them ran their converter (the rest stopped upstream)")
     for conv, rate in sorted(data["per_converter_per_min"].items()):
         print(f"  {conv:<24} {rate:8.1f} tests/min, {data['ran_per_converter_per_min'][conv]:8.1f} ran")
-    print(f"bench: share outside converters and runtimes {outside_share(data):.1%} (goal <= 15%): generation "
-          f"{shares['generation']:.1%}, oracle {shares['oracle']:.1%}, overhead {shares['overhead']:.1%}")
+    print(f"bench: share outside converters and runtimes, from the first test to the last {outside_share(data):.1%} "
+          f"(goal <= 15%): generation {shares['generation']:.1%}, oracle {shares['oracle']:.1%}, overhead "
+          f"{shares['overhead']:.1%}; start-up and wind-down apart: {data['edges_s']:.1f} worker seconds of "
+          f"{data['worker_wall_s']:.0f}")
     if data["ahead_share"]:
         print(f"bench: feeder processes generated beside the workers: {data['ahead_share']:.1%} of worker wall time")
     print("bench: " + format_novelty(f"strategies {args.strategies}", novelty_figures(folder)))

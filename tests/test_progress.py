@@ -57,3 +57,29 @@ def test_the_summary_counts_tests_that_ran_their_converter_apart(tmp_path) -> No
     assert (data["tests"], data["tests_ran"]) == (3, 2)
     assert "ran their converter" in format_summary(data)
     db.close()
+
+
+def test_shares_are_of_the_loop_and_start_up_is_shown_apart(tmp_path) -> None:
+    """A session of 60 s whose tests ran from second 10 to second 50: shares are of those 40 s, the rest apart."""
+    from fuzzer.campaign.db import CampaignDB
+    from fuzzer.campaign.progress import summarize
+    from fuzzer.campaign.result import TestResult
+
+    db = CampaignDB(tmp_path / "campaign.db", create=True)
+    session = db.start_session(1)
+    tests = ((15.0, 5.0, {"export": 5.0}), (50.0, 35.0, {"export": 20.0, "generate": 5.0}))
+    for idx, (_, wall, timings) in enumerate(tests):
+        db.add_unit(idx, idx)
+        db.record_test(TestResult(idx, idx, "torch-onnx-script", "pass", "none", timings=timings, wall_s=wall),
+                       session, True)
+    db.end_session(session, "finished")
+    with db.conn:  # the clock of the session, set by hand
+        db.conn.execute("UPDATE sessions SET started = 100, ended = 160, last_beat = 160")
+        for idx, (finished, _, _) in enumerate(tests):
+            db.conn.execute("UPDATE tests SET finished = ? WHERE idx = ?", (100 + finished, idx))
+    data = summarize(db)
+    assert data["worker_wall_s"] == pytest.approx(60.0)
+    assert data["edges_s"] == pytest.approx(20.0)
+    assert data["shares"] == pytest.approx({"generation": 5 / 40, "conversion": 25 / 40, "runtime": 0.0,
+                                            "oracle": 0.0, "overhead": 10 / 40})
+    db.close()

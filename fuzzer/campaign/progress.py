@@ -113,11 +113,7 @@ def summarize(db: CampaignDB) -> dict[str, Any]:
     per_converter = dict(conn.execute("SELECT converter, COUNT(*) FROM tests GROUP BY converter").fetchall())
     # A test stopped upstream (its source or the export it starts from failed) never exercised its converter.
     ran = dict(conn.execute("SELECT converter, COUNT(*) FROM tests WHERE stage != 'source' GROUP BY converter"))
-    wall = worker_wall = 0.0
-    for started, ended, beat, workers in conn.execute("SELECT started, ended, last_beat, workers FROM sessions"):
-        span = max((ended or beat or started) - started, 0.0)
-        wall += span
-        worker_wall += span * workers
+    wall, worker_wall, loop_worker_wall = session_walls(conn)
     shares = collections.Counter()
     ahead = 0.0
     for (timings,) in conn.execute("SELECT timings FROM tests UNION ALL SELECT timings FROM units"):
@@ -126,15 +122,18 @@ def summarize(db: CampaignDB) -> dict[str, Any]:
                 ahead += seconds
             else:
                 shares[category(name)] += seconds
+    # Shares are of the loop (each session from its first test's start to its last test's end): start-up (imports,
+    # workers, probes) and wind-down are a fixed cost per session, shown apart as `edges_s`.
     measured = sum(shares.values())
-    shares["overhead"] = max(worker_wall - measured, 0.0)
-    total_share = max(worker_wall, measured, 1e-9)
+    shares["overhead"] = max(loop_worker_wall - measured, 0.0)
+    total_share = max(loop_worker_wall, measured, 1e-9)
     tests = sum(per_converter.values())
     return {
         "tests": tests,
         "units_done": db.done_units(),
         "wall_s": wall,
         "worker_wall_s": worker_wall,
+        "edges_s": max(worker_wall - loop_worker_wall, 0.0),  # worker seconds before the first and after the last test
         "tests_per_min": tests / (wall / 60) if wall > 0 else 0.0,
         "tests_ran": sum(ran.values()),
         "ran_per_min": sum(ran.values()) / (wall / 60) if wall > 0 else 0.0,
@@ -152,6 +151,22 @@ def summarize(db: CampaignDB) -> dict[str, Any]:
     }
 
 
+def session_walls(conn: Any) -> tuple[float, float, float]:
+    """Wall seconds of every session, worker seconds of every session, and worker seconds of every session's loop
+    (from its first test's start to its last test's end)."""
+    loops = {session: (first, last) for session, first, last in conn.execute(
+        "SELECT session, MIN(finished - wall_s), MAX(finished) FROM tests GROUP BY session")}
+    wall = worker_wall = loop_worker_wall = 0.0
+    for session, started, ended, beat, workers in conn.execute(
+            "SELECT id, started, ended, last_beat, workers FROM sessions"):
+        span = max((ended or beat or started) - started, 0.0)
+        first, last = loops.get(session, (started, started))
+        wall += span
+        worker_wall += span * workers
+        loop_worker_wall += max(min(last, started + span) - max(first, started), 0.0) * workers
+    return wall, worker_wall, loop_worker_wall
+
+
 def format_summary(data: dict[str, Any]) -> str:
     """Throughput and where the time went; the per-signature table is in `status --json` and the report page."""
     lines = [f"{data['tests']} tests ({data['units_done']} graphs done) in {data['wall_s'] / 60:.1f} min over "
@@ -164,7 +179,9 @@ def format_summary(data: dict[str, Any]) -> str:
     lines.append(f"{len(data['bugs'])} signatures: " + ", ".join(f"{n} {symptom} at {stage}" for (symptom, stage), n
                                                                  in sorted(by_kind.items(), key=lambda kv: -kv[1])))
     lines.append(f"own errors (convsmith bugs): {data['own_errors']}")
-    lines.append("share of worker wall time: " + ", ".join(f"{k} {v:.0%}" for k, v in data["shares"].items()))
+    lines.append("share of worker wall time from the first test to the last: "
+                 + ", ".join(f"{k} {v:.0%}" for k, v in data["shares"].items())
+                 + f" (start-up and wind-down apart: {data['edges_s']:.0f} worker seconds)")
     if data["values"]:
         lines.append("graphs by value strategy: " + ", ".join(f"{k} {v}" for k, v in sorted(data["values"].items())))
     if data["demoted"]:

@@ -325,6 +325,14 @@ def broadcast(a: Sequence[Dim], b: Sequence[Dim]) -> tuple[tuple[Dim, ...], list
     return tuple(out), reqs
 
 
+def broadcast_where(cond: Sequence[Dim], a: Sequence[Dim], b: Sequence[Dim]
+                    ) -> tuple[tuple[Dim, ...], list[z3.BoolRef]]:
+    """torch.where's broadcasting: `a` with `b`, then `cond` with that; the shape and the requirements."""
+    ab, reqs = broadcast(a, b)
+    shape, more = broadcast(cond, ab)
+    return shape, reqs + more
+
+
 def norm_axis(axis: int, rank: int) -> int:
     return axis % rank if rank else 0
 

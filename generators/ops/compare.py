@@ -19,7 +19,7 @@ from generators.ops.base import (
     OpSpec,
     Sig,
     SymTensor,
-    broadcast,
+    broadcast_where,
     call,
     excluded,
     function_source,
@@ -170,9 +170,8 @@ class Where(OpSpec):
     sigs = tuple(Sig((DType.BOOL, d, d), d) for d in ALL)
 
     def build(self, ctx: BuildContext, cond: SymTensor, a: SymTensor, b: SymTensor) -> Build:
-        ab, reqs_ab = broadcast(a.shape, b.shape)
-        shape, reqs = broadcast(cond.shape, ab)
-        return Build([SymTensor(shape, a.dtype)], reqs_ab + reqs)
+        shape, reqs = broadcast_where(cond.shape, a.shape, b.shape)
+        return Build([SymTensor(shape, a.dtype)], reqs)
 
     def forward(self, attrs: AttrMap, cond: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         return torch.where(cond, a, b)

@@ -33,7 +33,7 @@ from generators.ops.base import (
     OpSpec,
     Sig,
     SymTensor,
-    broadcast,
+    broadcast_where,
     call,
     conv_out,
     excluded,
@@ -574,9 +574,8 @@ class NotWhere(Pattern):
                 Rewrite("onnxoptimizer", "rewrite_where", ("Where",)))
 
     def build(self, ctx: BuildContext, cond: SymTensor, a: SymTensor, b: SymTensor) -> Build:
-        ab, reqs = broadcast(a.shape, b.shape)
-        shape, more = broadcast(cond.shape, ab)
-        return Build([SymTensor(shape, a.dtype)], reqs + more)
+        shape, reqs = broadcast_where(cond.shape, a.shape, b.shape)
+        return Build([SymTensor(shape, a.dtype)], reqs)
 
     def forward(self, attrs: AttrMap, cond: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         return torch.where(~cond, a, b)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from types import MappingProxyType
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import onnx
 import torch
@@ -25,13 +25,11 @@ from generators.ops.base import (
     call,
     clamp_penalty,
     excluded,
-    function_source,
     same_sigs,
 )
 from generators.ops.discontinuity import at_zero
 from generators.ops.onnx_nodes import ORT_FLOATS, OnnxCall
-
-TINY = 1e-3  # distance kept from log's pole, as in unary.py
+from generators.ops.unary import TINY, Unary
 
 
 class SpecialBinary(BroadcastBinary):
@@ -80,47 +78,27 @@ class Heaviside(SpecialBinary):
     discontinuity = at_zero()
 
 
-class Sinc(OpSpec):
+class Sinc(Unary):
     """sin(pi x) / (pi x), 1 at 0."""
 
     name = "sinc"
     family = "special"
-    ranks = (ANY_RANK,)
+    fn = staticmethod(torch.sinc)
     sigs = same_sigs(FLOATS)
     dtype_exclusions = INTS_PROMOTE
     value_range = (-0.218, 1.0)
 
-    def build(self, ctx: BuildContext, x: SymTensor) -> Build:
-        return Build([SymTensor(x.shape, x.dtype)])
 
-    def forward(self, attrs: AttrMap, x: torch.Tensor) -> torch.Tensor:
-        return torch.sinc(x)
-
-    def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
-        return call("torch.sinc", args)
-
-
-class AngleConversion(OpSpec):
+class AngleConversion(Unary):
     """x times a constant (pi / 180 or its inverse): ONNX's counterpart is Mul by that constant."""
 
     family = "special"
-    ranks = (ANY_RANK,)
     sigs = same_sigs(FLOATS)
     dtype_exclusions = INTS_PROMOTE
     keeps_zeros = True
     factor: ClassVar[float]
-    fn: ClassVar[Any]
     onnx_since = 1
     onnx_types = ORT_FLOATS
-
-    def build(self, ctx: BuildContext, x: SymTensor) -> Build:
-        return Build([SymTensor(x.shape, x.dtype)])
-
-    def forward(self, attrs: AttrMap, x: torch.Tensor) -> torch.Tensor:
-        return type(self).fn(x)
-
-    def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
-        return call(function_source(type(self).fn), args)
 
     def onnx_nodes(self, attrs: AttrMap, call: OnnxCall) -> list[onnx.NodeProto] | None:
         call.node("Mul", [call.inputs[0], call.const(self.factor, call.dtype)], call.outputs)

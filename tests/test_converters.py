@@ -156,3 +156,42 @@ def test_onnx_to_onnx_converters_share_one_upstream_export_per_source() -> None:
         seen.append(failed.message)
     assert len(set(seen)) == 1 and "pixel_shuffle" in seen[0]
     assert list(good.source.exports) == [("torch-onnx-script", 17)]
+
+
+@pytest.mark.parametrize("exporter", ["torch-onnx-script", "torch-onnx-dynamo"])
+def test_an_onnx_tool_starts_from_the_export_its_exporters_own_test_made(exporter: str) -> None:
+    """An exporter's test at an upstream's options (only the opset drawn) leaves its model and run for the ONNX tools
+    of the same source; at other options (no folding, no optimizer...) it leaves nothing."""
+    from fuzzer.check.judge import judge
+
+    _skip_unavailable(exporter)
+    _skip_unavailable("onnxoptimizer")
+    tool, own = CONVERTERS["onnxoptimizer"], CONVERTERS[exporter]
+    other = {"torch-onnx-script": {"constant_folding": False}, "torch-onnx-dynamo": {"optimize": False}}[exporter]
+    opset = own.options().opset + 1
+    good = prepare(hand_graphs.conv_relu_add(), 0, {}, 1.0)
+    assert judge(good, own, own.options({**other, "opset": opset}), {}).verdict.symptom is Symptom.PASS
+    assert good.source.exports == {}
+    exported = judge(good, own, own.options({"opset": opset}), {})
+    assert exported.verdict.symptom is Symptom.PASS, exported.verdict.message
+    assert list(good.source.exports) == [(exporter, opset)]
+    timings: dict[str, float] = {}
+    result = judge(good, tool, tool.options({"upstream": exporter, "opset": opset}), timings)
+    assert result.verdict.symptom is Symptom.PASS and "upstream_export" not in timings, sorted(timings)
+    assert result.target.baseline_model == exported.target.model
+
+
+def test_an_exporters_failure_left_for_the_onnx_tools_stays_the_exporters() -> None:
+    from fuzzer.check.judge import judge
+
+    _skip_unavailable("onnxoptimizer")
+    tool, own = CONVERTERS["onnxoptimizer"], CONVERTERS["torch-onnx-script"]
+    g = hand_graphs.GraphBuilder()
+    x = g.input((1, 1, 4, 2, 2))
+    bad = prepare(g.build((g.op("pixel_shuffle", (x,), (1, 1, 1, 4, 4), upscale_factor=2),)), 0, {}, 1.0)
+    own_failure = judge(bad, own, own.options({"opset": 16}), {}).verdict
+    assert (own_failure.symptom, own_failure.stage) == (Symptom.UNSUPPORTED, Stage.NODE_CONVERSION)
+    timings: dict[str, float] = {}
+    failed = judge(bad, tool, tool.options({"upstream": "torch-onnx-script", "opset": 16}), timings).verdict
+    assert (failed.symptom, failed.stage) == (Symptom.UNSUPPORTED, Stage.SOURCE) and not failed.is_bug
+    assert own_failure.message in failed.message and "upstream_export" not in timings

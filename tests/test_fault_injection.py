@@ -14,7 +14,7 @@ import onnx
 import pytest
 from onnx import helper, numpy_helper
 
-from fuzzer.check.follow_up import follow_up
+from fuzzer.check.follow_up import NOT_RERUN, follow_up
 from fuzzer.check.judge import judge, judge_model
 from fuzzer.check.pipeline import CheckOptions, Expected, prepare
 from fuzzer.converters import CONVERTERS
@@ -199,6 +199,27 @@ def test_follow_up_reruns_and_locates_the_first_diverging_operator() -> None:
     # The conversions the follow-ups ran again are booked under their own steps, not as oracle time.
     for step in ("rerun.export", "rerun.runtime", "locate.export", "locate.runtime", "locate.reference"):
         assert result.timings[step] > 0, step
+
+
+def test_follow_up_does_not_rerun_a_divergence_whose_located_signature_is_filed() -> None:
+    converter = TanhBecomesSigmoid()
+    expected, _ = _exported(hand_graphs.elementwise)
+    options = converter.options()
+    first = judge(expected, converter, options, {})
+    asked: list[str] = []
+
+    def filed(signature: str) -> bool:
+        asked.append(signature)
+        return True
+
+    result = follow_up(first, converter, options, CheckOptions(), filed)
+    verdict = result.verdict
+    assert asked == [verdict.signature] and "tanh" in verdict.signature  # asked of the located signature
+    assert NOT_RERUN in verdict.labels and "first-diverging-prefix:2" in verdict.labels
+    assert not any(step.startswith("rerun") for step in result.timings)
+    unfiled = follow_up(first, converter, options, CheckOptions(), lambda signature: False)
+    assert NOT_RERUN not in unfiled.verdict.labels and unfiled.timings["rerun.export"] > 0
+    assert unfiled.verdict.signature == verdict.signature
 
 
 # ---- order-unspecified outputs: topk(sorted=False) compared on what torch specifies ----------------------------

@@ -283,7 +283,7 @@ class UnitRunner:
         if self.fault is not None:
             faulthandler.dump_traceback_later(max(self.config.timeout_s - 1.0, 0.5), file=self.fault)
         try:
-            result = check_prepared(prepared, converter, opts, self.check_options)
+            result = check_prepared(prepared, converter, opts, self.check_options, self.filed)
         except MemoryError:
             result = CheckResult(memory_verdict(name), {}, options=opts)
         except Exception as exc:  # a convsmith bug: counted and logged, never filed as the converter's
@@ -296,6 +296,10 @@ class UnitRunner:
         case_dir = self.write_case(idx, seed, graph, converter, result)
         self.send(TestResult.of_verdict(idx, seed, result.verdict, result.options, result.timings,
                                         time.perf_counter() - start, case_dir).to_message())
+
+    def filed(self, signature: str) -> bool:
+        """Whether the campaign already has the case folder of `signature` (follow-ups skip its rerun)."""
+        return (Path(self.config.out_dir) / case_id(signature)).exists()
 
     def write_case(self, idx: int, seed: int, graph: Any, converter: Converter, result: CheckResult) -> str | None:
         """The case folder of a bug whose folder does not exist yet (the first writer wins a race)."""

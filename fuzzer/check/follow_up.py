@@ -1,5 +1,5 @@
-"""Follow-ups on a divergence: rerun it (flaky?), label the discontinuities its inputs touch, locate the first
-diverging operator (its signature names that operator and dtype), and let the converter name a guilty pass. A
+"""Follow-ups on a divergence: label the discontinuities its inputs touch, locate the first diverging operator (its
+signature names that operator and dtype), rerun it (flaky?), and let the converter name a guilty pass. A
 dynamic export's divergence at its second shape is labelled from the inputs and run at that shape."""
 
 from __future__ import annotations
@@ -22,18 +22,31 @@ from oracles.dynamic import at_second_shape
 from oracles.rerun import check_rerun, mark_flaky
 from oracles.verdict import Stage, Verdict
 
+# A divergence whose located signature the campaign has filed is not rerun: its case was rerun when it was filed,
+# and at 5 nodes reruns of such repeats took a tenth of a worker's time.
+NOT_RERUN = "not-rerun:signature-already-filed"
+
 
 def follow_up(result: CheckResult, converter: Converter, options: ConverterOptions,
-              check_options: CheckOptions) -> CheckResult:
-    """Rerun (flaky?), label discontinuities, locate the first diverging operator, name a guilty pass."""
+              check_options: CheckOptions, filed: Callable[[str], bool] | None = None) -> CheckResult:
+    """Label discontinuities, locate the first diverging operator, rerun (flaky?) unless `filed` says the located
+    signature is already filed, and name a guilty pass."""
     verdict, expected, run = result.verdict, result.expected, result.target
     if verdict.symptom not in DIVERGENCES or expected is None or run is None:
         return result
     timings, traced = dict(result.timings), expected
     if at_second_shape(verdict) and expected.second is not None and result.second is not None:
         expected, run = expected.second, result.second  # what showed the divergence: the run at the second shape
-    if check_options.rerun:
+    located = verdict.with_labels(*discontinuity_labels(expected, run))
+    if check_options.locate:
         inner: dict[str, float] = {}
+        with timer(timings, "locate"):
+            located = locate(located, traced, converter, options, inner)
+        book_inner(timings, "locate", inner)
+    if check_options.rerun and filed is not None and located.signature and filed(located.signature):
+        located = located.with_labels(NOT_RERUN)
+    elif check_options.rerun:
+        inner = {}
         with timer(timings, "rerun"):
             again = judge(traced, converter, options, inner)
         book_inner(timings, "rerun", inner)
@@ -41,12 +54,7 @@ def follow_up(result: CheckResult, converter: Converter, options: ConverterOptio
         rerun = check_rerun(verdict, again.verdict, run.outputs, shown.outputs if shown else None)
         if rerun.flaky:
             return dataclasses.replace(result, verdict=mark_flaky(verdict, rerun), timings=timings)
-    verdict = verdict.with_labels(*discontinuity_labels(expected, run))
-    if check_options.locate:
-        inner = {}
-        with timer(timings, "locate"):
-            verdict = locate(verdict, traced, converter, options, inner)
-        book_inner(timings, "locate", inner)
+    verdict = located
     culprit = getattr(converter, "culprit", None)
     if check_options.culprit and culprit is not None and verdict.stage is Stage.GRAPH_OPTIMIZATION:
         with timer(timings, "culprit"):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from fuzzer.check.follow_up import follow_up
@@ -39,9 +39,11 @@ def available_converter(name: str) -> Converter:
 
 
 def check_prepared(prepared: Prepared, converter: Converter, options: ConverterOptionsLike = None,
-                   check_options: CheckOptions = FULL_CHECK) -> CheckResult:
-    """Judge a prepared source under `converter` and follow a divergence up; a failed source gives its own
-    verdict under this converter's name. The converter's options are recorded in the result."""
+                   check_options: CheckOptions = FULL_CHECK, filed: Callable[[str], bool] | None = None
+                   ) -> CheckResult:
+    """Judge a prepared source under `converter` and follow a divergence up (not rerunning one whose signature
+    `filed` knows); a failed source gives its own verdict under this converter's name. The converter's options are
+    recorded in the result."""
     opts = converter.options(options)
     if isinstance(prepared, CheckResult):
         verdict = dataclasses.replace(prepared.verdict, converter=converter.name)
@@ -51,7 +53,7 @@ def check_prepared(prepared: Prepared, converter: Converter, options: ConverterO
     judged = judge(prepared, converter, opts, timings)
     # A failing conversion loses its Steps timings: book the unexplained rest as conversion time.
     timings["converter_other"] = max(time.perf_counter() - start - sum(timings.values()), 0.0)
-    result = follow_up(judged, converter, opts, check_options)
+    result = follow_up(judged, converter, opts, check_options, filed)
     return dataclasses.replace(result, options=opts.to_json())
 
 

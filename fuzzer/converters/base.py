@@ -13,7 +13,7 @@ import importlib
 import importlib.metadata
 import random
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -199,6 +199,32 @@ class UpstreamError(Exception):
         self.upstream = upstream
         self.labels = labels
         self.symptom = symptom
+
+
+@dataclass(frozen=True)
+class SharedExport:
+    """One upstream export of a source as every converter after it sees it: the serialized model and its run
+    (optimizations off), or the failure. The proto is parsed again for each user, as ONNX passes may change it in
+    place."""
+
+    data: bytes = b""
+    outputs: tuple[np.ndarray, ...] = ()
+    output_dtypes: tuple[str, ...] = ()
+    error: UpstreamError | None = None
+
+
+def share_export(source: Source, exporter: str, opset: int, convert: Callable[[], TargetRun]) -> TargetRun:
+    """An exporter's own test whose options are those of an upstream export (`convert`), kept in `source.exports`
+    for the ONNX tools that start from that exporter at that opset: a dynamo export takes half a second, and the
+    unit's exporter tests run before its ONNX tools. Only written here: the exporter's rerun exports again."""
+    try:
+        run = convert()
+    except StageError as exc:
+        source.exports.setdefault((exporter, opset), SharedExport(error=UpstreamError(exc.failure, exporter)))
+        raise
+    if run.model is not None:
+        source.exports.setdefault((exporter, opset), SharedExport(run.model, run.outputs, run.output_dtypes))
+    return run
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from typing import Any
 import onnx
 import torch
 
-from fuzzer.converters.base import Converter, ConverterOptions, Snippet, Source, Steps, TargetRun
+from fuzzer.converters.base import Converter, ConverterOptions, Snippet, Source, Steps, TargetRun, share_export
 from fuzzer.converters.dynamic import DynamicAxes
 from fuzzer.converters.runtime import check_and_serialize, run_model
 from oracles.verdict import Stage
@@ -91,6 +91,11 @@ class TorchOnnxDynamo(Converter):
         return frozenset(name.split(".")[0] for name in names if name.startswith("aten::"))
 
     def convert_impl(self, source: Source, options: DynamoOptions) -> TargetRun:
+        if options == DynamoOptions(opset=options.opset):  # what an ONNX tool starting from this exporter gets
+            return share_export(source, self.name, options.opset, lambda: self._convert(source, options))
+        return self._convert(source, options)
+
+    def _convert(self, source: Source, options: DynamoOptions) -> TargetRun:
         steps = Steps()
         data = check_and_serialize(export_dynamo(source, options, steps), steps)
         outputs, dtypes = run_model(data, source, steps)

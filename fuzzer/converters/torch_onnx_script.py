@@ -9,7 +9,16 @@ from dataclasses import dataclass
 import onnx
 import torch
 
-from fuzzer.converters.base import Converter, ConverterOptions, Snippet, Source, StageError, Steps, TargetRun
+from fuzzer.converters.base import (
+    Converter,
+    ConverterOptions,
+    Snippet,
+    Source,
+    StageError,
+    Steps,
+    TargetRun,
+    share_export,
+)
 from fuzzer.converters.dynamic import DynamicAxes
 from fuzzer.converters.runtime import check_and_serialize, run_model
 from oracles.taxonomy import Failure
@@ -91,6 +100,11 @@ class TorchOnnxScript(Converter):
     options_type = ScriptOptions
 
     def convert_impl(self, source: Source, options: ScriptOptions) -> TargetRun:
+        if options == ScriptOptions(opset=options.opset):  # what an ONNX tool starting from this exporter gets
+            return share_export(source, self.name, options.opset, lambda: self._convert(source, options))
+        return self._convert(source, options)
+
+    def _convert(self, source: Source, options: ScriptOptions) -> TargetRun:
         steps = Steps()
         data = check_and_serialize(export_script(source, options, steps), steps)
         outputs, dtypes = run_model(data, source, steps)

@@ -15,7 +15,16 @@ from typing import Any
 import numpy as np
 import onnx
 
-from fuzzer.converters.base import Converter, ConverterOptions, Source, StageError, Steps, TargetRun, UpstreamError
+from fuzzer.converters.base import (
+    Converter,
+    ConverterOptions,
+    SharedExport,
+    Source,
+    StageError,
+    Steps,
+    TargetRun,
+    UpstreamError,
+)
 from fuzzer.converters.native import NATIVE, native_model, second_opinion
 from fuzzer.converters.runtime import check_and_serialize, run_model, run_onnx_target
 from fuzzer.converters.torch_onnx_dynamo import DynamoOptions, export_dynamo
@@ -29,6 +38,10 @@ UPSTREAMS = (*EXPORTERS, NATIVE)
 # Each upstream's opsets and the one it starts at by default.
 UPSTREAM_OPSETS = {"torch-onnx-script": ScriptOptions.opset_range, "torch-onnx-dynamo": DynamoOptions.opset_range,
                    NATIVE: NATIVE_OPSETS}
+# An exporter upstream's opset is drawn as that exporter's own test of the seed draws it (the same share of each
+# opset), so that where that test's options are an upstream's, the ONNX tools start from its export (share_export).
+EXPORTER_OPTIONS: dict[str, type[ConverterOptions]] = {"torch-onnx-script": ScriptOptions,
+                                                       "torch-onnx-dynamo": DynamoOptions}
 UPSTREAM_DEFAULT_OPSET = {"torch-onnx-script": ScriptOptions().opset, "torch-onnx-dynamo": DynamoOptions().opset,
                           NATIVE: 17}
 
@@ -94,9 +107,7 @@ class UpstreamOptions(ConverterOptions):
             default = UPSTREAM_DEFAULT_OPSET[NATIVE]
             shared["opset"] = default if default in opsets and rng.random() < 0.5 else rng.choice(opsets)
         if "opset" not in shared:
-            low, high = UPSTREAM_OPSETS[shared["upstream"]]
-            default = UPSTREAM_DEFAULT_OPSET[shared["upstream"]]
-            shared["opset"] = rng.randint(low, high) if rng.random() >= 0.5 else default
+            shared["opset"] = EXPORTER_OPTIONS[shared["upstream"]].draw(seed).opset  # type: ignore[attr-defined]
         return super().draw(seed, shared)
 
 
@@ -118,17 +129,6 @@ class Upstream:
     output_dtypes: tuple[str, ...]
 
 
-@dataclass(frozen=True)
-class _Export:
-    """One upstream export of a source as every converter after it sees it: the serialized model and baseline
-    run, or the failure. The proto is parsed again for each user, as ONNX passes may change it in place."""
-
-    data: bytes = b""
-    outputs: tuple[np.ndarray, ...] = ()
-    output_dtypes: tuple[str, ...] = ()
-    error: UpstreamError | None = None
-
-
 def export_upstream(source: Source, exporter: str, opset: int, steps: Steps, run: bool = True) -> Upstream:
     """Export with `exporter` at `opset`, validate, and (when `run`) run it unoptimized as the baseline.
 
@@ -142,10 +142,10 @@ def export_upstream(source: Source, exporter: str, opset: int, steps: Steps, run
     if key not in source.exports:
         try:
             up = _export(source, exporter, opset, steps, run=True)
-            source.exports[key] = _Export(up.data, up.outputs, up.output_dtypes)
+            source.exports[key] = SharedExport(up.data, up.outputs, up.output_dtypes)
         except UpstreamError as exc:
-            source.exports[key] = _Export(error=exc)
-    made: _Export = source.exports[key]
+            source.exports[key] = SharedExport(error=exc)
+    made: SharedExport = source.exports[key]
     if made.error is not None:
         raise made.error
     return Upstream(onnx.load_from_string(made.data), made.data, made.outputs, made.output_dtypes)
@@ -154,7 +154,7 @@ def export_upstream(source: Source, exporter: str, opset: int, steps: Steps, run
 def cached_upstream(source: Source, exporter: str, opset: int) -> bytes | None:
     """The serialized upstream export already made for `source`, if one was made and succeeded."""
     made = source.exports.get((exporter, opset))
-    return made.data if isinstance(made, _Export) and made.error is None else None
+    return made.data if isinstance(made, SharedExport) and made.error is None else None
 
 
 def _export(source: Source, exporter: str, opset: int, steps: Steps, run: bool) -> Upstream:

@@ -9,8 +9,9 @@ test's end (start-up and wind-down are printed apart); and what a campaign finds
 Every run also prints the new root causes found in each 10 minutes and the share of tests that ended unsupported
 or in a root cause the campaign had already found. `--strategies off` runs without what the reach work added
 (`--values uniform --settings default --no-demote-known`: uniform inputs, every converter at its defaults, known
-culprits generated as often as anything); `--compare-strategies` runs a campaign with them and one without at the
-same time, one worker each (without feeders, so the two take one core each), and prints both side by side.
+culprits generated as often as anything); `--compare-strategies` runs a campaign with them (avoidance per
+converter included: it needs `convsmith probe --converters torch-onnx-script,torch-onnx-dynamo` once) and one without
+at the same time, one worker each (without feeders, so the two take one core each), and prints both side by side.
 
 `measure()` is the same measurement as a function (bench/compare_nnsmith.py uses it).
 """
@@ -151,16 +152,29 @@ def format_novelty(label: str, figures: dict[str, Any]) -> str:
             f"{wasted:.1%} ({figures['unsupported_share']:.1%} unsupported, {figures['repeat_share']:.1%} repeats)")
 
 
+# Avoidance per converter is one of the strategies: each exporter's probed unsupported pairs skip only its own tests
+# (and send the ONNX tools to the other exporter). It needs both probes cached (`convsmith probe --converters ...`).
+STRATEGIES_ON = ["--avoid-unsupported", "torch-onnx-script,torch-onnx-dynamo"]
+
+
 def compare_strategies(minutes: float, out: Path) -> int:
     """Two campaigns at once, one worker each: with the reach strategies and without; prints both."""
-    runs = {"with strategies": [], "without (uniform values, default settings, no demotion)": STRATEGIES_OFF}
-    procs = {}
+    runs = {"with strategies": STRATEGIES_ON,
+            "without (uniform values, default settings, no demotion, no avoidance)": STRATEGIES_OFF}
+    procs, logs = {}, {}
+    out.mkdir(parents=True, exist_ok=True)
     for k, (label, extra) in enumerate(runs.items()):
         argv = [sys.executable, "-m", "fuzzer", "fuzz", "--time", f"{minutes * 60:g}s", "--workers", "1",
                 "--no-prepare-ahead", "--no-reduce", "--out", str(out / f"run-{k}"), *extra]
-        procs[label] = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
+        logs[label] = out / f"run-{k}.log"
+        with logs[label].open("w") as log:
+            procs[label] = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
     codes = {label: proc.wait() for label, proc in procs.items()}
     for k, label in enumerate(runs):
+        if codes[label] not in (0, 1):  # 1: bugs found
+            last = (logs[label].read_text().strip().splitlines() or ["(no output)"])[-1]
+            print(f"{label}: the campaign failed (exit status {codes[label]}): {last}")
+            continue
         print(format_novelty(label, novelty_figures(out / f"run-{k}")) + f" (exit status {codes[label]})")
     return max(codes.values())
 

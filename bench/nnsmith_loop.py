@@ -71,6 +71,7 @@ def child(memory_gb: float, overrides: list[str]) -> None:
 
 # ---- the parent: start, wait, count ------------------------------------------------------------------------
 
+STALL_S = 10.0  # one model taking this long (NNSmith's z3 without a time limit) is a stall, shown apart
 STAMP = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\]\[(\w[^\]]*)\]\[(\w+)\] - (.*)$")
 
 
@@ -79,7 +80,8 @@ def parse_log(path: Path) -> dict:
     models = failed_make = 0
     totals: dict[str, int] = {}
     loop_start = loop_end = first = None
-    gen_s = eval_s = 0.0
+    gen_s = eval_s = stall_s = 0.0
+    stalls = 0
     if not path.exists():
         return {"models": 0, "failed_make": 0, "loop_s": 0.0, "totals": {}}
     for line in path.read_text(errors="replace").splitlines():
@@ -94,11 +96,12 @@ def parse_log(path: Path) -> dict:
         elif message.startswith("Timing:"):
             models += 1
             loop_end = when
-            for key, ms in re.findall(r"(\w+): ([\d.]+)ms", message):
-                if key == "gen":
-                    gen_s += float(ms) / 1000
-                elif key == "eval":
-                    eval_s += float(ms) / 1000
+            took = {key: float(ms) / 1000 for key, ms in re.findall(r"(\w+): ([\d.]+)ms", message)}
+            gen_s += took.get("gen", 0.0)
+            eval_s += took.get("eval", 0.0)
+            if took.get("gen", 0.0) + took.get("eval", 0.0) >= STALL_S:
+                stalls += 1
+                stall_s += took.get("gen", 0.0) + took.get("eval", 0.0)
         elif message.startswith("`make_testcase` failed"):
             failed_make += 1
             loop_end = when
@@ -109,7 +112,7 @@ def parse_log(path: Path) -> dict:
         loop_start = first
     loop_s = (loop_end - loop_start) if loop_start is not None and loop_end is not None else 0.0
     return {"models": models, "failed_make": failed_make, "loop_s": loop_s, "gen_s": gen_s, "eval_s": eval_s,
-            "totals": totals}
+            "stalls": stalls, "stall_s": min(stall_s, loop_s), "totals": totals}
 
 
 def count_reports(root: Path) -> tuple[list[Path], dict[str, int], set[str]]:
@@ -171,6 +174,11 @@ def run_loop(minutes: float, nodes: int, out: Path | None = None, memory_gb: flo
         "startup_s": max(wall - loop_s, 0.0),
         "models": log["models"],
         "models_per_min": log["models"] / (loop_s / 60) if loop_s > 0 else 0.0,
+        # The rate without the models that stalled (and their time): one stall can take most of a short loop.
+        "stalls": log.get("stalls", 0),
+        "stall_s": log.get("stall_s", 0.0),
+        "unstalled_per_min": (log["models"] - log.get("stalls", 0)) / ((loop_s - log.get("stall_s", 0.0)) / 60)
+        if loop_s - log.get("stall_s", 0.0) > 0 else 0.0,
         "failed_make": log["failed_make"],
         "reports": len(reports),
         "reports_by_kind": by_symptom,
@@ -185,6 +193,8 @@ def describe(r: dict) -> str:
     lines = [f"nnsmith: {r['models']} models in {r['loop_s']:.0f} s of loop ({r['nodes']} nodes max): "
              f"{r['models_per_min']:.1f} models/min; {r['reports']} bug reports saved; "
              f"{r['failed_make']} models failed to make",
+             *([f"nnsmith: {r['stalls']} model(s) took over {STALL_S:g} s each ({r['stall_s']:.0f} s in all); "
+                f"without them {r['unstalled_per_min']:.1f} models/min"] if r.get("stalls") else []),
              "nnsmith: reports (not deduplicated) by kind: "
              + (", ".join(f"{k} {n}" for k, n in sorted(r["reports_by_kind"].items())) or "none")
              + f"; {r['distinct_exceptions']} distinct exception messages",

@@ -12,10 +12,12 @@ compared with PyTorch. Both leave out what the exporter does not support: NNSmit
 convsmith by `--avoid-unsupported` (its own cached probe; run `convsmith probe` once). NNSmith does not minimize
 what it finds, so convsmith runs with `--no-reduce` (a campaign minimizes new cases in a background process by
 default, which on a machine with one worker per core takes CPU from the workers). They run one after the
-other, never at once. convsmith runs `--workers` processes (1 by default, as NNSmith's loop is one process that
-uses one core); with `--workers 2` the table shows what each tool makes of this 2-core machine. Each convsmith worker
-has a feeder process that generates the next graphs while the worker converts (`--no-prepare-ahead` turns it off):
-one worker then keeps two cores busy, NNSmith's loop one. A short untimed run of each tool comes first
+other, never at once, in alternating slices (`--rounds`, 3 by default: convsmith's campaign resumed for each of its
+slices, NNSmith run afresh), so that a slow spell of a shared machine falls on both. convsmith runs `--workers`
+processes (1 by default, as NNSmith's loop is one process that uses one core); with `--workers 2` the table shows
+what each tool makes of this 2-core machine. Each convsmith worker has a feeder process that generates the next
+graphs while the worker converts (`--no-prepare-ahead` turns it off): one worker then keeps two cores busy, NNSmith's
+loop one. A short untimed run of each tool comes first
 (`--warmup-s`), so that both start warm: NNSmith builds its operator probe on its first run.
 
 The figures are not of one kind in every respect, and the output says so:
@@ -42,28 +44,64 @@ import fuzz as convsmith_bench  # noqa: E402  (bench/fuzz.py)
 import nnsmith_loop  # noqa: E402
 
 from fuzzer.campaign.db import open_campaign  # noqa: E402
+from fuzzer.campaign.progress import summarize  # noqa: E402
+from fuzzer.commands.main import main as cli_main  # noqa: E402
 
 CONVERTER = "torch-onnx-script"
 
 
 def run_convsmith(minutes: float, nodes: int, workers: int, out: Path, prepare_ahead: bool = True) -> dict:
-    code, data, folder = convsmith_bench.measure(minutes, workers, CONVERTER, nodes, out, exact_nodes=True,
-                                                 avoid_unsupported=True, reduce=False,
-                                                 settings="default",  # NNSmith exports at one opset
-                                                 prepare_ahead=prepare_ahead)
+    """One slice of convsmith's campaign in `out`: a new campaign, or the next session of the one there."""
+    if (out / "campaign.db").exists():
+        code = cli_main(["fuzz", "--resume", str(out), "--time", f"{minutes * 60:g}s", "--workers", str(workers),
+                         "--no-reduce"])
+        data = summarize(open_campaign(out))
+    else:
+        code, data, out = convsmith_bench.measure(minutes, workers, CONVERTER, nodes, out, exact_nodes=True,
+                                                  avoid_unsupported=True, reduce=False,
+                                                  settings="default",  # NNSmith exports at one opset
+                                                  prepare_ahead=prepare_ahead)
+    return convsmith_figures(code, data, out, prepare_ahead)
+
+
+def convsmith_figures(code: int, data: dict, folder: Path, prepare_ahead: bool) -> dict:
+    """The campaign's loop rate over all its sessions (each from its first test to its last, gaps left out)."""
     conn = open_campaign(folder).conn
     failing = conn.execute("SELECT COUNT(*) FROM tests WHERE is_bug = 1").fetchone()[0]
     unsupported = conn.execute("SELECT COUNT(*) FROM tests WHERE symptom = 'unsupported'").fetchone()[0]
     # Only tests that ran the converter count (stage "source": the source failed, or the probe skipped it).
-    first, last, ran = conn.execute("SELECT MIN(finished), MAX(finished), COUNT(*) FROM tests "
-                                    "WHERE stage != 'source'").fetchone()
-    loop_s = (last - first) if first is not None else 0.0
-    loop_rate = (ran - 1) / (loop_s / 60) if loop_s > 0 else 0.0
+    spans = conn.execute("SELECT MAX(finished) - MIN(finished), COUNT(*) FROM tests WHERE stage != 'source' "
+                         "GROUP BY session").fetchall()
+    loop_s = sum(span for span, _ in spans)
+    ran = sum(n for _, n in spans)
+    loop_rate = (ran - len(spans)) / (loop_s / 60) if loop_s > 0 else 0.0
     return {"code": code, "tests": ran, "prepare_ahead": prepare_ahead, "tests_per_min": data["tests_per_min"],
             "wall_s": data["wall_s"],
             "loop_s": loop_s, "loop_per_min": loop_rate,
             "reports": len(data["bugs"]), "failing_tests": failing, "unsupported": unsupported,
             "outside": convsmith_bench.outside_share(data), "out": str(folder)}
+
+
+def run_nnsmith(minutes: float, nodes: int, out: Path, memory_gb: float) -> dict:
+    """One slice of NNSmith's loop (a fresh run, its own random seed)."""
+    return nnsmith_loop.run_loop(minutes, nodes, out, memory_gb)
+
+
+def combined(slices: list[dict]) -> dict:
+    """NNSmith's figures over all slices: counts added, rates over the added loop time."""
+    total = {key: sum(r[key] for r in slices) for key in ("models", "loop_s", "startup_s", "reports", "failed_make",
+                                                             "stalls", "stall_s")}
+    kinds: dict[str, int] = {}
+    for r in slices:
+        for kind, n in r["reports_by_kind"].items():
+            kinds[kind] = kinds.get(kind, 0) + n
+    loop_s, stall_s = total["loop_s"], total["stall_s"]
+    return {**total, "reports_by_kind": kinds, "returncode": max(r["returncode"] for r in slices),
+            "distinct_exceptions": len(set().union(*(r["exception_messages"] for r in slices))),
+            "models_per_min": total["models"] / (loop_s / 60) if loop_s > 0 else 0.0,
+            "unstalled_per_min": (total["models"] - total["stalls"]) / ((loop_s - stall_s) / 60)
+            if loop_s - stall_s > 0 else 0.0,
+            "nodes": slices[0]["nodes"], "out": ", ".join(r["out"] for r in slices)}
 
 
 def table(rows: list[tuple[int, dict, dict | None]], workers: int, minutes: float) -> str:
@@ -93,7 +131,8 @@ def table(rows: list[tuple[int, dict, dict | None]], workers: int, minutes: floa
                 f"{ours['loop_per_min'] / theirs['models_per_min']:.2f}x") if theirs.get("stalls") else ""
         lines.append(f"{nodes:>5}  {'convsmith / nnsmith':<28} {ratio:>13.2f}x{note}")
     lines.append("")
-    lines.append(f"{minutes:g} min each, one after the other, on {os.cpu_count()} cores. Other engineers' jobs may "
+    lines.append(f"{minutes:g} min each, one after the other in alternating slices, on {os.cpu_count()} cores. "
+                 "Other engineers' jobs may "
                  "run on this machine at the same time, so the rates are indicative, not exact.")
     lines.append("reports saved: convsmith's deduplicated bug case folders; NNSmith's report folders, one per "
                  "failing model (not deduplicated). failing tests: tests (models) that were counted as a bug.")
@@ -110,9 +149,13 @@ def main() -> int:
     parser.add_argument("--skip-nnsmith", action="store_true", help="convsmith only (no .venv-nnsmith needed)")
     parser.add_argument("--no-prepare-ahead", action="store_true",
                         help="convsmith's workers generate in process, without a feeder process each")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="each tool's --minutes are split into this many slices, run alternately (default 3)")
     parser.add_argument("--warmup-s", type=float, default=20.0,
                         help="a short run of each tool first, untimed, so that both start with warm caches")
     args = parser.parse_args()
+    if args.rounds < 1:
+        parser.error("--rounds must be at least 1")
     sizes = [int(n) for n in args.nodes.split(",") if n.strip()]
     out = args.out or Path(tempfile.mkdtemp(prefix="compare-nnsmith-"))
     print(f"compare: {args.minutes:g} min per run, nodes {sizes}, output in {out}", flush=True)
@@ -126,13 +169,17 @@ def main() -> int:
         if not args.skip_nnsmith:
             nnsmith_loop.run_loop(args.warmup_s / 60, sizes[0], out / "nnsmith-warmup", args.memory_gb)
     rows = []
+    slice_min = args.minutes / args.rounds
     for nodes in sizes:
-        print(f"compare: convsmith, {nodes} nodes ...", flush=True)
-        ours = run_convsmith(args.minutes, nodes, args.workers, out / f"convsmith-{nodes}", not args.no_prepare_ahead)
-        theirs = None
-        if not args.skip_nnsmith:
-            print(f"compare: nnsmith, {nodes} nodes ...", flush=True)
-            theirs = nnsmith_loop.run_loop(args.minutes, nodes, out / f"nnsmith-{nodes}", args.memory_gb)
+        ours, slices = {}, []
+        for r in range(args.rounds):  # alternating, so that a slow spell of the machine falls on both tools
+            print(f"compare: convsmith, {nodes} nodes, round {r + 1} of {args.rounds} ...", flush=True)
+            ours = run_convsmith(slice_min, nodes, args.workers, out / f"convsmith-{nodes}", not args.no_prepare_ahead)
+            if not args.skip_nnsmith:
+                print(f"compare: nnsmith, {nodes} nodes, round {r + 1} of {args.rounds} ...", flush=True)
+                slices.append(run_nnsmith(slice_min, nodes, out / f"nnsmith-{nodes}-{r + 1}", args.memory_gb))
+        theirs = combined(slices) if slices else None
+        if theirs is not None:
             print(nnsmith_loop.describe(theirs), flush=True)
         rows.append((nodes, ours, theirs))
     print()

@@ -183,6 +183,7 @@ def run_loop(minutes: float, nodes: int, out: Path | None = None, memory_gb: flo
         "reports": len(reports),
         "reports_by_kind": by_symptom,
         "distinct_exceptions": len(messages),
+        "exception_messages": sorted(messages),
         "totals": log["totals"],
         "gen_share": log.get("gen_s", 0.0) / loop_s if loop_s > 0 else 0.0,
         "eval_share": log.get("eval_s", 0.0) / loop_s if loop_s > 0 else 0.0,

@@ -82,11 +82,6 @@ def convsmith_figures(code: int, data: dict, folder: Path, prepare_ahead: bool) 
             "outside": convsmith_bench.outside_share(data), "out": str(folder)}
 
 
-def run_nnsmith(minutes: float, nodes: int, out: Path, memory_gb: float) -> dict:
-    """One slice of NNSmith's loop (a fresh run, its own random seed)."""
-    return nnsmith_loop.run_loop(minutes, nodes, out, memory_gb)
-
-
 def combined(slices: list[dict]) -> dict:
     """NNSmith's figures over all slices: counts added, rates over the added loop time."""
     total = {key: sum(r[key] for r in slices) for key in ("models", "loop_s", "startup_s", "reports", "failed_make",
@@ -177,7 +172,7 @@ def main() -> int:
             ours = run_convsmith(slice_min, nodes, args.workers, out / f"convsmith-{nodes}", not args.no_prepare_ahead)
             if not args.skip_nnsmith:
                 print(f"compare: nnsmith, {nodes} nodes, round {r + 1} of {args.rounds} ...", flush=True)
-                slices.append(run_nnsmith(slice_min, nodes, out / f"nnsmith-{nodes}-{r + 1}", args.memory_gb))
+                slices.append(nnsmith_loop.run_loop(slice_min, nodes, out / f"nnsmith-{nodes}-{r + 1}", args.memory_gb))
         theirs = combined(slices) if slices else None
         if theirs is not None:
             print(nnsmith_loop.describe(theirs), flush=True)

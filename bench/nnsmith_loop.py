@@ -83,7 +83,7 @@ def parse_log(path: Path) -> dict:
     gen_s = eval_s = stall_s = 0.0
     stalls = 0
     if not path.exists():
-        return {"models": 0, "failed_make": 0, "loop_s": 0.0, "totals": {}}
+        return {"models": 0, "failed_make": 0, "loop_s": 0.0, "stalls": 0, "stall_s": 0.0, "totals": {}}
     for line in path.read_text(errors="replace").splitlines():
         m = STAMP.match(line)
         if not m:
@@ -99,9 +99,10 @@ def parse_log(path: Path) -> dict:
             took = {key: float(ms) / 1000 for key, ms in re.findall(r"(\w+): ([\d.]+)ms", message)}
             gen_s += took.get("gen", 0.0)
             eval_s += took.get("eval", 0.0)
-            if took.get("gen", 0.0) + took.get("eval", 0.0) >= STALL_S:
+            spent = took.get("gen", 0.0) + took.get("eval", 0.0)
+            if spent >= STALL_S:
                 stalls += 1
-                stall_s += took.get("gen", 0.0) + took.get("eval", 0.0)
+                stall_s += spent
         elif message.startswith("`make_testcase` failed"):
             failed_make += 1
             loop_end = when
@@ -175,10 +176,10 @@ def run_loop(minutes: float, nodes: int, out: Path | None = None, memory_gb: flo
         "models": log["models"],
         "models_per_min": log["models"] / (loop_s / 60) if loop_s > 0 else 0.0,
         # The rate without the models that stalled (and their time): one stall can take most of a short loop.
-        "stalls": log.get("stalls", 0),
-        "stall_s": log.get("stall_s", 0.0),
-        "unstalled_per_min": (log["models"] - log.get("stalls", 0)) / ((loop_s - log.get("stall_s", 0.0)) / 60)
-        if loop_s - log.get("stall_s", 0.0) > 0 else 0.0,
+        "stalls": log["stalls"],
+        "stall_s": log["stall_s"],
+        "unstalled_per_min": (log["models"] - log["stalls"]) / ((loop_s - log["stall_s"]) / 60)
+        if loop_s > log["stall_s"] else 0.0,
         "failed_make": log["failed_make"],
         "reports": len(reports),
         "reports_by_kind": by_symptom,

@@ -213,10 +213,15 @@ class SharedExport:
     error: UpstreamError | None = None
 
 
-def share_export(source: Source, exporter: str, opset: int, convert: Callable[[], TargetRun]) -> TargetRun:
-    """An exporter's own test whose options are those of an upstream export (`convert`), kept in `source.exports`
-    for the ONNX tools that start from that exporter at that opset: a dynamo export takes half a second, and the
-    unit's exporter tests run before its ONNX tools. Only written here: the exporter's rerun exports again."""
+def share_export(source: Source, exporter: str, options: ConverterOptions, convert: Callable[[], TargetRun]
+                 ) -> TargetRun:
+    """An exporter's own test (`convert`); where its options are those of an upstream export (the defaults but the
+    opset), its model, run or failure is kept in `source.exports` for the ONNX tools that start from that exporter at
+    that opset: a dynamo export takes half a second, and the unit's exporter tests run before its ONNX tools. Only
+    written here: the exporter's rerun exports again."""
+    opset = options.opset  # type: ignore[attr-defined]
+    if options != type(options)(opset=opset):  # type: ignore[call-arg]
+        return convert()
     try:
         run = convert()
     except StageError as exc:

@@ -91,9 +91,7 @@ class TorchOnnxDynamo(Converter):
         return frozenset(name.split(".")[0] for name in names if name.startswith("aten::"))
 
     def convert_impl(self, source: Source, options: DynamoOptions) -> TargetRun:
-        if options == DynamoOptions(opset=options.opset):  # what an ONNX tool starting from this exporter gets
-            return share_export(source, self.name, options.opset, lambda: self._convert(source, options))
-        return self._convert(source, options)
+        return share_export(source, self.name, options, lambda: self._convert(source, options))
 
     def _convert(self, source: Source, options: DynamoOptions) -> TargetRun:
         steps = Steps()

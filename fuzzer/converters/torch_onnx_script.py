@@ -100,9 +100,7 @@ class TorchOnnxScript(Converter):
     options_type = ScriptOptions
 
     def convert_impl(self, source: Source, options: ScriptOptions) -> TargetRun:
-        if options == ScriptOptions(opset=options.opset):  # what an ONNX tool starting from this exporter gets
-            return share_export(source, self.name, options.opset, lambda: self._convert(source, options))
-        return self._convert(source, options)
+        return share_export(source, self.name, options, lambda: self._convert(source, options))
 
     def _convert(self, source: Source, options: ScriptOptions) -> TargetRun:
         steps = Steps()

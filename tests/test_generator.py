@@ -145,4 +145,4 @@ def test_seeds_keep_their_graphs() -> None:
     assert digest.hexdigest()[:16] == PINNED_GRAPHS
 
 
-PINNED_GRAPHS = "b7543296ef8ed9d8"  # since the catalogue grew (new operators, pattern operators, wider dtypes)
+PINNED_GRAPHS = "e93fc873213c6ea1"  # since candidates are checked once per graph (same operators, other dims)

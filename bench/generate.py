@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -30,6 +31,7 @@ sys.path.insert(0, str(ROOT))
 from generators.generator import GenOptions, generate  # noqa: E402
 from generators.materialize import materialize  # noqa: E402
 from generators.registry import REGISTRY  # noqa: E402
+from generators.solver import KEEP_FREED_MEMORY_ENV, keep_freed_memory  # noqa: E402
 from generators.valid_inputs import find_valid_inputs  # noqa: E402
 
 NNSMITH_PYTHON = ROOT / ".venv-nnsmith" / "bin" / "python"
@@ -104,7 +106,8 @@ def _nnsmith_row(nodes: int, seeds: int) -> str:
     command = [str(NNSMITH_PYTHON), str(ROOT / "bench" / "nnsmith_gen.py"), "--nodes", str(nodes),
                "--seeds", str(seeds), "--warm", str(WARM)]
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=1800, cwd=ROOT)
+        done = subprocess.run(command, capture_output=True, text=True, timeout=1800, cwd=ROOT,
+                              env={**os.environ, **KEEP_FREED_MEMORY_ENV})
     except subprocess.TimeoutExpired:
         return unavailable("ran past 30 minutes")
     lines = done.stdout.strip().splitlines()
@@ -125,6 +128,7 @@ def main() -> None:
     parser.add_argument("--sizes", default="5,10,20,50", help="graph sizes (nodes) for the speed figures")
     parser.add_argument("--skip-nnsmith", action="store_true", help="no NNSmith rows")
     args = parser.parse_args()
+    keep_freed_memory()  # as the campaign's workers do; NNSmith's process gets the same settings
     warnings.filterwarnings("ignore")
     # One torch thread for the whole process, as campaign workers run: idle OpenMP threads left spinning by a
     # multi-threaded kernel slowed z3 here by up to 2x (6.6 -> 11.6 ms per 5-node graph after 1000 graphs).

@@ -35,6 +35,13 @@ ROOT = Path(__file__).resolve().parent.parent
 VENV = ROOT / ".venv-nnsmith"
 
 
+def _malloc_env() -> dict[str, str]:
+    sys.path.insert(0, str(ROOT))
+    from generators.solver import KEEP_FREED_MEMORY_ENV
+
+    return KEEP_FREED_MEMORY_ENV
+
+
 # ---- the launcher (runs inside .venv-nnsmith) --------------------------------------------------------------
 
 def child(memory_gb: float, overrides: list[str]) -> None:
@@ -155,6 +162,7 @@ def run_loop(minutes: float, nodes: int, out: Path | None = None, memory_gb: flo
     env = dict(os.environ)
     env.pop("PYTHONPATH", None)
     env.setdefault("OMP_NUM_THREADS", "1")  # NNSmith runs ORT on one intra-op thread; keep torch alike
+    env.update(_malloc_env())  # convsmith's workers keep freed memory (generators/solver.py): NNSmith too
     cmd = [str(python), str(Path(__file__).resolve()), "--child", "--memory-gb", str(memory_gb), "--", *overrides]
     console = out / "console.txt"
     started = time.time()

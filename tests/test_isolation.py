@@ -194,3 +194,19 @@ def test_the_preloaded_worker_module_brings_every_lazily_imported_case_renderer(
            "'fuzzer.cases.repro')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "['fuzzer.cases.report', 'fuzzer.cases.repro']"
+
+
+class _NeedsAMissingLibrary(FaultyEcho):
+    name = "faulty-missing-library"
+    libraries = ("no_such_library_for_convsmith",)
+
+
+def test_the_fork_server_preloads_the_libraries_of_the_campaigns_available_converters(tmp_path: Path) -> None:
+    """torch.onnx is imported once in the fork server, not by each new worker; a converter that cannot import its
+    library adds nothing (an import error there would stop the fork server)."""
+    registry = ConverterRegistry([_NeedsAMissingLibrary(), FaultyEcho(), CONVERTERS["torch-onnx-script"]])
+    worker = WorkerConfig(out_dir=str(tmp_path), log_dir=str(tmp_path / LOG_DIR))
+    spec = CampaignSpec(0, ("faulty-missing-library", "faulty-echo", "torch-onnx-script"), worker)
+    db = CampaignDB(tmp_path / DB_NAME, create=True)
+    campaign = Campaign(tmp_path, spec, db, workers=1, registry=registry)
+    assert campaign.preloaded_libraries() == ["torch", "torch.onnx", "onnx", "onnxruntime"]

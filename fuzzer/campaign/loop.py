@@ -126,7 +126,7 @@ class Campaign:
         self.registry = self.registry or load_registry(self.spec.worker.registry)
         self.ctx = multiprocessing.get_context(self.mp_context)
         if self.mp_context == "forkserver":
-            self.ctx.set_forkserver_preload(["fuzzer.campaign.worker"])
+            self.ctx.set_forkserver_preload(["fuzzer.campaign.worker", *self.preloaded_libraries()])
         self.slots: list[Slot] = []
         # What the campaign has hit often: generated less when spec.worker.demote_known.
         self.novelty = Novelty(earlier=frozenset(tuple(p) for p in self.db.get_meta(DEMOTED_META) or ()))
@@ -185,6 +185,14 @@ class Campaign:
             if self.progress is not None:
                 self.progress.close(self.counts)
         return status
+
+    def preloaded_libraries(self) -> list[str]:
+        """The campaign's converters' libraries, imported once in the fork server rather than in every worker: a
+        worker started after a crash then converts at once (importing torch.onnx on its first test took ~90 ms)."""
+        assert self.registry is not None
+        names = [lib for name in self.spec.converters if name in self.registry
+                 for lib in self.registry[name].libraries if self.registry[name].availability()[0]]
+        return list(dict.fromkeys(names))
 
     def reserve_s(self) -> float:
         """Time kept back from the tests so that every case found is reduced before the budget ends."""

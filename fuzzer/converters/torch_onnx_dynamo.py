@@ -79,7 +79,7 @@ class TorchOnnxDynamo(Converter):
         return Snippet(("import torch",), (*dims,
             f"model = torch.onnx.export(module, inputs, dynamo=True, opset_version={opts.opset}, "
             f"optimize={opts.optimize}, input_names=INPUT_NAMES{marked}).model_proto",), from_torch=True)
-    libraries = ("torch", "onnx", "onnxscript", "onnxruntime")
+    libraries = ("torch", "torch.onnx", "onnx", "onnxscript", "onnxruntime")
     distributions = ("torch", "onnx", "onnxscript", "onnxruntime")
     options_type = DynamoOptions
 

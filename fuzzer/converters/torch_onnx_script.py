@@ -89,7 +89,7 @@ class TorchOnnxScript(Converter):
             'model = onnx.load("model.onnx")'), from_torch=True)
     # Cases written before script_module existed exported a jit.trace'd ScriptModule.
     older_defaults = {"script_module": True}
-    libraries = ("torch", "onnx", "onnxruntime")
+    libraries = ("torch", "torch.onnx", "onnx", "onnxruntime")
     distributions = ("torch", "onnx", "onnxruntime")
 
     def supported_aten_ops(self) -> frozenset[str]:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import IO
 
 from fuzzer.support.faults import fault_file
+from generators.solver import keep_freed_memory
 
 _PR_SET_PDEATHSIG = 1
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
@@ -47,6 +48,7 @@ def address_space_limit(memory_mb: int, device: str, vm_size: int) -> int | None
 def confine(memory_mb: int, device: str, log_dir: str | Path) -> IO[str]:
     """Set this process up to run converters (see the module doc); returns the open fault file."""
     detach_from_terminal_and_parent()
+    keep_freed_memory()  # the feeder, forked later, inherits it
     import torch
 
     torch.set_num_threads(1)

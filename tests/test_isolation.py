@@ -121,6 +121,10 @@ def test_faulty_converters_get_their_verdicts_and_the_campaign_goes_on(tmp_path:
         assert by[i, "faulty-crash"] == "crash"
         assert by[i, "faulty-echo"] == "pass"
         assert by[i, "torch-onnx-script"] not in ("process_death", "hang", "out_of_memory", "own_error")
+    # A hung test's time (the 3 s timeout, and at most the watchdog's poll more) is the converter's, not overhead.
+    hung = [json.loads(t) for (t,) in db.conn.execute("SELECT timings FROM tests WHERE converter = 'faulty-hang'")]
+    assert [sorted(t) for t in hung] == [["converter_until_lost"]] * 2
+    assert all(3.0 <= t["converter_until_lost"] < 6.0 for t in hung)
     assert db.conn.execute("SELECT COUNT(*) FROM units WHERE done = 1").fetchone()[0] == 2
     assert db.conn.execute("SELECT COUNT(*) FROM errors").fetchone()[0] == 0
     signatures = {r[0] for r in db.conn.execute("SELECT signature FROM bugs")}

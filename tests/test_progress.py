@@ -12,6 +12,7 @@ from fuzzer.check.result import book_inner
     ("reference", "generation"),
     ("export", "conversion"),
     ("converter_other", "conversion"),
+    ("converter_until_lost", "conversion"),
     ("runtime_load", "runtime"),
     ("upstream_runtime", "runtime"),
     ("upstream_export", "conversion"),

@@ -43,7 +43,11 @@ START_TIMEOUT_S = 180.0
 RECYCLE_AFTER_TESTS = 2100
 RECYCLE_GROWTH_MB = 700
 DEMOTED_META = "demoted_pairs"  # the (operator, dtype) pairs generated less, kept for status and a resume
-AHEAD_UNITS = 4  # units queued behind a worker's current one when it prepares ahead
+LOST_TIMER = "converter_until_lost"  # a dead or hung worker's test: booked as conversion time
+# Units queued behind a worker's current one when it prepares ahead: room for its feeder to get through a slow unit
+# (a long input search, a hard graph) before the worker runs dry. Since the feeder outpaces the worker, 8 waited less
+# than 4 at 10 nodes (4.2 s against 4.7 s a minute, three runs each); a worker's death loses what its feeder holds.
+AHEAD_UNITS = 8
 MAX_START_FAILURES = 3
 HOUSEKEEPING_S = 0.5  # how often the loop checks workers' memory and writes its heartbeat
 
@@ -426,7 +430,10 @@ class Campaign:
                 options = self.spec.worker.options_for(self.registry[name], unit.seed, graph)
                 # A death in the upstream export is the exporter's bug, filed under the exporter's own test.
                 case_dir = self.write_lost_case(unit, verdict, dump, graph, options) if verdict.is_bug else None
-                self.commit(slot, TestResult.of_verdict(unit.idx, unit.seed, verdict, options, case_dir=case_dir))
+                # The worker was in the converter from the test's start to its death (or the hang's kill).
+                spent = max(time.monotonic() - slot.phase_start, 0.0)
+                self.commit(slot, TestResult.of_verdict(unit.idx, unit.seed, verdict, options, {LOST_TIMER: spent},
+                                                        spent, case_dir))
         else:  # generation, materialization or the eager source: never a converter's bug
             self.own_error({"idx": unit.idx, "seed": unit.seed, "converter": None, "phase": slot.phase or "generate",
                             "exc_type": symptom.json_name, "message": reason, "traceback": dump})

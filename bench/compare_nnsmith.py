@@ -85,13 +85,13 @@ def convsmith_figures(code: int, data: dict, folder: Path, prepare_ahead: bool) 
 def combined(slices: list[dict]) -> dict:
     """NNSmith's figures over all slices: counts added, rates over the added loop time."""
     total = {key: sum(r[key] for r in slices) for key in ("models", "loop_s", "startup_s", "reports", "failed_make",
-                                                             "stalls", "stall_s")}
+                                                             "stalls", "stall_s", "killed")}
     kinds: dict[str, int] = {}
     for r in slices:
         for kind, n in r["reports_by_kind"].items():
             kinds[kind] = kinds.get(kind, 0) + n
     loop_s, stall_s = total["loop_s"], total["stall_s"]
-    return {**total, "reports_by_kind": kinds, "returncode": max(r["returncode"] for r in slices),
+    return {**total, "reports_by_kind": kinds, "returncode": max((r["returncode"] for r in slices), key=abs),
             "distinct_exceptions": len(set().union(*(r["exception_messages"] for r in slices))),
             "models_per_min": total["models"] / (loop_s / 60) if loop_s > 0 else 0.0,
             "unstalled_per_min": (total["models"] - total["stalls"]) / ((loop_s - stall_s) / 60)

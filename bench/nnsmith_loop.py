@@ -33,6 +33,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 VENV = ROOT / ".venv-nnsmith"
+# How long past its budget a loop may run before it is killed: NNSmith's generator has no time limit, and one model
+# took 10 minutes of a 40-second slice here. The model in progress is then counted as a stall (shown apart).
+KILL_AFTER_S = 120
 
 
 def _malloc_env() -> dict[str, str]:
@@ -82,8 +85,9 @@ STALL_S = 10.0  # one model taking this long (NNSmith's z3 without a time limit)
 STAMP = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\]\[(\w[^\]]*)\]\[(\w+)\] - (.*)$")
 
 
-def parse_log(path: Path) -> dict:
-    """Counts from NNSmith's hydra job log (see the module doc)."""
+def parse_log(path: Path, killed_at: float | None = None) -> dict:
+    """Counts from NNSmith's hydra job log (see the module doc); `killed_at`: when the loop was killed mid-model,
+    that model counts as a stall from the log's last line to the kill."""
     models = failed_make = 0
     totals: dict[str, int] = {}
     loop_start = loop_end = first = None
@@ -118,6 +122,10 @@ def parse_log(path: Path) -> dict:
             loop_end = when
     if loop_start is None:
         loop_start = first
+    if killed_at is not None and loop_end is not None:
+        stalls += 1
+        stall_s += max(killed_at - loop_end, 0.0)
+        loop_end = max(killed_at, loop_end)
     loop_s = (loop_end - loop_start) if loop_start is not None and loop_end is not None else 0.0
     return {"models": models, "failed_make": failed_make, "loop_s": loop_s, "gen_s": gen_s, "eval_s": eval_s,
             "stalls": stalls, "stall_s": min(stall_s, loop_s), "totals": totals}
@@ -166,15 +174,21 @@ def run_loop(minutes: float, nodes: int, out: Path | None = None, memory_gb: flo
     cmd = [str(python), str(Path(__file__).resolve()), "--child", "--memory-gb", str(memory_gb), "--", *overrides]
     console = out / "console.txt"
     started = time.time()
+    killed_at = None
     with console.open("w") as sink:
-        proc = subprocess.run(cmd, stdout=sink if quiet else None, stderr=subprocess.STDOUT if quiet else None,
-                              env=env, cwd=out, timeout=budget_s + 600)
+        try:
+            returncode = subprocess.run(cmd, stdout=sink if quiet else None,
+                                        stderr=subprocess.STDOUT if quiet else None, env=env, cwd=out,
+                                        timeout=budget_s + KILL_AFTER_S).returncode
+        except subprocess.TimeoutExpired:  # a model stalled past the budget: killed, and counted as a stall
+            killed_at, returncode = time.time(), -9
     wall = time.time() - started
-    log = parse_log(out / "hydra" / "fuzz.log")
+    log = parse_log(out / "hydra" / "fuzz.log", killed_at)
     reports, by_symptom, messages = count_reports(out / "fuzz")
     loop_s = log["loop_s"] or wall
     return {
-        "returncode": proc.returncode,
+        "returncode": returncode,
+        "killed": int(killed_at is not None),
         "out": str(out),
         "nodes": nodes,
         "budget_s": budget_s,
@@ -210,7 +224,10 @@ def describe(r: dict) -> str:
              + f"; {r['distinct_exceptions']} distinct exception messages",
              f"nnsmith: start-up {r['startup_s']:.0f} s (not counted); exit status {r['returncode']}; "
              f"log and reports in {r['out']}"]
-    if r["returncode"] != 0:
+    if r.get("killed"):
+        lines.append(f"nnsmith: {r['killed']} loop(s) killed {KILL_AFTER_S} s past the budget, in a stalled model "
+                     "(counted among the stalls)")
+    elif r["returncode"] != 0:
         lines.append(f"nnsmith: the loop exited with status {r['returncode']}: see {r['out']}/console.txt")
     return "\n".join(lines)
 

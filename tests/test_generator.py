@@ -146,3 +146,32 @@ def test_seeds_keep_their_graphs() -> None:
 
 
 PINNED_GRAPHS = "e93fc873213c6ea1"  # since candidates are checked once per graph (same operators, other dims)
+
+
+def test_a_graph_that_fails_its_one_check_is_built_again_checking_each_candidate() -> None:
+    """Seeds whose unchecked build ends unsatisfiable still give a valid graph, the same one every time."""
+    from generators.generator import _build, _Unverified
+    from generators.solver import fresh_z3_context
+
+    def unverified(seed: int) -> bool:
+        with fresh_z3_context():
+            try:
+                _build(seed, GenOptions(nodes=10), REGISTRY, optimistic=True)
+            except _Unverified:
+                return True
+        return False
+
+    assert [s for s in range(40, 60) if unverified(s)] == [45, 46, 53, 57]
+    for seed in (45, 53):
+        graph = generate(seed, GenOptions(nodes=10))
+        validate(graph)
+        assert len(graph.nodes) == 10
+        assert generate(seed, GenOptions(nodes=10)).dumps() == graph.dumps()
+
+
+def test_keep_freed_memory_takes_on_glibc() -> None:
+    import platform
+
+    from generators.solver import keep_freed_memory
+
+    assert keep_freed_memory() is (platform.libc_ver()[0] == "glibc")

@@ -194,9 +194,8 @@ class Campaign:
         """The campaign's converters' libraries, imported once in the fork server rather than in every worker: a
         worker started after a crash then converts at once (importing torch.onnx on its first test took ~90 ms)."""
         assert self.registry is not None
-        names = [lib for name in self.spec.converters if name in self.registry
-                 for lib in self.registry[name].libraries if self.registry[name].availability()[0]]
-        return list(dict.fromkeys(names))
+        converters = [self.registry[name] for name in self.spec.converters if name in self.registry]
+        return list(dict.fromkeys(lib for conv in converters if conv.availability()[0] for lib in conv.libraries))
 
     def reserve_s(self) -> float:
         """Time kept back from the tests so that every case found is reduced before the budget ends."""

@@ -39,7 +39,9 @@ KILL_AFTER_S = 120
 
 
 def _malloc_env() -> dict[str, str]:
-    sys.path.insert(0, str(ROOT))
+    """convsmith's malloc settings, imported here only: this file also runs inside .venv-nnsmith."""
+    if str(ROOT) not in sys.path:  # run as a script; compare_nnsmith.py has it on the path already
+        sys.path.insert(0, str(ROOT))
     from generators.solver import KEEP_FREED_MEMORY_ENV
 
     return KEEP_FREED_MEMORY_ENV

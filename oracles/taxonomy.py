@@ -6,9 +6,10 @@ model that validation or the runtime refuses to load is `invalid_model`; anythin
 
 from __future__ import annotations
 
+import functools
 import re
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from oracles.signature import crash_signature
 from oracles.verdict import Stage, Symptom, Verdict
@@ -31,22 +32,38 @@ MESSAGE_LIMIT = 2000
 
 @dataclass(frozen=True)
 class Failure:
-    """A library failure: the stage it happened in, the exception type, message and innermost frame."""
+    """A library failure: the stage it happened in, the exception type, message and innermost frame; the full
+    traceback is formatted from `raised` when asked for (only a new case's log reads it)."""
 
     stage: Stage
     exc_type: str
     message: str
     frame: str
-    traceback: str
+    raised: BaseException | None = field(default=None, compare=False, repr=False)
 
     @classmethod
     def of(cls, stage: Stage, exc: BaseException) -> Failure:
-        """The failure an exception raised at `stage` describes, with its innermost frame and full traceback."""
-        frames = traceback.extract_tb(exc.__traceback__)
-        frame = f"{frames[-1].filename}:{frames[-1].lineno} in {frames[-1].name}" if frames else ""
+        """The failure an exception raised at `stage` describes, with its innermost frame."""
         exc_type = f"{type(exc).__module__}.{type(exc).__qualname__}"
-        text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-        return cls(stage, exc_type, str(exc), frame, text)
+        return cls(stage, exc_type, str(exc), innermost_frame(exc), exc)
+
+    @functools.cached_property
+    def traceback(self) -> str:
+        """The exception's full traceback as Python prints it ("" for a failure made without one). Formatting
+        looks up every frame's source line: about a millisecond, spent on most tests when done eagerly."""
+        exc = self.raised
+        return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)) if exc is not None else ""
+
+
+def innermost_frame(exc: BaseException) -> str:
+    """"file:line in function" of the frame that raised `exc` ("" without a traceback)."""
+    tb = exc.__traceback__
+    if tb is None:
+        return ""
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    code = tb.tb_frame.f_code
+    return f"{code.co_filename}:{tb.tb_lineno} in {code.co_name}"
 
 
 def classify(failure: Failure) -> Symptom:

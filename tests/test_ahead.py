@@ -43,6 +43,9 @@ def test_a_unit_prepared_ahead_is_bit_for_bit_the_unit_prepared_in_process() -> 
             assert a.dtype == b.dtype and torch.equal(a, b)
         for a, b in zip(theirs.eager + theirs.reference, ours.eager + ours.reference, strict=True):
             assert a.dtype == b.dtype and np.array_equal(a, b, equal_nan=True)
+        for kept, local_kept in ((theirs.settling, ours.settling), (theirs.settling64, ours.settling64)):
+            assert kept is not None and local_kept is not None and kept.keys() == local_kept.keys()
+            assert all(np.array_equal(kept[n], local_kept[n], equal_nan=True) for n in kept)
         assert set(ready.timings) >= {"ahead.generate", "ahead.inputs"}
         compared += 1
     assert compared >= 10

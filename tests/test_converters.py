@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import traceback
+
 import hand_graphs
 import pytest
 
@@ -85,7 +87,7 @@ def test_options_round_trip_through_json() -> None:
     ("index out of range", "builtins.IndexError", Stage.GRAPH_OPTIMIZATION, Symptom.CRASH),
 ])
 def test_failures_are_classified(message: str, exc_type: str, stage: Stage, symptom: Symptom) -> None:
-    assert classify(Failure(stage, exc_type, message, "", "")) is symptom
+    assert classify(Failure(stage, exc_type, message, "")) is symptom
 
 
 def test_bfloat16_graph_is_fed_and_judged_without_crashing() -> None:
@@ -195,3 +197,20 @@ def test_an_exporters_failure_left_for_the_onnx_tools_stays_the_exporters() -> N
     failed = judge(bad, tool, tool.options({"upstream": "torch-onnx-script", "opset": 16}), timings).verdict
     assert (failed.symptom, failed.stage) == (Symptom.UNSUPPORTED, Stage.SOURCE) and not failed.is_bug
     assert own_failure.message in failed.message and "upstream_export" not in timings
+
+
+def test_a_failure_names_the_raising_frame_and_formats_its_traceback_when_asked() -> None:
+    def raises() -> None:
+        raise ValueError("no such axis")
+
+    try:
+        raises()
+    except ValueError as exc:
+        failure = Failure.of(Stage.NODE_CONVERSION, exc)
+        innermost = traceback.extract_tb(exc.__traceback__)[-1]
+    assert failure.frame == f"{innermost.filename}:{innermost.lineno} in raises"
+    assert (failure.exc_type, failure.message) == ("builtins.ValueError", "no such axis")
+    assert "traceback" not in vars(failure)  # formatted only when asked for
+    assert failure.traceback.startswith("Traceback (most recent call last):")
+    assert failure.traceback.rstrip().endswith("ValueError: no such axis")
+    assert Failure(Stage.NODE_CONVERSION, "E", "m", "").traceback == ""

@@ -21,6 +21,7 @@ from fuzzer.converters import CONVERTERS
 from fuzzer.converters.base import Source, Steps, TargetRun
 from fuzzer.converters.runtime import run_onnx_target
 from fuzzer.converters.torch_onnx_script import ScriptOptions, TorchOnnxScript, export_script
+from generators.builder import GraphBuilder
 from generators.ir import Graph
 from oracles.verdict import Stage, Symptom
 
@@ -276,3 +277,56 @@ def test_an_unspecified_order_is_not_a_bug_but_changed_values_are() -> None:
     assert verdicts["none"].symptom is Symptom.PASS, verdicts["none"].message
     assert verdicts["_reversed"].symptom is Symptom.PASS, verdicts["_reversed"].message
     assert verdicts["_scaled_values"].symptom is Symptom.WRONG_VALUES, verdicts["_scaled_values"].message
+
+
+def test_the_oracle_settles_outputs_from_the_values_the_source_runs_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    """topk's input is kept from the eager and float64 runs, so judging a reordered result runs no graph again."""
+    expected = prepare(_topk_unsorted(), 0, {}, 1.0)
+    assert isinstance(expected, Expected) and expected.settling is not None and expected.settling64 is not None
+    assert list(expected.settling) == ["x"] and expected.settling64["x"].dtype == np.float64
+    assert np.array_equal(expected.settling["x"], expected.source.inputs[0].numpy())
+
+    def no_second_run(*args: object) -> None:
+        raise AssertionError("the oracle ran the graph again")
+
+    monkeypatch.setattr("fuzzer.check.judge.graph_values", no_second_run)
+    model = export_script(expected.source, ScriptOptions(), Steps())
+    _reversed(model)
+    verdict = judge_model(model, expected, CONVERTERS["torch-onnx-script"]).verdict
+    assert verdict.symptom is Symptom.PASS, verdict.message
+
+
+class CountsPrefixes(TanhBecomesSigmoid):
+    """TanhBecomesSigmoid that records the node count of every graph it converts."""
+
+    name = "test-counts-prefixes"
+
+    def __init__(self) -> None:
+        self.sizes: list[int] = []
+
+    def convert_impl(self, source: Source, options: ScriptOptions) -> TargetRun:
+        self.sizes.append(len(source.graph.nodes))
+        return super().convert_impl(source, options)
+
+
+def test_locate_tries_no_prefix_longer_than_the_one_making_the_earliest_failing_output() -> None:
+    """mul -> tanh (an output) and mul -> exp -> sub -> neg -> abs (an output): only tanh's output diverges, so the
+    bisection keeps to prefixes 1 and 2 (over the whole graph it tried 3, 2 and 1)."""
+    g = GraphBuilder()
+    a, b = g.input((3, 5)), g.input((3, 5))
+    product = g.op("mul", (a, b), (3, 5))
+    g.op("tanh", (product,), (3, 5))
+    rest = g.op("sub", (g.op("exp", (product,), (3, 5)), b), (3, 5))
+    g.op("abs", (g.op("neg", (rest,), (3, 5)),), (3, 5))
+    graph = g.build()
+    assert len(graph.outputs) == 2 and len(graph.nodes) == 6
+    expected = prepare(graph, 0, {}, 1.0)
+    assert isinstance(expected, Expected)
+    converter = CountsPrefixes()
+    options = converter.options()
+    first = judge(expected, converter, options, {})
+    assert first.verdict.diverging_op == "tanh"
+    result = follow_up(first, converter, options, CheckOptions(rerun=False))
+    assert (result.verdict.diverging_op, result.verdict.diverging_dtype) == ("tanh", "float32")
+    assert "first-diverging-prefix:2" in result.verdict.labels
+    assert converter.sizes == [6, 1, 2]  # the whole graph, then the prefixes the bisection tried

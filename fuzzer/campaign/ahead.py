@@ -97,6 +97,8 @@ def prepare_ahead(config: UnitConfig, input_budget_s: float, idx: int, seed: int
     arrays |= {f"i:{n}": to_case_array(x) for n, x in zip(graph.inputs, source.inputs, strict=True)}
     arrays |= {f"e:{k}": x for k, x in enumerate(prepared.eager)}
     arrays |= {f"r:{k}": x for k, x in enumerate(prepared.reference)}
+    arrays |= {f"s:{n}": x for n, x in (prepared.settling or {}).items()}
+    arrays |= {f"S:{n}": x for n, x in (prepared.settling64 or {}).items()}
     index, body = pack_arrays(arrays)
     header = {"idx": idx, "ok": True, "graph": graph.to_json(), "valid": prepared.valid_inputs,
               "values": prepared.values,
@@ -113,9 +115,13 @@ def rebuild(header: dict[str, Any], body: bytes) -> ReadyUnit:
     outputs = range(len(graph.outputs))
     prepared = Expected(Source(graph, module, inputs), tuple(arrays[f"e:{k}"] for k in outputs),
                         tuple(arrays[f"r:{k}"] for k in outputs), valid_inputs=header["valid"],
-                        values=header["values"])
+                        values=header["values"], settling=_prefixed(arrays, "s:"), settling64=_prefixed(arrays, "S:"))
     timings = {AHEAD_PREFIX + name: seconds for name, seconds in header["timings"].items()}
     return ReadyUnit(graph, header["graph"], prepared, header["sequences"], timings)
+
+
+def _prefixed(arrays: dict[str, Any], prefix: str) -> dict[str, Any]:
+    return {key[len(prefix):]: x for key, x in arrays.items() if key.startswith(prefix)}
 
 
 # ---- the worker's side ----------------------------------------------------------------------------------------

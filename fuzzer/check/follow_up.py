@@ -16,6 +16,7 @@ from fuzzer.check.source import expect
 from fuzzer.converters.base import Converter, ConverterOptions, Source, TargetRun
 from fuzzer.support.tensors import to_oracle_array
 from generators.edit import prefix
+from generators.ir import Graph
 from generators.materialize import GraphModule
 from oracles.discontinuity import labels_for, output_labels
 from oracles.dynamic import at_second_shape
@@ -84,6 +85,14 @@ def discontinuity_labels(expected: Expected, run: TargetRun) -> set[str]:
     return labels
 
 
+def shortest_failing_prefix(verdict: Verdict, graph: Graph) -> int:
+    """The fewest leading nodes that make an output the verdict found failing (all of them when it names none)."""
+    position = {out: i for i, node in enumerate(graph.nodes) for out in node.outputs}
+    made = [position[name] + 1 for name, m in zip(graph.outputs, verdict.metrics, strict=False)
+            if not m.ok and name in position]
+    return min(made, default=len(graph.nodes))
+
+
 def prefix_source(source: Source, k: int) -> Source:
     """The first k nodes as a source of their own, with the same weights and input values."""
     sub = prefix(source.graph, k)
@@ -97,9 +106,10 @@ def locate(verdict: Verdict, expected: Expected, converter: Converter, options: 
     """Bisect graph prefixes for the shortest one that still diverges the same way (values, shape or dtype); its
     diverging output names op and dtype, so a consumer of the faulty operator is not blamed for it.
 
-    Assumes a divergence persists in longer prefixes (true unless a later op hides it); when no shorter prefix
-    diverges, the verdict keeps the op that produces the diverging output of the whole graph. A dynamic export's
-    prefixes move the dims the whole graph moved, to the same second shape.
+    Assumes a divergence persists in longer prefixes (true unless a later op hides it), so no prefix longer than the
+    one that makes the earliest failing output is tried; when no shorter prefix diverges, the verdict keeps the op
+    that produces the diverging output of the whole graph. A dynamic export's prefixes move the dims the whole graph
+    moved, to the same second shape.
     """
     n = len(expected.source.graph.nodes)
     seen: dict[int, Verdict] = {}
@@ -116,13 +126,15 @@ def locate(verdict: Verdict, expected: Expected, converter: Converter, options: 
         add_timings(timings, steps)
         return k in seen and seen[k].symptom is verdict.symptom
 
-    lo, hi = 1, n
+    lo, hi = 1, shortest_failing_prefix(verdict, expected.source.graph)
     while lo < hi:
         mid = (lo + hi) // 2
         if diverging(mid):
             hi = mid
         else:
             lo = mid + 1
+    if hi < n and hi not in seen:  # the bisection started from this prefix without trying it
+        diverging(hi)
     first = seen.get(hi)
     if first is None or first.symptom is not verdict.symptom or hi == n:
         return verdict

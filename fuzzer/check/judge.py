@@ -105,8 +105,7 @@ def oracle(expected: Expected, run: TargetRun, converter: Converter) -> Verdict:
     name, dtypes = converter.name, expected.source.output_dtypes
     baseline = run.baseline if run.baseline is not None else expected.eager
     # What torch leaves unspecified is not compared; the twin's values settle the reference, the source's the rest.
-    source_values = functools.cache(functools.partial(graph_values, expected.source))
-    reference_values = functools.cache(functools.partial(graph_values, expected.source, True))
+    source_values, reference_values = _settling_values(expected, False), _settling_values(expected, True)
     if len(run.outputs) == len(dtypes):
         run = dataclasses.replace(run, outputs=settled(expected, run.outputs, source_values))
         baseline, expected = settled(expected, baseline, source_values), dataclasses.replace(
@@ -135,6 +134,14 @@ def oracle(expected: Expected, run: TargetRun, converter: Converter) -> Verdict:
         return _labelled(Verdict(Symptom.PASS, Stage.NONE, name, metrics, labels=tuple(reasons)), expected)
     return _divergence(expected, converter, Symptom.WRONG_VALUES, metrics, blamed[0],
                        _blame_message(expected, blamed[0], blames[blamed[0]]))
+
+
+def _settling_values(expected: Expected, float64: bool) -> Callable[[], Mapping[str, np.ndarray]]:
+    """The values `settled` reads: those the source's runs kept, else the graph run again (once) when asked."""
+    kept = expected.settling64 if float64 else expected.settling
+    if kept is not None:
+        return lambda: kept
+    return functools.cache(functools.partial(graph_values, expected.source, float64))
 
 
 def settled(expected: Expected, outputs: Sequence[np.ndarray],

@@ -43,6 +43,10 @@ class Expected:
     # A dynamic export's source at its second shape, judged the same way (fuzzer/check/dynamic.py); None for a static
     # export, or when the graph has no other shape.
     second: Expected | None = None
+    # The float32 and float64 values the oracle reads to settle what torch leaves unspecified (source.settling_inputs),
+    # kept from the eager and float64 runs; None: not kept, the oracle runs the graph again when it needs them.
+    settling: Mapping[str, np.ndarray] | None = None
+    settling64: Mapping[str, np.ndarray] | None = None
 
 
 @dataclass(frozen=True)

@@ -67,17 +67,29 @@ def source_stable(expected: Expected) -> bool:
 
 
 def expect(source: Source, timings: dict[str, float]) -> Expected | CheckResult:
-    """Eager and float64 runs; a raising source is Stage.SOURCE, never a converter's fault."""
+    """Eager and float64 runs; a raising source is Stage.SOURCE, never a converter's fault. The values the oracle
+    settles outputs with are kept from the same runs."""
+    graph, keep = source.graph, settling_inputs(source)
     try:
         with timer(timings, "source"):
-            eager = source.module(*source.inputs)
+            env = source.module.run_all(*source.inputs)
         with timer(timings, "reference"):
-            reference = float64_twin(source.module)(*widen_inputs(source.inputs))
+            env64 = float64_twin(source.module).run_all(*widen_inputs(source.inputs))
     except Exception as exc:  # the eager model itself failed on these inputs
         failure = Failure.of(Stage.SOURCE, exc)
         return CheckResult(failure_verdict("source", failure), timings, failure=failure)
-    return Expected(source, tuple(to_oracle_array(x)[0] for x in eager),
-                    tuple(to_oracle_array(r)[0] for r in reference))
+    return Expected(source, tuple(to_oracle_array(env[n])[0] for n in graph.outputs),
+                    tuple(to_oracle_array(env64[n])[0] for n in graph.outputs),
+                    settling={n: to_oracle_array(env[n])[0] for n in keep},
+                    settling64={n: to_oracle_array(env64[n])[0] for n in keep})
+
+
+def settling_inputs(source: Source) -> list[str]:
+    """The tensors the oracle reads to settle what torch leaves unspecified: the inputs of each node whose operator
+    settles its output (OpSpec.settles_output) and that makes an output of the graph."""
+    outputs = set(source.graph.outputs)
+    return sorted({name for node, op in zip(source.graph.nodes, source.module.ops, strict=True)
+                   if op.settles_output and outputs.intersection(node.outputs) for name in node.inputs})
 
 
 def graph_values(source: Source, float64: bool = False) -> dict[str, np.ndarray]:

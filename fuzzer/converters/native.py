@@ -78,7 +78,7 @@ def second_opinion(model: onnx.ModelProto, source: Source, outputs: Sequence[np.
         result = compare(np.asarray(ours), np.asarray(theirs), dtype, tolerance)
         message = (f"ONNX Runtime (optimizations off) disagrees with onnx.reference and with PyTorch on output {name} "
                    f"({result.reason.value}, max abs {result.max_abs:.3g}): the baseline is not trustworthy")
-        failure = Failure(Stage.RUNTIME_EXECUTION, "BaselineDisputed", message, "", "")
+        failure = Failure(Stage.RUNTIME_EXECUTION, "BaselineDisputed", message, "")
         raise UpstreamError(failure, NATIVE, labels=(DISPUTED,), symptom=Symptom.WRONG_VALUES)
 
 

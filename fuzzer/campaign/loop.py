@@ -49,6 +49,7 @@ LOST_TIMER = "converter_until_lost"  # a dead or hung worker's test: booked as c
 # than 4 at 10 nodes (4.2 s against 4.7 s a minute, three runs each); a worker's death loses what its feeder holds.
 AHEAD_UNITS = 8
 MAX_START_FAILURES = 3
+WARM_START = "fuzzer.campaign.warm_start"  # imported by the fork server last: warms the libraries preloaded before it
 HOUSEKEEPING_S = 0.5  # how often the loop checks workers' memory and writes its heartbeat
 
 
@@ -130,7 +131,7 @@ class Campaign:
         self.registry = self.registry or load_registry(self.spec.worker.registry)
         self.ctx = multiprocessing.get_context(self.mp_context)
         if self.mp_context == "forkserver":
-            self.ctx.set_forkserver_preload(["fuzzer.campaign.worker", *self.preloaded_libraries()])
+            self.ctx.set_forkserver_preload(["fuzzer.campaign.worker", *self.preloaded_libraries(), WARM_START])
         self.slots: list[Slot] = []
         # What the campaign has hit often: generated less when spec.worker.demote_known.
         self.novelty = Novelty(earlier=frozenset(tuple(p) for p in self.db.get_meta(DEMOTED_META) or ()))

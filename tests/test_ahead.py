@@ -3,11 +3,14 @@ prepared itself, in any order it is asked, and a feeder that fails costs a retry
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -63,6 +66,10 @@ def test_the_feeder_answers_each_unit_in_whatever_order_the_worker_takes_them() 
     in_fresh_process("answers_in_any_order")
 
 
+def test_the_feeder_prepares_every_unit_asked_for_before_the_worker_reads_one() -> None:
+    in_fresh_process("works_ahead_past_a_full_pipe")
+
+
 def test_a_killed_feeder_costs_a_retry_and_the_worker_prepares_every_unit_from_then_on() -> None:
     in_fresh_process("killed_feeder")
 
@@ -85,6 +92,45 @@ def answers_in_any_order() -> None:
         assert feeder.take(7) is None  # never asked
     finally:
         feeder.stop()
+
+
+def works_ahead_past_a_full_pipe() -> None:
+    """Units of up to 64k elements hold more arrays than the pipe does: the feeder must not wait for the worker to
+    read before it prepares the next one."""
+    config = dataclasses.replace(CONFIG, max_numel=65536, min_nodes=6)
+    feeder = Feeder(config, 0.2)
+    try:
+        for idx in range(8):
+            feeder.ask(idx, 300 + idx)
+        assert feeder.pid is not None
+        _wait_until_idle(feeder.pid)
+        first_read = time.monotonic()
+        units = [feeder.take(idx) for idx in range(8)]
+        assert all(unit is not None for unit in units)
+        carried = sum(sum(x.nbytes for x in (*unit.prepared.eager, *unit.prepared.reference))
+                      + sum(x.numel() * x.element_size() for x in unit.prepared.source.inputs) for unit in units)
+        with socket.socket(fileno=os.dup(feeder.conn.fileno())) as pipe:  # the pipe is a Unix socket pair
+            assert carried > 2 * pipe.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF)
+        assert all(unit.done_at < first_read for unit in units)
+    finally:
+        feeder.stop()
+
+
+def _wait_until_idle(pid: int, quiet_s: float = 1.0, limit_s: float = 100.0) -> None:
+    """Until the process has used no CPU for `quiet_s` (it waits for a request, or on a full pipe)."""
+    def cpu_ticks() -> int:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return int(fields[11]) + int(fields[12])
+
+    deadline, last, still_since = time.monotonic() + limit_s, cpu_ticks(), time.monotonic()
+    while time.monotonic() < deadline:
+        time.sleep(0.1)
+        now = cpu_ticks()
+        if now != last:
+            last, still_since = now, time.monotonic()
+        elif time.monotonic() - still_since >= quiet_s:
+            return
+    raise AssertionError(f"process {pid} stayed busy for {limit_s:g} s")
 
 
 def killed_feeder() -> None:

@@ -17,8 +17,10 @@ import collections
 import faulthandler
 import json
 import os
+import queue
 import signal
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -60,22 +62,37 @@ class ReadyUnit:
     prepared: Expected
     sequences: list[str]
     timings: dict[str, float]
+    done_at: float  # time.monotonic() when the feeder finished it
 
 
 # ---- the feeder process ---------------------------------------------------------------------------------------
 
 def feeder_main(conn: Connection, config: UnitConfig, input_budget_s: float) -> None:
-    """Answer each request in turn until the worker's end of the pipe closes."""
+    """Answer each request in turn until the worker's end of the pipe closes. Answers leave through a thread of
+    their own: the pipe holds a few units' arrays at most (tens of kB each), and a feeder that sent them itself stopped
+    at the first full pipe, keeping two to four units ahead at 10 nodes rather than the campaign's AHEAD_UNITS."""
     detach_from_terminal_and_parent()
     faulthandler.disable()  # the worker's fault file tells of the worker; a feeder's crash only costs a retry
+    outbox: queue.SimpleQueue[tuple[bytes, bytes]] = queue.SimpleQueue()
+    threading.Thread(target=send_answers, args=(conn, outbox), name="convsmith-feeder-sender", daemon=True).start()
     while True:
         try:
             request = json.loads(conn.recv_bytes())
-            header, body = prepare_ahead(config, input_budget_s, request["idx"], request["seed"],
-                                         request.get("demoted", ()))
-            conn.send_bytes(json.dumps(header).encode())
-            conn.send_bytes(body)
         except (EOFError, OSError):
+            return
+        header, body = prepare_ahead(config, input_budget_s, request["idx"], request["seed"],
+                                     request.get("demoted", ()))
+        outbox.put((json.dumps(header).encode(), body))
+
+
+def send_answers(conn: Connection, outbox: queue.SimpleQueue[tuple[bytes, bytes]]) -> None:
+    """Send each prepared answer, in order, as fast as the worker reads them (until the pipe closes)."""
+    while True:
+        header, body = outbox.get()
+        try:
+            conn.send_bytes(header)
+            conn.send_bytes(body)
+        except OSError:
             return
 
 
@@ -102,7 +119,8 @@ def prepare_ahead(config: UnitConfig, input_budget_s: float, idx: int, seed: int
     index, body = pack_arrays(arrays)
     header = {"idx": idx, "ok": True, "graph": graph.to_json(), "valid": prepared.valid_inputs,
               "values": prepared.values,
-              "sequences": sorted(graph_sequences(graph)), "timings": timings, "arrays": index}
+              "sequences": sorted(graph_sequences(graph)), "timings": timings, "arrays": index,
+              "done_at": time.monotonic()}  # the system-wide clock: how far ahead of its turn the unit was ready
     return header, body
 
 
@@ -117,7 +135,7 @@ def rebuild(header: dict[str, Any], body: bytes) -> ReadyUnit:
                         tuple(arrays[f"r:{k}"] for k in outputs), valid_inputs=header["valid"],
                         values=header["values"], settling=_prefixed(arrays, "s:"), settling64=_prefixed(arrays, "S:"))
     timings = {AHEAD_PREFIX + name: seconds for name, seconds in header["timings"].items()}
-    return ReadyUnit(graph, header["graph"], prepared, header["sequences"], timings)
+    return ReadyUnit(graph, header["graph"], prepared, header["sequences"], timings, header["done_at"])
 
 
 def _prefixed(arrays: dict[str, Any], prefix: str) -> dict[str, Any]:

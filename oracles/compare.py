@@ -161,7 +161,12 @@ def compare(actual: np.ndarray, expected: np.ndarray, dtype: str, tol: Tolerance
         return _mismatch(Reason.SHAPE, actual, expected, dtype, tol)
     if actual.dtype != storage:
         return _mismatch(Reason.DTYPE, actual, expected, dtype, tol)
-    if dtype in FLOAT_DTYPES:
+    floats = dtype in FLOAT_DTYPES
+    if np.array_equal(actual, expected, equal_nan=floats):
+        # Most outputs of a passing test are bit for bit the source's (82% at 5 nodes): the metrics the full
+        # comparison would compute are all zero, without its twenty array passes.
+        return _identical(actual, expected, dtype, tol if floats else EXACT)
+    if floats:
         return _compare_floats(actual, expected, dtype, tol)
     return _compare_exact(actual, expected, dtype)
 
@@ -211,6 +216,12 @@ def _mismatch(reason: Reason, actual: np.ndarray, expected: np.ndarray, dtype: s
         tol,
         Tolerance(inf, inf),
     )
+
+
+def _identical(actual: np.ndarray, expected: np.ndarray, dtype: str, tol: Tolerance) -> OutputComparison:
+    """Equal arrays (NaN where NaN, the same infinities; -0.0 equals 0.0): nothing off, nothing needed."""
+    return OutputComparison(True, Reason.OK, dtype, tuple(actual.shape), tuple(expected.shape), str(actual.dtype),
+                            str(expected.dtype), 0.0, 0.0, 0, int(expected.size), None, tol, Tolerance(0.0, 0.0))
 
 
 def _compare_exact(actual: np.ndarray, expected: np.ndarray, dtype: str) -> OutputComparison:

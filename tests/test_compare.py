@@ -11,11 +11,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from oracles.compare import (
+from oracles.compare import (  # _compare_exact and _compare_floats: the full comparisons the shortcut must match
     DEFAULT_TOLERANCES,
+    FLOAT_DTYPES,
     OutputComparison,
     Reason,
     Tolerance,
+    _compare_exact,
+    _compare_floats,
     compare,
     compare_all,
     default_tolerance,
@@ -155,6 +158,24 @@ def test_array_equals_itself(data: st.DataObject, kind: tuple[type, str]) -> Non
     x = data.draw(hnp.arrays(np_dtype, hnp.array_shapes(min_dims=0, max_dims=3, max_side=4)))
     result = compare(x.copy(), x, name)
     assert result.ok and result.n_bad == 0 and result.max_abs == 0.0
+
+
+_ALL_DTYPES = st.sampled_from([(F32, "float32"), (F64, "float64"), (F16, "float16"), (F32, "bfloat16"),
+                                (np.int64, "int64"), (np.int32, "int32"), (np.int8, "int8"), (np.uint8, "uint8"),
+                                (np.bool_, "bool")])
+
+
+@given(data=st.data(), kind=_ALL_DTYPES)
+def test_equal_arrays_take_a_shortcut_with_the_full_comparisons_metrics(data: st.DataObject,
+                                                                        kind: tuple[type, str]) -> None:
+    """compare() returns equal arrays' metrics without computing them: exactly what the full comparison gives (NaN
+    and infinities in place, -0.0 against 0.0 included)."""
+    np_dtype, name = kind
+    x = data.draw(hnp.arrays(np_dtype, hnp.array_shapes(min_dims=0, max_dims=3, max_side=4)))
+    same = np.where(x == 0, -x, x) if x.dtype.kind == "f" else x.copy()  # signed zeros flipped
+    full = (_compare_floats(same, x, name, default_tolerance(name)) if name in FLOAT_DTYPES
+            else _compare_exact(same, x, name))
+    assert compare(same, x, name) == full and full.ok
 
 
 @given(

@@ -17,7 +17,9 @@ import numpy as np
 import torch
 
 from fuzzer.campaign.ahead import Feeder, prepare_ahead, rebuild
-from fuzzer.campaign.worker import WorkerConfig
+from fuzzer.campaign.unit_graph import encode, graph_message
+from fuzzer.campaign.worker import Outbox, UnitRunner, WorkerConfig
+from fuzzer.converters import CONVERTERS
 from fuzzer.check.result import Expected
 from fuzzer.check.source import prepare
 from generators.generator import generate
@@ -29,15 +31,16 @@ CONFIG = WorkerConfig(out_dir="unused", log_dir="unused", min_nodes=3, nodes=6, 
 def test_a_unit_prepared_ahead_is_bit_for_bit_the_unit_prepared_in_process() -> None:
     compared = 0
     for seed in range(12):
-        header, body = prepare_ahead(CONFIG, 0.2, seed, seed)
+        header, note, body = prepare_ahead(CONFIG, 0.2, seed, seed)
         graph = generate(seed, CONFIG.gen_options(seed))
         local = prepare(graph, seed, {}, 0.2)
         if not isinstance(local, Expected):
-            assert header == {"idx": seed, "ok": False}
+            assert (header, note, body) == ({"idx": seed, "ok": False}, b"", b"")
             continue
-        ready = rebuild(json.loads(json.dumps(header)), body)  # as it crosses the pipe
+        ready = rebuild(json.loads(json.dumps(header)), note, body)  # as it crosses the pipe
         theirs, ours = ready.prepared, local
         assert ready.graph.to_json() == graph.to_json()
+        assert ready.graph_message == encode(graph_message(seed, graph))  # passed on to the campaign as it is
         assert theirs.valid_inputs == ours.valid_inputs
         for a, b in zip(theirs.source.inputs, ours.source.inputs, strict=True):
             assert a.dtype == b.dtype and torch.equal(a, b)
@@ -74,9 +77,26 @@ def test_a_killed_feeder_costs_a_retry_and_the_worker_prepares_every_unit_from_t
     in_fresh_process("killed_feeder")
 
 
+def test_a_unit_prepared_ahead_reaches_the_campaign_in_one_frame_before_its_converter_runs() -> None:
+    in_fresh_process("one_frame_per_unit")
+
+
+def test_the_outbox_sends_what_it_holds_with_the_next_message_as_one_list() -> None:
+    frames: list[bytes] = []
+    outbox = Outbox(frames.append)
+    outbox.send({"type": "phase", "n": 1})
+    outbox.hold(b'{"type": "graph"}')
+    outbox.hold(b'{"type": "prepared"}')
+    outbox.send({"type": "phase", "n": 2})
+    outbox.send({"type": "result"})
+    assert [json.loads(f) for f in frames] == [{"type": "phase", "n": 1},
+                                              [{"type": "graph"}, {"type": "prepared"}, {"type": "phase", "n": 2}],
+                                              {"type": "result"}]
+
+
 def test_a_graph_the_generator_rejects_is_left_to_the_worker() -> None:
     config = WorkerConfig(out_dir="unused", log_dir="unused", include_ops=("no_such_operator",), prepare_ahead=True)
-    assert prepare_ahead(config, 0.2, 5, 5) == ({"idx": 5, "ok": False}, b"")
+    assert prepare_ahead(config, 0.2, 5, 5) == ({"idx": 5, "ok": False}, b"", b"")
     in_fresh_process("rejected_graph")
 
 
@@ -131,6 +151,25 @@ def _wait_until_idle(pid: int, quiet_s: float = 1.0, limit_s: float = 100.0) -> 
         elif time.monotonic() - still_since >= quiet_s:
             return
     raise AssertionError(f"process {pid} stayed busy for {limit_s:g} s")
+
+
+def one_frame_per_unit() -> None:
+    config = dataclasses.replace(CONFIG, min_nodes=2, nodes=2)
+    frames: list[bytes] = []
+    outbox = Outbox(frames.append)
+    feeder = Feeder(config, 0.2)
+    try:
+        runner = UnitRunner(config, CONVERTERS, outbox.send, feeder=feeder, hold=outbox.hold)
+        runner.run_unit(0, 11, ("torch-onnx-script",))
+    finally:
+        feeder.stop()
+    messages = [json.loads(f) for f in frames]
+    assert messages[0] == {"type": "phase", "idx": 0, "converter": None, "phase": "generate"}  # before any wait
+    graph, prepared, phase = messages[1]  # graph and preparation go out with the phase, before the converter runs
+    assert graph == json.loads(encode(graph_message(0, generate(11, config.gen_options(11)))))
+    assert prepared["type"] == "prepared" and {"wait_for_graph", "ahead.generate"} <= set(prepared["timings"])
+    assert phase == {"type": "phase", "idx": 0, "converter": "torch-onnx-script", "phase": "convert"}
+    assert [m["type"] for m in messages[2:]] == ["result"]
 
 
 def killed_feeder() -> None:

@@ -7,8 +7,9 @@ half their tight-loop speed). The feeder is only a shortcut: whatever it does no
 generator rejects, a source that fails, a feeder that died or hangs) the worker prepares itself, in process, as
 before, so every failure is met and reported where it always was, and the results are the same either way.
 
-Wire: the worker sends {"idx", "seed"} as JSON; the feeder answers with a JSON header, then the arrays' bytes
-(fuzzer.support.tensors.pack_arrays), never a pickle.
+Wire: the worker sends {"idx", "seed"} as JSON; the feeder answers with three frames: a JSON header, the unit's
+"graph" message for the campaign (JSON, made here once and passed on by the worker as it is, not decoded and encoded
+again), then the arrays' bytes (fuzzer.support.tensors.pack_arrays). Never a pickle.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from multiprocessing.connection import Connection, Pipe
 from typing import Any, Protocol
 
 from fuzzer.campaign.novelty import Pair, without_demoted
+from fuzzer.campaign.unit_graph import encode, graph_message
 from fuzzer.check.result import Expected
 from fuzzer.check.source import prepare
 from fuzzer.converters.base import Source
@@ -37,7 +39,6 @@ from generators.generator import GenOptions, generate
 from generators.ir import Graph
 from generators.materialize import GraphModule
 from generators.values import ValueStrategy
-from oracles.sequences import graph_sequences
 
 AHEAD_PREFIX = "ahead."  # timers of the feeder's own work, done in parallel with the worker's
 WAIT_SHARE = 0.25  # of the test timeout: how long the worker waits for a unit before preparing it itself
@@ -58,9 +59,8 @@ class ReadyUnit:
     """A unit the feeder prepared, rebuilt in the worker: the same graph and settled source as in process."""
 
     graph: Graph
-    graph_json: dict[str, Any]
+    graph_message: bytes  # the campaign's "graph" message, encoded by the feeder
     prepared: Expected
-    sequences: list[str]
     timings: dict[str, float]
     done_at: float  # time.monotonic() when the feeder finished it
 
@@ -73,32 +73,33 @@ def feeder_main(conn: Connection, config: UnitConfig, input_budget_s: float) -> 
     at the first full pipe, keeping two to four units ahead at 10 nodes rather than the campaign's AHEAD_UNITS."""
     detach_from_terminal_and_parent()
     faulthandler.disable()  # the worker's fault file tells of the worker; a feeder's crash only costs a retry
-    outbox: queue.SimpleQueue[tuple[bytes, bytes]] = queue.SimpleQueue()
+    outbox: queue.SimpleQueue[tuple[bytes, bytes, bytes]] = queue.SimpleQueue()
     threading.Thread(target=send_answers, args=(conn, outbox), name="convsmith-feeder-sender", daemon=True).start()
     while True:
         try:
             request = json.loads(conn.recv_bytes())
         except (EOFError, OSError):
             return
-        header, body = prepare_ahead(config, input_budget_s, request["idx"], request["seed"],
-                                     request.get("demoted", ()))
-        outbox.put((json.dumps(header).encode(), body))
+        header, note, body = prepare_ahead(config, input_budget_s, request["idx"], request["seed"],
+                                           request.get("demoted", ()))
+        outbox.put((encode(header), note, body))
 
 
-def send_answers(conn: Connection, outbox: queue.SimpleQueue[tuple[bytes, bytes]]) -> None:
+def send_answers(conn: Connection, outbox: queue.SimpleQueue[tuple[bytes, bytes, bytes]]) -> None:
     """Send each prepared answer, in order, as fast as the worker reads them (until the pipe closes)."""
     while True:
-        header, body = outbox.get()
+        frames = outbox.get()
         try:
-            conn.send_bytes(header)
-            conn.send_bytes(body)
+            for frame in frames:
+                conn.send_bytes(frame)
         except OSError:
             return
 
 
 def prepare_ahead(config: UnitConfig, input_budget_s: float, idx: int, seed: int,
-                  demoted: Sequence[Pair] = ()) -> tuple[dict[str, Any], bytes]:
-    """The header and array bytes of one unit; {"ok": false} when the worker should prepare it itself."""
+                  demoted: Sequence[Pair] = ()) -> tuple[dict[str, Any], bytes, bytes]:
+    """The header, the encoded "graph" message and the array bytes of one unit; a header {"ok": false} (and empty
+    frames) when the worker should prepare it itself."""
     timings: dict[str, float] = {}
     start = time.perf_counter()
     try:
@@ -106,9 +107,9 @@ def prepare_ahead(config: UnitConfig, input_budget_s: float, idx: int, seed: int
         timings["generate"] = time.perf_counter() - start
         prepared = prepare(graph, seed, timings, input_budget_s, "cpu", config.values_for(seed))
     except Exception:  # the worker meets it again in process, and reports it as its own
-        return {"idx": idx, "ok": False}, b""
+        return {"idx": idx, "ok": False}, b"", b""
     if not isinstance(prepared, Expected):  # the source failed: its verdict is the worker's to give
-        return {"idx": idx, "ok": False}, b""
+        return {"idx": idx, "ok": False}, b"", b""
     source = prepared.source
     arrays = {f"w:{n}": to_case_array(getattr(source.module, n)) for n in graph.weights}
     arrays |= {f"i:{n}": to_case_array(x) for n, x in zip(graph.inputs, source.inputs, strict=True)}
@@ -117,16 +118,15 @@ def prepare_ahead(config: UnitConfig, input_budget_s: float, idx: int, seed: int
     arrays |= {f"s:{n}": x for n, x in (prepared.settling or {}).items()}
     arrays |= {f"S:{n}": x for n, x in (prepared.settling64 or {}).items()}
     index, body = pack_arrays(arrays)
-    header = {"idx": idx, "ok": True, "graph": graph.to_json(), "valid": prepared.valid_inputs,
-              "values": prepared.values,
-              "sequences": sorted(graph_sequences(graph)), "timings": timings, "arrays": index,
+    header = {"idx": idx, "ok": True, "valid": prepared.valid_inputs, "values": prepared.values, "timings": timings,
+              "arrays": index,
               "done_at": time.monotonic()}  # the system-wide clock: how far ahead of its turn the unit was ready
-    return header, body
+    return header, encode(graph_message(idx, graph)), body
 
 
-def rebuild(header: dict[str, Any], body: bytes) -> ReadyUnit:
+def rebuild(header: dict[str, Any], note: bytes, body: bytes) -> ReadyUnit:
     """The worker's copy of a prepared unit: the module made from the settled weights, not drawn again."""
-    graph = Graph.from_json(header["graph"])
+    graph = Graph.from_json(json.loads(note)["graph"])
     arrays = unpack_arrays(header["arrays"], body)
     module = GraphModule(graph, {n: to_torch(arrays[f"w:{n}"]) for n in graph.weights})
     inputs = tuple(to_torch(arrays[f"i:{n}"]) for n in graph.inputs)
@@ -135,7 +135,7 @@ def rebuild(header: dict[str, Any], body: bytes) -> ReadyUnit:
                         tuple(arrays[f"r:{k}"] for k in outputs), valid_inputs=header["valid"],
                         values=header["values"], settling=_prefixed(arrays, "s:"), settling64=_prefixed(arrays, "S:"))
     timings = {AHEAD_PREFIX + name: seconds for name, seconds in header["timings"].items()}
-    return ReadyUnit(graph, header["graph"], prepared, header["sequences"], timings, header["done_at"])
+    return ReadyUnit(graph, note, prepared, timings, header["done_at"])
 
 
 def _prefixed(arrays: dict[str, Any], prefix: str) -> dict[str, Any]:
@@ -154,7 +154,7 @@ class Feeder:
     def __init__(self, config: UnitConfig, input_budget_s: float) -> None:
         self.wait_s = max(config.timeout_s * WAIT_SHARE, 1.0)
         self.asked: collections.deque[int] = collections.deque()  # in the order the feeder answers them
-        self.answers: dict[int, tuple[dict[str, Any], bytes]] = {}
+        self.answers: dict[int, tuple[dict[str, Any], bytes, bytes]] = {}
         # os.fork, not multiprocessing: the worker is a daemonic process, which multiprocessing forbids children.
         ours, theirs = Pipe()
         pid = os.fork()
@@ -200,12 +200,12 @@ class Feeder:
                     self.stop(f"no answer in {self.wait_s:g} s")  # the worker meets the hang itself
                     return None
                 header = json.loads(self.conn.recv_bytes())
-                self.answers[self.asked.popleft()] = (header, self.conn.recv_bytes())
+                self.answers[self.asked.popleft()] = (header, self.conn.recv_bytes(), self.conn.recv_bytes())
         except (EOFError, OSError):
             self.stop("it died")
             return None
-        header, body = self.answers.pop(idx)
-        return rebuild(header, body) if header["ok"] else None
+        header, note, body = self.answers.pop(idx)
+        return rebuild(header, note, body) if header["ok"] else None
 
     def stop(self, why: str = "") -> None:
         """Kill the feeder; from now on the worker prepares every unit itself."""

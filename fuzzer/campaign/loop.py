@@ -274,7 +274,9 @@ class Campaign:
     def drain(self, slot: Slot) -> None:
         try:
             while slot.conn.poll():
-                self.handle(slot, json.loads(slot.conn.recv_bytes()))
+                frame = json.loads(slot.conn.recv_bytes())  # one message, or a list of them (worker.Outbox)
+                for msg in frame if isinstance(frame, list) else (frame,):
+                    self.handle(slot, msg)
         except (EOFError, OSError):
             pass
 

@@ -4,7 +4,7 @@ sent over the pipe as JSON, committed to the database as a row."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from oracles.verdict import Stage, Verdict
@@ -49,9 +49,13 @@ class TestResult:
 
     def to_message(self) -> dict[str, Any]:
         """The JSON message a worker sends."""
-        return {"type": "result", **asdict(self), "labels": list(self.labels)}
+        # A shallow copy: asdict's deep copy of options and timings cost a tenth of a millisecond per test.
+        return {"type": "result", **{name: getattr(self, name) for name in _FIELDS}, "labels": list(self.labels)}
 
     @classmethod
     def from_message(cls, msg: Mapping[str, Any]) -> TestResult:
         fields = {k: v for k, v in msg.items() if k != "type"}
         return cls(**{**fields, "labels": tuple(fields.get("labels", ())), "is_bug": bool(fields["is_bug"])})
+
+
+_FIELDS = tuple(f.name for f in fields(TestResult))

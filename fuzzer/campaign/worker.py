@@ -6,9 +6,10 @@ what was running when a process dies or hangs. A unit is a pure function of (see
 pairs the campaign demoted when it sent the unit): nothing else is read. The campaign queues units ahead of the
 one running, so a worker never waits for the campaign, and its feeder (ahead.py) prepares them meanwhile.
 
-Messages are JSON (send_bytes/recv_bytes), never pickles. The worker ignores SIGINT (the campaign handles
-Ctrl-C), dies with its parent (PR_SET_PDEATHSIG), runs torch single-threaded, limits its address space
-(RLIMIT_AS) and leaves fatal-signal and hang tracebacks in a faulthandler file the campaign reads.
+Messages are JSON (send_bytes/recv_bytes), never pickles; a frame holds one message or a list of them (Outbox).
+The worker ignores SIGINT (the campaign handles Ctrl-C), dies with its parent (PR_SET_PDEATHSIG), runs torch
+single-threaded, limits its address space (RLIMIT_AS) and leaves fatal-signal and hang tracebacks in a faulthandler
+file the campaign reads.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import os
 import random
 import time
 import traceback
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -30,6 +31,7 @@ from typing import Any
 from fuzzer.campaign.ahead import Feeder
 from fuzzer.campaign.novelty import Pair, without_demoted
 from fuzzer.campaign.result import TestResult
+from fuzzer.campaign.unit_graph import encode, graph_message, op_dtype_pairs
 from fuzzer.cases.case import case_from_result, case_id, case_log, collect_versions
 from fuzzer.cases.folder import write_case
 from fuzzer.check.pipeline import CheckOptions, CheckResult, check_prepared, prepare
@@ -50,7 +52,6 @@ from generators.generator import GenOptions, generate
 from generators.ir import Graph
 from generators.onnx_native import native_gen_options
 from generators.values import ValueStrategy, draw_strategy
-from oracles.sequences import graph_sequences
 from oracles.taxonomy import memory_verdict
 from oracles.verdict import Stage, Symptom, Verdict
 
@@ -149,12 +150,6 @@ class WorkerConfig:
         return bool(op_dtype_pairs(graph) & set(self.skip_pairs.get(exporter, ())))
 
 
-def op_dtype_pairs(graph: Graph) -> set[tuple[str, str]]:
-    """Each node's (operator, dtype) as the probe and the generator key it: its first input's dtype, else its
-    output's."""
-    return {(n.op, graph.types[(n.inputs or n.outputs)[0]].dtype.value) for n in graph.nodes}
-
-
 def _plain(value: Any) -> Any:
     if isinstance(value, tuple):
         return list(value)
@@ -178,7 +173,8 @@ def worker_main(conn: Connection, config_json: str) -> None:
     if config.prepare_ahead and config.device == "cpu":  # forked now, while this process has one thread
         feeder = Feeder(config, CheckOptions(**config.check).input_budget_s)
     registry = load_registry(config.registry)
-    runner = UnitRunner(config, registry, lambda msg: conn.send_bytes(json.dumps(msg).encode()), fault, feeder)
+    outbox = Outbox(conn.send_bytes)
+    runner = UnitRunner(config, registry, outbox.send, fault, feeder, outbox.hold)
     runner.send({"type": "ready", "pid": os.getpid()})
     pending: collections.deque[dict[str, Any]] = collections.deque()
     while True:
@@ -200,14 +196,38 @@ def worker_main(conn: Connection, config_json: str) -> None:
             return
 
 
+class Outbox:
+    """The worker's messages to the campaign. A message held (already encoded) leaves with the next one sent, in one
+    frame holding a JSON list: a unit's graph and preparation reach the campaign with its first test's "phase"
+    message, one write and one wake-up of the campaign rather than three. Nothing is held across a step that can
+    kill the process (the phase message goes out before the converter runs), so a death is never blamed on a test
+    whose end the campaign was not told of."""
+
+    def __init__(self, write: Callable[[bytes], Any]) -> None:
+        self.write = write
+        self.held: list[bytes] = []
+
+    def hold(self, data: bytes) -> None:
+        self.held.append(data)
+
+    def send(self, msg: dict[str, Any]) -> None:
+        data = encode(msg)
+        if self.held:
+            data = b"[" + b",".join((*self.held, data)) + b"]"
+            self.held.clear()
+        self.write(data)
+
+
 class UnitRunner:
-    """Runs units in this process; `send` delivers each message (a pipe in a worker, a list in tests)."""
+    """Runs units in this process; `send` delivers each message (an Outbox in a worker, a list in tests), and
+    `hold` one already encoded, to go with the next one sent (by default: decoded and sent at once)."""
 
     def __init__(self, config: WorkerConfig, registry: ConverterRegistry, send: Any, fault: Any = None,
-                 feeder: Feeder | None = None) -> None:
+                 feeder: Feeder | None = None, hold: Callable[[bytes], Any] | None = None) -> None:
         self.config = config
         self.registry = registry
         self.send = send
+        self.hold = hold or (lambda data: send(json.loads(data)))
         self.fault = fault
         self.feeder = feeder  # prepares the units this runner is told to expect (fuzzer/campaign/ahead.py)
         self.check_options = CheckOptions(**config.check)
@@ -240,14 +260,14 @@ class UnitRunner:
         if ready is not None:
             graph, prepared = ready.graph, ready.prepared
             timings.update(ready.timings)
-            self.send({"type": "graph", "idx": idx, "graph": ready.graph_json, "nodes": len(graph.nodes),
-                       "sequences": ready.sequences, "pairs": sorted(op_dtype_pairs(graph))})
+            self.hold(ready.graph_message)  # encoded by the feeder, passed on as it is
         else:
             settled = self.settle(idx, seed, timings, demoted)
             if settled is None:
                 return
             graph, prepared = settled
-        self.send({"type": "prepared", "idx": idx, "timings": timings, "values": self.config.values_for(seed).value})
+        self.hold(encode({"type": "prepared", "idx": idx, "timings": timings,
+                          "values": self.config.values_for(seed).value}))
         for name in converters:
             self.run_test(idx, seed, graph, name, prepared)
 
@@ -258,8 +278,7 @@ class UnitRunner:
         try:
             graph = generate(seed, without_demoted(self.config.gen_options(seed), seed, demoted))
             timings["generate"] = time.perf_counter() - start
-            self.send({"type": "graph", "idx": idx, "graph": graph.to_json(), "nodes": len(graph.nodes),
-                       "sequences": sorted(graph_sequences(graph)), "pairs": sorted(op_dtype_pairs(graph))})
+            self.send(graph_message(idx, graph))
             prepared = prepare(graph, seed, timings, self.check_options.input_budget_s, self.config.device,
                                self.config.values_for(seed))
         except Exception as exc:  # GenerationError, OpBug, anything: ours, never a converter's

@@ -1,0 +1,27 @@
+"""What the campaign records of a unit's graph: the message that carries it from the worker (or, made ahead and
+passed on as it is, from the feeder) and the (operator, dtype) pairs it holds."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from generators.ir import Graph
+from oracles.sequences import graph_sequences
+
+
+def op_dtype_pairs(graph: Graph) -> set[tuple[str, str]]:
+    """Each node's (operator, dtype) as the probe and the generator key it: its first input's dtype, else its
+    output's."""
+    return {(n.op, graph.types[(n.inputs or n.outputs)[0]].dtype.value) for n in graph.nodes}
+
+
+def graph_message(idx: int, graph: Graph) -> dict[str, Any]:
+    """The "graph" message of unit `idx`: the graph as JSON, its size, operator sequences and pairs."""
+    return {"type": "graph", "idx": idx, "graph": graph.to_json(), "nodes": len(graph.nodes),
+            "sequences": sorted(graph_sequences(graph)), "pairs": sorted(op_dtype_pairs(graph))}
+
+
+def encode(message: dict[str, Any]) -> bytes:
+    """A message as it crosses a pipe: JSON, never a pickle."""
+    return json.dumps(message).encode()

@@ -19,9 +19,9 @@ import torch
 from fuzzer.campaign.ahead import Feeder, prepare_ahead, rebuild
 from fuzzer.campaign.unit_graph import encode, graph_message
 from fuzzer.campaign.worker import Outbox, UnitRunner, WorkerConfig
-from fuzzer.converters import CONVERTERS
 from fuzzer.check.result import Expected
 from fuzzer.check.source import prepare
+from fuzzer.converters import CONVERTERS
 from generators.generator import generate
 
 CONFIG = WorkerConfig(out_dir="unused", log_dir="unused", min_nodes=3, nodes=6, timeout_s=20.0,

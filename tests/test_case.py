@@ -140,3 +140,35 @@ def test_a_case_without_tensors_still_writes_its_report(tmp_path: Path) -> None:
     folder = write_case(tmp_path, case)
     report = (folder / "report.md").read_text()
     assert "```python" not in report and "repro.py" in report
+
+
+def test_a_case_a_worker_sends_writes_the_folder_the_worker_would_have_written(tmp_path: Path) -> None:
+    """Workers send their cases to the campaign, which writes the folders (fuzzer/cases/wire.py): every file, models
+    and bfloat16 tensors and a dynamic export's second data set included, is the same byte for byte."""
+    from onnx import helper
+
+    from fuzzer.cases.wire import case_from_message, case_message
+
+    vi = helper.make_tensor_value_info
+    graph = helper.make_graph([helper.make_node("Identity", ["a"], ["b"])], "g", [vi("a", 1, [1])], [vi("b", 1, [1])])
+    model = helper.make_model(graph).SerializeToString()
+    case = make_case()
+    bf16 = np.array([1.5, -2.0], dtype=ml_dtypes.bfloat16)
+    case = CaseData(**{**case.__dict__, "inputs": (bf16, *case.inputs[1:]), "model": model, "upstream_model": model,
+                       "second_inputs": case.inputs, "second_expected": case.expected,
+                       "second_reference": case.reference})
+    sent = case_from_message(json.loads(json.dumps(case_message(case))))  # as it crosses the pipe
+    ours, theirs = write_case(tmp_path / "worker", case), write_case(tmp_path / "campaign", sent)
+    files = sorted(str(p.relative_to(ours)) for p in ours.rglob("*") if p.is_file())
+    assert files == sorted(str(p.relative_to(theirs)) for p in theirs.rglob("*") if p.is_file())
+    assert {"model.onnx", "upstream.onnx", "weights/w0.pb", "test_data_set_1/reference_0.pb"} <= set(files)
+    assert all((ours / f).read_bytes() == (theirs / f).read_bytes() for f in files)
+
+
+def test_a_malformed_case_message_is_one_case_error() -> None:
+    from fuzzer.cases.wire import case_from_message, case_message
+
+    msg = case_message(make_case())
+    msg["case"]["seed"] = "three"
+    with pytest.raises(CaseError, match=r"^a worker's case message: seed must be an integer$"):
+        case_from_message(msg)

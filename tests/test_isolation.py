@@ -7,6 +7,7 @@ The faulty converters are real registry entries in a registry instance the campa
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -17,9 +18,11 @@ import numpy as np
 import pytest
 
 from fuzzer.campaign.db import DB_NAME, CampaignDB
-from fuzzer.campaign.loop import LOG_DIR, Campaign, CampaignSpec, case_folders
-from fuzzer.campaign.worker import WorkerConfig
+from fuzzer.campaign.loop import LOG_DIR, Campaign, CampaignSpec, Slot, Unit, case_folders
+from fuzzer.campaign.result import TestResult
+from fuzzer.campaign.worker import Outbox, UnitRunner, WorkerConfig
 from fuzzer.cases.folder import read_case
+from fuzzer.cases.wire import case_message
 from fuzzer.converters import CONVERTERS, ConverterRegistry
 from fuzzer.converters.base import (
     Converter,
@@ -230,3 +233,64 @@ def test_the_fork_servers_warm_start_registers_the_exporter_and_leaves_one_threa
     bare = "import sys, fuzzer.campaign.warm_start; print('torch' in sys.modules, 'onnx' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", bare], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False"]
+
+
+def _campaign_running_one_unit(out: Path) -> tuple[Campaign, Slot]:
+    worker = WorkerConfig(out_dir=str(out), log_dir=str(out / LOG_DIR))
+    campaign = Campaign(out, CampaignSpec(0, ("torch-onnx-script",), worker), CampaignDB(out / DB_NAME, create=True),
+                        workers=1)
+    campaign.session = campaign.db.start_session(1)
+    campaign.db.add_unit(0, 5)
+    return campaign, Slot(proc=None, conn=None, started=0.0, unit=Unit(0, 5, ["torch-onnx-script"]))
+
+
+def _sent_case_and_result() -> tuple[dict, dict]:
+    from test_case import make_case
+
+    options = CONVERTERS["torch-onnx-script"].options({}).to_json()
+    case = dataclasses.replace(make_case(), converter="torch-onnx-script", converter_options=options)
+    result = TestResult(0, 5, "torch-onnx-script", "crash", "node_conversion", case.signature, True,
+                        message="E: boom", case_dir=case.id)
+    return case_message(case), result.to_message()
+
+
+def test_the_campaign_writes_the_case_a_worker_sends_with_its_result(tmp_path: Path) -> None:
+    campaign, slot = _campaign_running_one_unit(tmp_path)
+    case, result = _sent_case_and_result()
+    for msg in (case, result):  # in this order, as one frame: worker.Outbox
+        campaign.handle(slot, msg)
+    assert read_case(tmp_path / result["case_dir"]).to_json() == case["case"]
+    assert campaign.db.conn.execute("SELECT case_dir FROM bugs").fetchall() == [(result["case_dir"],)]
+    assert campaign.db.conn.execute("SELECT COUNT(*) FROM errors").fetchone() == (0,)
+
+
+def test_a_sent_case_the_campaign_cannot_write_is_its_own_error_and_its_result_names_no_folder(tmp_path: Path) -> None:
+    campaign, slot = _campaign_running_one_unit(tmp_path)
+    case, result = _sent_case_and_result()
+    case["case"]["seed"] = "three"
+    for msg in (case, result):
+        campaign.handle(slot, msg)
+    assert not (tmp_path / result["case_dir"]).exists()
+    assert campaign.db.conn.execute("SELECT case_dir FROM bugs").fetchall() == [(None,)]  # the bug is still counted
+    assert campaign.db.conn.execute("SELECT phase, seed, converter FROM errors").fetchall() == \
+           [("case", 5, "torch-onnx-script")]
+
+
+def test_a_worker_sends_a_new_case_with_the_result_that_names_it_in_one_frame_and_never_twice(tmp_path: Path) -> None:
+    """A case and its result reach the campaign together (a worker that dies in between leaves neither); the
+    worker writes no folder itself, and a signature it already sent is not made again."""
+    config = WorkerConfig(out_dir=str(tmp_path), log_dir=str(tmp_path / LOG_DIR), min_nodes=1, nodes=1,
+                          include_ops=("relu",), check={"input_budget_s": 0.2})
+    frames: list[bytes] = []
+    outbox = Outbox(frames.append)
+    runner = UnitRunner(config, QUICK_REGISTRY, outbox.send, hold=outbox.hold)
+    for idx in range(2):  # two graphs of one relu: one signature
+        runner.run_unit(idx, 7 + idx, ("faulty-crash",))
+    messages = [json.loads(f) for f in frames]
+    first = [m for m in messages if isinstance(m, list) and m[-1]["type"] == "result"]
+    assert [[m["type"] for m in frame] for frame in first] == [["case", "result"]]
+    (case, result), = first
+    assert result["case_dir"] == case["case"]["id"] and result["is_bug"]
+    later = [m for m in messages if isinstance(m, dict) and m["type"] == "result"]
+    assert [m["case_dir"] for m in later] == [result["case_dir"]]  # the second test names the case it did not resend
+    assert list(tmp_path.iterdir()) == []  # nothing written by the worker

@@ -2,13 +2,16 @@
 
 Seeds are seed_base + unit index. The campaign process is the only database writer: it commits each test
 result as it arrives and marks a unit done with its last result, so a campaign killed at any point resumes
-without repeating a committed test. A worker that segfaults, aborts, hangs or outgrows its memory becomes a
-PROCESS_DEATH, HANG or OUT_OF_MEMORY verdict for the converter it was running, and is replaced.
+without repeating a committed test. It also writes every case folder, from the case a worker sends with the result
+that names it (fuzzer/cases/wire.py), so the worker spends no time on files. A worker that segfaults, aborts, hangs
+or outgrows its memory becomes a PROCESS_DEATH, HANG or OUT_OF_MEMORY verdict for the converter it was running, and
+is replaced.
 """
 
 from __future__ import annotations
 
 import collections
+import dataclasses
 import json
 import multiprocessing
 import time
@@ -26,6 +29,7 @@ from fuzzer.campaign.result import TestResult
 from fuzzer.campaign.worker import WorkerConfig, worker_main
 from fuzzer.cases.case import case_id, collect_versions, lost_case
 from fuzzer.cases.folder import read_case, write_case
+from fuzzer.cases.wire import case_from_message
 from fuzzer.converters import ConverterRegistry, load_registry
 from fuzzer.support.confine import rss_bytes
 from fuzzer.support.errors import UsageError
@@ -382,8 +386,22 @@ class Campaign:
             self.db.set_unit_info(msg["idx"], slot.nodes, msg["timings"])
             for name in list(slot.unit.remaining):
                 self.commit(slot, TestResult.own_error(slot.unit.idx, slot.unit.seed, name))
+        elif kind == "case" and slot.unit is not None:
+            self.write_sent_case(slot.unit, msg)
         elif kind == "result" and slot.unit is not None:
-            self.commit(slot, TestResult.from_message(msg))
+            result = TestResult.from_message(msg)
+            if result.case_dir is not None and not (self.out_dir / result.case_dir).is_dir():
+                result = dataclasses.replace(result, case_dir=None)  # its case could not be written
+            self.commit(slot, result)
+
+    def write_sent_case(self, unit: Unit, msg: dict[str, Any]) -> None:
+        """Write the case folder a worker sent for `unit` (one already there is kept); a failure is our own error."""
+        try:
+            write_case(self.out_dir, case_from_message(msg))
+        except Exception:
+            self.own_error({"idx": unit.idx, "seed": unit.seed, "converter": msg.get("case", {}).get("converter"),
+                            "phase": "case", "exc_type": "case", "message": "writing a case a worker sent failed",
+                            "traceback": traceback.format_exc()})
 
     def own_error(self, msg: dict[str, Any]) -> None:
         self.db.record_error(msg.get("idx"), msg.get("seed"), msg.get("converter"), msg["phase"], msg["exc_type"],

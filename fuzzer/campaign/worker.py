@@ -33,7 +33,7 @@ from fuzzer.campaign.novelty import Pair, without_demoted
 from fuzzer.campaign.result import TestResult
 from fuzzer.campaign.unit_graph import encode, graph_message, op_dtype_pairs
 from fuzzer.cases.case import case_from_result, case_id, case_log, collect_versions
-from fuzzer.cases.folder import write_case
+from fuzzer.cases.wire import case_message
 from fuzzer.check.pipeline import CheckOptions, CheckResult, check_prepared, prepare
 from fuzzer.check.result import Prepared
 from fuzzer.converters import DEFAULT_REGISTRY, ConverterRegistry, load_registry
@@ -232,6 +232,7 @@ class UnitRunner:
         self.feeder = feeder  # prepares the units this runner is told to expect (fuzzer/campaign/ahead.py)
         self.check_options = CheckOptions(**config.check)
         self.versions: dict[str, dict[str, str]] = {}
+        self.sent_cases: set[str] = set()  # case folder names this worker sent the campaign
 
     def phase(self, idx: int, converter: str | None, phase: str) -> None:
         self.send({"type": "phase", "idx": idx, "converter": converter, "phase": phase})
@@ -312,32 +313,36 @@ class UnitRunner:
         finally:
             if self.fault is not None:
                 faulthandler.cancel_dump_traceback_later()
-        case_dir = self.write_case(idx, seed, graph, converter, result)
+        case_dir = self.file_case(idx, seed, graph, converter, result)
         self.send(TestResult.of_verdict(idx, seed, result.verdict, result.options, result.timings,
                                         time.perf_counter() - start, case_dir).to_message())
 
     def filed(self, signature: str) -> bool:
-        """Whether the campaign already has the case folder of `signature` (follow-ups skip its rerun)."""
-        return (Path(self.config.out_dir) / case_id(signature)).exists()
+        """Whether the case of `signature` is filed: its folder exists, or this worker sent it (follow-ups skip the
+        rerun of a filed signature)."""
+        name = case_id(signature)
+        return name in self.sent_cases or (Path(self.config.out_dir) / name).exists()
 
-    def write_case(self, idx: int, seed: int, graph: Any, converter: Converter, result: CheckResult) -> str | None:
-        """The case folder of a bug whose folder does not exist yet (the first writer wins a race)."""
+    def file_case(self, idx: int, seed: int, graph: Any, converter: Converter, result: CheckResult) -> str | None:
+        """The case folder name of a bug. A case not filed yet is made here and held to go with the test's result:
+        the campaign writes every folder (the first case of a signature wins), so writing it costs no worker time.
+        None when the verdict is no bug or the case could not be made."""
         verdict = result.verdict
         if not verdict.is_bug or not verdict.signature:
             return None
-        out = Path(self.config.out_dir)
         name = case_id(verdict.signature)
-        if (out / name).exists():
+        if self.filed(verdict.signature):
             return name
         self.phase(idx, converter.name, "case")
         try:
             if converter.name not in self.versions:
                 self.versions[converter.name] = collect_versions(converter.distributions)
-            log = case_log(result)
-            case = case_from_result(result, graph, seed, converter.name, self.versions[converter.name], log,
-                                    device=self.config.device, values=self.config.values_for(seed).value)
-            return write_case(out, case).name
-        except Exception as exc:  # writing a case is our code
+            case = case_from_result(result, graph, seed, converter.name, self.versions[converter.name],
+                                    case_log(result), device=self.config.device,
+                                    values=self.config.values_for(seed).value)
+            self.hold(encode(case_message(case)))
+        except Exception as exc:  # making a case is our code
             self.own_error(idx, seed, converter.name, "case", exc)
             return None
-
+        self.sent_cases.add(name)
+        return name

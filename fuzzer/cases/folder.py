@@ -196,6 +196,30 @@ def read_case(path: Path | str) -> CaseData:
     digests = data.get("files")
     if digests is not None and not isinstance(digests, dict):
         raise CaseError(f"{folder}: case.json 'files' must be an object")
+    fields = case_fields(data, str(folder))
+    model = _read_model(folder, MODEL, digests)
+    upstream_model = _read_model(folder, UPSTREAM_MODEL, digests)
+    weights = {}
+    for name in fields["graph"].weights:
+        rel = f"{WEIGHTS_DIR}/{name}.pb"
+        if (folder / rel).exists() or (digests is not None and rel in digests):
+            weights[name] = _tensor(folder, rel, digests)[1]
+    inputs, outputs = len(fields["input_names"]), len(fields["output_names"])
+    return CaseData(
+        **fields, weights=weights,
+        inputs=_indexed(folder, "input", inputs, digests),
+        expected=_indexed(folder, "output", outputs, digests),
+        reference=_indexed(folder, "reference", outputs, digests),
+        model=model, upstream_model=upstream_model, log=_read_text(folder, "log.txt"),
+        second_inputs=_indexed(folder, "input", inputs, digests, SECOND_DATA_DIR),
+        second_expected=_indexed(folder, "output", outputs, digests, SECOND_DATA_DIR),
+        second_reference=_indexed(folder, "reference", outputs, digests, SECOND_DATA_DIR),
+    )
+
+
+def case_fields(data: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """CaseData's fields held in case.json (all but the tensors, models and log), checked; any problem is a
+    CaseError naming `where`."""
     try:
         graph = Graph.from_json(data["graph"])
         verdict = Verdict.from_json(data["verdict"])
@@ -205,47 +229,30 @@ def read_case(path: Path | str) -> CaseData:
         input_names, output_names = tuple(data["input_names"]), tuple(data["output_names"])
         cross_checks, suggested_fix = _diagnosis(data)
     except KeyError as exc:
-        raise CaseError(f"{folder}: case.json lacks the field {exc.args[0]!r}") from None
+        raise CaseError(f"{where}: case.json lacks the field {exc.args[0]!r}") from None
     except (GraphError, TypeError, ValueError, AttributeError) as exc:
-        raise CaseError(f"{folder}: malformed case.json ({type(exc).__name__}: {exc})") from None
+        raise CaseError(f"{where}: malformed case.json ({type(exc).__name__}: {exc})") from None
     expectation = data.get("expectation")
     if expectation not in EXPECTATIONS:
-        raise CaseError(f"{folder}: expectation must be null, 'bug' or 'pass', not {expectation!r}")
+        raise CaseError(f"{where}: expectation must be null, 'bug' or 'pass', not {expectation!r}")
     if not isinstance(fields["seed"], int):
-        raise CaseError(f"{folder}: seed must be an integer")
+        raise CaseError(f"{where}: seed must be an integer")
     device = data.get("device", "cpu")  # cases written before devices were recorded ran on the CPU
     if device not in DEVICES:
-        raise CaseError(f"{folder}: device must be one of {', '.join(DEVICES)}, not {device!r}")
+        raise CaseError(f"{where}: device must be one of {', '.join(DEVICES)}, not {device!r}")
     dynamic = data.get("dynamic")  # cases written before dynamic exports were static
     try:
         if dynamic is not None:
             DynamicAxes.from_json(dynamic)
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise CaseError(f"{folder}: malformed 'dynamic' in case.json ({type(exc).__name__}: {exc})") from None
+        raise CaseError(f"{where}: malformed 'dynamic' in case.json ({type(exc).__name__}: {exc})") from None
     values = data.get("values", ValueStrategy.UNIFORM.value)  # cases written before strategies drew uniformly
     if values not in {v.value for v in ValueStrategy}:
-        raise CaseError(f"{folder}: values must be one of {', '.join(v.value for v in ValueStrategy)}, not {values!r}")
-    model = _read_model(folder, MODEL, digests)
-    upstream_model = _read_model(folder, UPSTREAM_MODEL, digests)
-    weights = {}
-    for name in graph.weights:
-        rel = f"{WEIGHTS_DIR}/{name}.pb"
-        if (folder / rel).exists() or (digests is not None and rel in digests):
-            weights[name] = _tensor(folder, rel, digests)[1]
-    return CaseData(
-        **fields, graph=graph, converter_options=options, verdict=verdict, versions=versions,
-        input_names=input_names, output_names=output_names, weights=weights,
-        inputs=_indexed(folder, "input", len(input_names), digests),
-        expected=_indexed(folder, "output", len(output_names), digests),
-        reference=_indexed(folder, "reference", len(output_names), digests),
-        model=model, upstream_model=upstream_model, log=_read_text(folder, "log.txt"),
-        original=data.get("original"),
-        reduction=data.get("reduction"), expectation=expectation, device=device,
-        cross_checks=cross_checks, suggested_fix=suggested_fix, values=values, dynamic=dynamic,
-        second_inputs=_indexed(folder, "input", len(input_names), digests, SECOND_DATA_DIR),
-        second_expected=_indexed(folder, "output", len(output_names), digests, SECOND_DATA_DIR),
-        second_reference=_indexed(folder, "reference", len(output_names), digests, SECOND_DATA_DIR),
-    )
+        raise CaseError(f"{where}: values must be one of {', '.join(v.value for v in ValueStrategy)}, not {values!r}")
+    return {**fields, "graph": graph, "converter_options": options, "verdict": verdict, "versions": versions,
+            "input_names": input_names, "output_names": output_names, "original": data.get("original"),
+            "reduction": data.get("reduction"), "expectation": expectation, "device": device,
+            "cross_checks": cross_checks, "suggested_fix": suggested_fix, "values": values, "dynamic": dynamic}
 
 
 def _diagnosis(data: Mapping[str, Any]) -> tuple[tuple[CrossCheck, ...] | None, Repair | None]:

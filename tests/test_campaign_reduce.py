@@ -83,3 +83,18 @@ def test_the_first_case_of_each_root_cause_is_reduced_first(tmp_path: Path) -> N
     for folder in (first, same, other):
         queue.add(folder)
     assert list(queue.pending) == [first, other] and list(queue.later) == [same] and queue.waiting == 3
+
+
+def test_the_time_kept_back_for_reductions_is_not_set_by_one_slow_first_case(tmp_path: Path) -> None:
+    """The campaign stops testing `reserve_s` before its budget ends; the per-case mean it multiplies starts from
+    FIRST_GUESS_S counted as GUESS_WEIGHT cases, and moves to the measured mean as cases are reduced."""
+    from fuzzer.campaign.reduce_queue import FIRST_GUESS_S, GUESS_WEIGHT, START_S, ReduceQueue, ReducerConfig
+
+    queue = ReduceQueue(tmp_path, ReducerConfig(1.0, "fuzzer.converters:CONVERTERS"))
+    assert queue.reserve_s(1) == 0.0  # nothing to reduce
+    queue.pending.extend(tmp_path / f"case-{i}" for i in range(4))
+    assert queue.reserve_s(2) == START_S + 4 * FIRST_GUESS_S / 2
+    queue.seconds.append(FIRST_GUESS_S + 4 * GUESS_WEIGHT)  # one slow case: the mean moves by a quarter of it
+    assert queue.reserve_s(1) == START_S + 4 * (FIRST_GUESS_S + GUESS_WEIGHT)
+    queue.seconds[:] = [2.0] * 1000  # many fast ones: the guess no longer counts
+    assert abs(queue.reserve_s(1) - (START_S + 4 * 2.0)) < 0.3

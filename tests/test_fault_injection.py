@@ -296,6 +296,30 @@ def test_the_oracle_settles_outputs_from_the_values_the_source_runs_kept(monkeyp
     assert verdict.symptom is Symptom.PASS, verdict.message
 
 
+def test_outputs_bit_for_bit_the_sources_are_not_settled(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Settling is for outputs that differ from the source's: those equal to it (most) compare equal either way, so
+    the oracle skips them; a reordered result is still settled, and passes."""
+    expected = prepare(_topk_unsorted(), 0, {}, 1.0)
+    assert isinstance(expected, Expected)
+    topk = type(expected.source.module.ops[0])
+    settled_outputs: list[int] = []
+    original = topk.canonical_output
+
+    def counted(self, attrs, position, value, inputs):  # noqa: ANN001, ANN202
+        settled_outputs.append(position)
+        return original(self, attrs, position, value, inputs)
+
+    monkeypatch.setattr(topk, "canonical_output", counted)
+    for mutation, settled_count in ((None, 0), (_reversed, 2 * 2)):  # reversed: both outputs, target and source
+        model = export_script(expected.source, ScriptOptions(), Steps())
+        if mutation is not None:
+            mutation(model)
+        settled_outputs.clear()
+        verdict = judge_model(model, expected, CONVERTERS["torch-onnx-script"]).verdict
+        assert verdict.symptom is Symptom.PASS, verdict.message
+        assert len(settled_outputs) == settled_count
+
+
 class CountsPrefixes(TanhBecomesSigmoid):
     """TanhBecomesSigmoid that records the node count of every graph it converts."""
 

@@ -479,10 +479,11 @@ def _sig_table(registry: OpRegistry, include: tuple[str, ...], exclude: tuple[st
     return table
 
 
-def generate(seed: int, opts: GenOptions | None = None, registry: OpRegistry = REGISTRY) -> Graph:
+def generate(seed: int, opts: GenOptions | None = None, registry: OpRegistry = REGISTRY,
+             z3_context: z3.Context | None = None) -> Graph:
     """Make one valid random graph of `registry`'s operators; the same seed and options always give the same
-    graph."""
-    with fresh_z3_context():
+    graph. `z3_context`: a fresh context made ahead, never used (generators/solver.fresh_z3_context)."""
+    with fresh_z3_context(z3_context):
         return _generate(seed, opts or GenOptions(), registry)
 
 

@@ -60,6 +60,19 @@ def test_same_seed_gives_byte_identical_graph_json(seed: int, nodes: int) -> Non
     assert generate(seed, opts).dumps() == generate(seed, opts).dumps()
 
 
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(min_value=0, max_value=2**31 - 1), nodes=st.integers(min_value=1, max_value=12))
+def test_a_z3_context_made_ahead_gives_the_graph_a_fresh_one_gives(seed: int, nodes: int) -> None:
+    """A feeder makes contexts in its spare time and uses each later, after other graphs: the graph is the same."""
+    from generators.solver import unused_z3_context
+
+    made_ahead = unused_z3_context()
+    for other in range(3):
+        generate(seed + 1 + other, GenOptions(nodes=nodes))
+    opts = GenOptions(nodes=nodes)
+    assert generate(seed, opts, z3_context=made_ahead).dumps() == generate(seed, opts).dumps()
+
+
 def test_different_seeds_give_different_graphs() -> None:
     texts = {generate(seed).dumps() for seed in range(20)}
     assert len(texts) == 20

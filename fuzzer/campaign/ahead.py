@@ -38,10 +38,14 @@ from fuzzer.support.tensors import pack_arrays, to_case_array, to_torch, unpack_
 from generators.generator import GenOptions, generate
 from generators.ir import Graph
 from generators.materialize import GraphModule
+from generators.solver import Z3Context, unused_z3_context
 from generators.values import ValueStrategy
 
 AHEAD_PREFIX = "ahead."  # timers of the feeder's own work, done in parallel with the worker's
 WAIT_SHARE = 0.25  # of the test timeout: how long the worker waits for a unit before preparing it itself
+# Fresh z3 contexts a feeder keeps made in its idle time: making one is ~3.5 ms of a five-node graph's ~20 ms, and a
+# feeder that has fallen behind (the worker waits) then starts each graph without it. A few MiB each.
+SPARE_Z3_CONTEXTS = 4
 
 
 class UnitConfig(Protocol):
@@ -75,13 +79,16 @@ def feeder_main(conn: Connection, config: UnitConfig, input_budget_s: float) -> 
     faulthandler.disable()  # the worker's fault file tells of the worker; a feeder's crash only costs a retry
     outbox: queue.SimpleQueue[tuple[bytes, bytes, bytes]] = queue.SimpleQueue()
     threading.Thread(target=send_answers, args=(conn, outbox), name="convsmith-feeder-sender", daemon=True).start()
+    spare: list[Z3Context] = []  # made while no request waits, each used by one graph (fresh_z3_context)
     while True:
         try:
+            while len(spare) < SPARE_Z3_CONTEXTS and not conn.poll(0):
+                spare.append(unused_z3_context())
             request = json.loads(conn.recv_bytes())
         except (EOFError, OSError):
             return
         header, note, body = prepare_ahead(config, input_budget_s, request["idx"], request["seed"],
-                                           request.get("demoted", ()))
+                                           request.get("demoted", ()), spare.pop() if spare else None)
         outbox.put((encode(header), note, body))
 
 
@@ -96,14 +103,14 @@ def send_answers(conn: Connection, outbox: queue.SimpleQueue[tuple[bytes, bytes,
             return
 
 
-def prepare_ahead(config: UnitConfig, input_budget_s: float, idx: int, seed: int,
-                  demoted: Sequence[Pair] = ()) -> tuple[dict[str, Any], bytes, bytes]:
+def prepare_ahead(config: UnitConfig, input_budget_s: float, idx: int, seed: int, demoted: Sequence[Pair] = (),
+                  z3_context: Z3Context | None = None) -> tuple[dict[str, Any], bytes, bytes]:
     """The header, the encoded "graph" message and the array bytes of one unit; a header {"ok": false} (and empty
-    frames) when the worker should prepare it itself."""
+    frames) when the worker should prepare it itself. `z3_context`: an unused one made earlier, for the graph."""
     timings: dict[str, float] = {}
     start = time.perf_counter()
     try:
-        graph = generate(seed, without_demoted(config.gen_options(seed), seed, demoted))
+        graph = generate(seed, without_demoted(config.gen_options(seed), seed, demoted), z3_context=z3_context)
         timings["generate"] = time.perf_counter() - start
         prepared = prepare(graph, seed, timings, input_budget_s, "cpu", config.values_for(seed))
     except Exception:  # the worker meets it again in process, and reports it as its own

@@ -49,9 +49,10 @@ RECYCLE_GROWTH_MB = 700
 DEMOTED_META = "demoted_pairs"  # the (operator, dtype) pairs generated less, kept for status and a resume
 LOST_TIMER = "converter_until_lost"  # a dead or hung worker's test: booked as conversion time
 # Units queued behind a worker's current one when it prepares ahead: room for its feeder to get through a slow unit
-# (a long input search, a hard graph) before the worker runs dry. Since the feeder outpaces the worker, 8 waited less
-# than 4 at 10 nodes (4.2 s against 4.7 s a minute, three runs each); a worker's death loses what its feeder holds.
-AHEAD_UNITS = 8
+# (a long input search, a hard graph: 100-270 ms, against 10-40 ms per test at 5 nodes) before the worker runs dry.
+# At 5 nodes, waits of over 4 ms summed 3.06 and 2.81 s a minute with 8, 1.11 and 1.06 s with 16 (alternating
+# 1-minute runs); a worker's death loses what its feeder holds, which those runs include.
+AHEAD_UNITS = 16
 MAX_START_FAILURES = 3
 WARM_START = "fuzzer.campaign.warm_start"  # imported by the fork server last: warms the libraries preloaded before it
 HOUSEKEEPING_S = 0.5  # how often the loop checks workers' memory and writes its heartbeat

@@ -152,6 +152,8 @@ def main() -> int:
     if args.rounds < 1:
         parser.error("--rounds must be at least 1")
     sizes = [int(n) for n in args.nodes.split(",") if n.strip()]
+    if args.out is not None and args.out.exists() and not args.out.is_dir():
+        parser.error(f"--out {args.out} is a file: give a new or empty folder")
     if args.out is not None and args.out.exists() and any(args.out.iterdir()):
         # Each slice resumes the campaign in its folder: an earlier run's sessions would be counted with this one's.
         parser.error(f"--out {args.out} is not empty: give a new or empty folder")

@@ -188,7 +188,7 @@ class Feeder:
         if self.conn is None or idx in self.asked or idx in self.answers:
             return
         try:
-            self.conn.send_bytes(json.dumps({"idx": idx, "seed": seed, "demoted": list(demoted)}).encode())
+            self.conn.send_bytes(encode({"idx": idx, "seed": seed, "demoted": list(demoted)}))
         except OSError:
             self.stop("its pipe closed")
             return

@@ -26,6 +26,7 @@ from fuzzer.campaign.novelty import Novelty
 from fuzzer.campaign.progress import Counts, Progress
 from fuzzer.campaign.reduce_queue import ReduceQueue, ReducerConfig
 from fuzzer.campaign.result import TestResult
+from fuzzer.campaign.unit_graph import encode
 from fuzzer.campaign.worker import WorkerConfig, worker_main
 from fuzzer.cases.case import case_id, collect_versions, lost_case
 from fuzzer.cases.folder import read_case, write_case
@@ -264,7 +265,7 @@ class Campaign:
 
     def send(self, slot: Slot, msg: dict[str, Any]) -> None:
         try:
-            slot.conn.send_bytes(json.dumps(msg).encode())
+            slot.conn.send_bytes(encode(msg))
         except OSError:  # it died; watch() notices the exit
             pass
 

@@ -14,8 +14,9 @@ import pytest
 from hand_graphs import elementwise
 
 from fuzzer.cases.folder import read_case
-from fuzzer.cases.repro import ONNX_TOOLS, render_module, render_repro
+from fuzzer.cases.repro import ONNX_TOOLS, identifier, render_module, render_repro
 from fuzzer.commands import main as cli
+from generators.ir import Graph
 from generators.materialize import materialize, random_inputs
 from oracles.verdict import Stage, Symptom, Verdict
 
@@ -66,20 +67,34 @@ def test_corpus_is_populated_with_distinct_signatures() -> None:
 
 def test_rendered_module_computes_what_the_graph_module_computes() -> None:
     """The rendered source of each corpus graph, run in plain torch, equals the convsmith module bit for bit."""
+    for folder in CASES + [None]:
+        _assert_rendered_module_matches(read_case(folder).graph if folder else elementwise())
+
+
+@pytest.mark.parametrize("op", ["split", "chunk", "tensor_split", "unbind"])
+def test_a_one_piece_split_renders_its_one_output_unpacked(op: str) -> None:
+    """These ops return a tuple even when it holds one output; the rendered line unpacks it (it had assigned the
+    tuple, and repro.py failed before showing the bug)."""
+    from generators.generator import GenOptions, generate
+
+    graph = next(g for g in (generate(seed, GenOptions(nodes=1, include_ops=(op,))) for seed in range(300))
+                 if len(g.nodes[0].outputs) == 1)
+    assert f"{identifier(graph.nodes[0].outputs[0])}, = " in render_module(graph)
+    _assert_rendered_module_matches(graph)
+
+
+def _assert_rendered_module_matches(graph: Graph) -> None:
     import torch
 
-    for folder in CASES + [None]:
-        graph = read_case(folder).graph if folder else elementwise()
-        module = materialize(graph, 0)
-        scope: dict = {"torch": torch, "load_tensor": None,
-                       "_register": lambda m, n, v: m.register_buffer(n, v)}
-        exec(render_module(graph).replace("load_tensor('weights/", "WEIGHTS[('").replace(".pb')", "')]"),
-             {**scope, "WEIGHTS": {w: getattr(module, w).detach() for w in graph.weights}}, scope)
-        inputs = tuple(random_inputs(graph, 0).values())
-        with torch.no_grad():
-            for ours, theirs in zip(scope["Repro"]()(*inputs), module(*inputs), strict=True):
-                assert ours.dtype == theirs.dtype and ours.shape == theirs.shape
-                assert torch.equal(ours.nan_to_num(0.5), theirs.nan_to_num(0.5)), graph.ops()
+    module = materialize(graph, 0)
+    scope: dict = {"torch": torch, "load_tensor": None, "_register": lambda m, n, v: m.register_buffer(n, v)}
+    exec(render_module(graph).replace("load_tensor('weights/", "WEIGHTS[('").replace(".pb')", "')]"),
+         {**scope, "WEIGHTS": {w: getattr(module, w).detach() for w in graph.weights}}, scope)
+    inputs = tuple(random_inputs(graph, 0).values())
+    with torch.no_grad():
+        for ours, theirs in zip(scope["Repro"]()(*inputs), module(*inputs), strict=True):
+            assert ours.dtype == theirs.dtype and ours.shape == theirs.shape
+            assert torch.equal(ours.nan_to_num(0.5), theirs.nan_to_num(0.5)), graph.ops()
 
 
 ONNX_TOOL_CASES = [c for c in CASES if read_case(c).converter in ONNX_TOOLS]

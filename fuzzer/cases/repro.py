@@ -37,10 +37,11 @@ def render_module(graph: Graph, registry: OpRegistry = REGISTRY) -> str:
     for w in graph.weights:
         lines.append(f"        {names[w]} = self.{w}")
     for node in graph.nodes:
-        expr = registry[node.op].torch_source(node.attrs, [names[n] for n in node.inputs])
-        targets = ", ".join(names[o] for o in node.outputs) + ("," if len(node.outputs) == 1 else "")
-        if len(node.outputs) == 1:
-            targets = names[node.outputs[0]]
+        op = registry[node.op]
+        expr = op.torch_source(node.attrs, [names[n] for n in node.inputs])
+        # A one-piece split or unbind still returns a tuple: its one output is unpacked from it.
+        targets = ", ".join(names[o] for o in node.outputs) + ("," if op.returns_sequence and len(node.outputs) == 1
+                                                              else "")
         lines.append(f"        {targets} = {expr}  # {node.op}")
     lines.append(f"        return ({''.join(names[o] + ', ' for o in graph.outputs)})")
     return "\n".join(lines) + "\n"

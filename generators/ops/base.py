@@ -125,6 +125,8 @@ class OpSpec:
     # Float attributes that formats store as float32 (ONNX's float attributes, such as LayerNormalization's
     # epsilon): a float64 result may carry their rounding, so the oracle also accepts a reference computed so.
     float32_attrs: ClassVar[tuple[str, ...]] = ()
+    # forward can return a tuple holding one output (a one-piece split or unbind): the repro renderer unpacks it.
+    returns_sequence: ClassVar[bool] = False
     # The first opset at which the op has an ONNX counterpart (`onnx_nodes`); None: it has none.
     onnx_since: ClassVar[int | None] = None
     # The dtypes (of the first input, else the output) whose counterpart ONNX Runtime's CPU kernels run at every

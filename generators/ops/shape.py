@@ -552,6 +552,8 @@ def even_pieces(n: Dim, size: Dim, count: int) -> tuple[list[Dim], list[z3.BoolR
 class Splitting(ShapeOp):
     """An op that cuts its input along `dim` into its outputs: one Split with the outputs' sizes."""
 
+    returns_sequence = True
+
     onnx_since = 13  # the sizes as an input (from 18, `num_outputs` where the pieces are even)
 
     def onnx_nodes(self, attrs: AttrMap, call: OnnxCall) -> list[onnx.NodeProto] | None:
@@ -636,6 +638,8 @@ class TensorSplit(Splitting):
 
 class Unbind(ShapeOp):
     """torch.unbind(x, dim): one output per slice of a small dim."""
+
+    returns_sequence = True
 
     name = "unbind"
     ranks = (POS_RANK,)

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from fuzzer.campaign.db import DB_NAME
+from fuzzer.campaign.db import DB_NAME, CampaignDB
+from fuzzer.campaign.lock import campaign_lock
 from fuzzer.campaign.loop import CampaignSpec, case_folders
 from fuzzer.cases.folder import read_case
 from fuzzer.commands.main import main
@@ -53,6 +54,11 @@ def test_sigkill_then_resume_keeps_everything_and_repeats_nothing(tmp_path: Path
     committed = set(_rows(out))
     assert 4 <= len(committed) < 2 * N
     runs_before = log.read_text().splitlines() if log.exists() else []
+    # Whatever the kill interrupted, the resume finds it undone: a staged case and a case moved aside to be replaced.
+    (out / ".tmp-crash-staged-abcd1234").mkdir()
+    aside = next(iter(case_folders(out)), None)
+    if aside is not None:
+        aside.rename(out / f".old-{aside.name}-abcd1234")
     resumed = _fuzz(out, "--resume", str(out), log=log)
     text, _ = resumed.communicate(timeout=240)
     assert resumed.returncode == 0, text
@@ -98,6 +104,16 @@ def test_bad_resume_dir(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     (tmp_path / DB_NAME).write_bytes(b"this is not sqlite" * 100)
     _one_line_error(capsys, ["fuzz", "--resume", str(tmp_path)], "not a readable campaign database")
     _one_line_error(capsys, ["status", str(tmp_path / "missing")], "no such campaign folder")
+
+
+def test_a_second_campaign_in_a_running_campaigns_folder_is_one_line(tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    CampaignDB(tmp_path / DB_NAME, create=True).close()
+    with campaign_lock(tmp_path):
+        _one_line_error(capsys, ["fuzz", "--resume", str(tmp_path)],
+                        f"a campaign is already running in this folder (pid {os.getpid()})")
+    with campaign_lock(tmp_path):  # released with its holder
+        pass
 
 
 def test_unknown_converter(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -13,6 +13,7 @@ from hand_graphs import conv_relu_add
 from fuzzer.cases.case import CaseData
 from fuzzer.cases.folder import CaseError, read_case, write_case
 from fuzzer.support.errors import UsageError
+from fuzzer.support.files import recover_interrupted_writes
 from oracles.verdict import Stage, Symptom, Verdict
 
 
@@ -79,6 +80,22 @@ def test_first_writer_wins_unless_replace(tmp_path: Path) -> None:
     assert write_case(tmp_path, other) == first and read_case(first).seed == 3
     assert read_case(write_case(tmp_path, other, replace=True)).seed == 99
     assert [p.name for p in tmp_path.iterdir()] == [first.name]
+
+
+def test_what_a_killed_write_left_is_undone_and_a_moved_aside_case_put_back(tmp_path: Path) -> None:
+    kept = write_case(tmp_path, make_case())
+    moved = write_case(tmp_path, make_case("crash-x-node_conversion-E-ba9876543210"))
+    # A write killed mid-swap: the old folder moved aside, its successor never renamed in.
+    moved.rename(tmp_path / f".old-{moved.name}-a1b2c3d4")
+    (tmp_path / f".tmp-{moved.name}-e5f6g7h8").mkdir()
+    (tmp_path / f".tmp-{moved.name}-e5f6g7h8" / "log.txt").write_text("half")
+    # A swap killed after its successor was in: the old copy is redundant.
+    (tmp_path / f".old-{kept.name}-i9j0k1l2").mkdir()
+    (tmp_path / ".meta.json.x7y8z9.tmp").write_bytes(b"{")
+    assert recover_interrupted_writes(tmp_path) == [moved.name]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([kept.name, moved.name])
+    assert read_case(moved).signature == moved.name and read_case(kept).seed == 3
+    assert recover_interrupted_writes(tmp_path) == []
 
 
 @pytest.mark.parametrize("damage, message", [

@@ -38,7 +38,7 @@ from fuzzer.converters import CONVERTERS
 from fuzzer.converters.dynamic import DynamicAxes
 from fuzzer.support.device import DEVICES
 from fuzzer.support.errors import UsageError
-from fuzzer.support.files import atomic_publish_dir, make_shared
+from fuzzer.support.files import STAGING_PREFIX, SWAPPED_PREFIX, atomic_publish_dir, make_shared
 from fuzzer.support.tensors import from_proto_bytes
 from generators.dot import to_dot
 from generators.ir import Graph, GraphError
@@ -105,7 +105,7 @@ def write_case(out_dir: Path, case: CaseData, replace: bool = False) -> Path:
     if final.exists() and not replace:
         return final
     out_dir.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(dir=out_dir, prefix=f".tmp-{case.id[:60]}-"))
+    staging = Path(tempfile.mkdtemp(dir=out_dir, prefix=f"{STAGING_PREFIX}{case.id[:60]}-"))
     try:
         make_shared(staging)
         files = _data_files(case)
@@ -130,7 +130,7 @@ def write_case(out_dir: Path, case: CaseData, replace: bool = False) -> Path:
 
 
 def _swap(staging: Path, final: Path) -> Path:
-    old = final.with_name(f".old-{final.name}-{staging.name[-8:]}")
+    old = final.with_name(f"{SWAPPED_PREFIX}{final.name}-{staging.name[-8:]}")
     final.rename(old)
     staging.rename(final)
     shutil.rmtree(old, ignore_errors=True)

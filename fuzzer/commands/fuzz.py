@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -10,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from fuzzer.campaign.db import DB_NAME, CampaignDB, open_campaign
+from fuzzer.campaign.lock import campaign_lock
 from fuzzer.campaign.loop import LOG_DIR, Campaign, CampaignSpec
 from fuzzer.campaign.novelty import AVOID_PROBABILITY, HITS_TO_DEMOTE
 from fuzzer.campaign.probe import DEFAULT_CACHE as DEFAULT_PROBE_CACHE
@@ -27,6 +29,7 @@ from fuzzer.commands.flags import (
 from fuzzer.converters import CONVERTERS, DEFAULT_REGISTRY, load_registry
 from fuzzer.support.device import require_device
 from fuzzer.support.errors import CannotRun, Exit, UsageError
+from fuzzer.support.files import recover_interrupted_writes
 from fuzzer.triage.folders import write_root_causes
 from fuzzer.triage.text import format_triage
 from fuzzer.triage.view import triage
@@ -229,7 +232,22 @@ def resumed_campaign(args: argparse.Namespace) -> tuple[Path, CampaignDB, Campai
 
 
 def run(args: argparse.Namespace) -> int:
-    out, db, spec = resumed_campaign(args) if args.resume else new_campaign(args)
+    with contextlib.ExitStack() as held:
+        if args.resume:
+            held.enter_context(campaign_lock(args.resume))
+            out, db, spec = resumed_campaign(args)
+        else:
+            out, db, spec = new_campaign(args)
+            held.enter_context(campaign_lock(out))
+        restored = recover_interrupted_writes(out)
+        if restored:
+            print(f"convsmith fuzz: put back {len(restored)} case folder(s) a killed write had moved aside",
+                  file=sys.stderr)
+        return run_locked(args, out, db, spec)
+
+
+def run_locked(args: argparse.Namespace, out: Path, db: CampaignDB, spec: CampaignSpec) -> int:
+    """Run the campaign in `out`, whose lock this process holds, then triage it and print the summaries."""
     progress = Progress(interval_s=args.log_interval, total=None)
     campaign = Campaign(out, spec, db, args.workers, args.time, progress,
                         reduce_budget_s=None if args.no_reduce else args.reduce_time)

@@ -56,3 +56,29 @@ def atomic_publish_dir(staging: Path, final: Path) -> bool:
             shutil.rmtree(staging, ignore_errors=True)
             return False
         raise
+
+
+STAGING_PREFIX = ".tmp-"  # a folder being written: mkdtemp(prefix=".tmp-<name>-") beside its final place
+SWAPPED_PREFIX = ".old-"  # a folder being replaced: renamed to ".old-<name>-<8 chars>" until its successor is in
+
+
+def recover_interrupted_writes(folder: Path) -> list[str]:
+    """Undo what a process killed mid-write left in `folder`: a replaced folder whose successor never arrived is
+    put back, and staging folders, superseded folders and temp files are removed. Returns what it put back.
+
+    Call it only while no other process writes into `folder` (a campaign does under its lock)."""
+    restored = []
+    for entry in sorted(Path(folder).iterdir()):
+        name = entry.name
+        if name.startswith(SWAPPED_PREFIX) and entry.is_dir() and len(name) > len(SWAPPED_PREFIX) + 9:
+            original = entry.with_name(name[len(SWAPPED_PREFIX):-9])
+            if original.exists():
+                shutil.rmtree(entry, ignore_errors=True)
+            else:
+                os.rename(entry, original)
+                restored.append(original.name)
+        elif name.startswith(STAGING_PREFIX) and entry.is_dir():
+            shutil.rmtree(entry, ignore_errors=True)
+        elif name.startswith(".") and name.endswith(".tmp") and entry.is_file():
+            entry.unlink(missing_ok=True)
+    return restored

@@ -10,7 +10,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from fuzzer.support.files import atomic_publish_dir, make_shared
+from fuzzer.support.files import STAGING_PREFIX, SWAPPED_PREFIX, atomic_publish_dir, make_shared
 from fuzzer.triage.view import Triage
 
 FOLDER = "root-causes"
@@ -21,7 +21,7 @@ LINK = "representative"
 def write_root_causes(out_dir: Path, triage: Triage) -> Path:
     """Replace `out_dir/root-causes` with one folder per root cause; returns the folder."""
     final = out_dir / FOLDER
-    staging = Path(tempfile.mkdtemp(dir=out_dir, prefix=f".tmp-{FOLDER}-"))
+    staging = Path(tempfile.mkdtemp(dir=out_dir, prefix=f"{STAGING_PREFIX}{FOLDER}-"))
     try:
         make_shared(staging)
         for group in triage.groups:
@@ -31,7 +31,7 @@ def write_root_causes(out_dir: Path, triage: Triage) -> Path:
             case_dir = group.representative.case_dir
             if case_dir:
                 os.symlink(Path("..", "..", case_dir), folder / LINK)
-        old = final.with_name(f".old-{FOLDER}-{staging.name[-8:]}")
+        old = final.with_name(f"{SWAPPED_PREFIX}{FOLDER}-{staging.name[-8:]}")
         if final.exists():
             final.rename(old)
         atomic_publish_dir(staging, final)

@@ -12,7 +12,7 @@ from typing import Any
 
 from fuzzer.campaign.db import DB_NAME, CampaignDB, open_campaign
 from fuzzer.campaign.lock import campaign_lock
-from fuzzer.campaign.loop import LOG_DIR, Campaign, CampaignSpec
+from fuzzer.campaign.loop import LOG_DIR, Campaign, CampaignSpec, case_folders
 from fuzzer.campaign.novelty import AVOID_PROBABILITY, HITS_TO_DEMOTE
 from fuzzer.campaign.probe import DEFAULT_CACHE as DEFAULT_PROBE_CACHE
 from fuzzer.campaign.probe import load_probe
@@ -239,9 +239,11 @@ def run(args: argparse.Namespace) -> int:
         else:
             out, db, spec = new_campaign(args)
             held.enter_context(campaign_lock(out))
+        # Each case folder too: its reduced case is written into it by a reducer the campaign may have lost.
         restored = recover_interrupted_writes(out)
+        restored += [name for case in case_folders(out) for name in recover_interrupted_writes(case)]
         if restored:
-            print(f"convsmith fuzz: put back {len(restored)} case folder(s) a killed write had moved aside",
+            print(f"convsmith fuzz: put back {', '.join(restored)} (moved aside by a write that was killed)",
                   file=sys.stderr)
         return run_locked(args, out, db, spec)
 

@@ -335,7 +335,7 @@ class CountsPrefixes(TanhBecomesSigmoid):
 
 def test_locate_tries_no_prefix_longer_than_the_one_making_the_earliest_failing_output() -> None:
     """mul -> tanh (an output) and mul -> exp -> sub -> neg -> abs (an output): only tanh's output diverges, so the
-    bisection keeps to prefixes 1 and 2 (over the whole graph it tried 3, 2 and 1)."""
+    locate keeps to prefixes 1 and 2 (over the whole graph it tried 3, 2 and 1)."""
     g = GraphBuilder()
     a, b = g.input((3, 5)), g.input((3, 5))
     product = g.op("mul", (a, b), (3, 5))
@@ -354,3 +354,31 @@ def test_locate_tries_no_prefix_longer_than_the_one_making_the_earliest_failing_
     assert (result.verdict.diverging_op, result.verdict.diverging_dtype) == ("tanh", "float32")
     assert "first-diverging-prefix:2" in result.verdict.labels
     assert converter.sizes == [6, 1, 2]  # the whole graph, then the prefixes the bisection tried
+
+
+def _chain(ops: tuple[str, ...]) -> Graph:
+    g = GraphBuilder()
+    x = g.input((3, 5))
+    for op in ops:
+        x = g.op(op, (x,), (3, 5))
+    return g.build()
+
+
+@pytest.mark.parametrize("ops, tried, at", [
+    # tanh makes the one output: the prefix short of it passes, and the locate ends after that one export.
+    (("exp", "neg", "abs", "tanh"), [4, 3], None),
+    # tanh is second of four: the prefix short of the output diverges, and the bisection goes on below it.
+    (("neg", "tanh", "abs", "exp"), [4, 3, 2, 1], 2),
+])
+def test_locate_tries_the_prefix_short_of_the_failing_output_first(ops: tuple[str, ...], tried: list[int],
+                                                                   at: int | None) -> None:
+    expected = prepare(_chain(ops), 0, {}, 1.0)
+    assert isinstance(expected, Expected)
+    converter = CountsPrefixes()
+    options = converter.options()
+    first = judge(expected, converter, options, {})
+    result = follow_up(first, converter, options, CheckOptions(rerun=False))
+    assert converter.sizes == tried  # the whole graph, then the prefixes tried, in order
+    assert result.verdict.diverging_op == "tanh"
+    assert (f"first-diverging-prefix:{at}" in result.verdict.labels) if at else not any(
+        label.startswith("first-diverging-prefix") for label in result.verdict.labels)

@@ -108,8 +108,8 @@ def locate(verdict: Verdict, expected: Expected, converter: Converter, options: 
 
     Assumes a divergence persists in longer prefixes (true unless a later op hides it), so no prefix longer than the
     one that makes the earliest failing output is tried, and the one just short of it is tried first; when no
-    shorter prefix diverges, the verdict keeps the op that produces the diverging output of the whole graph. A dynamic export's prefixes move the dims the whole graph
-    moved, to the same second shape.
+    shorter prefix diverges, the verdict keeps the op that produces the diverging output of the whole graph. A
+    dynamic export's prefixes move the dims the whole graph moved, to the same second shape.
     """
     n = len(expected.source.graph.nodes)
     seen: dict[int, Verdict] = {}

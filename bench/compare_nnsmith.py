@@ -75,9 +75,11 @@ def convsmith_figures(code: int, data: dict, folder: Path, prepare_ahead: bool) 
     loop_s = sum(span for span, _ in spans)
     ran = sum(n for _, n in spans)
     loop_rate = (ran - len(spans)) / (loop_s / 60) if loop_s > 0 else 0.0
+    # Each session is one slice of the comparison: its own rate shows how much the figure moves between slices.
+    slice_rates = [(n - 1) / (span / 60) for span, n in spans if span > 0]
     return {"code": code, "tests": ran, "prepare_ahead": prepare_ahead, "tests_per_min": data["tests_per_min"],
             "wall_s": data["wall_s"],
-            "loop_s": loop_s, "loop_per_min": loop_rate,
+            "loop_s": loop_s, "loop_per_min": loop_rate, "slice_rates": slice_rates,
             "reports": len(data["bugs"]), "failing_tests": failing, "unsupported": unsupported,
             "outside": convsmith_bench.outside_share(data), "out": str(folder)}
 
@@ -96,7 +98,14 @@ def combined(slices: list[dict]) -> dict:
             "models_per_min": total["models"] / (loop_s / 60) if loop_s > 0 else 0.0,
             "unstalled_per_min": (total["models"] - total["stalls"]) / ((loop_s - stall_s) / 60)
             if loop_s - stall_s > 0 else 0.0,
-            "nodes": slices[0]["nodes"], "out": ", ".join(r["out"] for r in slices)}
+            "nodes": slices[0]["nodes"], "out": ", ".join(r["out"] for r in slices),
+            "slice_rates": [r["models_per_min"] for r in slices]}
+
+
+def _slices(figures: dict) -> str:
+    """Each slice's rate, when there was more than one: a seed-driven spread that a single ratio hides."""
+    rates = figures.get("slice_rates") or []
+    return f"; per slice {'/'.join(f'{r:.0f}' for r in rates)}/min" if len(rates) > 1 else ""
 
 
 def table(rows: list[tuple[int, dict, dict | None]], workers: int, minutes: float) -> str:
@@ -109,7 +118,7 @@ def table(rows: list[tuple[int, dict, dict | None]], workers: int, minutes: floa
                      f"{workers} worker(s){' + feeder(s)' if ours['prepare_ahead'] else ''}, "
                      f"{ours['loop_s']:.0f} s loop; {ours['tests_per_min']:.1f}/min over "
                      f"{ours['wall_s']:.0f} s wall with start-up; {ours['unsupported']} unsupported, "
-                     f"{ours['outside']:.0%} of loop time outside converter/runtime")
+                     f"{ours['outside']:.0%} of loop time outside converter/runtime{_slices(ours)}")
         if theirs is None:
             continue
         failing = sum(theirs["reports_by_kind"].values())
@@ -118,7 +127,8 @@ def table(rows: list[tuple[int, dict, dict | None]], workers: int, minutes: floa
                      f"1 process, {theirs['loop_s']:.0f} s loop (+{theirs['startup_s']:.0f} s start-up), "
                      f"{theirs['distinct_exceptions']} distinct exception messages, "
                      f"{theirs['failed_make']} failed to make"
-                     + ("" if theirs["returncode"] == 0 else f", exit status {theirs['returncode']}"))
+                     + ("" if theirs["returncode"] == 0 else f", exit status {theirs['returncode']}")
+                     + _slices(theirs))
         # Against NNSmith's rate without its stalls where it had any: the ratio that favours NNSmith.
         rate = theirs["unstalled_per_min"] if theirs.get("stalls") else theirs["models_per_min"]
         ratio = ours["loop_per_min"] / rate if rate else float("nan")

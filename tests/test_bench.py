@@ -1,10 +1,13 @@
-"""The benchmarks' own failure paths (their figures are printed by running them, never asserted here)."""
+"""The benchmarks' own failure paths and the layout of the comparison table (their figures are printed by running
+them, never asserted here)."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 BENCH = Path(__file__).resolve().parent.parent / "bench"
 
@@ -26,3 +29,21 @@ def test_compare_nnsmith_refuses_a_file_for_its_folder(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert done.stderr.strip().splitlines()[-1] == (f"compare_nnsmith.py: error: --out {tmp_path / 'results.txt'} "
                                                    "is a file: give a new or empty folder")
+
+
+def test_the_comparison_table_shows_each_slices_rate_beside_the_total(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(BENCH))
+    import compare_nnsmith
+
+    ours = {"loop_per_min": 1019.8, "tests": 2079, "reports": 194, "failing_tests": 1389, "prepare_ahead": True,
+            "loop_s": 122.0, "tests_per_min": 1010.6, "wall_s": 123.0, "unsupported": 227, "outside": 0.11,
+            "slice_rates": [950.4, 1019.7, 1090.3]}
+    theirs = {"models_per_min": 559.1, "models": 1371, "reports": 113, "reports_by_kind": {"crash": 113},
+              "loop_s": 147.0, "startup_s": 12.0, "distinct_exceptions": 1, "failed_make": 1, "returncode": 0,
+              "stalls": 0, "slice_rates": [708.0, 530.9, 545.0]}
+    lines = compare_nnsmith.table([(10, ours, theirs)], 1, 2).splitlines()
+    assert lines[2].endswith("11% of loop time outside converter/runtime; per slice 950/1020/1090/min")
+    assert lines[3].endswith("1 failed to make; per slice 708/531/545/min")
+    assert lines[4].split() == ["10", "convsmith", "/", "nnsmith", "1.82x"]
+    one_slice = compare_nnsmith.table([(10, {**ours, "slice_rates": [1019.8]}, None)], 1, 2).splitlines()
+    assert one_slice[2].endswith("outside converter/runtime")

@@ -38,7 +38,7 @@ from fuzzer.converters import CONVERTERS
 from fuzzer.converters.dynamic import DynamicAxes
 from fuzzer.support.device import DEVICES
 from fuzzer.support.errors import UsageError
-from fuzzer.support.files import STAGING_PREFIX, SWAPPED_PREFIX, atomic_publish_dir, make_shared
+from fuzzer.support.files import STAGING_PREFIX, atomic_publish_dir, make_shared, moved_aside
 from fuzzer.support.tensors import from_proto_bytes
 from generators.dot import to_dot
 from generators.ir import Graph, GraphError
@@ -130,7 +130,7 @@ def write_case(out_dir: Path, case: CaseData, replace: bool = False) -> Path:
 
 
 def _swap(staging: Path, final: Path) -> Path:
-    old = final.with_name(f"{SWAPPED_PREFIX}{final.name}-{staging.name[-8:]}")
+    old = moved_aside(final, staging)
     final.rename(old)
     staging.rename(final)
     shutil.rmtree(old, ignore_errors=True)

@@ -59,7 +59,21 @@ def atomic_publish_dir(staging: Path, final: Path) -> bool:
 
 
 STAGING_PREFIX = ".tmp-"  # a folder being written: mkdtemp(prefix=".tmp-<name>-") beside its final place
-SWAPPED_PREFIX = ".old-"  # a folder being replaced: renamed to ".old-<name>-<8 chars>" until its successor is in
+SWAPPED_PREFIX = ".old-"  # a folder being replaced: moved_aside(final, staging) until its successor is in
+_TAG = 8  # characters of the staging folder's random suffix that tag the folder it replaces
+
+
+def moved_aside(final: Path, staging: Path) -> Path:
+    """Where `final` waits while `staging` replaces it: ".old-<name>-<staging's tag>" beside it."""
+    return final.with_name(f"{SWAPPED_PREFIX}{final.name}-{staging.name[-_TAG:]}")
+
+
+def _original(aside: Path) -> Path | None:
+    """The folder a moved_aside path stands for; None for a name moved_aside does not make."""
+    name = aside.name
+    if not name.startswith(SWAPPED_PREFIX) or len(name) <= len(SWAPPED_PREFIX) + _TAG + 1:
+        return None
+    return aside.with_name(name[len(SWAPPED_PREFIX):-(_TAG + 1)])
 
 
 def recover_interrupted_writes(folder: Path) -> list[str]:
@@ -69,9 +83,8 @@ def recover_interrupted_writes(folder: Path) -> list[str]:
     Call it only while no other process writes into `folder` (a campaign does under its lock)."""
     restored = []
     for entry in sorted(Path(folder).iterdir()):
-        name = entry.name
-        if name.startswith(SWAPPED_PREFIX) and entry.is_dir() and len(name) > len(SWAPPED_PREFIX) + 9:
-            original = entry.with_name(name[len(SWAPPED_PREFIX):-9])
+        name, original = entry.name, _original(entry)
+        if original is not None and entry.is_dir():
             if original.exists():
                 shutil.rmtree(entry, ignore_errors=True)
             else:

@@ -10,7 +10,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from fuzzer.support.files import STAGING_PREFIX, SWAPPED_PREFIX, atomic_publish_dir, make_shared
+from fuzzer.support.files import STAGING_PREFIX, atomic_publish_dir, make_shared, moved_aside
 from fuzzer.triage.view import Triage
 
 FOLDER = "root-causes"
@@ -31,7 +31,7 @@ def write_root_causes(out_dir: Path, triage: Triage) -> Path:
             case_dir = group.representative.case_dir
             if case_dir:
                 os.symlink(Path("..", "..", case_dir), folder / LINK)
-        old = final.with_name(f"{SWAPPED_PREFIX}{FOLDER}-{staging.name[-8:]}")
+        old = moved_aside(final, staging)
         if final.exists():
             final.rename(old)
         atomic_publish_dir(staging, final)

@@ -184,9 +184,17 @@ class _Transaction:
         self.conn.execute("COMMIT" if exc_type is None else "ROLLBACK")
 
 
-def open_campaign(out_dir: Path) -> CampaignDB:
-    """The database of an existing campaign folder; a UsageError when there is none."""
+def campaign_db_path(out_dir: Path) -> Path:
+    """The database file of an existing campaign folder; a UsageError when there is none."""
     out_dir = Path(out_dir)
     if not out_dir.is_dir():
         raise UsageError(f"{out_dir}: no such campaign folder")
-    return CampaignDB(out_dir / DB_NAME)
+    path = out_dir / DB_NAME
+    if not path.is_file():
+        raise UsageError(f"{out_dir}: not a campaign folder (no {DB_NAME})")
+    return path
+
+
+def open_campaign(out_dir: Path) -> CampaignDB:
+    """The database of an existing campaign folder; a UsageError when there is none."""
+    return CampaignDB(campaign_db_path(out_dir))

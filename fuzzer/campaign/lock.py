@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from fuzzer.campaign.db import DB_NAME
+from fuzzer.campaign.db import campaign_db_path
 from fuzzer.support.errors import UsageError
 
 LOCK_NAME = ".campaign.lock"
@@ -25,12 +25,7 @@ def campaign_lock(out_dir: Path) -> Iterator[None]:
 
     flock is released by the kernel when its holder dies, however it dies, so a killed campaign never leaves the
     folder locked."""
-    out_dir = Path(out_dir)
-    if not out_dir.is_dir():
-        raise UsageError(f"{out_dir}: no such campaign folder")
-    if not (out_dir / DB_NAME).is_file():
-        raise UsageError(f"{out_dir}: not a campaign folder (no {DB_NAME})")
-    fd = os.open(out_dir / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o666)
+    fd = os.open(campaign_db_path(out_dir).with_name(LOCK_NAME), os.O_RDWR | os.O_CREAT, 0o666)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -12,9 +12,10 @@ import hand_graphs
 import numpy as np
 import onnx
 import pytest
+import torch
 from onnx import helper, numpy_helper
 
-from fuzzer.check.follow_up import NOT_RERUN, follow_up
+from fuzzer.check.follow_up import NOT_RERUN, follow_up, node_source
 from fuzzer.check.judge import judge, judge_model
 from fuzzer.check.pipeline import CheckOptions, Expected, prepare
 from fuzzer.converters import CONVERTERS
@@ -23,7 +24,7 @@ from fuzzer.converters.runtime import run_onnx_target
 from fuzzer.converters.torch_onnx_script import ScriptOptions, TorchOnnxScript, export_script
 from generators.builder import GraphBuilder
 from generators.ir import Graph
-from oracles.verdict import Stage, Symptom
+from oracles.verdict import Stage, Symptom, Verdict
 
 Mutation = Callable[[onnx.ModelProto], None]
 
@@ -320,40 +321,45 @@ def test_outputs_bit_for_bit_the_sources_are_not_settled(monkeypatch: pytest.Mon
         assert len(settled_outputs) == settled_count
 
 
-class CountsPrefixes(TanhBecomesSigmoid):
-    """TanhBecomesSigmoid that records the node count of every graph it converts."""
+class RecordsGraphs(TanhBecomesSigmoid):
+    """TanhBecomesSigmoid that records the operators of every graph it converts (a prefix, or one node alone)."""
 
-    name = "test-counts-prefixes"
+    name = "test-records-graphs"
 
     def __init__(self) -> None:
-        self.sizes: list[int] = []
+        self.graphs: list[tuple[str, ...]] = []
 
     def convert_impl(self, source: Source, options: ScriptOptions) -> TargetRun:
-        self.sizes.append(len(source.graph.nodes))
+        self.graphs.append(tuple(node.op for node in source.graph.nodes))
         return super().convert_impl(source, options)
 
 
+def _located(graph: Graph) -> tuple[Verdict, list[tuple[str, ...]]]:
+    """The located verdict of `graph` under RecordsGraphs, and the graphs converted after the whole one."""
+    expected = prepare(graph, 0, {}, 1.0)
+    assert isinstance(expected, Expected)
+    converter = RecordsGraphs()
+    options = converter.options()
+    first = judge(expected, converter, options, {})
+    result = follow_up(first, converter, options, CheckOptions(rerun=False))
+    assert converter.graphs[0] == tuple(node.op for node in graph.nodes)
+    return result.verdict, converter.graphs[1:]
+
+
 def test_locate_tries_no_prefix_longer_than_the_one_making_the_earliest_failing_output() -> None:
-    """mul -> tanh (an output) and mul -> exp -> sub -> neg -> abs (an output): only tanh's output diverges, so the
-    locate keeps to prefixes 1 and 2 (over the whole graph it tried 3, 2 and 1)."""
+    """mul -> tanh -> exp (an output) and mul -> neg -> abs -> sub (an output): only exp's output diverges, and exp
+    alone does not, so the bisection keeps to prefixes 2 and 1 (over the whole graph it tried 3, 2 and 1)."""
     g = GraphBuilder()
     a, b = g.input((3, 5)), g.input((3, 5))
     product = g.op("mul", (a, b), (3, 5))
-    g.op("tanh", (product,), (3, 5))
-    rest = g.op("sub", (g.op("exp", (product,), (3, 5)), b), (3, 5))
-    g.op("abs", (g.op("neg", (rest,), (3, 5)),), (3, 5))
+    g.op("exp", (g.op("tanh", (product,), (3, 5)),), (3, 5))
+    g.op("sub", (g.op("abs", (g.op("neg", (product,), (3, 5)),), (3, 5)), b), (3, 5))
     graph = g.build()
     assert len(graph.outputs) == 2 and len(graph.nodes) == 6
-    expected = prepare(graph, 0, {}, 1.0)
-    assert isinstance(expected, Expected)
-    converter = CountsPrefixes()
-    options = converter.options()
-    first = judge(expected, converter, options, {})
-    assert first.verdict.diverging_op == "tanh"
-    result = follow_up(first, converter, options, CheckOptions(rerun=False))
-    assert (result.verdict.diverging_op, result.verdict.diverging_dtype) == ("tanh", "float32")
-    assert "first-diverging-prefix:2" in result.verdict.labels
-    assert converter.sizes == [6, 1, 2]  # the whole graph, then the prefixes the bisection tried
+    verdict, tried = _located(graph)
+    assert (verdict.diverging_op, verdict.diverging_dtype) == ("tanh", "float32")
+    assert "first-diverging-prefix:2" in verdict.labels
+    assert tried == [("exp",), ("mul", "tanh"), ("mul",)]  # exp alone, then the prefixes the bisection tried
 
 
 def _chain(ops: tuple[str, ...]) -> Graph:
@@ -364,21 +370,41 @@ def _chain(ops: tuple[str, ...]) -> Graph:
     return g.build()
 
 
-@pytest.mark.parametrize("ops, tried, at", [
-    # tanh makes the one output: the prefix short of it passes, and the locate ends after that one export.
-    (("exp", "neg", "abs", "tanh"), [4, 3], None),
-    # tanh is second of four: the prefix short of the output diverges, and the bisection goes on below it.
-    (("neg", "tanh", "abs", "exp"), [4, 3, 2, 1], 2),
+@pytest.mark.parametrize("ops, tried, label", [
+    # tanh makes the one output and diverges alone: one export of one node settles it.
+    (("exp", "neg", "abs", "tanh"), [("tanh",)], "diverges-alone:4"),
+    # tanh's second tanh makes the output and diverges alone, though the first one's hidden output diverges too.
+    (("tanh", "neg", "tanh"), [("tanh",)], "diverges-alone:3"),
+    # exp makes the output and passes alone: the prefix short of it diverges, and the bisection goes on below it.
+    (("neg", "tanh", "abs", "exp"), [("exp",), ("neg", "tanh", "abs"), ("neg", "tanh"), ("neg",)],
+     "first-diverging-prefix:2"),
 ])
-def test_locate_tries_the_prefix_short_of_the_failing_output_first(ops: tuple[str, ...], tried: list[int],
-                                                                   at: int | None) -> None:
-    expected = prepare(_chain(ops), 0, {}, 1.0)
+def test_locate_tries_the_operator_making_the_failing_output_alone_first(
+        ops: tuple[str, ...], tried: list[tuple[str, ...]], label: str) -> None:
+    verdict, converted = _located(_chain(ops))
+    assert converted == tried
+    assert verdict.diverging_op == "tanh" and label in verdict.labels
+    assert len([x for x in verdict.labels if x.startswith(("diverges-alone", "first-diverging-prefix"))]) == 1
+
+
+def test_a_node_alone_reads_the_values_it_reads_in_the_source() -> None:
+    """conv2d reads an intermediate (relu's output) and a weight: alone, the intermediate is an input holding the
+    eager values and the weight stays a weight; a node that reads only weights is not tried alone."""
+    g = GraphBuilder()
+    x = g.input((1, 2, 4, 4))
+    w = g.weight((3, 2, 1, 1))
+    g.op("conv2d", (g.op("relu", (x,), (1, 2, 4, 4)), w), (1, 3, 4, 4), stride=(1, 1), padding=(0, 0),
+         dilation=(1, 1), groups=1, bias=False, padding_mode="zeros")
+    g.op("neg", (g.weight((2, 2)),), (2, 2))
+    graph = g.build()
+    expected = prepare(graph, 0, {}, 1.0)
     assert isinstance(expected, Expected)
-    converter = CountsPrefixes()
-    options = converter.options()
-    first = judge(expected, converter, options, {})
-    result = follow_up(first, converter, options, CheckOptions(rerun=False))
-    assert converter.sizes == tried  # the whole graph, then the prefixes tried, in order
-    assert result.verdict.diverging_op == "tanh"
-    assert (f"first-diverging-prefix:{at}" in result.verdict.labels) if at else not any(
-        label.startswith("first-diverging-prefix") for label in result.verdict.labels)
+    source = expected.source
+    relu_out, conv = graph.nodes[0].outputs[0], graph.nodes[1]
+    alone = node_source(source, 1)
+    assert alone is not None
+    assert list(alone.graph.inputs) == [relu_out] and list(alone.graph.weights) == [w]
+    assert alone.graph.nodes == (conv,) and alone.graph.outputs == conv.outputs
+    assert torch.equal(alone.inputs[0], torch.relu(source.inputs[0]))
+    assert torch.equal(getattr(alone.module, w), getattr(source.module, w))
+    assert node_source(source, 2) is None

@@ -26,6 +26,8 @@ from oracles.verdict import Stage, Verdict
 # A divergence whose located signature the campaign has filed is not rerun: its case was rerun when it was filed,
 # and at 5 nodes reruns of such repeats took a tenth of a worker's time.
 NOT_RERUN = "not-rerun:signature-already-filed"
+# A located divergence whose operator diverges alone: "diverges-alone:<k>" names its 1-based position.
+ALONE_LABEL = "diverges-alone"
 
 
 def follow_up(result: CheckResult, converter: Converter, options: ConverterOptions,
@@ -101,19 +103,45 @@ def prefix_source(source: Source, k: int) -> Source:
     return Source(sub, module, values, source.device)
 
 
+def node_source(source: Source, index: int) -> Source | None:
+    """Node `index` alone, reading the values it reads in the source's eager run (what other nodes made becomes
+    graph inputs, weights stay weights); None when it reads no input, which an exporter folds to a constant."""
+    graph, node = source.graph, source.graph.nodes[index]
+    read = tuple(dict.fromkeys(node.inputs))
+    inputs = {n: graph.types[n] for n in read if n not in graph.weights}
+    if not inputs:
+        return None
+    weights = {n: graph.types[n] for n in read if n in graph.weights}
+    types = {**inputs, **weights, **{o: graph.types[o] for o in node.outputs}}
+    sub = Graph(inputs, weights, (node,), tuple(node.outputs), types,
+                {n: r for n, r in graph.ranges.items() if n in inputs or n in weights})
+    env = source.module.run_all(*source.inputs)
+    module = GraphModule(sub, {w: getattr(source.module, w).detach() for w in weights})
+    values = tuple(env[n].detach().clone().contiguous() for n in inputs)
+    return Source(sub, module, values, source.device)
+
+
 def locate(verdict: Verdict, expected: Expected, converter: Converter, options: ConverterOptions,
            timings: dict[str, float] | None = None) -> Verdict:
-    """Bisect graph prefixes for the shortest one that still diverges the same way (values, shape or dtype); its
-    diverging output names op and dtype, so a consumer of the faulty operator is not blamed for it.
+    """Find the operator the divergence starts at; its diverging output names op and dtype, so a consumer of the
+    faulty operator is not blamed for it.
 
-    Assumes a divergence persists in longer prefixes (true unless a later op hides it), so no prefix longer than the
+    First the operator that makes the earliest failing output is converted alone, on the values it reads in the
+    source (node_source): when it diverges the same way (values, shape or dtype), it is faulty itself, and a one-node
+    export settles it. Else graph prefixes are bisected for the shortest one that still diverges the same way. That
+    assumes a divergence persists in longer prefixes (true unless a later op hides it), so no prefix longer than the
     one that makes the earliest failing output is tried, and the one just short of it is tried first; when no
     shorter prefix diverges, the verdict keeps the op that produces the diverging output of the whole graph. A
-    dynamic export's prefixes move the dims the whole graph moved, to the same second shape.
+    dynamic export's prefixes move the dims the whole graph moved, to the same second shape (its operators are not
+    tried alone).
     """
     n = len(expected.source.graph.nodes)
     seen: dict[int, Verdict] = {}
     timings = {} if timings is None else timings
+    hi = shortest_failing_prefix(verdict, expected.source.graph)
+    alone = _alone(verdict, expected, converter, options, hi - 1, timings)
+    if alone is not None:
+        return alone
 
     def diverging(k: int) -> bool:
         steps: dict[str, float] = {}  # one check's steps (judge replaces the converter's timings it is given)
@@ -126,7 +154,7 @@ def locate(verdict: Verdict, expected: Expected, converter: Converter, options: 
         add_timings(timings, steps)
         return k in seen and seen[k].symptom is verdict.symptom
 
-    lo, hi = 1, shortest_failing_prefix(verdict, expected.source.graph)
+    lo = 1
     # The producer of the earliest failing output is the faulty operator in two locates of three (measured at 10
     # nodes), so the prefix just short of it is tried first: when it passes, the bisection is over in one export.
     if hi > 1:
@@ -148,3 +176,22 @@ def locate(verdict: Verdict, expected: Expected, converter: Converter, options: 
     return dataclasses.replace(verdict, signature=first.signature, diverging_op=first.diverging_op,
                                diverging_dtype=first.diverging_dtype,
                                labels=tuple(sorted(set(verdict.labels) | {f"first-diverging-prefix:{hi}"})))
+
+
+def _alone(verdict: Verdict, expected: Expected, converter: Converter, options: ConverterOptions, index: int,
+           timings: dict[str, float]) -> Verdict | None:
+    """The verdict located at node `index` when that node, converted alone, diverges as the whole graph does."""
+    if expected.source.dynamic is not None:
+        return None
+    source = node_source(expected.source, index)
+    if source is None:
+        return None
+    steps: dict[str, float] = {}
+    part = expect(source, steps)
+    found = judge(part, converter, options, steps).verdict if isinstance(part, Expected) else None
+    add_timings(timings, steps)
+    if found is None or found.symptom is not verdict.symptom:
+        return None
+    return dataclasses.replace(verdict, signature=found.signature, diverging_op=found.diverging_op,
+                               diverging_dtype=found.diverging_dtype,
+                               labels=tuple(sorted(set(verdict.labels) | {f"{ALONE_LABEL}:{index + 1}"})))

@@ -375,9 +375,10 @@ def _chain(ops: tuple[str, ...]) -> Graph:
     (("exp", "neg", "abs", "tanh"), [("tanh",)], "diverges-alone:4"),
     # tanh's second tanh makes the output and diverges alone, though the first one's hidden output diverges too.
     (("tanh", "neg", "tanh"), [("tanh",)], "diverges-alone:3"),
-    # exp makes the output and passes alone: the prefix short of it diverges, and the bisection goes on below it.
-    (("neg", "tanh", "abs", "exp"), [("exp",), ("neg", "tanh", "abs"), ("neg", "tanh"), ("neg",)],
-     "first-diverging-prefix:2"),
+    # exp makes the output and passes alone: the prefixes short of it are bisected.
+    (("neg", "tanh", "abs", "exp"), [("exp",), ("neg", "tanh"), ("neg",)], "first-diverging-prefix:2"),
+    # tanh is third, its output hidden behind exp's: prefix 2 passes, prefix 3 diverges.
+    (("exp", "neg", "tanh", "exp"), [("exp",), ("exp", "neg"), ("exp", "neg", "tanh")], "first-diverging-prefix:3"),
 ])
 def test_locate_tries_the_operator_making_the_failing_output_alone_first(
         ops: tuple[str, ...], tried: list[tuple[str, ...]], label: str) -> None:

@@ -130,8 +130,7 @@ def locate(verdict: Verdict, expected: Expected, converter: Converter, options: 
     source (node_source): when it diverges the same way (values, shape or dtype), it is faulty itself, and a one-node
     export settles it. Else graph prefixes are bisected for the shortest one that still diverges the same way. That
     assumes a divergence persists in longer prefixes (true unless a later op hides it), so no prefix longer than the
-    one that makes the earliest failing output is tried, and the one just short of it is tried first; when no
-    shorter prefix diverges, the verdict keeps the op that produces the diverging output of the whole graph. A
+    one that makes the earliest failing output is tried; when no shorter prefix diverges, the verdict keeps the op that produces the diverging output of the whole graph. A
     dynamic export's prefixes move the dims the whole graph moved, to the same second shape (its operators are not
     tried alone).
     """
@@ -155,13 +154,6 @@ def locate(verdict: Verdict, expected: Expected, converter: Converter, options: 
         return k in seen and seen[k].symptom is verdict.symptom
 
     lo = 1
-    # The producer of the earliest failing output is the faulty operator in two locates of three (measured at 10
-    # nodes), so the prefix just short of it is tried first: when it passes, the bisection is over in one export.
-    if hi > 1:
-        if diverging(hi - 1):
-            hi -= 1
-        else:
-            lo = hi
     while lo < hi:
         mid = (lo + hi) // 2
         if diverging(mid):

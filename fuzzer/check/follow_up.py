@@ -130,9 +130,9 @@ def locate(verdict: Verdict, expected: Expected, converter: Converter, options: 
     source (node_source): when it diverges the same way (values, shape or dtype), it is faulty itself, and a one-node
     export settles it. Else graph prefixes are bisected for the shortest one that still diverges the same way. That
     assumes a divergence persists in longer prefixes (true unless a later op hides it), so no prefix longer than the
-    one that makes the earliest failing output is tried; when no shorter prefix diverges, the verdict keeps the op that produces the diverging output of the whole graph. A
-    dynamic export's prefixes move the dims the whole graph moved, to the same second shape (its operators are not
-    tried alone).
+    one that makes the earliest failing output is tried; when no shorter prefix diverges, the verdict keeps the op
+    that produces the diverging output of the whole graph. A dynamic export's prefixes move the dims the whole graph
+    moved, to the same second shape (its operators are not tried alone).
     """
     n = len(expected.source.graph.nodes)
     seen: dict[int, Verdict] = {}

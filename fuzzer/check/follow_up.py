@@ -123,7 +123,7 @@ def node_source(source: Source, index: int) -> Source | None:
 
 def locate(verdict: Verdict, expected: Expected, converter: Converter, options: ConverterOptions,
            timings: dict[str, float] | None = None) -> Verdict:
-    """Find the operator the divergence starts at; its diverging output names op and dtype, so a consumer of the
+    """Name the faulty operator behind a divergence; its diverging output names op and dtype, so a consumer of the
     faulty operator is not blamed for it.
 
     First the operator that makes the earliest failing output is converted alone, on the values it reads in the

@@ -373,7 +373,7 @@ def _chain(ops: tuple[str, ...]) -> Graph:
 @pytest.mark.parametrize("ops, tried, label", [
     # tanh makes the one output and diverges alone: one export of one node settles it.
     (("exp", "neg", "abs", "tanh"), [("tanh",)], "diverges-alone:4"),
-    # tanh's second tanh makes the output and diverges alone, though the first one's hidden output diverges too.
+    # the second tanh makes the output and diverges alone, though the first one's hidden output diverges too.
     (("tanh", "neg", "tanh"), [("tanh",)], "diverges-alone:3"),
     # exp makes the output and passes alone: the prefixes short of it are bisected.
     (("neg", "tanh", "abs", "exp"), [("exp",), ("neg", "tanh"), ("neg",)], "first-diverging-prefix:2"),

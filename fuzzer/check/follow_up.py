@@ -26,8 +26,9 @@ from oracles.verdict import Stage, Verdict
 # A divergence whose located signature the campaign has filed is not rerun: its case was rerun when it was filed,
 # and at 5 nodes reruns of such repeats took a tenth of a worker's time.
 NOT_RERUN = "not-rerun:signature-already-filed"
-# A located divergence whose operator diverges alone: "diverges-alone:<k>" names its 1-based position.
-ALONE_LABEL = "diverges-alone"
+# How a divergence was located, with the 1-based position k of the operator or prefix: "<label>:<k>".
+ALONE_LABEL = "diverges-alone"  # the operator at k diverges converted alone
+PREFIX_LABEL = "first-diverging-prefix"  # the first k operators are the shortest prefix that diverges
 
 
 def follow_up(result: CheckResult, converter: Converter, options: ConverterOptions,
@@ -165,9 +166,7 @@ def locate(verdict: Verdict, expected: Expected, converter: Converter, options: 
     first = seen.get(hi)
     if first is None or first.symptom is not verdict.symptom or hi == n:
         return verdict
-    return dataclasses.replace(verdict, signature=first.signature, diverging_op=first.diverging_op,
-                               diverging_dtype=first.diverging_dtype,
-                               labels=tuple(sorted(set(verdict.labels) | {f"first-diverging-prefix:{hi}"})))
+    return _named_by(verdict, first, f"{PREFIX_LABEL}:{hi}")
 
 
 def _alone(verdict: Verdict, expected: Expected, converter: Converter, options: ConverterOptions, index: int,
@@ -184,6 +183,11 @@ def _alone(verdict: Verdict, expected: Expected, converter: Converter, options: 
     add_timings(timings, steps)
     if found is None or found.symptom is not verdict.symptom:
         return None
+    return _named_by(verdict, found, f"{ALONE_LABEL}:{index + 1}")
+
+
+def _named_by(verdict: Verdict, found: Verdict, label: str) -> Verdict:
+    """`verdict` with the signature, operator and dtype of the smaller graph that `found` judged, labelled how."""
     return dataclasses.replace(verdict, signature=found.signature, diverging_op=found.diverging_op,
                                diverging_dtype=found.diverging_dtype,
-                               labels=tuple(sorted(set(verdict.labels) | {f"{ALONE_LABEL}:{index + 1}"})))
+                               labels=tuple(sorted(set(verdict.labels) | {label})))

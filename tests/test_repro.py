@@ -209,6 +209,23 @@ def test_every_corpus_report_is_short_and_its_snippet_shows_the_bug(folder: Path
     assert done.returncode != 0 and expected in done.stderr, done.stderr[-1500:]
 
 
+def test_a_report_says_how_its_operator_was_located() -> None:
+    """An operator found wrong alone is reported so; one named by the bisection is the first whose output is wrong."""
+    import dataclasses
+
+    from fuzzer.cases.report import summary
+
+    case = read_case(next(c for c in KNOWN_BUGS if c.name.startswith("wrong_values")))
+    op, dtype = case.verdict.diverging_op, case.verdict.diverging_dtype
+    assert op and dtype
+    for label, sentence in (("diverges-alone:2", f" `{op}` ({dtype}) gives a wrong output converted alone, on the "
+                             "values it reads in this model."),
+                            ("first-diverging-prefix:2", f" The first operator whose output is wrong is `{op}` "
+                             f"({dtype}).")):
+        verdict = dataclasses.replace(case.verdict, labels=(label,))
+        assert sentence in summary(dataclasses.replace(case, verdict=verdict))
+
+
 def test_the_snippet_of_a_tool_failing_at_validation_runs_alone(tmp_path: Path) -> None:
     """A tool whose output fails validation needs no baseline run: its snippet defines no run() and calls none."""
     import dataclasses

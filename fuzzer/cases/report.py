@@ -12,6 +12,7 @@ from typing import Any
 
 from fuzzer.cases.diagnosis_report import render_diagnosis
 from fuzzer.cases.snippet import render_snippet
+from fuzzer.check.follow_up import ALONE_LABEL
 from fuzzer.converters import CONVERTERS
 from fuzzer.converters.dynamic import DynamicAxes
 from generators.ir import Graph
@@ -69,7 +70,10 @@ def summary(case: Any) -> str:
     what = DIVERGENCE_WORDS.get(verdict.symptom.json_name, f"fails ({verdict.symptom.json_name.replace('_', ' ')})")
     text = (f"Converting a {len(case.graph.nodes)}-operator model ({ops}) with {display_name(case.converter)} "
             f"({options}) {what} at the {verdict.stage.value.replace('_', ' ')} stage.")
-    if verdict.diverging_op:
+    if verdict.diverging_op and any(label.startswith(f"{ALONE_LABEL}:") for label in verdict.labels):
+        text += (f" `{verdict.diverging_op}` ({verdict.diverging_dtype}) gives a wrong output converted alone, on the "
+                 "values it reads in this model.")
+    elif verdict.diverging_op:
         text += f" The first operator whose output is wrong is `{verdict.diverging_op}` ({verdict.diverging_dtype})."
     reduced = " (minimized by convsmith)" if case.reduction else ""
     return text + dynamic_note(case) + f" Case `{case.id}`{reduced}."

@@ -13,11 +13,14 @@ from typing import Any
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 import torch
 
 from fuzzer.converters.base import Source, Steps, TargetRun
+from fuzzer.support.pybind_internals import own_pybind11_internals
 from oracles.verdict import Stage
+
+with own_pybind11_internals("onnxruntime"):  # else its exception translators slow torch's exporters down
+    import onnxruntime as ort
 
 LEVELS: Mapping[str, ort.GraphOptimizationLevel] = {
     "disabled": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,

@@ -14,8 +14,12 @@ def require_device(device: str, asker: str) -> None:
         raise UsageError(f"{asker}: unknown device {device!r} (cpu or cuda)")
     if device == "cpu":
         return
-    import onnxruntime
     import torch
+
+    from fuzzer.support.pybind_internals import own_pybind11_internals
+
+    with own_pybind11_internals("onnxruntime"):
+        import onnxruntime
 
     if not torch.cuda.is_available():
         raise CannotRun(f"{asker}: no CUDA GPU is visible to torch here")

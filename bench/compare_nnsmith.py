@@ -26,7 +26,11 @@ The figures are not of one kind in every respect, and the output says so:
   - convsmith saves one case folder per distinct bug signature; NNSmith saves one report folder per failing model
     (not deduplicated), so its count of distinct exception messages is shown beside it;
   - both rates are over the loop, from the first result to the last, as NNSmith's log allows: start-up (imports,
-    workers, the cached probes) is left out on both sides; convsmith's rate over its whole session is shown too.
+    workers, the cached probes) is left out on both sides; convsmith's rate over its whole session is shown too;
+  - both run the same torch.onnx exporter, but not in the same surroundings: convsmith imports ONNX Runtime with
+    pybind11 internals of its own (fuzzer/support/pybind_internals.py), while in NNSmith's process ONNX Runtime's
+    exception translators run for every exception torch's bindings raise, which made a 5-node export 1.5x as slow
+    (bench/pybind_internals.py).
 """
 
 from __future__ import annotations
@@ -141,6 +145,9 @@ def table(rows: list[tuple[int, dict, dict | None]], workers: int, minutes: floa
                  "run on this machine at the same time, so the rates are indicative, not exact.")
     lines.append("reports saved: convsmith's deduplicated bug case folders; NNSmith's report folders, one per "
                  "failing model (not deduplicated). failing tests: tests (models) that were counted as a bug.")
+    lines.append("exporter: the same torch.onnx code on both sides; convsmith imports ONNX Runtime with pybind11 "
+                 "internals of its own, NNSmith's process shares torch's, whose exports then run slower "
+                 "(bench/pybind_internals.py).")
     return "\n".join(lines)
 
 

@@ -4,7 +4,7 @@ pybind11 extensions built alike share one record per interpreter, and in it one 
 C++ exception that reaches Python through any of them is offered to each translator registered, newest first, and
 each offer rethrows it. ONNX Runtime registers its translators there. torch's TorchScript exporter ends every walk
 over a graph's nodes or values with such an exception (pybind11's stop_iteration), so in a process that had imported
-ONNX Runtime each walk cost ~70 µs instead of ~17 µs, and exporting a 5-node graph took a quarter longer
+ONNX Runtime each walk cost ~70 µs instead of ~17 µs, and exporting a 5-node graph took 1.5x as long
 (`bench/pybind_internals.py`). ONNX Runtime imported inside `own_pybind11_internals` makes a record of its own and
 keeps its translators there. Nothing crosses between ONNX Runtime and torch as a pybind11 type (numpy arrays and
 bytes do), so that sharing bought nothing.
@@ -23,14 +23,13 @@ KEPT_PREFIX = "__convsmith_kept_"  # a record made inside, kept alive under a na
 
 
 def _interpreter_dict() -> MutableMapping[str, Any] | None:
-    """The interpreter's state dict, where pybind11 2.12 and later keep the record; None where it cannot be read."""
+    """The interpreter's state dict, where recent pybind11 versions keep the record; None where it cannot be read."""
     try:
-        api = ctypes.pythonapi
-        api.PyInterpreterState_Get.restype = ctypes.c_void_p
-        api.PyInterpreterState_Get.argtypes = []
-        api.PyInterpreterState_GetDict.restype = ctypes.c_void_p  # borrowed: not a py_object, which ctypes would own
-        api.PyInterpreterState_GetDict.argtypes = [ctypes.c_void_p]
-        address = api.PyInterpreterState_GetDict(api.PyInterpreterState_Get())
+        interpreter = ctypes.PYFUNCTYPE(ctypes.c_void_p)(("PyInterpreterState_Get", ctypes.pythonapi))
+        # A borrowed reference: read as an address, since a py_object result would be released by ctypes.
+        state_dict = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p)(("PyInterpreterState_GetDict",
+                                                                          ctypes.pythonapi))
+        address = state_dict(interpreter())
     except (AttributeError, OSError):
         return None
     return ctypes.cast(address, ctypes.py_object).value if address else None
@@ -41,7 +40,7 @@ def _records(where: MutableMapping[str, Any]) -> list[str]:
 
 
 def places() -> list[MutableMapping[str, Any]]:
-    """Where pybind11 looks for the shared record: the interpreter's state dict, or builtins before 2.12."""
+    """Where pybind11 looks for the shared record: the interpreter's state dict, or builtins in older versions."""
     found = _interpreter_dict()
     return [vars(builtins)] + ([found] if found is not None else [])
 

@@ -45,6 +45,7 @@ bench: install
 	$(BIN)/python bench/noise.py --graphs 300
 	$(BIN)/python bench/fuzz.py
 	$(BIN)/python bench/reduce.py --hunt 12 --nodes 10 build/bench-reduce --out build/bench-reduced
+	$(BIN)/python bench/pybind_internals.py
 
 lint: install
 	$(BIN)/ruff check generators oracles fuzzer tests bench

@@ -1,4 +1,5 @@
-"""Graph surgery on the concrete IR: prune, cut or bypass a node, take a prefix, change leaf shapes, retype.
+"""Graph surgery on the concrete IR: prune, cut or bypass a node, take a prefix or a node alone, change leaf shapes,
+retype.
 
 Each function returns a new Graph (the IR is immutable); the reducer and the locator build candidates with them.
 A candidate whose shapes changed is re-typed by running it eagerly (`retype`), which also drops candidates an
@@ -131,3 +132,17 @@ def prefix(graph: Graph, k: int) -> Graph:
     defined = set(inputs) | set(weights) | {o for node in nodes for o in node.outputs}
     return Graph(inputs, weights, nodes, outputs, {n: t for n, t in graph.types.items() if n in defined},
                  {n: r for n, r in graph.ranges.items() if n in defined})
+
+
+def alone(graph: Graph, index: int) -> Graph | None:
+    """Node `index` as a graph of its own: what other nodes made becomes graph inputs, weights stay weights, its
+    outputs are the outputs; None when it reads no graph input or node output (an exporter folds it to a constant)."""
+    node = graph.nodes[index]
+    read = tuple(dict.fromkeys(node.inputs))
+    inputs = {n: graph.types[n] for n in read if n not in graph.weights}
+    if not inputs:
+        return None
+    weights = {n: graph.types[n] for n in read if n in graph.weights}
+    types = {**inputs, **weights, **{o: graph.types[o] for o in node.outputs}}
+    return Graph(inputs, weights, (node,), tuple(node.outputs), types,
+                 {n: r for n, r in graph.ranges.items() if n in inputs or n in weights})

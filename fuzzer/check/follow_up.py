@@ -15,7 +15,7 @@ from fuzzer.check.result import DIVERGENCES, CheckOptions, CheckResult, Expected
 from fuzzer.check.source import expect
 from fuzzer.converters.base import Converter, ConverterOptions, Source, TargetRun
 from fuzzer.support.tensors import to_oracle_array
-from generators.edit import prefix
+from generators.edit import alone, prefix
 from generators.ir import Graph
 from generators.materialize import GraphModule
 from oracles.discontinuity import labels_for, output_labels
@@ -107,18 +107,12 @@ def prefix_source(source: Source, k: int) -> Source:
 def node_source(source: Source, index: int) -> Source | None:
     """Node `index` alone, reading the values it reads in the source's eager run (what other nodes made becomes
     graph inputs, weights stay weights); None when it reads no input, which an exporter folds to a constant."""
-    graph, node = source.graph, source.graph.nodes[index]
-    read = tuple(dict.fromkeys(node.inputs))
-    inputs = {n: graph.types[n] for n in read if n not in graph.weights}
-    if not inputs:
+    sub = alone(source.graph, index)
+    if sub is None:
         return None
-    weights = {n: graph.types[n] for n in read if n in graph.weights}
-    types = {**inputs, **weights, **{o: graph.types[o] for o in node.outputs}}
-    sub = Graph(inputs, weights, (node,), tuple(node.outputs), types,
-                {n: r for n, r in graph.ranges.items() if n in inputs or n in weights})
     env = source.module.run_all(*source.inputs)
-    module = GraphModule(sub, {w: getattr(source.module, w).detach() for w in weights})
-    values = tuple(env[n].detach().clone().contiguous() for n in inputs)
+    module = GraphModule(sub, {w: getattr(source.module, w).detach() for w in sub.weights})
+    values = tuple(env[n].detach().clone().contiguous() for n in sub.inputs)
     return Source(sub, module, values, source.device)
 
 

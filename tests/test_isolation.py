@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import signal
 import time
 from pathlib import Path
@@ -134,6 +135,9 @@ def test_faulty_converters_get_their_verdicts_and_the_campaign_goes_on(tmp_path:
     folders = case_folders(tmp_path)
     assert sorted(f.name for f in folders) == sorted(signatures)
     assert {read_case(f).verdict.symptom.json_name for f in folders} >= {"process_death", "hang", "out_of_memory"}
+    # The campaign asks a hung worker for its tracebacks before the kill: the case names where it hung.
+    hang = next(read_case(f) for f in folders if read_case(f).verdict.symptom.json_name == "hang")
+    assert re.search(r'test_isolation\.py", line \d+ in convert_impl', hang.log)
 
 
 def record_spawns(monkeypatch) -> list[int]:

@@ -34,7 +34,7 @@ from fuzzer.cases.wire import case_from_message
 from fuzzer.converters import ConverterRegistry, load_registry
 from fuzzer.support.confine import rss_bytes
 from fuzzer.support.errors import UsageError
-from fuzzer.support.faults import describe_exit, fault_file, fault_frame, lost_verdict
+from fuzzer.support.faults import describe_exit, fault_file, fault_frame, lost_verdict, request_stack_dump
 from generators.ir import Graph
 from oracles.signature import crash_signature
 from oracles.verdict import Stage, Symptom, Verdict
@@ -327,6 +327,8 @@ class Campaign:
                 verdict = (Symptom.OUT_OF_MEMORY, f"resident memory over {self.spec.worker.memory_mb} MiB")
             if verdict is None:
                 continue
+            if verdict[0] is Symptom.HANG and slot.ready:  # where it hangs, before the kill
+                request_stack_dump(slot.proc.pid, fault_file(self.log_dir, slot.proc.pid))
             self.kill(slot)
             if not slot.ready:
                 self.start_failed(slot)

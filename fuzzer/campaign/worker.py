@@ -8,15 +8,14 @@ one running, so a worker never waits for the campaign, and its feeder (ahead.py)
 
 Messages are JSON (send_bytes/recv_bytes), never pickles; a frame holds one message or a list of them (Outbox).
 The worker ignores SIGINT (the campaign handles Ctrl-C), dies with its parent (PR_SET_PDEATHSIG), runs torch
-single-threaded, limits its address space (RLIMIT_AS) and leaves fatal-signal and hang tracebacks in a faulthandler
-file the campaign reads.
+single-threaded, limits its address space (RLIMIT_AS) and leaves fatal-signal tracebacks in a faulthandler file the
+campaign reads, and a hang's when the campaign asks for them before the kill (fuzzer/support/faults.py).
 """
 
 from __future__ import annotations
 
 import collections
 import dataclasses
-import faulthandler
 import functools
 import json
 import os
@@ -235,7 +234,7 @@ class UnitRunner:
         self.registry = registry
         self.send = send
         self.hold = hold or (lambda data: send(json.loads(data)))
-        self.fault = fault
+        self.fault = fault  # the faulthandler file, held open for the process's life
         self.feeder = feeder  # prepares the units this runner is told to expect (fuzzer/campaign/ahead.py)
         self.check_options = CheckOptions(**config.check)
         self.versions: dict[str, dict[str, str]] = {}
@@ -307,8 +306,6 @@ class UnitRunner:
                                       + ", ".join(f"{op} {dtype}" for op, dtype in known))
             self.send(TestResult.of_verdict(idx, seed, verdict, opts, wall_s=time.perf_counter() - start).to_message())
             return
-        if self.fault is not None:
-            faulthandler.dump_traceback_later(max(self.config.timeout_s - 1.0, 0.5), file=self.fault)
         try:
             result = check_prepared(prepared, converter, opts, self.check_options, self.filed)
         except MemoryError:
@@ -317,9 +314,6 @@ class UnitRunner:
             self.own_error(idx, seed, name, "convert", exc)
             self.send(TestResult.own_error(idx, seed, name, opts, wall_s=time.perf_counter() - start).to_message())
             return
-        finally:
-            if self.fault is not None:
-                faulthandler.cancel_dump_traceback_later()
         case_dir = self.file_case(idx, seed, graph, converter, result)
         self.send(TestResult.of_verdict(idx, seed, result.verdict, result.options, result.timings,
                                         time.perf_counter() - start, case_dir).to_message())

@@ -10,7 +10,6 @@ campaign gives it (fuzzer/support/faults.py), so a reduced case keeps the campai
 from __future__ import annotations
 
 import dataclasses
-import faulthandler
 import json
 import multiprocessing
 import os
@@ -29,7 +28,7 @@ from fuzzer.check.pipeline import CheckOptions, check_prepared, prepare
 from fuzzer.check.result import FULL_CHECK, CheckResult
 from fuzzer.converters import DEFAULT_REGISTRY, ConverterRegistry, load_registry
 from fuzzer.support.confine import confine
-from fuzzer.support.faults import describe_exit, fault_file, fault_frame, lost_verdict
+from fuzzer.support.faults import describe_exit, fault_file, fault_frame, lost_verdict, request_stack_dump
 from generators.ir import Graph
 from generators.values import ValueStrategy
 from oracles.taxonomy import memory_verdict
@@ -125,7 +124,8 @@ class IsolatedChecker:
                 if "error" in reply:
                     raise RuntimeError(f"the reducer's checker failed on its own: {reply['error']}")
                 return reply
-        if not ready:  # no reply in time: a hang
+        if not ready:  # no reply in time: a hang, whose tracebacks are asked for before the kill
+            request_stack_dump(self.proc.pid, fault_file(self.log_dir, self.proc.pid))
             return self._lost(job, Symptom.HANG, f"no result after {self.config.timeout_s:g} s")
         self.proc.join(timeout=10)  # its pipe closes before its exit status is known
         return self._lost(job, Symptom.PROCESS_DEATH, describe_exit(self.proc.exitcode))
@@ -182,7 +182,7 @@ def _with_reduction(case: CaseData, reduction: Mapping[str, Any] | None) -> Case
 def checker_main(conn: Connection, config_json: str) -> None:
     """Entry point of the checker child: confine, say ready, answer requests until told to stop."""
     config = CheckerConfig(**json.loads(config_json))
-    fault = confine(config.memory_mb, config.device, config.log_dir)
+    confine(config.memory_mb, config.device, config.log_dir)  # faulthandler holds its fault file open
     registry = load_registry(config.registry)
     conn.send_bytes(json.dumps({"type": "ready", "pid": os.getpid()}).encode())
     while True:
@@ -192,13 +192,10 @@ def checker_main(conn: Connection, config_json: str) -> None:
             return
         if message.get("type") not in ("check", "case"):
             return
-        faulthandler.dump_traceback_later(max(config.timeout_s - 1.0, 0.5), file=fault)
         try:
             reply = _answer(message, registry)
         except Exception:  # convsmith's own bug: the parent raises it
             reply = {"error": traceback.format_exc(limit=8)}
-        finally:
-            faulthandler.cancel_dump_traceback_later()
         conn.send_bytes(json.dumps(reply).encode())
 
 

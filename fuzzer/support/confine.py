@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import IO
 
-from fuzzer.support.faults import fault_file
+from fuzzer.support.faults import STACK_DUMP_SIGNAL, fault_file
 from generators.solver import keep_freed_memory
 
 _PR_SET_PDEATHSIG = 1
@@ -70,6 +70,7 @@ def confine(memory_mb: int, device: str, log_dir: str | Path) -> IO[str]:
     os.dup2(log, 2)
     fault = open(fault_file(log_dir, os.getpid()), "w")  # noqa: SIM115 - lives as long as the process
     faulthandler.enable(fault, all_threads=False)
+    faulthandler.register(STACK_DUMP_SIGNAL, file=fault, all_threads=True)  # a hang's tracebacks, on request
     return fault
 
 

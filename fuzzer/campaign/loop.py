@@ -103,7 +103,7 @@ class Slot:
     # Units sent after `unit`, which the worker runs next (its feeder prepares them meanwhile), in order.
     ahead: collections.deque[Unit] = field(default_factory=collections.deque)
     converter: str | None = None
-    phase: str | None = None
+    phase: str | None = None  # "sent" (the current unit, generated or waited for), "convert" or "case"
     phase_start: float = 0.0
     graph: dict[str, Any] | None = None
     nodes: int | None = None
@@ -320,7 +320,7 @@ class Campaign:
                 verdict = (Symptom.PROCESS_DEATH, describe_exit(slot.proc.exitcode))
             elif not slot.ready and now - slot.started > START_TIMEOUT_S:
                 verdict = (Symptom.HANG, "worker did not start")
-            elif slot.busy and slot.phase in ("convert", "generate", "case") and \
+            elif slot.busy and slot.phase in ("sent", "convert", "case") and \
                     now - slot.phase_start > self.spec.worker.timeout_s:
                 verdict = (Symptom.HANG, f"no result after {self.spec.worker.timeout_s:g} s")
             elif slot.busy and limit is not None and check_memory and resident_growth(slot) > limit:
@@ -459,7 +459,7 @@ class Campaign:
                 self.commit(slot, TestResult.of_verdict(unit.idx, unit.seed, verdict, options, {LOST_TIMER: spent},
                                                         spent, case_dir))
         else:  # generation, materialization or the eager source: never a converter's bug
-            self.own_error({"idx": unit.idx, "seed": unit.seed, "converter": None, "phase": slot.phase or "generate",
+            self.own_error({"idx": unit.idx, "seed": unit.seed, "converter": None, "phase": "generate",
                             "exc_type": symptom.json_name, "message": reason, "traceback": dump})
             for conv in list(unit.remaining):
                 signature = crash_signature("source", Stage.SOURCE, symptom.name, reason, frame)

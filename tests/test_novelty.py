@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fuzzer.campaign.novelty import AVOID_PROBABILITY, HITS_TO_DEMOTE, Novelty, without_demoted
+from fuzzer.campaign.novelty import AVOID_PROBABILITY, HITS_TO_DEMOTE, MAX_CULPRIT_PAIRS, Novelty, without_demoted
 from generators.generator import GenOptions, generate
 
 
@@ -15,12 +15,25 @@ def test_a_signature_hit_often_demotes_the_pairs_every_hitting_graph_held() -> N
     assert novelty.demoted() == [("roll", "bool")]
 
 
+def test_an_operator_that_fails_in_every_dtype_is_demoted_in_the_dtypes_that_hit() -> None:
+    """No pair is common to the hits (one op, three dtypes): the operator they all held is the culprit; `add`, held
+    by some hits only, is not."""
+    novelty = Novelty()
+    for k, dtype in enumerate(["float32", "float64", "bfloat16", "float32", "float64"]):
+        add = [("add", "int8")] if k % 2 else []
+        novelty.record("sig-pad", [("pad_circular", dtype), (f"op{k}", "float32"), *add])
+    assert novelty.demoted() == [("pad_circular", "bfloat16"), ("pad_circular", "float32"),
+                                 ("pad_circular", "float64")]
+
+
 def test_a_signature_whose_graphs_share_many_pairs_names_no_culprit() -> None:
     novelty = Novelty()
     common = [(f"op{k}", "float32") for k in range(5)]
     for _ in range(HITS_TO_DEMOTE + 2):
         novelty.record("sig-b", common)
     novelty.record("sig-c", [])
+    for k in range(HITS_TO_DEMOTE):  # no pair in common, and too many operators: no culprit either
+        novelty.record("sig-d", [(f"op{j}", f"dtype{k}") for j in range(MAX_CULPRIT_PAIRS + 1)])
     assert novelty.demoted() == []
 
 

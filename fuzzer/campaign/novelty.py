@@ -2,7 +2,10 @@
 
 A third of a campaign's tests used to rediscover the same few root causes. The campaign counts the hits of each
 bug signature and keeps the (operator, dtype) pairs common to every graph that hit it: after HITS_TO_DEMOTE hits
-that set narrows to the culprit (a few pairs at most, else it says nothing and is ignored). Each later unit then
+that set narrows to the culprit (a few pairs at most, else it says nothing and is ignored). A bug of an operator in
+any dtype (torch's TorchScript export of a circular pad aborts for float32, float64 and bfloat16 alike) leaves no
+pair in common: then the operators every hitting graph held name it, and the pairs of those operators the hits held
+are demoted. Each later unit then
 leaves each demoted pair out of its graph with probability AVOID_PROBABILITY, drawn from the unit's seed, so the
 pair is still tested now and then (a second bug on it stays reachable) and a unit stays a pure function of its
 seed, its config and the demoted pairs it was sent.
@@ -30,17 +33,22 @@ class Novelty:
 
     hits: dict[str, int] = field(default_factory=dict)
     common: dict[str, frozenset[Pair]] = field(default_factory=dict)
+    common_ops: dict[str, frozenset[str]] = field(default_factory=dict)  # the operators every hitting graph held
+    held: dict[str, frozenset[Pair]] = field(default_factory=dict)  # every pair some hitting graph held
     earlier: frozenset[Pair] = frozenset()  # demoted by the sessions before this one (a resumed campaign)
     _demoted: list[Pair] | None = None  # recomputed after a signature past the mark changes
 
     def record(self, signature: str, pairs: Iterable[Pair]) -> None:
         """One more bug test of `signature` on a graph holding `pairs`."""
         held = frozenset(tuple(p) for p in pairs)
-        before = self.common.get(signature)
+        ops = frozenset(op for op, _ in held)
+        before = (self.common.get(signature), self.common_ops.get(signature))
         self.hits[signature] = self.hits.get(signature, 0) + 1
-        self.common[signature] = before & held if before is not None else held
-        if self.hits[signature] >= HITS_TO_DEMOTE and (before != self.common[signature] or
-                                                       self.hits[signature] == HITS_TO_DEMOTE):
+        self.common[signature] = before[0] & held if before[0] is not None else held
+        self.common_ops[signature] = before[1] & ops if before[1] is not None else ops
+        self.held[signature] = self.held.get(signature, frozenset()) | held
+        after = (self.common[signature], self.common_ops[signature])
+        if self.hits[signature] >= HITS_TO_DEMOTE and (before != after or self.hits[signature] == HITS_TO_DEMOTE):
             self._demoted = None
 
     def demoted(self) -> list[Pair]:
@@ -48,11 +56,21 @@ class Novelty:
         if self._demoted is None:
             out: set[Pair] = set(self.earlier)
             for signature, count in self.hits.items():
-                culprit = self.common[signature]
-                if count >= HITS_TO_DEMOTE and 0 < len(culprit) <= MAX_CULPRIT_PAIRS:
-                    out |= culprit
+                if count >= HITS_TO_DEMOTE:
+                    out |= self.culprit(signature)
             self._demoted = sorted(out)
         return self._demoted
+
+    def culprit(self, signature: str) -> frozenset[Pair]:
+        """The pairs behind `signature`: those every hitting graph held, else the held pairs of the operators every
+        hitting graph held; empty when neither narrows to MAX_CULPRIT_PAIRS or fewer."""
+        pairs = self.common.get(signature, frozenset())
+        if 0 < len(pairs) <= MAX_CULPRIT_PAIRS:
+            return pairs
+        ops = self.common_ops.get(signature, frozenset())
+        if pairs or not 0 < len(ops) <= MAX_CULPRIT_PAIRS:
+            return frozenset()
+        return frozenset(p for p in self.held[signature] if p[0] in ops)
 
 
 def without_demoted(options: GenOptions, seed: int, demoted: Iterable[Pair]) -> GenOptions:

@@ -34,7 +34,7 @@ class Novelty:
     hits: dict[str, int] = field(default_factory=dict)
     common: dict[str, frozenset[Pair]] = field(default_factory=dict)
     common_ops: dict[str, frozenset[str]] = field(default_factory=dict)  # the operators every hitting graph held
-    held: dict[str, frozenset[Pair]] = field(default_factory=dict)  # every pair some hitting graph held
+    held: dict[str, frozenset[Pair]] = field(default_factory=dict)  # pairs of those operators the hits held
     earlier: frozenset[Pair] = frozenset()  # demoted by the sessions before this one (a resumed campaign)
     _demoted: list[Pair] | None = None  # recomputed after a signature past the mark changes
 
@@ -46,7 +46,8 @@ class Novelty:
         self.hits[signature] = self.hits.get(signature, 0) + 1
         self.common[signature] = before[0] & held if before[0] is not None else held
         self.common_ops[signature] = before[1] & ops if before[1] is not None else ops
-        self.held[signature] = self.held.get(signature, frozenset()) | held
+        common_ops = self.common_ops[signature]  # only shrinks: the pairs of other operators are not kept
+        self.held[signature] = frozenset(p for p in self.held.get(signature, frozenset()) | held if p[0] in common_ops)
         after = (self.common[signature], self.common_ops[signature])
         if self.hits[signature] >= HITS_TO_DEMOTE and (before != after or self.hits[signature] == HITS_TO_DEMOTE):
             self._demoted = None

@@ -3,7 +3,8 @@
 Most graphs pass on the first random draw. When one does not, the search runs the graph node by node with
 float32 master copies of every float leaf (inputs and weights), finds the first node out of its domain
 (its `domain_loss` is positive: log of a non-positive, division by near zero, ...) or overflowing, and
-follows the gradient of that penalty (for an overflow, of the magnitude of its inputs) with sign steps.
+follows the gradient of that penalty (for an overflow, of the magnitude of its inputs) with sign steps, drawing
+again when the walk stalls on a node.
 Integer leaves cannot follow a gradient: a positive integer loss or an eager error draws them again.
 Everything is seeded and bounded by a time budget.
 """
@@ -83,7 +84,7 @@ class _Violation(NamedTuple):
     at: int
 
 
-_NONE = _Violation(None, False, -1)
+_NO_VIOLATION = _Violation(None, False, -1)
 
 
 def _first_violation(module: GraphModule, env: dict[str, torch.Tensor]) -> _Violation:
@@ -109,7 +110,7 @@ def _first_violation(module: GraphModule, env: dict[str, torch.Tensor]) -> _Viol
                 if not floats:
                     return _Violation(None, True, at)
                 return _Violation(sum(torch.relu(x.float().abs() - OVERFLOW_BOUND).sum() for x in floats), False, at)
-    return _NONE
+    return _NO_VIOLATION
 
 
 # Integer redraws alternate signed, positive-only and negative-only draws: a divisor drawn from [-8, 8] holds a

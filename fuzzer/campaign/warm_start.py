@@ -2,11 +2,10 @@
 one-time first-use costs there, once, so that every worker it forks starts warm.
 
 A fresh worker's first TorchScript export and check took 70-100 ms more than the next ones: torch.onnx registers its
-symbolic functions and ONNX loads its operator schemas on first use; its first generated graph took ~50 ms more. A
-campaign at 5 nodes replaces a worker 6-16 times a minute (known exporter crashes kill it), so those costs recurred.
-Only libraries the fork server has already imported are warmed, and nothing that starts a thread: a thread does not
-survive a fork, and a lock it held would stay held in every worker (ONNX Runtime, whose sessions start thread pools,
-is left alone).
+symbolic functions and ONNX loads its operator schemas on first use. A campaign at 5 nodes replaces a worker 6-10
+times a minute (known exporter crashes kill it), so that cost recurred. Only libraries the fork server has already
+imported are warmed, and nothing that starts a thread: a thread does not survive a fork, and a lock it held would stay
+held in every worker (ONNX Runtime, whose sessions start thread pools, is left alone).
 """
 
 from __future__ import annotations
@@ -39,23 +38,9 @@ def warm_torchscript_export() -> None:
         torch.onnx.export(torch.nn.ReLU(), (torch.ones(2),), io.BytesIO(), dynamo=False)
 
 
-def warm_generator() -> None:
-    """Generate, materialize and find inputs for a few small graphs: a fresh worker's (and its feeder's) first graph
-    took ~50 ms more than the next ones (z3's first context, the operator tables, torch's first eager kernels)."""
-    from generators.generator import GenOptions, generate
-    from generators.materialize import materialize
-    from generators.valid_inputs import find_valid_inputs
-
-    for seed in range(3):
-        graph = generate(seed, GenOptions(nodes=5))
-        find_valid_inputs(materialize(graph, seed), seed, budget_s=0.2)
-
-
 def warm_start() -> None:
     """Warm each library the fork server holds; a failure only leaves the workers to warm up themselves."""
     try:
-        if "generators.generator" in sys.modules:
-            warm_generator()
         if "onnx" in sys.modules:
             warm_onnx()
         if "torch.onnx" in sys.modules:

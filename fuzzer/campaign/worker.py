@@ -174,13 +174,13 @@ def setup_process(config: WorkerConfig) -> Any:
 def worker_main(conn: Connection, config_json: str) -> None:
     """Entry point of a worker process: set up, say ready, run units until told to stop or the pipe closes."""
     config = WorkerConfig.from_json(json.loads(config_json))
-    fault = setup_process(config)
+    setup_process(config)  # faulthandler holds its fault file open
     feeder = None
     if config.prepare_ahead and config.device == "cpu":  # forked now, while this process has one thread
         feeder = Feeder(config, CheckOptions(**config.check).input_budget_s)
     registry = load_registry(config.registry)
     outbox = Outbox(conn.send_bytes)
-    runner = UnitRunner(config, registry, outbox.send, fault, feeder, outbox.hold)
+    runner = UnitRunner(config, registry, outbox.send, feeder, outbox.hold)
     runner.send({"type": "ready", "pid": os.getpid()})
     pending: collections.deque[dict[str, Any]] = collections.deque()
     while True:
@@ -228,13 +228,12 @@ class UnitRunner:
     """Runs units in this process; `send` delivers each message (an Outbox in a worker, a list in tests), and
     `hold` one already encoded, to go with the next one sent (by default: decoded and sent at once)."""
 
-    def __init__(self, config: WorkerConfig, registry: ConverterRegistry, send: Any, fault: Any = None,
+    def __init__(self, config: WorkerConfig, registry: ConverterRegistry, send: Any,
                  feeder: Feeder | None = None, hold: Callable[[bytes], Any] | None = None) -> None:
         self.config = config
         self.registry = registry
         self.send = send
         self.hold = hold or (lambda data: send(json.loads(data)))
-        self.fault = fault  # the faulthandler file, held open for the process's life
         self.feeder = feeder  # prepares the units this runner is told to expect (fuzzer/campaign/ahead.py)
         self.check_options = CheckOptions(**config.check)
         self.versions: dict[str, dict[str, str]] = {}

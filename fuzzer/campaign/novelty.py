@@ -71,7 +71,7 @@ class Novelty:
         ops = self.common_ops.get(signature, frozenset())
         if pairs or not 0 < len(ops) <= MAX_CULPRIT_PAIRS:
             return frozenset()
-        return frozenset(p for p in self.held[signature] if p[0] in ops)
+        return self.held[signature]  # already only the pairs of those operators
 
 
 def without_demoted(options: GenOptions, seed: int, demoted: Iterable[Pair]) -> GenOptions:

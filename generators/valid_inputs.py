@@ -222,23 +222,26 @@ def _search(module: GraphModule, seed: int, budget_s: float, max_steps: int, val
                 redraws += 1
                 _redraw_floats(graph, leaves, gen, redraws)
             last = _FRESH
-        elif loss is None or size < 0.01 or _stalled(at, loss, last) or not _step(leaves, loss, size):
+            continue
+        assert loss is not None  # no violation returned above, and an integer one drew again
+        walked = (at, float(loss.detach()))
+        if size < 0.01 or _stalled(walked, last) or not _step(leaves, loss, size):
             redraws += 1
             size = STEP
             _redraw_floats(graph, leaves, gen, redraws)
             last = _FRESH
         else:
-            last = (at, float(loss.detach()))
+            last = walked
     return _found(module, leaves, _is_valid(module, leaves), max_steps, start)
 
 
 _FRESH = (-1, float("inf"))  # no walk under way: a new draw, or none yet
 
 
-def _stalled(at: int, loss: torch.Tensor, last: tuple[int, float]) -> bool:
-    """Whether the last step took the same node's loss down by less than STALL asks (a walk that moved on to a later
-    node has made progress)."""
-    return at == last[0] and float(loss.detach()) > STALL * last[1]
+def _stalled(now: tuple[int, float], last: tuple[int, float]) -> bool:
+    """Whether the last step took the same node's loss (node index, loss) down by less than STALL asks (a walk that
+    moved on to a later node has made progress)."""
+    return now[0] == last[0] and now[1] > STALL * last[1]
 
 
 def _first_draw_valid(module: GraphModule, leaves: _Leaves) -> bool:

@@ -44,6 +44,7 @@ class GenOptions:
     dtypes: tuple[DType, ...] = ALL
     # (operator, dtype of its first input) pairs never to generate, e.g. what a converter's probe found unsupported.
     avoid_pairs: frozenset[tuple[str, str]] = frozenset()
+    avoid_features: frozenset[str] = frozenset()  # OpSpec.features never to generate, e.g. a known crash's culprit
     forward_prob: float = 0.75
     new_input_prob: float = 0.15
     max_attempts_per_node: int = 40
@@ -333,6 +334,9 @@ class _GraphBuilder:
         build = op.build(ctx, *inputs)
         if build is None:
             return None  # the op declined these inputs (e.g. a rank it cannot use here)
+        if self.opts.avoid_features and \
+                not self.opts.avoid_features.isdisjoint(op.features(build.attrs, [x.rank for x in inputs])):
+            return None
         if not build.outputs:
             self._bug(op, "build returned no outputs")
         return build

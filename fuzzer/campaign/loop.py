@@ -34,7 +34,7 @@ from fuzzer.cases.wire import case_from_message
 from fuzzer.converters import ConverterRegistry, load_registry
 from fuzzer.support.confine import rss_bytes
 from fuzzer.support.errors import UsageError
-from fuzzer.support.faults import describe_exit, fault_file, fault_frame, lost_verdict, request_stack_dump
+from fuzzer.support.faults import describe_exit, fault_file, log_file, lost_verdict, read_fault, request_stack_dump
 from generators.ir import Graph
 from oracles.signature import crash_signature
 from oracles.verdict import Stage, Symptom, Verdict
@@ -48,6 +48,7 @@ START_TIMEOUT_S = 180.0
 RECYCLE_AFTER_TESTS = 2100
 RECYCLE_GROWTH_MB = 700
 DEMOTED_META = "demoted_pairs"  # the (operator, dtype) pairs generated less, kept for status and a resume
+NOVELTY_META = "novelty"  # the hits behind them, so that a resumed campaign goes on counting (Novelty.tally)
 LOST_TIMER = "converter_until_lost"  # a dead or hung worker's test: booked as conversion time
 # Units queued behind a worker's current one when it prepares ahead: room for its feeder to get through a slow unit
 # (a long input search, a hard graph: 100-270 ms, against 10-40 ms per test at 5 nodes) before the worker runs dry.
@@ -140,7 +141,7 @@ class Campaign:
             self.ctx.set_forkserver_preload(["fuzzer.campaign.worker", *self.preloaded_libraries(), WARM_START])
         self.slots: list[Slot] = []
         # What the campaign has hit often: generated less when spec.worker.demote_known.
-        self.novelty = Novelty(earlier=frozenset(tuple(p) for p in self.db.get_meta(DEMOTED_META) or ()))
+        self.novelty = Novelty.from_tally(self.db.get_meta(NOVELTY_META), self.db.get_meta(DEMOTED_META) or ())
         self.queue: collections.deque[Unit] = collections.deque()
         self.stopping = False
         self.start_failures = 0
@@ -192,6 +193,7 @@ class Campaign:
             self.shutdown()
             self.db.end_session(self.session, status)
             self.db.set_meta(DEMOTED_META, self.novelty.demoted())
+            self.db.set_meta(NOVELTY_META, self.novelty.tally())
             self.finish_reductions(status)
             if self.progress is not None:
                 self.progress.close(self.counts)
@@ -350,7 +352,7 @@ class Campaign:
     def start_failed(self, slot: Slot) -> None:
         self.start_failures += 1
         if self.start_failures >= MAX_START_FAILURES:
-            log = self.log_dir / f"worker-{slot.proc.pid}.log"
+            log = log_file(self.log_dir, slot.proc.pid)
             tail = log.read_text(errors="replace").strip().splitlines()[-1:] if log.exists() else []
             raise CampaignError(f"workers fail to start ({describe_exit(slot.proc.exitcode)}): "
                                 f"{tail[0] if tail else 'see ' + str(self.log_dir)}")
@@ -441,7 +443,8 @@ class Campaign:
         unit = slot.unit
         if unit is None:
             return
-        frame, dump = fault_frame(fault_file(self.log_dir, slot.proc.pid))
+        fault = read_fault(self.log_dir, slot.proc.pid)
+        frame, dump = fault.frame, fault.dump
         name = slot.converter
         if slot.phase in ("convert", "case") and name is not None and name in unit.remaining:
             if slot.phase == "case":  # our own case writer died: not the converter's
@@ -449,7 +452,7 @@ class Campaign:
                                 "exc_type": symptom.json_name, "message": reason, "traceback": dump})
                 self.commit(slot, TestResult.own_error(unit.idx, unit.seed, name))
             else:
-                verdict = lost_verdict(name, symptom, reason, frame, dump)
+                verdict = lost_verdict(name, symptom, reason, fault)
                 graph = Graph.from_json(slot.graph) if slot.graph is not None else None
                 options = self.spec.worker.options_for(self.registry[name], unit.seed, graph)
                 # A death in the upstream export is the exporter's bug, filed under the exporter's own test.

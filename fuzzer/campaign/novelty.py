@@ -5,10 +5,11 @@ bug signature and keeps the (operator, dtype) pairs common to every graph that h
 that set narrows to the culprit (a few pairs at most, else it says nothing and is ignored). A bug of an operator in
 any dtype (torch's TorchScript export of a circular pad aborts for float32, float64 and bfloat16 alike) leaves no
 pair in common: then the operators every hitting graph held name it, and the pairs of those operators the hits held
-are demoted. Each later unit then
-leaves each demoted pair out of its graph with probability AVOID_PROBABILITY, drawn from the unit's seed, so the
-pair is still tested now and then (a second bug on it stays reachable) and a unit stays a pure function of its
-seed, its config and the demoted pairs it was sent.
+are demoted. Features an operator declares (OpSpec.features: a padding mode at a rank, shared by the pads and the
+convolutions that pad) count as pairs (FEATURE, feature), so a bug of a feature in any operator and dtype is named by
+it. Each later unit then leaves each demoted pair out of its graph with probability AVOID_PROBABILITY, drawn from the
+unit's seed, so the pair is still tested now and then (a second bug on it stays reachable) and a unit stays a pure
+function of its seed, its config and the demoted pairs it was sent.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import dataclasses
 import random
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from generators.generator import GenOptions
 
@@ -24,7 +26,8 @@ HITS_TO_DEMOTE = 5
 MAX_CULPRIT_PAIRS = 3  # a signature whose hits share more pairs than this names no culprit
 AVOID_PROBABILITY = 0.8
 
-Pair = tuple[str, str]
+Pair = tuple[str, str]  # (operator, dtype), or (FEATURE, an OpSpec feature such as 'pad:circular:rank3:dims2')
+FEATURE = "feature"
 
 
 @dataclass
@@ -41,7 +44,7 @@ class Novelty:
     def record(self, signature: str, pairs: Iterable[Pair]) -> None:
         """One more bug test of `signature` on a graph holding `pairs`."""
         held = frozenset(tuple(p) for p in pairs)
-        ops = frozenset(op for op, _ in held)
+        ops = frozenset(op for op, _ in held if op != FEATURE)  # a feature names itself, never through an operator
         before = (self.common.get(signature), self.common_ops.get(signature))
         self.hits[signature] = self.hits.get(signature, 0) + 1
         self.common[signature] = before[0] & held if before[0] is not None else held
@@ -51,6 +54,27 @@ class Novelty:
         after = (self.common[signature], self.common_ops[signature])
         if self.hits[signature] >= HITS_TO_DEMOTE and (before != after or self.hits[signature] == HITS_TO_DEMOTE):
             self._demoted = None
+
+    def tally(self) -> dict[str, Any]:
+        """What a resumed campaign needs to go on counting (JSON): the hits and the sets each signature narrowed to."""
+        def pairs(sets: dict[str, frozenset[Pair]]) -> dict[str, list[list[str]]]:
+            return {sig: sorted(map(list, value)) for sig, value in sets.items()}
+
+        return {"hits": dict(self.hits), "common": pairs(self.common), "held": pairs(self.held),
+                "common_ops": {sig: sorted(ops) for sig, ops in self.common_ops.items()}}
+
+    @classmethod
+    def from_tally(cls, tally: dict[str, Any] | None, earlier: Iterable[Pair] = ()) -> Novelty:
+        """The tally of the sessions before (`tally()`'s JSON; None for a new campaign)."""
+        def pairs(sets: dict[str, list[list[str]]]) -> dict[str, frozenset[Pair]]:
+            return {sig: frozenset((op, detail) for op, detail in value) for sig, value in sets.items()}
+
+        earlier_set = frozenset((op, detail) for op, detail in earlier)
+        if not tally:
+            return cls(earlier=earlier_set)
+        return cls(hits=dict(tally["hits"]), common=pairs(tally["common"]), held=pairs(tally["held"]),
+                   common_ops={sig: frozenset(ops) for sig, ops in tally["common_ops"].items()},
+                   earlier=earlier_set)
 
     def demoted(self) -> list[Pair]:
         """The pairs to generate less, sorted: the culprits of signatures hit HITS_TO_DEMOTE times or more."""
@@ -76,8 +100,10 @@ class Novelty:
 
 def without_demoted(options: GenOptions, seed: int, demoted: Iterable[Pair]) -> GenOptions:
     """`options` with each demoted pair avoided in the graph of `seed` with probability AVOID_PROBABILITY."""
-    dropped = {tuple(pair) for pair in demoted
-               if random.Random(f"demote:{seed}:{pair[0]}:{pair[1]}").random() < AVOID_PROBABILITY}
+    dropped = {(op, detail) for op, detail in demoted
+               if random.Random(f"demote:{seed}:{op}:{detail}").random() < AVOID_PROBABILITY}
     if not dropped:
         return options
-    return dataclasses.replace(options, avoid_pairs=options.avoid_pairs | frozenset(dropped))
+    features = frozenset(detail for op, detail in dropped if op == FEATURE)
+    return dataclasses.replace(options, avoid_pairs=options.avoid_pairs | (dropped - {(FEATURE, f) for f in features}),
+                               avoid_features=options.avoid_features | features)

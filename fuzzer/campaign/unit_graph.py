@@ -1,12 +1,14 @@
 """What the campaign records of a unit's graph: the message that carries it from the worker (or, made ahead and
-passed on as it is, from the feeder) and the (operator, dtype) pairs it holds."""
+passed on as it is, from the feeder) and the (operator, dtype) pairs and the features it holds."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
+from fuzzer.campaign.novelty import FEATURE
 from generators.ir import Graph
+from generators.registry import REGISTRY, OpRegistry
 from oracles.sequences import graph_sequences
 
 
@@ -16,10 +18,21 @@ def op_dtype_pairs(graph: Graph) -> set[tuple[str, str]]:
     return {(n.op, graph.types[(n.inputs or n.outputs)[0]].dtype.value) for n in graph.nodes}
 
 
+def feature_pairs(graph: Graph, registry: OpRegistry = REGISTRY) -> set[tuple[str, str]]:
+    """(FEATURE, feature) for each feature its nodes ask of a converter (OpSpec.features)."""
+    out: set[tuple[str, str]] = set()
+    for node in graph.nodes:
+        op = registry[node.op]
+        ranks = [graph.types[name].rank for name in node.inputs[:op.arity]]
+        out.update((FEATURE, feature) for feature in op.features(node.attrs, ranks))
+    return out
+
+
 def graph_message(idx: int, graph: Graph) -> dict[str, Any]:
     """The "graph" message of unit `idx`: the graph as JSON, its size, operator sequences and pairs."""
     return {"type": "graph", "idx": idx, "graph": graph.to_json(), "nodes": len(graph.nodes),
-            "sequences": sorted(graph_sequences(graph)), "pairs": sorted(op_dtype_pairs(graph))}
+            "sequences": sorted(graph_sequences(graph)),
+            "pairs": sorted(op_dtype_pairs(graph) | feature_pairs(graph))}
 
 
 def encode(message: dict[str, Any]) -> bytes:

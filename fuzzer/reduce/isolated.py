@@ -28,7 +28,7 @@ from fuzzer.check.pipeline import CheckOptions, check_prepared, prepare
 from fuzzer.check.result import FULL_CHECK, CheckResult
 from fuzzer.converters import DEFAULT_REGISTRY, ConverterRegistry, load_registry
 from fuzzer.support.confine import confine
-from fuzzer.support.faults import describe_exit, fault_file, fault_frame, lost_verdict, request_stack_dump
+from fuzzer.support.faults import describe_exit, fault_file, lost_verdict, read_fault, request_stack_dump
 from generators.ir import Graph
 from generators.values import ValueStrategy
 from oracles.taxonomy import memory_verdict
@@ -134,8 +134,9 @@ class IsolatedChecker:
         pid = self.proc.pid
         self._stop()
         self.deaths += 1
-        frame, self._last_dump = fault_frame(fault_file(self.log_dir, pid))
-        return lost_verdict(job.converter, symptom, reason, frame, self._last_dump)
+        fault = read_fault(self.log_dir, pid)
+        self._last_dump = fault.dump
+        return lost_verdict(job.converter, symptom, reason, fault)
 
     def _ensure_started(self) -> None:
         if self.proc is not None and self.proc.is_alive():

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import IO
 
-from fuzzer.support.faults import STACK_DUMP_SIGNAL, fault_file
+from fuzzer.support.faults import STACK_DUMP_SIGNAL, fault_file, log_file
 from generators.solver import keep_freed_memory
 
 _PR_SET_PDEATHSIG = 1
@@ -63,7 +63,7 @@ def confine(memory_mb: int, device: str, log_dir: str | Path) -> IO[str]:
             resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
     log_dir = Path(log_dir)
     log_dir.mkdir(parents=True, exist_ok=True)
-    log = os.open(log_dir / f"worker-{os.getpid()}.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    log = os.open(log_file(log_dir, os.getpid()), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     sys.stdout.flush()
     sys.stderr.flush()
     os.dup2(log, 1)

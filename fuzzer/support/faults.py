@@ -15,6 +15,7 @@ import os
 import re
 import signal
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from oracles.signature import crash_signature
@@ -73,6 +74,11 @@ def fault_file(log_dir: str | Path, pid: int) -> Path:
     return Path(log_dir) / f"worker-{pid}.fault"
 
 
+def log_file(log_dir: str | Path, pid: int) -> Path:
+    """Where a confined process with this pid writes its stdout and stderr (and glibc its abort message)."""
+    return Path(log_dir) / f"worker-{pid}.log"
+
+
 # A confined process writes its threads' tracebacks to its fault file on this signal (fuzzer/support/confine.py): the
 # campaign sends it to a hung worker before the kill. A per-test watchdog thread (faulthandler.dump_traceback_later)
 # did the same from inside, at ~0.1 ms per test for starting and joining its thread, 1% of a five-node test.
@@ -126,11 +132,51 @@ def describe_exit(code: int | None) -> str:
     return f"exited with status {code}"
 
 
-def lost_verdict(converter: str, symptom: Symptom, reason: str, frame: str, dump: str) -> Verdict:
+# glibc's malloc checks abort with one of these lines on stderr (malloc_printerr): the heap was corrupted earlier,
+# by whatever wrote out of bounds, and the check fires at the next allocation that meets the damage.
+_HEAP_CHECK = re.compile(r"^(?:\w+\(\): .*(?:invalid|corrupt|double free|unaligned).*|double free or corruption.*|"
+                         r"corrupted (?:size vs\. prev_size|double-linked list).*)$")
+HEAP_CORRUPTION = "heap corruption detected by glibc"
+
+
+@dataclass(frozen=True)
+class Fault:
+    """What a dead or killed process left: its innermost frame, its last faulthandler dump, and glibc's heap-check
+    message when that is what aborted it ('' when not)."""
+
+    frame: str
+    dump: str
+    heap_check: str = ""
+
+
+def read_fault(log_dir: str | Path, pid: int) -> Fault:
+    """The fault of the confined process `pid`, from its fault file and the tail of its log."""
+    frame, dump = fault_frame(fault_file(log_dir, pid))
+    return Fault(frame, dump, heap_check(log_file(log_dir, pid)))
+
+
+def heap_check(log: Path, tail_bytes: int = 4096) -> str:
+    """The last glibc heap-check message in the log's tail ('free(): invalid pointer'), or ''."""
+    try:
+        with open(log, "rb") as handle:
+            handle.seek(max(handle.seek(0, os.SEEK_END) - tail_bytes, 0))
+            lines = handle.read().decode(errors="replace").splitlines()
+    except OSError:
+        return ""
+    return next((line.strip() for line in reversed(lines) if _HEAP_CHECK.match(line.strip())), "")
+
+
+def lost_verdict(converter: str, symptom: Symptom, reason: str, fault: Fault) -> Verdict:
     """The verdict of a conversion whose process died, hung or ran out of memory: its stage read from the dump
-    (a death in the upstream export is the exporter's, stage source), its signature from the reason and frame."""
-    stage = stage_of_fault(dump) or Stage.NONE
+    (a death in the upstream export is the exporter's, stage source), its signature from the reason and frame.
+    A heap-corruption abort is signed without its frame, which only says where glibc noticed the damage: one
+    corrupting call in torch.onnx aborts in four to six different frames."""
+    stage = stage_of_fault(fault.dump) or Stage.NONE
     labels = ("stage-unknown",) if stage is Stage.NONE else ()
-    signature = crash_signature(converter, stage, symptom.name, reason, frame)
-    message = f"{symptom.json_name}: {reason}" + (f" in {frame}" if frame else "")
+    if symptom is Symptom.PROCESS_DEATH and fault.heap_check:
+        signature = crash_signature(converter, stage, symptom.name, HEAP_CORRUPTION)
+        reason = f"{reason}, {HEAP_CORRUPTION} ({fault.heap_check})"
+    else:
+        signature = crash_signature(converter, stage, symptom.name, reason, fault.frame)
+    message = f"{symptom.json_name}: {reason}" + (f" in {fault.frame}" if fault.frame else "")
     return Verdict(symptom, stage, converter, signature=signature, message=message, labels=labels)

@@ -152,6 +152,13 @@ class OpSpec:
     def forward(self, attrs: AttrMap, *xs: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, ...]:
         raise NotImplementedError
 
+    def features(self, attrs: AttrMap, ranks: Sequence[int]) -> tuple[str, ...]:
+        """What this call asks of a converter beyond its operator and dtype, as names shared by every operator that
+        asks it (e.g. 'pad:circular:rank3:dims2'), for the campaign to name as a bug's culprit and the generator to
+        leave out. Read from the attribute choices and the data inputs' `ranks`, so that `attrs` may still hold
+        z3 terms."""
+        return ()
+
     def domain_loss(self, attrs: AttrMap, *xs: torch.Tensor) -> torch.Tensor | None:
         """A non-negative differentiable penalty that is zero when inputs are inside the op's domain."""
         return None

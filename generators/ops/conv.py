@@ -26,6 +26,7 @@ from generators.ops.base import (
     same_sigs,
 )
 from generators.ops.onnx_nodes import PAD_MODES, OnnxCall, batched
+from generators.ops.shape import pad_feature
 
 ORT_CONV = frozenset({DType.FLOAT32, DType.FLOAT16})  # ONNX Runtime's Conv and ConvTranspose kernels
 
@@ -94,6 +95,11 @@ class ConvND(OpSpec):
         sizes = tuple(conv_out(*a) for a in zip(spatial, kernel, stride, pads, dilation, strict=True))
         attrs = {"stride": stride, "padding": padding if padding == "valid" else pads, "padding_mode": mode}
         return sizes, attrs, reqs
+
+    def features(self, attrs: AttrMap, ranks: Sequence[int]) -> tuple[str, ...]:
+        # A padding mode other than zeros is an F.pad call before the convolution (forward), converted as such.
+        mode = attrs.get("padding_mode", "zeros")  # transposed convolutions have none
+        return () if mode == "zeros" else (pad_feature(mode, ranks[0], self.n),)
 
     def forward(self, attrs: AttrMap, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None = None) -> torch.Tensor:
         padding = attrs["padding"]

@@ -830,6 +830,9 @@ class Pad(ShapeOp):
             attrs["value"] = fill_value(ctx, x.dtype)
         return one(shape, x.dtype, reqs, **attrs)
 
+    def features(self, attrs: AttrMap, ranks: Sequence[int]) -> tuple[str, ...]:
+        return (pad_feature(attrs["mode"], ranks[0], len(attrs["pad"]) // 2),)
+
     def forward(self, attrs: AttrMap, x: torch.Tensor) -> torch.Tensor:
         if attrs["mode"] == "constant":
             return F.pad(x, attrs["pad"], mode="constant", value=attrs["value"])
@@ -848,6 +851,13 @@ class Pad(ShapeOp):
         value = [call.const(attrs["value"], call.dtype)] if attrs["mode"] == "constant" else []
         call.node("Pad", [call.inputs[0], call.ints(pads), *value], call.outputs, mode=self.onnx_mode)
         return call.nodes
+
+
+def pad_feature(mode: str, rank: int, dims: int) -> str:
+    """The feature of an F.pad call: its mode, the input's rank and how many trailing dims it pads. Converters
+    translate each mode per rank and count (torch.onnx's TorchScript export of a circular pad of two dims of a
+    rank-3 tensor corrupts the heap, while those of ranks 2, 4 and 5 convert)."""
+    return f"pad:{mode}:rank{rank}:dims{dims}"
 
 
 def onnx_pads(pad: Sequence[int], rank: int) -> list[int]:

@@ -7,6 +7,7 @@ exporter makes (other spellings, other opsets, operators side by side as a hand-
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Iterable, Mapping
 
 import numpy as np
@@ -91,10 +92,22 @@ def missing_counterparts(graph: Graph, opset: int) -> list[str]:
 def native_gen_options(opts: GenOptions, registry: Mapping[str, OpSpec] = REGISTRY) -> GenOptions | None:
     """`opts` narrowed to graphs a native model can be written for: only operators with a counterpart (among those
     `opts` allows) and none of their dtypes ONNX Runtime does not run; None when `opts` allows no such operator."""
-    allowed = set(opts.include_ops or registry) - set(opts.exclude_ops)
+    narrowed = _native_narrowing(opts.include_ops, opts.exclude_ops, opts.avoid_pairs, registry)
+    if narrowed is None:
+        return None
+    ops, avoid = narrowed
+    return dataclasses.replace(opts, include_ops=ops, exclude_ops=(), avoid_pairs=avoid)
+
+
+@functools.lru_cache(maxsize=16)
+def _native_narrowing(include: tuple[str, ...], exclude: tuple[str, ...], avoid_pairs: frozenset[tuple[str, str]],
+                      registry: Mapping[str, OpSpec]) -> tuple[tuple[str, ...], frozenset[tuple[str, str]]] | None:
+    """The operators and the avoided pairs of native_gen_options, made once per campaign: the same avoided-pairs set
+    for every graph also lets the generator's operator table be cached on it."""
+    allowed = set(include or registry) - set(exclude)
     ops = tuple(sorted(allowed & native_ops(NATIVE_OPSETS[1], registry)))
     if not ops:
         return None
     avoid = {(name, s.ins[0].value if s.ins else s.out.value) for name in ops for s in registry[name].sigs}
     avoid = {(name, dtype) for name, dtype in avoid if DType(dtype) not in registry[name].onnx_types}
-    return dataclasses.replace(opts, include_ops=ops, exclude_ops=(), avoid_pairs=opts.avoid_pairs | avoid)
+    return ops, avoid_pairs | avoid

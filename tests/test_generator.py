@@ -148,6 +148,13 @@ def test_avoided_op_dtype_pairs_never_appear() -> None:
     assert ("add", "float64") in seen and ("relu", "float32") in seen
 
 
+def test_demoted_pairs_are_left_out_as_avoided_pairs_are() -> None:
+    """A campaign's per-seed demotions (not cached) make the graphs the same avoided pairs (cached) make."""
+    pairs = frozenset({("add", "float32"), ("relu", "float64"), ("sin", "float32")})
+    for seed in range(10):
+        assert generate(seed, GenOptions(demoted_pairs=pairs)) == generate(seed, GenOptions(avoid_pairs=pairs))
+
+
 def node_features(graph: Graph) -> set[str]:
     out: set[str] = set()
     for node in graph.nodes:

@@ -49,9 +49,9 @@ def test_a_signature_whose_graphs_share_many_pairs_names_no_culprit() -> None:
 def test_a_demoted_pair_is_left_out_of_most_graphs_and_kept_in_some() -> None:
     pair = ("relu", "float32")
     options = GenOptions(nodes=3, include_ops=("relu", "add", "mul"))
-    kept = [seed for seed in range(300) if pair not in without_demoted(options, seed, [pair]).avoid_pairs]
+    kept = [seed for seed in range(300) if pair not in without_demoted(options, seed, [pair]).demoted_pairs]
     assert abs(len(kept) / 300 - (1 - AVOID_PROBABILITY)) < 0.06
-    assert kept == [seed for seed in range(300) if pair not in without_demoted(options, seed, [pair]).avoid_pairs]
+    assert kept == [seed for seed in range(300) if pair not in without_demoted(options, seed, [pair]).demoted_pairs]
     avoided = next(seed for seed in range(300) if seed not in kept)
     graph = generate(avoided, without_demoted(options, avoided, [pair]))
     assert all(not (n.op == "relu" and graph.types[n.inputs[0]].dtype.value == "float32") for n in graph.nodes)
@@ -68,8 +68,8 @@ def test_a_feature_that_several_operators_ask_for_is_named_alone() -> None:
     assert novelty.demoted() == [feature]
     options = without_demoted(GenOptions(), 0, novelty.demoted())
     kept = without_demoted(GenOptions(), 2, novelty.demoted())
-    assert (options.avoid_features, options.avoid_pairs) == (frozenset({feature[1]}), frozenset())
-    assert (kept.avoid_features, kept.avoid_pairs) == (frozenset(), frozenset())  # seed 2 keeps it (a 1 in 5 draw)
+    assert (options.avoid_features, options.demoted_pairs) == (frozenset({feature[1]}), frozenset())
+    assert (kept.avoid_features, kept.demoted_pairs) == (frozenset(), frozenset())  # seed 2 keeps it (a 1 in 5 draw)
 
 
 def test_a_resumed_campaign_goes_on_counting_where_it_stopped() -> None:

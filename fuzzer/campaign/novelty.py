@@ -105,5 +105,5 @@ def without_demoted(options: GenOptions, seed: int, demoted: Iterable[Pair]) -> 
     if not dropped:
         return options
     features = frozenset(detail for op, detail in dropped if op == FEATURE)
-    return dataclasses.replace(options, avoid_pairs=options.avoid_pairs | (dropped - {(FEATURE, f) for f in features}),
+    return dataclasses.replace(options, demoted_pairs=options.demoted_pairs | {p for p in dropped if p[0] != FEATURE},
                                avoid_features=options.avoid_features | features)

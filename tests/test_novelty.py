@@ -8,6 +8,7 @@ from fuzzer.campaign.novelty import (
     AVOID_PROBABILITY,
     FEATURE,
     HITS_TO_DEMOTE,
+    HITS_TO_DEMOTE_LOST,
     MAX_CULPRIT_PAIRS,
     Novelty,
     without_demoted,
@@ -81,3 +82,16 @@ def test_a_resumed_campaign_goes_on_counting_where_it_stopped() -> None:
     after.record("sig-a", [("roll", "bool")])
     assert after.demoted() == [("roll", "bool"), ("sin", "float16")]
     assert Novelty.from_tally(None).tally() == Novelty().tally()
+
+
+def test_a_bug_that_kills_its_worker_is_demoted_after_fewer_hits() -> None:
+    novelty = Novelty()
+    for _ in range(HITS_TO_DEMOTE_LOST):
+        novelty.record("sig-death", [("pad_circular", "float32")], lost_worker=True)
+        novelty.record("sig-wrong", [("roll", "bool")])
+    assert HITS_TO_DEMOTE_LOST < HITS_TO_DEMOTE
+    assert novelty.demoted() == [("pad_circular", "float32")]
+    resumed = Novelty.from_tally(json.loads(json.dumps(novelty.tally())))
+    for _ in range(HITS_TO_DEMOTE - HITS_TO_DEMOTE_LOST):
+        resumed.record("sig-wrong", [("roll", "bool")])
+    assert resumed.demoted() == [("pad_circular", "float32"), ("roll", "bool")]

@@ -49,6 +49,7 @@ RECYCLE_AFTER_TESTS = 2100
 RECYCLE_GROWTH_MB = 700
 DEMOTED_META = "demoted_pairs"  # the (operator, dtype) pairs generated less, kept for status and a resume
 NOVELTY_META = "novelty"  # the hits behind them, so that a resumed campaign goes on counting (Novelty.tally)
+LOST_SYMPTOMS = frozenset(s.json_name for s in (Symptom.PROCESS_DEATH, Symptom.HANG, Symptom.OUT_OF_MEMORY))
 LOST_TIMER = "converter_until_lost"  # a dead or hung worker's test: booked as conversion time
 # Units queued behind a worker's current one when it prepares ahead: room for its feeder to get through a slow unit
 # (a long input search, a hard graph: 100-270 ms, against 10-40 ms per test at 5 nodes) before the worker runs dry.
@@ -427,7 +428,7 @@ class Campaign:
         slot.tests_done += 1
         new_bug = self.db.record_test(result, self.session, not unit.remaining)
         if result.is_bug and result.signature:
-            self.novelty.record(result.signature, slot.pairs)
+            self.novelty.record(result.signature, slot.pairs, result.symptom in LOST_SYMPTOMS)
         self.counts.add(result.symptom, new_bug)
         if new_bug and result.case_dir and self.reducer is not None:
             self.reducer.add(self.out_dir / result.case_dir)

@@ -2,7 +2,7 @@
 
 A third of a campaign's tests used to rediscover the same few root causes. The campaign counts the hits of each
 bug signature and keeps the (operator, dtype) pairs common to every graph that hit it: after HITS_TO_DEMOTE hits
-that set narrows to the culprit (a few pairs at most, else it says nothing and is ignored). A bug of an operator in
+(HITS_TO_DEMOTE_LOST when the tests killed their worker) that set narrows to the culprit (a few pairs at most, else it says nothing and is ignored). A bug of an operator in
 any dtype (torch's TorchScript export of a circular pad aborts for float32, float64 and bfloat16 alike) leaves no
 pair in common: then the operators every hitting graph held name it, and the pairs of those operators the hits held
 are demoted. Features an operator declares (OpSpec.features: a padding mode at a rank, shared by the pads and the
@@ -23,6 +23,9 @@ from typing import Any
 from generators.generator import GenOptions
 
 HITS_TO_DEMOTE = 5
+# A test that kills its worker costs a restart and a cold feeder, five to ten tests' time: its culprit is demoted
+# sooner. Now that a heap corruption is one signature (fuzzer/support/faults.py), two hits are enough to narrow to it.
+HITS_TO_DEMOTE_LOST = 2
 MAX_CULPRIT_PAIRS = 3  # a signature whose hits share more pairs than this names no culprit
 AVOID_PROBABILITY = 0.8
 
@@ -38,11 +41,14 @@ class Novelty:
     common: dict[str, frozenset[Pair]] = field(default_factory=dict)
     common_ops: dict[str, frozenset[str]] = field(default_factory=dict)  # the operators every hitting graph held
     held: dict[str, frozenset[Pair]] = field(default_factory=dict)  # pairs of those operators the hits held
+    lost: set[str] = field(default_factory=set)  # signatures whose tests killed (or hung) the worker
     earlier: frozenset[Pair] = frozenset()  # demoted by the sessions before this one (a resumed campaign)
     _demoted: list[Pair] | None = None  # recomputed after a signature past the mark changes
 
-    def record(self, signature: str, pairs: Iterable[Pair]) -> None:
-        """One more bug test of `signature` on a graph holding `pairs`."""
+    def record(self, signature: str, pairs: Iterable[Pair], lost_worker: bool = False) -> None:
+        """One more bug test of `signature` on a graph holding `pairs`; `lost_worker`: the test killed its worker."""
+        if lost_worker:
+            self.lost.add(signature)
         held = frozenset(tuple(p) for p in pairs)
         ops = frozenset(op for op, _ in held if op != FEATURE)  # a feature names itself, never through an operator
         before = (self.common.get(signature), self.common_ops.get(signature))
@@ -52,8 +58,13 @@ class Novelty:
         common_ops = self.common_ops[signature]  # only shrinks: the pairs of other operators are not kept
         self.held[signature] = frozenset(p for p in self.held.get(signature, frozenset()) | held if p[0] in common_ops)
         after = (self.common[signature], self.common_ops[signature])
-        if self.hits[signature] >= HITS_TO_DEMOTE and (before != after or self.hits[signature] == HITS_TO_DEMOTE):
+        mark = self.mark(signature)
+        if self.hits[signature] >= mark and (before != after or self.hits[signature] == mark):
             self._demoted = None
+
+    def mark(self, signature: str) -> int:
+        """The hits after which the culprit of `signature` is demoted."""
+        return HITS_TO_DEMOTE_LOST if signature in self.lost else HITS_TO_DEMOTE
 
     def tally(self) -> dict[str, Any]:
         """What a resumed campaign needs to go on counting (JSON): the hits and the sets each signature narrowed to."""
@@ -61,7 +72,7 @@ class Novelty:
             return {sig: sorted(map(list, value)) for sig, value in sets.items()}
 
         return {"hits": dict(self.hits), "common": pairs(self.common), "held": pairs(self.held),
-                "common_ops": {sig: sorted(ops) for sig, ops in self.common_ops.items()}}
+                "common_ops": {sig: sorted(ops) for sig, ops in self.common_ops.items()}, "lost": sorted(self.lost)}
 
     @classmethod
     def from_tally(cls, tally: dict[str, Any] | None, earlier: Iterable[Pair] = ()) -> Novelty:
@@ -74,14 +85,14 @@ class Novelty:
             return cls(earlier=earlier_set)
         return cls(hits=dict(tally["hits"]), common=pairs(tally["common"]), held=pairs(tally["held"]),
                    common_ops={sig: frozenset(ops) for sig, ops in tally["common_ops"].items()},
-                   earlier=earlier_set)
+                   lost=set(tally.get("lost", ())), earlier=earlier_set)
 
     def demoted(self) -> list[Pair]:
-        """The pairs to generate less, sorted: the culprits of signatures hit HITS_TO_DEMOTE times or more."""
+        """The pairs to generate less, sorted: the culprits of signatures hit often enough (mark)."""
         if self._demoted is None:
             out: set[Pair] = set(self.earlier)
             for signature, count in self.hits.items():
-                if count >= HITS_TO_DEMOTE:
+                if count >= self.mark(signature):
                     out |= self.culprit(signature)
             self._demoted = sorted(out)
         return self._demoted

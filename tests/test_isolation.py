@@ -12,6 +12,8 @@ import json
 import os
 import re
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -19,7 +21,7 @@ import numpy as np
 import pytest
 
 from fuzzer.campaign.db import DB_NAME, CampaignDB
-from fuzzer.campaign.loop import LOG_DIR, Campaign, CampaignSpec, Slot, Unit, case_folders
+from fuzzer.campaign.loop import CAMPAIGN_NICE, LOG_DIR, Campaign, CampaignSpec, Slot, Unit, case_folders
 from fuzzer.campaign.result import TestResult
 from fuzzer.campaign.worker import Outbox, UnitRunner, WorkerConfig
 from fuzzer.cases.folder import read_case
@@ -92,13 +94,25 @@ class FaultyEcho(_Faulty):
         return TargetRun(tuple(a for a, _ in pairs), tuple(d for _, d in pairs), {"convert": 0.0})
 
 
+class NicenessEcho(FaultyEcho):
+    """Passes, like faulty-echo, and appends its worker's niceness to $CONVSMITH_NICENESS_LOG."""
+
+    name = "faulty-niceness"
+
+    def convert_impl(self, source: Source, options: ConverterOptions) -> TargetRun:
+        with open(os.environ["CONVSMITH_NICENESS_LOG"], "a") as handle:
+            handle.write(f"{os.nice(0)}\n")
+        return super().convert_impl(source, options)
+
+
 FAULTY_REGISTRY = ConverterRegistry([FaultySegfault(), FaultyHang(), FaultyAlloc(), FaultyCrash(), FaultyEcho(),
                                      CONVERTERS["torch-onnx-script"]])
-QUICK_REGISTRY = ConverterRegistry([FaultyCrash(), FaultyEcho()])
+QUICK_REGISTRY = ConverterRegistry([FaultyCrash(), FaultyEcho(), NicenessEcho()])
 
 
 def run_campaign(out: Path, converters: tuple[str, ...], tests: int, registry: str, workers: int = 2,
-                 timeout_s: float = 3.0, memory_mb: int = 256, prepare_ahead: bool = False) -> CampaignDB:
+                 timeout_s: float = 3.0, memory_mb: int = 256, prepare_ahead: bool = False,
+                 yield_cpu: bool = False) -> CampaignDB:
     worker = WorkerConfig(out_dir=str(out), log_dir=str(out / LOG_DIR), registry=registry, min_nodes=2, nodes=3,
                           timeout_s=timeout_s, memory_mb=memory_mb, check={"input_budget_s": 0.2},
                           prepare_ahead=prepare_ahead)
@@ -106,7 +120,7 @@ def run_campaign(out: Path, converters: tuple[str, ...], tests: int, registry: s
     out.mkdir(parents=True, exist_ok=True)
     db = CampaignDB(out / DB_NAME, create=True)
     db.set_meta("spec", spec.to_json())
-    assert Campaign(out, spec, db, workers).run() == "finished"
+    assert Campaign(out, spec, db, workers, yield_cpu=yield_cpu).run() == "finished"
     return db
 
 
@@ -170,6 +184,20 @@ def test_workers_are_recycled_between_units_and_nothing_is_lost(tmp_path: Path, 
     # The first worker, then a fresh one after every second unit; with feeders a retiring worker first runs the
     # units queued behind its current one.
     assert len(set(spawned)) >= (2 if prepare_ahead else 3)
+
+
+def test_the_campaign_yields_the_cpu_to_its_workers_and_they_keep_their_priority(tmp_path: Path) -> None:
+    """Run in a fresh interpreter: the campaign lowers its own priority, which pytest's process must not keep."""
+    log = tmp_path / "niceness.log"
+    code = ("import os, sys; sys.path.insert(0, {tests!r}); import test_isolation as t; from pathlib import Path; "
+            "before = os.nice(0); t.run_campaign(Path({out!r}), ('faulty-niceness',), 4, 'test_isolation:QUICK_REGISTRY', "
+            "workers=1, prepare_ahead=True, yield_cpu=True); print(before, os.nice(0))")
+    done = subprocess.run([sys.executable, "-c", code.format(tests=str(Path(__file__).parent), out=str(tmp_path / "c"))],
+                          capture_output=True, text=True, timeout=300, env=os.environ | {"CONVSMITH_NICENESS_LOG": str(log)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    before, after = map(int, done.stdout.split()[-2:])
+    assert after == before + CAMPAIGN_NICE
+    assert set(log.read_text().split()) == {str(before)}  # every test ran at the priority the campaign started with
 
 
 def test_graphs_prepared_ahead_give_every_test_the_verdict_it_gets_in_process(tmp_path: Path) -> None:

@@ -32,7 +32,7 @@ from fuzzer.cases.case import case_id, collect_versions, lost_case
 from fuzzer.cases.folder import read_case, write_case
 from fuzzer.cases.wire import case_from_message
 from fuzzer.converters import ConverterRegistry, load_registry
-from fuzzer.support.confine import rss_bytes
+from fuzzer.support.confine import lower_priority, rss_bytes
 from fuzzer.support.errors import UsageError
 from fuzzer.support.faults import describe_exit, fault_file, log_file, lost_verdict, read_fault, request_stack_dump
 from generators.ir import Graph
@@ -48,6 +48,7 @@ START_TIMEOUT_S = 180.0
 RECYCLE_AFTER_TESTS = 2100
 RECYCLE_GROWTH_MB = 700
 DEMOTED_META = "demoted_pairs"  # the (operator, dtype) pairs generated less, kept for status and a resume
+CAMPAIGN_NICE = 5  # how far the campaign process yields to its workers (yield_to_workers)
 NOVELTY_META = "novelty"  # the hits behind them, so that a resumed campaign goes on counting (Novelty.tally)
 LOST_SYMPTOMS = frozenset(s.json_name for s in (Symptom.PROCESS_DEATH, Symptom.HANG, Symptom.OUT_OF_MEMORY))
 LOST_TIMER = "converter_until_lost"  # a dead or hung worker's test: booked as conversion time
@@ -134,6 +135,9 @@ class Campaign:
     registry: ConverterRegistry | None = None
     counts: Counts = field(default_factory=Counts)
     reduce_budget_s: float | None = None  # minimize each new bug case in the background; None: don't
+    # Lower this process's priority (and its reducer's) below the workers' once they are forked, where they hold units
+    # queued ahead (prepare-ahead), so that its latency never stalls one (see yield_to_workers).
+    yield_cpu: bool = False
 
     def __post_init__(self) -> None:
         self.registry = self.registry or load_registry(self.spec.worker.registry)
@@ -168,6 +172,7 @@ class Campaign:
         status = "finished"
         try:
             self.slots = [self.spawn() for _ in range(self.workers)]
+            self.yield_to_workers()
             grace_end = None
             while True:
                 now = time.monotonic()
@@ -290,6 +295,16 @@ class Campaign:
             pass
 
     # ---- worker lifecycle ---------------------------------------------------------------------------------
+
+    def yield_to_workers(self) -> None:
+        """Let the workers (and their feeders) have the CPU first: this process's bookkeeping, case writing and
+        background reduction wait for a free moment. On 2 cores with one worker and its feeder, its ~6% of a core,
+        taken at each result, had preempted the worker; niced, 1.4 points less of a five-node campaign's loop went
+        outside the converter (14.7% against 16.1%, four runs each; at ten nodes 0.3 points). The workers come from the fork server, started
+        before, so they keep their priority. Only with prepare-ahead: a worker without units queued waits for this
+        process at every unit."""
+        if self.yield_cpu and self.spec.worker.prepare_ahead and self.mp_context == "forkserver":
+            lower_priority(CAMPAIGN_NICE)
 
     def spawn(self) -> Slot:
         parent, child = self.ctx.Pipe()

@@ -252,7 +252,7 @@ def run_locked(args: argparse.Namespace, out: Path, db: CampaignDB, spec: Campai
     """Run the campaign in `out`, whose lock this process holds, then triage it and print the summaries."""
     progress = Progress(interval_s=args.log_interval, total=None)
     campaign = Campaign(out, spec, db, args.workers, args.time, progress,
-                        reduce_budget_s=None if args.no_reduce else args.reduce_time)
+                        reduce_budget_s=None if args.no_reduce else args.reduce_time, yield_cpu=True)
     try:
         status = campaign.run()
     finally:

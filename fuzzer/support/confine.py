@@ -74,6 +74,16 @@ def confine(memory_mb: int, device: str, log_dir: str | Path) -> IO[str]:
     return fault
 
 
+def lower_priority(increment: int) -> bool:
+    """Raise this process's niceness by `increment` (processes it starts from now on inherit it); False where the
+    system refuses."""
+    try:
+        os.nice(increment)
+    except (OSError, AttributeError):  # no os.nice off Unix
+        return False
+    return True
+
+
 def rss_bytes(pid: int) -> int:
     """Resident memory of a process, 0 when it is gone."""
     try:

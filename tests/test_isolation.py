@@ -190,10 +190,12 @@ def test_the_campaign_yields_the_cpu_to_its_workers_and_they_keep_their_priority
     """Run in a fresh interpreter: the campaign lowers its own priority, which pytest's process must not keep."""
     log = tmp_path / "niceness.log"
     code = ("import os, sys; sys.path.insert(0, {tests!r}); import test_isolation as t; from pathlib import Path; "
-            "before = os.nice(0); t.run_campaign(Path({out!r}), ('faulty-niceness',), 4, 'test_isolation:QUICK_REGISTRY', "
-            "workers=1, prepare_ahead=True, yield_cpu=True); print(before, os.nice(0))")
-    done = subprocess.run([sys.executable, "-c", code.format(tests=str(Path(__file__).parent), out=str(tmp_path / "c"))],
-                          capture_output=True, text=True, timeout=300, env=os.environ | {"CONVSMITH_NICENESS_LOG": str(log)})
+            "before = os.nice(0); t.run_campaign(Path({out!r}), ('faulty-niceness',), 4, "
+            "'test_isolation:QUICK_REGISTRY', workers=1, prepare_ahead=True, yield_cpu=True); "
+            "print(before, os.nice(0))")
+    script = code.format(tests=str(Path(__file__).parent), out=str(tmp_path / "c"))
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                          env=os.environ | {"CONVSMITH_NICENESS_LOG": str(log)})
     assert done.returncode == 0, done.stderr[-2000:]
     before, after = map(int, done.stdout.split()[-2:])
     assert after == before + CAMPAIGN_NICE

@@ -300,9 +300,9 @@ class Campaign:
         """Let the workers (and their feeders) have the CPU first: this process's bookkeeping, case writing and
         background reduction wait for a free moment. On 2 cores with one worker and its feeder, its ~6% of a core,
         taken at each result, had preempted the worker; niced, 1.4 points less of a five-node campaign's loop went
-        outside the converter (14.7% against 16.1%, four runs each; at ten nodes 0.3 points). The workers come from the fork server, started
-        before, so they keep their priority. Only with prepare-ahead: a worker without units queued waits for this
-        process at every unit."""
+        outside the converter (14.7% against 16.1%, four runs each; at ten nodes 0.3 points). The workers come from
+        the fork server, started before, so they keep their priority. Only with prepare-ahead: a worker without units
+        queued waits for this process at every unit."""
         if self.yield_cpu and self.spec.worker.prepare_ahead and self.mp_context == "forkserver":
             lower_priority(CAMPAIGN_NICE)
 

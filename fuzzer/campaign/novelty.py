@@ -1,15 +1,16 @@
 """Spending the budget on what is new: (operator, dtype) pairs behind a bug already hit often are generated less.
 
-A third of a campaign's tests used to rediscover the same few root causes. The campaign counts the hits of each
-bug signature and keeps the (operator, dtype) pairs common to every graph that hit it: after HITS_TO_DEMOTE hits
-(HITS_TO_DEMOTE_LOST when the tests killed their worker) that set narrows to the culprit (a few pairs at most, else it says nothing and is ignored). A bug of an operator in
-any dtype (torch's TorchScript export of a circular pad aborts for float32, float64 and bfloat16 alike) leaves no
-pair in common: then the operators every hitting graph held name it, and the pairs of those operators the hits held
-are demoted. Features an operator declares (OpSpec.features: a padding mode at a rank, shared by the pads and the
-convolutions that pad) count as pairs (FEATURE, feature), so a bug of a feature in any operator and dtype is named by
-it. Each later unit then leaves each demoted pair out of its graph with probability AVOID_PROBABILITY, drawn from the
-unit's seed, so the pair is still tested now and then (a second bug on it stays reachable) and a unit stays a pure
-function of its seed, its config and the demoted pairs it was sent.
+A third of a campaign's tests used to rediscover the same few root causes. The campaign counts the hits of each bug
+signature and keeps the (operator, dtype) pairs common to every graph that hit it: after HITS_TO_DEMOTE hits
+(HITS_TO_DEMOTE_LOST when the tests killed their worker) that set narrows to the culprit (a few pairs at most, else
+it says nothing and is ignored). A bug of an operator in any dtype (torch's TorchScript export of a circular pad
+aborts for float32, float64 and bfloat16 alike) leaves no pair in common: then the operators every hitting graph
+held name it, and the pairs of those operators the hits held are demoted. Features an operator declares
+(OpSpec.features: a padding mode at a rank, shared by the pads and the convolutions that pad) count as pairs
+(FEATURE, feature), so a bug of a feature in any operator and dtype is named by it. Each later unit then leaves each
+demoted pair out of its graph with probability AVOID_PROBABILITY, drawn from the unit's seed, so the pair is still
+tested now and then (a second bug on it stays reachable) and a unit stays a pure function of its seed, its config
+and the demoted pairs it was sent.
 """
 
 from __future__ import annotations

@@ -107,7 +107,8 @@ class NicenessEcho(FaultyEcho):
 
 FAULTY_REGISTRY = ConverterRegistry([FaultySegfault(), FaultyHang(), FaultyAlloc(), FaultyCrash(), FaultyEcho(),
                                      CONVERTERS["torch-onnx-script"]])
-QUICK_REGISTRY = ConverterRegistry([FaultyCrash(), FaultyEcho(), NicenessEcho()])
+QUICK_REGISTRY = ConverterRegistry([FaultyCrash(), FaultyEcho()])
+NICENESS_REGISTRY = ConverterRegistry([NicenessEcho()])
 
 
 def run_campaign(out: Path, converters: tuple[str, ...], tests: int, registry: str, workers: int = 2,
@@ -191,7 +192,7 @@ def test_the_campaign_yields_the_cpu_to_its_workers_and_they_keep_their_priority
     log = tmp_path / "niceness.log"
     code = ("import os, sys; sys.path.insert(0, {tests!r}); import test_isolation as t; from pathlib import Path; "
             "before = os.nice(0); t.run_campaign(Path({out!r}), ('faulty-niceness',), 4, "
-            "'test_isolation:QUICK_REGISTRY', workers=1, prepare_ahead=True, yield_cpu=True); "
+            "'test_isolation:NICENESS_REGISTRY', workers=1, prepare_ahead=True, yield_cpu=True); "
             "print(before, os.nice(0))")
     script = code.format(tests=str(Path(__file__).parent), out=str(tmp_path / "c"))
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,

@@ -27,6 +27,9 @@ The figures are not of one kind in every respect, and the output says so:
     (not deduplicated), so its count of distinct exception messages is shown beside it;
   - both rates are over the loop, from the first result to the last, as NNSmith's log allows: start-up (imports,
     workers, the cached probes) is left out on both sides; convsmith's rate over its whole session is shown too;
+  - convsmith's campaign process lowers its own priority below its workers' (nice +5; fuzzer/campaign/loop.py,
+    yield_to_workers), and NNSmith's runs, started later from this process, inherit it: no difference to a process
+    that runs alone, as each slice does;
   - both run the same torch.onnx exporter, but not in the same surroundings: convsmith imports ONNX Runtime with
     pybind11 internals of its own (fuzzer/support/pybind_internals.py), while in NNSmith's process ONNX Runtime's
     exception translators run for every exception torch's bindings raise, which made a 5-node export 1.5x as slow

@@ -74,11 +74,11 @@ def confine(memory_mb: int, device: str, log_dir: str | Path) -> IO[str]:
     return fault
 
 
-def lower_priority(increment: int) -> bool:
-    """Raise this process's niceness by `increment` (processes it starts from now on inherit it); False where the
-    system refuses."""
+def lower_priority(niceness: int) -> bool:
+    """Raise this process's niceness to at least `niceness` (processes it starts from now on inherit it): once, however
+    often it is called (a benchmark runs several campaigns in one process); False where the system refuses."""
     try:
-        os.nice(increment)
+        os.nice(max(niceness - os.nice(0), 0))
     except (OSError, AttributeError):  # no os.nice off Unix
         return False
     return True

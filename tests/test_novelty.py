@@ -6,6 +6,7 @@ import json
 
 from fuzzer.campaign.novelty import (
     AVOID_PROBABILITY,
+    AVOID_PROBABILITY_LOST,
     FEATURE,
     HITS_TO_DEMOTE,
     HITS_TO_DEMOTE_LOST,
@@ -95,3 +96,17 @@ def test_a_bug_that_kills_its_worker_is_demoted_after_fewer_hits() -> None:
     for _ in range(HITS_TO_DEMOTE - HITS_TO_DEMOTE_LOST):
         resumed.record("sig-wrong", [("roll", "bool")])
     assert resumed.demoted() == [("pad_circular", "float32"), ("roll", "bool")]
+
+
+def test_the_culprit_of_a_worker_death_is_left_out_of_more_graphs() -> None:
+    novelty = Novelty()
+    for _ in range(HITS_TO_DEMOTE_LOST):
+        novelty.record("sig-death", [("pad_circular", "float32")], lost_worker=True)
+    for _ in range(HITS_TO_DEMOTE):
+        novelty.record("sig-wrong", [("roll", "bool")])
+    assert novelty.demotions() == [("pad_circular", "float32", AVOID_PROBABILITY_LOST),
+                                   ("roll", "bool", AVOID_PROBABILITY)]
+    demotions = json.loads(json.dumps(novelty.demotions()))  # as a unit message carries them
+    left_out = {pair: sum(pair in without_demoted(GenOptions(), seed, demotions).demoted_pairs for seed in range(400))
+                for pair in (("pad_circular", "float32"), ("roll", "bool"))}
+    assert left_out == {("pad_circular", "float32"): 378, ("roll", "bool"): 311}  # 94.5% and 77.8% of 400

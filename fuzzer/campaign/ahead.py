@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection, Pipe
 from typing import Any, Protocol
 
-from fuzzer.campaign.novelty import Pair, without_demoted
+from fuzzer.campaign.novelty import Demotion, without_demoted
 from fuzzer.campaign.unit_graph import encode, graph_message
 from fuzzer.check.result import Expected
 from fuzzer.check.source import prepare
@@ -103,7 +103,7 @@ def send_answers(conn: Connection, outbox: queue.SimpleQueue[tuple[bytes, bytes,
             return
 
 
-def prepare_ahead(config: UnitConfig, input_budget_s: float, idx: int, seed: int, demoted: Sequence[Pair] = (),
+def prepare_ahead(config: UnitConfig, input_budget_s: float, idx: int, seed: int, demoted: Sequence[Demotion] = (),
                   z3_context: Z3Context | None = None) -> tuple[dict[str, Any], bytes, bytes]:
     """The header, the encoded "graph" message and the array bytes of one unit; a header {"ok": false} (and empty
     frames) when the worker should prepare it itself. `z3_context`: an unused one made earlier, for the graph."""
@@ -182,7 +182,7 @@ class Feeder:
     def alive(self) -> bool:
         return self.conn is not None
 
-    def ask(self, idx: int, seed: int, demoted: Sequence[Pair] = ()) -> None:
+    def ask(self, idx: int, seed: int, demoted: Sequence[Demotion] = ()) -> None:
         """Queue the unit `idx` for preparation (a no-op when it is already queued or answered, or the feeder is
         gone)."""
         if self.conn is None or idx in self.asked or idx in self.answers:

@@ -267,7 +267,7 @@ class Campaign:
                 slot.ahead.append(unit)
 
     def send_unit(self, slot: Slot, unit: Unit) -> None:
-        demoted = self.novelty.demoted() if self.spec.worker.demote_known else []
+        demoted = self.novelty.demotions() if self.spec.worker.demote_known else []
         self.send(slot, {"type": "unit", "idx": unit.idx, "seed": unit.seed, "converters": unit.remaining,
                          "demoted": demoted})
 

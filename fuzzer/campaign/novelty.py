@@ -8,9 +8,9 @@ aborts for float32, float64 and bfloat16 alike) leaves no pair in common: then t
 held name it, and the pairs of those operators the hits held are demoted. Features an operator declares
 (OpSpec.features: a padding mode at a rank, shared by the pads and the convolutions that pad) count as pairs
 (FEATURE, feature), so a bug of a feature in any operator and dtype is named by it. Each later unit then leaves each
-demoted pair out of its graph with probability AVOID_PROBABILITY, drawn from the unit's seed, so the pair is still
-tested now and then (a second bug on it stays reachable) and a unit stays a pure function of its seed, its config
-and the demoted pairs it was sent.
+demoted pair out of its graph with probability AVOID_PROBABILITY (AVOID_PROBABILITY_LOST for the culprit of a
+worker's death), drawn from the unit's seed, so the pair is still tested now and then (a second bug on it stays
+reachable) and a unit stays a pure function of its seed, its config and the demoted pairs it was sent.
 """
 
 from __future__ import annotations
@@ -29,9 +29,13 @@ HITS_TO_DEMOTE = 5
 HITS_TO_DEMOTE_LOST = 2
 MAX_CULPRIT_PAIRS = 3  # a signature whose hits share more pairs than this names no culprit
 AVOID_PROBABILITY = 0.8
+# The culprit of a bug that kills its worker is left out of more graphs: each test of it costs a restart, and a test
+# in twenty still shows within minutes whether it was fixed.
+AVOID_PROBABILITY_LOST = 0.95
 
 Pair = tuple[str, str]  # (operator, dtype), or (FEATURE, an OpSpec feature such as 'pad:circular:rank3:dims2')
 FEATURE = "feature"
+Demotion = tuple[str, str, float]  # a demoted pair and the probability that a graph leaves it out
 
 
 @dataclass
@@ -45,6 +49,7 @@ class Novelty:
     lost: set[str] = field(default_factory=set)  # signatures whose tests killed (or hung) the worker
     earlier: frozenset[Pair] = frozenset()  # demoted by the sessions before this one (a resumed campaign)
     _demoted: list[Pair] | None = None  # recomputed after a signature past the mark changes
+    _demotions: list[Demotion] | None = None  # likewise
 
     def record(self, signature: str, pairs: Iterable[Pair], lost_worker: bool = False) -> None:
         """One more bug test of `signature` on a graph holding `pairs`; `lost_worker`: the test killed its worker."""
@@ -61,7 +66,7 @@ class Novelty:
         after = (self.common[signature], self.common_ops[signature])
         mark = self.mark(signature)
         if self.hits[signature] >= mark and (before != after or self.hits[signature] == mark):
-            self._demoted = None
+            self._demoted = self._demotions = None
 
     def mark(self, signature: str) -> int:
         """The hits after which the culprit of `signature` is demoted."""
@@ -98,6 +103,15 @@ class Novelty:
             self._demoted = sorted(out)
         return self._demoted
 
+    def demotions(self) -> list[Demotion]:
+        """Each demoted pair with the probability a graph leaves it out: AVOID_PROBABILITY_LOST for the culprits of
+        signatures whose tests killed their worker, AVOID_PROBABILITY for the rest."""
+        if self._demotions is None:
+            lost = set().union(*(self.culprit(sig) for sig in self.lost if self.hits.get(sig, 0) >= self.mark(sig)))
+            self._demotions = [(op, detail, AVOID_PROBABILITY_LOST if (op, detail) in lost else AVOID_PROBABILITY)
+                               for op, detail in self.demoted()]
+        return self._demotions
+
     def culprit(self, signature: str) -> frozenset[Pair]:
         """The pairs behind `signature`: those every hitting graph held, else the held pairs of the operators every
         hitting graph held; empty when neither narrows to MAX_CULPRIT_PAIRS or fewer."""
@@ -110,10 +124,11 @@ class Novelty:
         return self.held[signature]  # already only the pairs of those operators
 
 
-def without_demoted(options: GenOptions, seed: int, demoted: Iterable[Pair]) -> GenOptions:
-    """`options` with each demoted pair avoided in the graph of `seed` with probability AVOID_PROBABILITY."""
-    dropped = {(op, detail) for op, detail in demoted
-               if random.Random(f"demote:{seed}:{op}:{detail}").random() < AVOID_PROBABILITY}
+def without_demoted(options: GenOptions, seed: int, demoted: Iterable[Pair | Demotion]) -> GenOptions:
+    """`options` with each demoted pair avoided in the graph of `seed` with its probability (a Demotion's, else
+    AVOID_PROBABILITY)."""
+    dropped = {(op, detail) for op, detail, *chance in demoted
+               if random.Random(f"demote:{seed}:{op}:{detail}").random() < (chance or [AVOID_PROBABILITY])[0]}
     if not dropped:
         return options
     features = frozenset(detail for op, detail in dropped if op == FEATURE)

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from fuzzer.campaign.ahead import Feeder
-from fuzzer.campaign.novelty import Pair, without_demoted
+from fuzzer.campaign.novelty import Demotion, without_demoted
 from fuzzer.campaign.result import TestResult
 from fuzzer.campaign.unit_graph import encode, graph_message, op_dtype_pairs
 from fuzzer.cases.case import case_from_result, case_id, case_log, collect_versions
@@ -253,15 +253,16 @@ class UnitRunner:
                    "exc_type": f"{type(exc).__module__}.{type(exc).__qualname__}", "message": str(exc),
                    "traceback": traceback.format_exc()})
 
-    def expect(self, units: list[tuple[int, int, Sequence[Pair]]]) -> None:
+    def expect(self, units: list[tuple[int, int, Sequence[Demotion]]]) -> None:
         """The (idx, seed, demoted pairs) of the units this worker runs next, in order: its feeder prepares them."""
         if self.feeder is not None:
             for idx, seed, demoted in units:
                 self.feeder.ask(idx, seed, demoted)
 
-    def run_unit(self, idx: int, seed: int, converters: tuple[str, ...], demoted: Sequence[Pair] = ()) -> None:
+    def run_unit(self, idx: int, seed: int, converters: tuple[str, ...], demoted: Sequence[Demotion] = ()) -> None:
         """Settle the unit's source (the feeder's, when it has it ready), then test it with each converter.
-        `demoted`: (operator, dtype) pairs the campaign generates less (fuzzer/campaign/novelty.py)."""
+        `demoted`: (operator, dtype) pairs the campaign generates less, each with the probability a graph leaves it
+        out (fuzzer/campaign/novelty.py)."""
         # No "generate" phase message: the campaign counts a unit as being generated from when it became the current
         # one (its phase "sent"), which saves a write and a wake-up of the campaign per unit.
         start = time.perf_counter()
@@ -284,7 +285,7 @@ class UnitRunner:
         for name in converters:
             self.run_test(idx, seed, graph, name, prepared)
 
-    def settle(self, idx: int, seed: int, timings: dict[str, float], demoted: Sequence[Pair] = ()
+    def settle(self, idx: int, seed: int, timings: dict[str, float], demoted: Sequence[Demotion] = ()
                ) -> tuple[Graph, Prepared] | None:
         """Generate and prepare in this process; None (reported) when our own code fails."""
         start = time.perf_counter()

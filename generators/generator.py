@@ -478,7 +478,8 @@ def _sig_table(registry: OpRegistry, include: tuple[str, ...], exclude: tuple[st
     allowed = set(dtypes)
     table = {}
     for op in registry.select(include, exclude):
-        sigs = tuple(s for s in op.sigs if set(s.ins) | {s.out} <= allowed and _pair(op, s) not in avoid)
+        sigs = tuple(s for s in op.sigs
+                     if set(s.ins) | {s.out} <= allowed and (op.name, s.key_dtype.value) not in avoid)
         if sigs:
             table[op] = sigs
     return table
@@ -492,16 +493,10 @@ def _without(table: dict[OpSpec, tuple[Sig, ...]], pairs: frozenset[tuple[str, s
     filtered = {}
     for op, sigs in table.items():
         if op.name in named:
-            sigs = tuple(s for s in sigs if _pair(op, s) not in pairs)
+            sigs = tuple(s for s in sigs if (op.name, s.key_dtype.value) not in pairs)
         if sigs:
             filtered[op] = sigs
     return filtered
-
-
-def _pair(op: OpSpec, sig: Sig) -> tuple[str, str]:
-    """The (operator, dtype) pair of a signature, keyed as the probe keys it: its first input's dtype, else its
-    output's."""
-    return op.name, (sig.ins[0] if sig.ins else sig.out).value
 
 
 def generate(seed: int, opts: GenOptions | None = None, registry: OpRegistry = REGISTRY,
@@ -546,7 +541,7 @@ def single_op_graph(op: OpSpec, dtype: DType, seed: int, attempts: int = 8,
                     registry: OpRegistry = REGISTRY) -> Graph | None:
     """A one-node graph of `op` whose first input (its output, for ops without inputs) has `dtype`; None when
     the generator cannot make one in `attempts` tries."""
-    sigs = [s for s in op.sigs if (s.ins[0] if s.ins else s.out) is dtype]
+    sigs = [s for s in op.sigs if s.key_dtype is dtype]
     allowed = tuple(dict.fromkeys([dtype] + [d for s in sigs for d in s.ins] + [s.out for s in sigs]))
     for attempt in range(attempts):
         try:

@@ -108,6 +108,6 @@ def _native_narrowing(include: tuple[str, ...], exclude: tuple[str, ...], avoid_
     ops = tuple(sorted(allowed & native_ops(NATIVE_OPSETS[1], registry)))
     if not ops:
         return None
-    avoid = {(name, s.ins[0].value if s.ins else s.out.value) for name in ops for s in registry[name].sigs}
+    avoid = {(name, s.key_dtype.value) for name in ops for s in registry[name].sigs}
     avoid = {(name, dtype) for name, dtype in avoid if DType(dtype) not in registry[name].onnx_types}
     return ops, avoid_pairs | avoid

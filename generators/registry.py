@@ -12,6 +12,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from types import ModuleType
 
 import generators.ops
+from generators.ir import Graph
 from generators.ops.base import OpSpec
 
 
@@ -30,6 +31,14 @@ class OpRegistry(Mapping[str, OpSpec]):
     def from_modules(cls, modules: Iterable[ModuleType]) -> OpRegistry:
         """One instance of every class in the OPS list of each module."""
         return cls(op_class() for module in modules for op_class in module.OPS)
+
+    def features(self, graph: Graph) -> set[str]:
+        """The features (OpSpec.features) the nodes of `graph` ask of a converter."""
+        out: set[str] = set()
+        for node in graph.nodes:
+            op = self._table[node.op]
+            out.update(op.features(node.attrs, [graph.types[name].rank for name in node.inputs[:op.arity]]))
+        return out
 
     def __getitem__(self, name: str) -> OpSpec:
         return self._table[name]

@@ -155,21 +155,13 @@ def test_demoted_pairs_are_left_out_as_avoided_pairs_are() -> None:
         assert generate(seed, GenOptions(demoted_pairs=pairs)) == generate(seed, GenOptions(avoid_pairs=pairs))
 
 
-def node_features(graph: Graph) -> set[str]:
-    out: set[str] = set()
-    for node in graph.nodes:
-        op = REGISTRY[node.op]
-        out.update(op.features(node.attrs, [graph.types[name].rank for name in node.inputs[:op.arity]]))
-    return out
-
-
 def test_an_avoided_feature_never_appears_whichever_operator_asks_for_it() -> None:
     """pad_circular and conv2d both pad circularly; the avoided feature is left out of both, and the others stay."""
     avoided = "pad:circular:rank3:dims2"
     opts = GenOptions(nodes=4, include_ops=("pad_circular", "conv2d", "relu"), dtypes=(DType.FLOAT32,))
     avoiding = dataclasses.replace(opts, avoid_features=frozenset({avoided}))
-    free = set().union(*(node_features(generate(seed, opts)) for seed in range(40)))
-    kept = set().union(*(node_features(generate(seed, avoiding)) for seed in range(40)))
+    free = set().union(*(REGISTRY.features(generate(seed, opts)) for seed in range(40)))
+    kept = set().union(*(REGISTRY.features(generate(seed, avoiding)) for seed in range(40)))
     assert avoided in free and avoided not in kept
     assert {"pad:circular:rank3:dims1", "pad:circular:rank4:dims2"} <= kept
 

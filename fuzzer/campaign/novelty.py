@@ -48,8 +48,7 @@ class Novelty:
     held: dict[str, frozenset[Pair]] = field(default_factory=dict)  # pairs of those operators the hits held
     lost: set[str] = field(default_factory=set)  # signatures whose tests killed (or hung) the worker
     earlier: frozenset[Pair] = frozenset()  # demoted by the sessions before this one (a resumed campaign)
-    _demoted: list[Pair] | None = None  # recomputed after a signature past the mark changes
-    _demotions: list[Demotion] | None = None  # likewise
+    _demotions: list[Demotion] | None = None  # recomputed after a signature past the mark changes
 
     def record(self, signature: str, pairs: Iterable[Pair], lost_worker: bool = False) -> None:
         """One more bug test of `signature` on a graph holding `pairs`; `lost_worker`: the test killed its worker."""
@@ -66,7 +65,7 @@ class Novelty:
         after = (self.common[signature], self.common_ops[signature])
         mark = self.mark(signature)
         if self.hits[signature] >= mark and (before != after or self.hits[signature] == mark):
-            self._demoted = self._demotions = None
+            self._demotions = None
 
     def mark(self, signature: str) -> int:
         """The hits after which the culprit of `signature` is demoted."""
@@ -95,21 +94,21 @@ class Novelty:
 
     def demoted(self) -> list[Pair]:
         """The pairs to generate less, sorted: the culprits of signatures hit often enough (mark)."""
-        if self._demoted is None:
-            out: set[Pair] = set(self.earlier)
-            for signature, count in self.hits.items():
-                if count >= self.mark(signature):
-                    out |= self.culprit(signature)
-            self._demoted = sorted(out)
-        return self._demoted
+        return [(op, detail) for op, detail, _ in self.demotions()]
 
     def demotions(self) -> list[Demotion]:
-        """Each demoted pair with the probability a graph leaves it out: AVOID_PROBABILITY_LOST for the culprits of
-        signatures whose tests killed their worker, AVOID_PROBABILITY for the rest."""
+        """Each demoted pair, sorted, with the probability a graph leaves it out: AVOID_PROBABILITY_LOST for the
+        culprits of signatures whose tests killed their worker, AVOID_PROBABILITY for the rest."""
         if self._demotions is None:
-            lost = set().union(*(self.culprit(sig) for sig in self.lost if self.hits.get(sig, 0) >= self.mark(sig)))
+            out: set[Pair] = set(self.earlier)
+            lost: set[Pair] = set()
+            for signature, count in self.hits.items():
+                if count >= self.mark(signature):
+                    culprit = self.culprit(signature)
+                    out |= culprit
+                    lost |= culprit if signature in self.lost else set()
             self._demotions = [(op, detail, AVOID_PROBABILITY_LOST if (op, detail) in lost else AVOID_PROBABILITY)
-                               for op, detail in self.demoted()]
+                               for op, detail in sorted(out)]
         return self._demotions
 
     def culprit(self, signature: str) -> frozenset[Pair]:

@@ -96,7 +96,7 @@ def probe_pairs(ops: Sequence[str] | None = None, dtypes: Sequence[DType] | None
     for name in ops or list(REGISTRY):
         seen: list[DType] = []
         for sig in REGISTRY[name].sigs:
-            d = sig.ins[0] if sig.ins else sig.out
+            d = sig.key_dtype
             if d not in seen and (dtypes is None or d in dtypes):
                 seen.append(d)
         pairs += [(name, d) for d in seen]

@@ -20,12 +20,7 @@ def op_dtype_pairs(graph: Graph) -> set[tuple[str, str]]:
 
 def feature_pairs(graph: Graph, registry: OpRegistry = REGISTRY) -> set[tuple[str, str]]:
     """(FEATURE, feature) for each feature its nodes ask of a converter (OpSpec.features)."""
-    out: set[tuple[str, str]] = set()
-    for node in graph.nodes:
-        op = registry[node.op]
-        ranks = [graph.types[name].rank for name in node.inputs[:op.arity]]
-        out.update((FEATURE, feature) for feature in op.features(node.attrs, ranks))
-    return out
+    return {(FEATURE, feature) for feature in registry.features(graph)}
 
 
 def graph_message(idx: int, graph: Graph) -> dict[str, Any]:

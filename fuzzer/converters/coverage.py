@@ -46,7 +46,7 @@ def exercised_aten_ops(registry: OpRegistry) -> dict[str, frozenset[str]]:
     reached: dict[str, frozenset[str]] = {}
     for op in registry.values():
         sig = op.sigs[0]
-        graph = single_op_graph(op, sig.ins[0] if sig.ins else sig.out, seed=0, registry=registry)
+        graph = single_op_graph(op, sig.key_dtype, seed=0, registry=registry)
         if graph is None:
             reached[op.name] = frozenset()
             continue

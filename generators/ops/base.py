@@ -56,6 +56,11 @@ class Sig:
     ins: tuple[DType, ...]
     out: DType
 
+    @property
+    def key_dtype(self) -> DType:
+        """The dtype an (operator, dtype) pair names this signature by: its first input's, else its output's."""
+        return self.ins[0] if self.ins else self.out
+
 
 @dataclass
 class Build:

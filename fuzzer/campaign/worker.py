@@ -120,7 +120,7 @@ class WorkerConfig:
         # The pairs never generated, without and with the probe's skipped ones: two sets for the whole campaign, so
         # the generator's operator table, cached on them, is built twice, not for every graph (~3 ms each).
         never = frozenset((op, dtype) for op, dtype in self.avoid_pairs)
-        return never, never | {(op, dtype) for pairs in self.skip_pairs.values() for op, dtype in pairs}
+        return never, never.union(*self._skip_sets.values())
 
     def gen_options(self, seed: int) -> GenOptions:
         """The generator options of one seed: the node count is drawn from [min_nodes, nodes] by the seed."""

@@ -89,9 +89,12 @@ def test_the_outbox_sends_what_it_holds_with_the_next_message_as_one_list() -> N
     outbox.hold(b'{"type": "prepared"}')
     outbox.send({"type": "phase", "n": 2})
     outbox.send({"type": "result"})
+    outbox.hold(b'{"type": "result", "n": 3}')
+    outbox.flush()
+    outbox.flush()  # nothing held: nothing sent
     assert [json.loads(f) for f in frames] == [{"type": "phase", "n": 1},
                                               [{"type": "graph"}, {"type": "prepared"}, {"type": "phase", "n": 2}],
-                                              {"type": "result"}]
+                                              {"type": "result"}, {"type": "result", "n": 3}]
 
 
 def test_a_graph_the_generator_rejects_is_left_to_the_worker() -> None:
@@ -161,16 +164,23 @@ def one_frame_per_unit() -> None:
     try:
         runner = UnitRunner(config, CONVERTERS, outbox.send, feeder=feeder, hold=outbox.hold)
         runner.run_unit(0, 11, ("torch-onnx-script",))
+        sent_by_the_unit = len(frames)
+        runner.run_unit(1, 12, ("torch-onnx-script",))
     finally:
         feeder.stop()
+    outbox.flush()
     messages = [json.loads(f) for f in frames]
-    # One frame before the converter runs: the graph and its preparation go out with the phase (the campaign
-    # counts the unit as generating from when it became the current one).
+    # One frame per test, before its converter runs: the graph and its preparation go out with the phase (the
+    # campaign counts the unit as generating from when it became the current one).
+    assert sent_by_the_unit == 1
     graph, prepared, phase = messages[0]
     assert graph == json.loads(encode(graph_message(0, generate(11, config.gen_options(11)))))
     assert prepared["type"] == "prepared" and {"wait_for_graph", "ahead.generate"} <= set(prepared["timings"])
     assert phase == {"type": "phase", "idx": 0, "converter": "torch-onnx-script", "phase": "convert"}
-    assert [m["type"] for m in messages[1:]] == ["result"]
+    # The result waits for the next frame: the next unit's, or the flush before the worker waits for one.
+    assert [m["type"] for m in messages[1]] == ["result", "graph", "prepared", "phase"]
+    assert (messages[1][0]["idx"], messages[1][3]["idx"]) == (0, 1)
+    assert messages[2]["type"] == "result" and messages[2]["idx"] == 1
 
 
 def killed_feeder() -> None:

@@ -323,11 +323,13 @@ def test_a_worker_sends_a_new_case_with_the_result_that_names_it_in_one_frame_an
     runner = UnitRunner(config, QUICK_REGISTRY, outbox.send, hold=outbox.hold)
     for idx in range(2):  # two graphs of one relu: one signature
         runner.run_unit(idx, 7 + idx, ("faulty-crash",))
-    messages = [json.loads(f) for f in frames]
-    first = [m for m in messages if isinstance(m, list) and m[-1]["type"] == "result"]
-    assert [[m["type"] for m in frame] for frame in first] == [["case", "result"]]
-    (case, result), = first
+    outbox.flush()  # as the worker does before it waits for a unit
+    frames_of_types = [[m["type"] for m in json.loads(f)] if f.startswith(b"[") else [json.loads(f)["type"]]
+                       for f in frames]
+    # The first result goes with the next unit's first message, its case just before it; the last one is flushed.
+    assert frames_of_types == [["graph"], ["prepared", "phase"], ["phase"], ["case", "result", "graph"],
+                               ["prepared", "phase"], ["result"]]
+    case, result = json.loads(frames[3])[:2]
     assert result["case_dir"] == case["case"]["id"] and result["is_bug"]
-    later = [m for m in messages if isinstance(m, dict) and m["type"] == "result"]
-    assert [m["case_dir"] for m in later] == [result["case_dir"]]  # the second test names the case it did not resend
+    assert json.loads(frames[5])["case_dir"] == result["case_dir"]  # the second test names the case, not resent
     assert list(tmp_path.iterdir()) == []  # nothing written by the worker

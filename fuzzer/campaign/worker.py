@@ -192,6 +192,7 @@ def worker_main(conn: Connection, config_json: str) -> None:
     while True:
         try:
             if not pending:
+                outbox.flush()  # the last result, held, must not wait for the campaign's next unit
                 pending.append(json.loads(conn.recv_bytes()))
             while conn.poll(0):  # units the campaign queued behind this one
                 pending.append(json.loads(conn.recv_bytes()))
@@ -199,6 +200,7 @@ def worker_main(conn: Connection, config_json: str) -> None:
             return
         msg = pending.popleft()
         if msg.get("type") != "unit":
+            outbox.flush()
             return
         runner.expect([(unit["idx"], unit["seed"], unit.get("demoted", ())) for unit in (msg, *pending)
                        if unit.get("type") == "unit"])
@@ -210,10 +212,11 @@ def worker_main(conn: Connection, config_json: str) -> None:
 
 class Outbox:
     """The worker's messages to the campaign. A message held (already encoded) leaves with the next one sent, in one
-    frame holding a JSON list: a unit's graph and preparation reach the campaign with its first test's "phase"
-    message, one write and one wake-up of the campaign rather than three. Nothing is held across a step that can
-    kill the process (the phase message goes out before the converter runs), so a death is never blamed on a test
-    whose end the campaign was not told of."""
+    frame holding a JSON list: a test's result, and the next unit's graph and preparation, reach the campaign with
+    the next test's "phase" message, one write and one wake-up of the campaign per test rather than four. Nothing is
+    held across a step that can kill the process (the phase message goes out before the converter runs, and taking
+    a prepared unit runs none), so a death is never blamed on a test whose end the campaign was not told of; the
+    worker flushes before it waits for a unit."""
 
     def __init__(self, write: Callable[[bytes], Any]) -> None:
         self.write = write
@@ -223,11 +226,15 @@ class Outbox:
         self.held.append(data)
 
     def send(self, msg: dict[str, Any]) -> None:
-        data = encode(msg)
+        self.held.append(encode(msg))
+        self.flush()
+
+    def flush(self) -> None:
+        """Send what is held, if anything: one message as it is, several as one list."""
         if self.held:
-            data = b"[" + b",".join((*self.held, data)) + b"]"
+            data = self.held[0] if len(self.held) == 1 else b"[" + b",".join(self.held) + b"]"
             self.held.clear()
-        self.write(data)
+            self.write(data)
 
 
 class UnitRunner:
@@ -311,7 +318,8 @@ class UnitRunner:
             verdict = Verdict(Symptom.UNSUPPORTED, Stage.SOURCE, name, labels=("skipped-known-unsupported",),
                               message="the probe found these (operator, dtype) pairs unsupported: "
                                       + ", ".join(f"{op} {dtype}" for op, dtype in known))
-            self.send(TestResult.of_verdict(idx, seed, verdict, opts, wall_s=time.perf_counter() - start).to_message())
+            self.hold(encode(TestResult.of_verdict(idx, seed, verdict, opts,
+                                                   wall_s=time.perf_counter() - start).to_message()))
             return
         try:
             result = check_prepared(prepared, converter, opts, self.check_options, self.filed)
@@ -322,8 +330,9 @@ class UnitRunner:
             self.send(TestResult.own_error(idx, seed, name, opts, wall_s=time.perf_counter() - start).to_message())
             return
         case_dir = self.file_case(idx, seed, graph, converter, result)
-        self.send(TestResult.of_verdict(idx, seed, result.verdict, result.options, result.timings,
-                                        time.perf_counter() - start, case_dir).to_message())
+        # Held: it goes out with the next test's phase message (Outbox).
+        self.hold(encode(TestResult.of_verdict(idx, seed, result.verdict, result.options, result.timings,
+                                               time.perf_counter() - start, case_dir).to_message()))
 
     def filed(self, signature: str) -> bool:
         """Whether the case of `signature` is filed: its folder exists, or this worker sent it (follow-ups skip the

@@ -17,7 +17,8 @@ import numpy as np
 import torch
 
 from fuzzer.campaign.ahead import Feeder, prepare_ahead, rebuild
-from fuzzer.campaign.unit_graph import encode, graph_message
+from fuzzer.campaign.novelty import without_demoted
+from fuzzer.campaign.unit_graph import encode, graph_message, op_dtype_pairs
 from fuzzer.campaign.worker import Outbox, UnitRunner, WorkerConfig
 from fuzzer.check.result import Expected
 from fuzzer.check.source import prepare
@@ -71,6 +72,10 @@ def test_the_feeder_answers_each_unit_in_whatever_order_the_worker_takes_them() 
 
 def test_the_feeder_prepares_every_unit_asked_for_before_the_worker_reads_one() -> None:
     in_fresh_process("works_ahead_past_a_full_pipe")
+
+
+def test_the_feeder_is_told_the_demotions_only_when_they_change_and_applies_them_to_the_units_after() -> None:
+    in_fresh_process("demotions_on_change")
 
 
 def test_a_killed_feeder_costs_a_retry_and_the_worker_prepares_every_unit_from_then_on() -> None:
@@ -181,6 +186,29 @@ def one_frame_per_unit() -> None:
     assert [m["type"] for m in messages[1]] == ["result", "graph", "prepared", "phase"]
     assert (messages[1][0]["idx"], messages[1][3]["idx"]) == (0, 1)
     assert messages[2]["type"] == "result" and messages[2]["idx"] == 1
+
+
+def demotions_on_change() -> None:
+    seeds = (40, 41, 42)
+    pair = sorted(op_dtype_pairs(generate(41, CONFIG.gen_options(41))))[0]
+    demoted = [((*pair, 1.0),), ((*pair, 1.0),), ()]  # the one of seed 41's pairs, left out of every graph
+    feeder = Feeder(CONFIG, 0.2)
+    requests: list[dict] = []
+    assert feeder.conn is not None
+    send = feeder.conn.send_bytes
+    feeder.conn.send_bytes = lambda data: (requests.append(json.loads(data)), send(data))  # type: ignore[method-assign]
+    try:
+        for idx, (seed, demotions) in enumerate(zip(seeds, demoted, strict=True)):
+            feeder.ask(idx, seed, demotions)
+        taken = [feeder.take(idx) for idx in range(3)]
+    finally:
+        feeder.stop()
+    assert [r.get("demoted") for r in requests] == [[[*pair, 1.0]], None, []]
+    assert all(unit is not None for unit in taken)
+    assert [unit.graph.to_json() for unit in taken if unit is not None] == \
+           [generate(seed, without_demoted(CONFIG.gen_options(seed), seed, demotions)).to_json()
+            for seed, demotions in zip(seeds, demoted, strict=True)]
+    assert taken[1] is not None and pair not in op_dtype_pairs(taken[1].graph)
 
 
 def killed_feeder() -> None:

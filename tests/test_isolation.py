@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import time
+from multiprocessing import Pipe
 from pathlib import Path
 
 import numpy as np
@@ -22,8 +23,9 @@ import pytest
 
 from fuzzer.campaign.db import DB_NAME, CampaignDB
 from fuzzer.campaign.loop import CAMPAIGN_NICE, LOG_DIR, Campaign, CampaignSpec, Slot, Unit, case_folders
+from fuzzer.campaign.novelty import AVOID_PROBABILITY, HITS_TO_DEMOTE
 from fuzzer.campaign.result import TestResult
-from fuzzer.campaign.worker import Outbox, UnitRunner, WorkerConfig
+from fuzzer.campaign.worker import Inbox, Outbox, UnitRunner, WorkerConfig
 from fuzzer.cases.folder import read_case
 from fuzzer.cases.wire import case_message
 from fuzzer.converters import CONVERTERS, ConverterRegistry
@@ -272,8 +274,8 @@ def test_the_fork_servers_warm_start_registers_the_exporter_and_leaves_one_threa
     assert out.stdout.split() == ["False", "False"]
 
 
-def _campaign_running_one_unit(out: Path) -> tuple[Campaign, Slot]:
-    worker = WorkerConfig(out_dir=str(out), log_dir=str(out / LOG_DIR))
+def _campaign_running_one_unit(out: Path, demote_known: bool = False) -> tuple[Campaign, Slot]:
+    worker = WorkerConfig(out_dir=str(out), log_dir=str(out / LOG_DIR), demote_known=demote_known)
     campaign = Campaign(out, CampaignSpec(0, ("torch-onnx-script",), worker), CampaignDB(out / DB_NAME, create=True),
                         workers=1)
     campaign.session = campaign.db.start_session(1)
@@ -289,6 +291,27 @@ def _sent_case_and_result() -> tuple[dict, dict]:
     result = TestResult(0, 5, "torch-onnx-script", "crash", "node_conversion", case.signature, True,
                         message="E: boom", case_dir=case.id)
     return case_message(case), result.to_message()
+
+
+def test_the_campaign_sends_the_demotions_only_when_they_change_and_the_worker_gives_each_unit_its_own(
+        tmp_path: Path) -> None:
+    campaign, slot = _campaign_running_one_unit(tmp_path, demote_known=True)
+    to_worker, at_worker = Pipe()
+    slot.conn = to_worker
+    for idx in range(2):
+        campaign.send_unit(slot, Unit(idx, idx, ["torch-onnx-script"]))
+    for _ in range(HITS_TO_DEMOTE):
+        campaign.novelty.record("sig", [("roll", "bool")])
+    for idx in range(2, 4):
+        campaign.send_unit(slot, Unit(idx, idx, ["torch-onnx-script"]))
+    campaign.send(slot, {"type": "stop"})
+    inbox = Inbox(at_worker)
+    while at_worker.poll(0):
+        inbox.receive()
+    demotion = ("roll", "bool", AVOID_PROBABILITY)
+    assert [(m["type"], m.get("idx"), m.get("demoted")) for m in inbox.pending] == [
+        ("unit", 0, ()), ("unit", 1, ()), ("unit", 2, (demotion,)), ("unit", 3, (demotion,)), ("stop", None, None)]
+    assert inbox.demoted == (demotion,)  # from one "demoted" message, sent once
 
 
 def test_the_campaign_writes_the_case_a_worker_sends_with_its_result(tmp_path: Path) -> None:

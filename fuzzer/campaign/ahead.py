@@ -7,9 +7,10 @@ half their tight-loop speed). The feeder is only a shortcut: whatever it does no
 generator rejects, a source that fails, a feeder that died or hangs) the worker prepares itself, in process, as
 before, so every failure is met and reported where it always was, and the results are the same either way.
 
-Wire: the worker sends {"idx", "seed"} as JSON; the feeder answers with three frames: a JSON header, the unit's
-"graph" message for the campaign (JSON, made here once and passed on by the worker as it is, not decoded and encoded
-again), then the arrays' bytes (fuzzer.support.tensors.pack_arrays). Never a pickle.
+Wire: the worker sends {"idx", "seed"} as JSON, with "demoted" when the demotions changed since its last request;
+the feeder answers with three frames: a JSON header, the unit's "graph" message for the campaign (JSON, made here once
+and passed on by the worker as it is, not decoded and encoded again), then the arrays' bytes
+(fuzzer.support.tensors.pack_arrays). Never a pickle.
 """
 
 from __future__ import annotations
@@ -80,6 +81,7 @@ def feeder_main(conn: Connection, config: UnitConfig, input_budget_s: float) -> 
     outbox: queue.SimpleQueue[tuple[bytes, bytes, bytes]] = queue.SimpleQueue()
     threading.Thread(target=send_answers, args=(conn, outbox), name="convsmith-feeder-sender", daemon=True).start()
     spare: list[Z3Context] = []  # made while no request waits, each used by one graph (fresh_z3_context)
+    demoted: Sequence[Demotion] = ()  # a request names them when they changed (Feeder.ask)
     while True:
         try:
             while len(spare) < SPARE_Z3_CONTEXTS and not conn.poll(0):
@@ -87,8 +89,9 @@ def feeder_main(conn: Connection, config: UnitConfig, input_budget_s: float) -> 
             request = json.loads(conn.recv_bytes())
         except (EOFError, OSError):
             return
-        header, note, body = prepare_ahead(config, input_budget_s, request["idx"], request["seed"],
-                                           request.get("demoted", ()), spare.pop() if spare else None)
+        demoted = request.get("demoted", demoted)
+        header, note, body = prepare_ahead(config, input_budget_s, request["idx"], request["seed"], demoted,
+                                           spare.pop() if spare else None)
         outbox.put((encode(header), note, body))
 
 
@@ -161,6 +164,7 @@ class Feeder:
     def __init__(self, config: UnitConfig, input_budget_s: float) -> None:
         self.wait_s = max(config.timeout_s * WAIT_SHARE, 1.0)
         self.asked: collections.deque[int] = collections.deque()  # in the order the feeder answers them
+        self.demoted: Sequence[Demotion] = ()  # the demotions last sent to the feeder, in force for what follows
         self.answers: dict[int, tuple[dict[str, Any], bytes, bytes]] = {}
         # os.fork, not multiprocessing: the worker is a daemonic process, which multiprocessing forbids children.
         ours, theirs = Pipe()
@@ -187,8 +191,11 @@ class Feeder:
         gone)."""
         if self.conn is None or idx in self.asked or idx in self.answers:
             return
+        request: dict[str, Any] = {"idx": idx, "seed": seed}
+        if demoted is not self.demoted and tuple(demoted) != tuple(self.demoted):
+            request["demoted"], self.demoted = list(demoted), demoted
         try:
-            self.conn.send_bytes(encode({"idx": idx, "seed": seed, "demoted": list(demoted)}))
+            self.conn.send_bytes(encode(request))
         except OSError:
             self.stop("its pipe closed")
             return

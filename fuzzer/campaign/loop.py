@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from fuzzer.campaign.db import CampaignDB
-from fuzzer.campaign.novelty import Novelty
+from fuzzer.campaign.novelty import Demotion, Novelty
 from fuzzer.campaign.progress import Counts, Progress
 from fuzzer.campaign.reduce_queue import ReduceQueue, ReducerConfig
 from fuzzer.campaign.result import TestResult
@@ -115,6 +115,7 @@ class Slot:
     tests_done: int = 0
     retiring: bool = False  # due for recycling: it gets no more units, and is replaced once idle
     rss_baseline: int | None = None
+    demoted: list[Demotion] = field(default_factory=list)  # the demotions last sent to the worker
 
     @property
     def busy(self) -> bool:
@@ -267,9 +268,12 @@ class Campaign:
                 slot.ahead.append(unit)
 
     def send_unit(self, slot: Slot, unit: Unit) -> None:
+        """Send `unit`, after the demotions in force when they changed since the last unit (worker.Inbox)."""
         demoted = self.novelty.demotions() if self.spec.worker.demote_known else []
-        self.send(slot, {"type": "unit", "idx": unit.idx, "seed": unit.seed, "converters": unit.remaining,
-                         "demoted": demoted})
+        if demoted is not slot.demoted and demoted != slot.demoted:
+            self.send(slot, {"type": "demoted", "demoted": demoted})
+            slot.demoted = demoted
+        self.send(slot, {"type": "unit", "idx": unit.idx, "seed": unit.seed, "converters": unit.remaining})
 
     def send(self, slot: Slot, msg: dict[str, Any]) -> None:
         try:

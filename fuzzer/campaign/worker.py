@@ -188,14 +188,15 @@ def worker_main(conn: Connection, config_json: str) -> None:
     outbox = Outbox(conn.send_bytes)
     runner = UnitRunner(config, registry, outbox.send, feeder, outbox.hold)
     runner.send({"type": "ready", "pid": os.getpid()})
-    pending: collections.deque[dict[str, Any]] = collections.deque()
+    inbox = Inbox(conn)
+    pending = inbox.pending
     while True:
         try:
-            if not pending:
+            while not pending:
                 outbox.flush()  # the last result, held, must not wait for the campaign's next unit
-                pending.append(json.loads(conn.recv_bytes()))
+                inbox.receive()
             while conn.poll(0):  # units the campaign queued behind this one
-                pending.append(json.loads(conn.recv_bytes()))
+                inbox.receive()
         except (EOFError, OSError):
             return
         msg = pending.popleft()
@@ -208,6 +209,27 @@ def worker_main(conn: Connection, config_json: str) -> None:
             runner.run_unit(msg["idx"], msg["seed"], tuple(msg["converters"]), msg.get("demoted", ()))
         except (BrokenPipeError, EOFError):
             return
+
+
+class Inbox:
+    """The campaign's messages to this worker, in order. The campaign sends the demotions in force only when they
+    change, not with every unit (their JSON, a few kB, was a tenth of a millisecond per unit each way): each unit
+    gets those in force when it was sent."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+        self.pending: collections.deque[dict[str, Any]] = collections.deque()
+        self.demoted: tuple[Demotion, ...] = ()
+
+    def receive(self) -> None:
+        """Read one message (blocking): a unit or a stop joins `pending`, demotions apply to the units after them."""
+        msg = json.loads(self.conn.recv_bytes())
+        if msg.get("type") == "demoted":
+            self.demoted = tuple((op, detail, chance) for op, detail, chance in msg["demoted"])
+            return
+        if msg.get("type") == "unit":
+            msg.setdefault("demoted", self.demoted)
+        self.pending.append(msg)
 
 
 class Outbox:

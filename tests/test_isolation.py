@@ -343,16 +343,16 @@ def test_a_worker_sends_a_new_case_with_the_result_that_names_it_in_one_frame_an
                           include_ops=("relu",), check={"input_budget_s": 0.2})
     frames: list[bytes] = []
     outbox = Outbox(frames.append)
-    runner = UnitRunner(config, QUICK_REGISTRY, outbox.send, hold=outbox.hold)
+    runner = UnitRunner(config, QUICK_REGISTRY, outbox.send, hold=outbox.hold, flush=outbox.flush)
     for idx in range(2):  # two graphs of one relu: one signature
         runner.run_unit(idx, 7 + idx, ("faulty-crash",))
     outbox.flush()  # as the worker does before it waits for a unit
     frames_of_types = [[m["type"] for m in json.loads(f)] if f.startswith(b"[") else [json.loads(f)["type"]]
                        for f in frames]
-    # The first result goes with the next unit's first message, its case just before it; the last one is flushed.
-    assert frames_of_types == [["graph"], ["prepared", "phase"], ["phase"], ["case", "result", "graph"],
+    # A result and its case go out together, before the next unit is generated in process (with no feeder).
+    assert frames_of_types == [["graph"], ["prepared", "phase"], ["phase"], ["case", "result"], ["graph"],
                                ["prepared", "phase"], ["result"]]
-    case, result = json.loads(frames[3])[:2]
+    case, result = json.loads(frames[3])
     assert result["case_dir"] == case["case"]["id"] and result["is_bug"]
-    assert json.loads(frames[5])["case_dir"] == result["case_dir"]  # the second test names the case, not resent
+    assert json.loads(frames[6])["case_dir"] == result["case_dir"]  # the second test names the case, not resent
     assert list(tmp_path.iterdir()) == []  # nothing written by the worker

@@ -186,7 +186,7 @@ def worker_main(conn: Connection, config_json: str) -> None:
         feeder = Feeder(config, CheckOptions(**config.check).input_budget_s)
     registry = load_registry(config.registry)
     outbox = Outbox(conn.send_bytes)
-    runner = UnitRunner(config, registry, outbox.send, feeder, outbox.hold)
+    runner = UnitRunner(config, registry, outbox.send, feeder, outbox.hold, outbox.flush)
     runner.send({"type": "ready", "pid": os.getpid()})
     inbox = Inbox(conn)
     pending = inbox.pending
@@ -236,9 +236,10 @@ class Outbox:
     """The worker's messages to the campaign. A message held (already encoded) leaves with the next one sent, in one
     frame holding a JSON list: a test's result, and the next unit's graph and preparation, reach the campaign with
     the next test's "phase" message, one write and one wake-up of the campaign per test rather than four. Nothing is
-    held across a step that can kill the process (the phase message goes out before the converter runs, and taking
-    a prepared unit runs none), so a death is never blamed on a test whose end the campaign was not told of; the
-    worker flushes before it waits for a unit."""
+    held across a step that can kill the process or run long (the phase message goes out before the converter runs;
+    taking a prepared unit runs none and waits a quarter of the test timeout at most; the worker flushes before it
+    generates a unit itself or waits for one), so a death or a hang is never blamed on a test whose end the
+    campaign was not told of."""
 
     def __init__(self, write: Callable[[bytes], Any]) -> None:
         self.write = write
@@ -260,15 +261,18 @@ class Outbox:
 
 
 class UnitRunner:
-    """Runs units in this process; `send` delivers each message (an Outbox in a worker, a list in tests), and
-    `hold` one already encoded, to go with the next one sent (by default: decoded and sent at once)."""
+    """Runs units in this process; `send` delivers each message (an Outbox in a worker, a list in tests), `hold` one
+    already encoded, to go with the next one sent (by default: decoded and sent at once), and `flush` sends what is
+    held at once."""
 
     def __init__(self, config: WorkerConfig, registry: ConverterRegistry, send: Any,
-                 feeder: Feeder | None = None, hold: Callable[[bytes], Any] | None = None) -> None:
+                 feeder: Feeder | None = None, hold: Callable[[bytes], Any] | None = None,
+                 flush: Callable[[], Any] | None = None) -> None:
         self.config = config
         self.registry = registry
         self.send = send
         self.hold = hold or (lambda data: send(json.loads(data)))
+        self.flush = flush or (lambda: None)
         self.feeder = feeder  # prepares the units this runner is told to expect (fuzzer/campaign/ahead.py)
         self.check_options = CheckOptions(**config.check)
         self.versions: dict[str, dict[str, str]] = {}
@@ -305,6 +309,7 @@ class UnitRunner:
             timings.update(ready.timings)
             self.hold(ready.graph_message)  # encoded by the feeder, passed on as it is
         else:
+            self.flush()  # generating can take long: the campaign must not count it as the last test's time
             settled = self.settle(idx, seed, timings, demoted)
             if settled is None:
                 return

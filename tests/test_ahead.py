@@ -102,6 +102,10 @@ def test_the_outbox_sends_what_it_holds_with_the_next_message_as_one_list() -> N
                                               {"type": "result"}, {"type": "result", "n": 3}]
 
 
+def test_an_answer_the_worker_cannot_rebuild_is_left_to_the_worker() -> None:
+    in_fresh_process("unbuildable_answer")
+
+
 def test_a_graph_the_generator_rejects_is_left_to_the_worker() -> None:
     config = WorkerConfig(out_dir="unused", log_dir="unused", include_ops=("no_such_operator",), prepare_ahead=True)
     assert prepare_ahead(config, 0.2, 5, 5) == ({"idx": 5, "ok": False}, b"", b"")
@@ -209,6 +213,24 @@ def demotions_on_change() -> None:
            [generate(seed, without_demoted(CONFIG.gen_options(seed), seed, demotions)).to_json()
             for seed, demotions in zip(seeds, demoted, strict=True)]
     assert taken[1] is not None and pair not in op_dtype_pairs(taken[1].graph)
+
+
+def unbuildable_answer() -> None:
+    import fuzzer.campaign.ahead as ahead
+
+    def corrupt(*args: object) -> None:
+        raise ValueError("a corrupt answer")
+
+    feeder = Feeder(CONFIG, 0.2)
+    try:
+        feeder.ask(0, 40)
+        feeder.ask(1, 41)
+        ahead.rebuild, rebuild_answer = corrupt, ahead.rebuild
+        assert feeder.take(0) is None  # never raised in the worker: a result it holds must still go out
+        ahead.rebuild = rebuild_answer
+        assert feeder.alive and feeder.take(1) is not None
+    finally:
+        feeder.stop()
 
 
 def killed_feeder() -> None:

@@ -4,8 +4,9 @@ source (input search, eager and float64 runs) while the worker converts the curr
 Generation and conversion then run in processes of their own: on a machine with a core to spare the converter no
 longer waits for the generator, and each loop keeps its caches warm (interleaved in one process, both ran at about
 half their tight-loop speed). The feeder is only a shortcut: whatever it does not hand back prepared (a graph the
-generator rejects, a source that fails, a feeder that died or hangs) the worker prepares itself, in process, as
-before, so every failure is met and reported where it always was, and the results are the same either way.
+generator rejects, a source that fails, a feeder that died or hangs, an answer the worker cannot rebuild) the worker
+prepares itself, in process, as before, so every failure is met and reported where it always was, and the results
+are the same either way.
 
 Wire: the worker sends {"idx", "seed"} as JSON, with "demoted" when the demotions changed since its last request;
 the feeder answers with three frames: a JSON header, the unit's "graph" message for the campaign (JSON, made here once
@@ -219,7 +220,12 @@ class Feeder:
             self.stop("it died")
             return None
         header, note, body = self.answers.pop(idx)
-        return rebuild(header, note, body) if header["ok"] else None
+        if not header["ok"]:
+            return None
+        try:
+            return rebuild(header, note, body)
+        except Exception:  # the worker prepares the unit itself, where an error of ours is met and reported
+            return None
 
     def stop(self, why: str = "") -> None:
         """Kill the feeder; from now on the worker prepares every unit itself."""

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from fuzzer.campaign.ahead import Feeder, prepare_ahead, rebuild
+from fuzzer.campaign.ahead import ASK_BATCH, Feeder, prepare_ahead, rebuild
 from fuzzer.campaign.novelty import without_demoted
 from fuzzer.campaign.unit_graph import encode, graph_message, op_dtype_pairs
 from fuzzer.campaign.worker import Outbox, UnitRunner, WorkerConfig
@@ -76,6 +76,10 @@ def test_the_feeder_prepares_every_unit_asked_for_before_the_worker_reads_one() 
 
 def test_the_feeder_is_told_the_demotions_only_when_they_change_and_applies_them_to_the_units_after() -> None:
     in_fresh_process("demotions_on_change")
+
+
+def test_the_worker_sends_its_requests_to_the_feeder_in_batches_and_a_unit_it_takes_at_once() -> None:
+    in_fresh_process("asks_in_batches")
 
 
 def test_a_killed_feeder_costs_a_retry_and_the_worker_prepares_every_unit_from_then_on() -> None:
@@ -197,22 +201,45 @@ def demotions_on_change() -> None:
     pair = sorted(op_dtype_pairs(generate(41, CONFIG.gen_options(41))))[0]
     demoted = [((*pair, 1.0),), ((*pair, 1.0),), ()]  # the one of seed 41's pairs, left out of every graph
     feeder = Feeder(CONFIG, 0.2)
-    requests: list[dict] = []
+    writes: list[list[dict]] = []
     assert feeder.conn is not None
     send = feeder.conn.send_bytes
-    feeder.conn.send_bytes = lambda data: (requests.append(json.loads(data)), send(data))  # type: ignore[method-assign]
+    feeder.conn.send_bytes = lambda data: (writes.append(json.loads(data)), send(data))  # type: ignore[method-assign]
     try:
         for idx, (seed, demotions) in enumerate(zip(seeds, demoted, strict=True)):
             feeder.ask(idx, seed, demotions)
         taken = [feeder.take(idx) for idx in range(3)]
     finally:
         feeder.stop()
-    assert [r.get("demoted") for r in requests] == [[[*pair, 1.0]], None, []]
+    assert len(writes) == 1  # fewer than ASK_BATCH: sent when the first was taken
+    assert [r.get("demoted") for r in writes[0]] == [[[*pair, 1.0]], None, []]
     assert all(unit is not None for unit in taken)
     assert [unit.graph.to_json() for unit in taken if unit is not None] == \
            [generate(seed, without_demoted(CONFIG.gen_options(seed), seed, demotions)).to_json()
             for seed, demotions in zip(seeds, demoted, strict=True)]
     assert taken[1] is not None and pair not in op_dtype_pairs(taken[1].graph)
+
+
+def asks_in_batches() -> None:
+    config = dataclasses.replace(CONFIG, min_nodes=2, nodes=2)
+    feeder = Feeder(config, 0.2)
+    writes: list[list[int]] = []
+    assert feeder.conn is not None
+    send = feeder.conn.send_bytes
+    feeder.conn.send_bytes = lambda data: (  # type: ignore[method-assign]
+        writes.append([r["idx"] for r in json.loads(data)]), send(data))
+    try:
+        for idx in range(ASK_BATCH * 2 + 1):
+            feeder.ask(idx, 60 + idx)
+        assert writes == [list(range(ASK_BATCH)), list(range(ASK_BATCH, ASK_BATCH * 2))]
+        taken = [feeder.take(idx) for idx in range(ASK_BATCH * 2)]
+        assert len(writes) == 2  # each of them was sent already
+        taken.append(feeder.take(ASK_BATCH * 2))  # the last, never sent: sent now
+        assert writes[2:] == [[ASK_BATCH * 2]]
+    finally:
+        feeder.stop()
+    assert [unit.graph.to_json() for unit in taken if unit is not None] == \
+           [generate(60 + idx, config.gen_options(60 + idx)).to_json() for idx in range(ASK_BATCH * 2 + 1)]
 
 
 def unbuildable_answer() -> None:

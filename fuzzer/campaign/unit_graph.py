@@ -30,6 +30,6 @@ def graph_message(idx: int, graph: Graph) -> dict[str, Any]:
             "pairs": sorted(op_dtype_pairs(graph) | feature_pairs(graph))}
 
 
-def encode(message: dict[str, Any]) -> bytes:
+def encode(message: dict[str, Any] | list[dict[str, Any]]) -> bytes:
     """A message as it crosses a pipe: JSON, never a pickle."""
     return json.dumps(message).encode()

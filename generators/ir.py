@@ -41,7 +41,7 @@ class TensorType:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> TensorType:
-        return cls(tuple(int(d) for d in data["shape"]), DType(data["dtype"]))
+        return cls(tuple(map(int, data["shape"])), DType(data["dtype"]))
 
 
 @dataclass(frozen=True)
@@ -107,13 +107,22 @@ class Graph:
         version = data.get("schema_version")
         if version != SCHEMA_VERSION:
             raise GraphError(f"unknown graph schema version {version!r} (this convsmith reads {SCHEMA_VERSION})")
+        parsed: dict[tuple[Any, ...], TensorType] = {}  # a graph's tensors share a few types: each is parsed once
+
+        def typed(value: Mapping[str, Any]) -> TensorType:
+            key = (value["dtype"], *value["shape"])
+            found = parsed.get(key)
+            if found is None:
+                found = parsed[key] = TensorType.from_json(value)
+            return found
+
         try:
             return cls(
-                inputs={k: TensorType.from_json(v) for k, v in data["inputs"].items()},
-                weights={k: TensorType.from_json(v) for k, v in data["weights"].items()},
+                inputs={k: typed(v) for k, v in data["inputs"].items()},
+                weights={k: typed(v) for k, v in data["weights"].items()},
                 nodes=tuple(Node.from_json(n) for n in data["nodes"]),
                 outputs=tuple(data["outputs"]),
-                types={k: TensorType.from_json(v) for k, v in data["types"].items()},
+                types={k: typed(v) for k, v in data["types"].items()},
                 ranges={k: (v[0], v[1]) for k, v in data.get("ranges", {}).items()},
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:

@@ -13,7 +13,9 @@ import sys
 import time
 from pathlib import Path
 
+import ml_dtypes
 import numpy as np
+import pytest
 import torch
 
 from fuzzer.campaign.ahead import ASK_BATCH, Feeder, prepare_ahead, rebuild
@@ -23,6 +25,7 @@ from fuzzer.campaign.worker import Outbox, UnitRunner, WorkerConfig
 from fuzzer.check.result import Expected
 from fuzzer.check.source import prepare
 from fuzzer.converters import CONVERTERS
+from fuzzer.support.tensors import pack_arrays, unpack_arrays
 from generators.generator import generate
 
 CONFIG = WorkerConfig(out_dir="unused", log_dir="unused", min_nodes=3, nodes=6, timeout_s=20.0,
@@ -108,6 +111,19 @@ def test_the_outbox_sends_what_it_holds_with_the_next_message_as_one_list() -> N
 
 def test_an_answer_the_worker_cannot_rebuild_is_left_to_the_worker() -> None:
     in_fresh_process("unbuildable_answer")
+
+
+def test_arrays_cross_the_pipe_with_their_dtype_shape_and_values_each_a_writable_copy() -> None:
+    arrays = {"w:empty": np.zeros((0, 3), np.float32), "i:x": np.arange(6, dtype=np.int64).reshape(2, 3),
+              "e:0": np.array(1.5, dtype=ml_dtypes.bfloat16), "r:0": np.array([True, False])}
+    index, body = pack_arrays(arrays)
+    back = unpack_arrays(index, body)
+    assert list(back) == list(arrays)
+    for name, array in arrays.items():
+        assert (back[name].dtype, back[name].shape) == (array.dtype, array.shape)
+        assert back[name].tobytes() == array.tobytes() and back[name].flags.writeable
+    with pytest.raises(ValueError, match="smaller than requested"):
+        unpack_arrays(index, body[:-1])  # a truncated answer: the worker prepares the unit itself
 
 
 def test_a_graph_the_generator_rejects_is_left_to_the_worker() -> None:

@@ -9,9 +9,9 @@ prepares itself, in process, as before, so every failure is met and reported whe
 are the same either way.
 
 Wire: the worker sends its requests in batches, a JSON list of {"idx", "seed"}, each with "demoted" when the
-demotions changed since the request before it; the feeder answers each request with three frames: a JSON header, the unit's "graph" message for the campaign (JSON, made here once
-and passed on by the worker as it is, not decoded and encoded again), then the arrays' bytes
-(fuzzer.support.tensors.pack_arrays). Never a pickle.
+demotions changed since the request before it; the feeder answers each request with three frames: a JSON header, the
+unit's "graph" message for the campaign (JSON, made here once and passed on by the worker as it is, not decoded and
+encoded again), then the arrays' bytes (fuzzer.support.tensors.pack_arrays). Never a pickle.
 """
 
 from __future__ import annotations
@@ -143,19 +143,25 @@ def prepare_ahead(config: UnitConfig, input_budget_s: float, idx: int, seed: int
 def rebuild(header: dict[str, Any], note: bytes, body: bytes) -> ReadyUnit:
     """The worker's copy of a prepared unit: the module made from the settled weights, not drawn again."""
     graph = Graph.from_json(json.loads(note)["graph"])
-    arrays = unpack_arrays(header["arrays"], body)
-    module = GraphModule(graph, {n: to_torch(arrays[f"w:{n}"]) for n in graph.weights})
-    inputs = tuple(to_torch(arrays[f"i:{n}"]) for n in graph.inputs)
-    outputs = range(len(graph.outputs))
-    prepared = Expected(Source(graph, module, inputs), tuple(arrays[f"e:{k}"] for k in outputs),
-                        tuple(arrays[f"r:{k}"] for k in outputs), valid_inputs=header["valid"],
-                        values=header["values"], settling=_prefixed(arrays, "s:"), settling64=_prefixed(arrays, "S:"))
+    arrays = _by_kind(unpack_arrays(header["arrays"], body))
+    weights, given = arrays["w"], arrays["i"]
+    module = GraphModule(graph, {n: to_torch(weights[n]) for n in graph.weights})
+    inputs = tuple(to_torch(given[n]) for n in graph.inputs)
+    outputs = [str(k) for k in range(len(graph.outputs))]
+    prepared = Expected(Source(graph, module, inputs), tuple(arrays["e"][k] for k in outputs),
+                        tuple(arrays["r"][k] for k in outputs), valid_inputs=header["valid"],
+                        values=header["values"], settling=arrays["s"], settling64=arrays["S"])
     timings = {AHEAD_PREFIX + name: seconds for name, seconds in header["timings"].items()}
     return ReadyUnit(graph, note, prepared, timings, header["done_at"])
 
 
-def _prefixed(arrays: dict[str, Any], prefix: str) -> dict[str, Any]:
-    return {key[len(prefix):]: x for key, x in arrays.items() if key.startswith(prefix)}
+def _by_kind(arrays: dict[str, Any]) -> collections.defaultdict[str, dict[str, Any]]:
+    """The packed arrays ("w:name", "e:0", ...) grouped by kind, each kind by its name."""
+    kinds: collections.defaultdict[str, dict[str, Any]] = collections.defaultdict(dict)
+    for key, x in arrays.items():
+        kind, _, name = key.partition(":")
+        kinds[kind][name] = x
+    return kinds
 
 
 # ---- the worker's side ----------------------------------------------------------------------------------------

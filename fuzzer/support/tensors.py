@@ -81,6 +81,8 @@ def unpack_arrays(index: list[dict[str, Any]], data: bytes) -> dict[str, np.ndar
     """The arrays of pack_arrays, each a copy of its own."""
     out = {}
     for entry in index:
-        chunk = data[entry["offset"]:entry["offset"] + entry["nbytes"]]
-        out[entry["name"]] = np.frombuffer(chunk, dtype=np.dtype(entry["dtype"])).reshape(entry["shape"]).copy()
+        dtype = np.dtype(entry["dtype"])
+        # Read in place (no slice of `data` copied first), then copied once: an array of its own, writable.
+        flat = np.frombuffer(data, dtype=dtype, count=entry["nbytes"] // dtype.itemsize, offset=entry["offset"])
+        out[entry["name"]] = flat.reshape(entry["shape"]).copy()
     return out

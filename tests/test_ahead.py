@@ -217,10 +217,7 @@ def demotions_on_change() -> None:
     pair = sorted(op_dtype_pairs(generate(41, CONFIG.gen_options(41))))[0]
     demoted = [((*pair, 1.0),), ((*pair, 1.0),), ()]  # the one of seed 41's pairs, left out of every graph
     feeder = Feeder(CONFIG, 0.2)
-    writes: list[list[dict]] = []
-    assert feeder.conn is not None
-    send = feeder.conn.send_bytes
-    feeder.conn.send_bytes = lambda data: (writes.append(json.loads(data)), send(data))  # type: ignore[method-assign]
+    writes = _recorded_writes(feeder)
     try:
         for idx, (seed, demotions) in enumerate(zip(seeds, demoted, strict=True)):
             feeder.ask(idx, seed, demotions)
@@ -239,23 +236,32 @@ def demotions_on_change() -> None:
 def asks_in_batches() -> None:
     config = dataclasses.replace(CONFIG, min_nodes=2, nodes=2)
     feeder = Feeder(config, 0.2)
-    writes: list[list[int]] = []
-    assert feeder.conn is not None
-    send = feeder.conn.send_bytes
-    feeder.conn.send_bytes = lambda data: (  # type: ignore[method-assign]
-        writes.append([r["idx"] for r in json.loads(data)]), send(data))
+    writes = _recorded_writes(feeder)
+
+    def asked() -> list[list[int]]:
+        return [[request["idx"] for request in write] for write in writes]
+
     try:
         for idx in range(ASK_BATCH * 2 + 1):
             feeder.ask(idx, 60 + idx)
-        assert writes == [list(range(ASK_BATCH)), list(range(ASK_BATCH, ASK_BATCH * 2))]
+        assert asked() == [list(range(ASK_BATCH)), list(range(ASK_BATCH, ASK_BATCH * 2))]
         taken = [feeder.take(idx) for idx in range(ASK_BATCH * 2)]
         assert len(writes) == 2  # each of them was sent already
         taken.append(feeder.take(ASK_BATCH * 2))  # the last, never sent: sent now
-        assert writes[2:] == [[ASK_BATCH * 2]]
+        assert asked()[2:] == [[ASK_BATCH * 2]]
     finally:
         feeder.stop()
     assert [unit.graph.to_json() for unit in taken if unit is not None] == \
            [generate(60 + idx, config.gen_options(60 + idx)).to_json() for idx in range(ASK_BATCH * 2 + 1)]
+
+
+def _recorded_writes(feeder: Feeder) -> list[list[dict]]:
+    """Every batch of requests the worker writes to `feeder` from now on, decoded, in order."""
+    writes: list[list[dict]] = []
+    assert feeder.conn is not None
+    send = feeder.conn.send_bytes
+    feeder.conn.send_bytes = lambda data: (writes.append(json.loads(data)), send(data))  # type: ignore[method-assign]
+    return writes
 
 
 def unbuildable_answer() -> None:

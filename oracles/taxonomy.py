@@ -11,6 +11,7 @@ import re
 import traceback
 from dataclasses import dataclass, field
 
+from oracles.paths import portable
 from oracles.signature import crash_signature
 from oracles.verdict import Stage, Symptom, Verdict
 
@@ -81,7 +82,7 @@ def failure_verdict(converter: str, failure: Failure) -> Verdict:
     """The verdict of a converter's own failure."""
     signature = crash_signature(converter, failure.stage, failure.exc_type, failure.message, failure.frame)
     return Verdict(classify(failure), failure.stage, converter, signature=signature,
-                   message=f"{failure.exc_type}: {failure.message}"[:MESSAGE_LIMIT])
+                   message=portable(f"{failure.exc_type}: {failure.message}")[:MESSAGE_LIMIT])
 
 
 def upstream_verdict(converter: str, upstream: str, failure: Failure, labels: tuple[str, ...] = (),
@@ -91,7 +92,8 @@ def upstream_verdict(converter: str, upstream: str, failure: Failure, labels: tu
     f = failure
     signature = crash_signature(f"{converter}<-{upstream}", f.stage, f.exc_type, f.message, f.frame)
     return Verdict(symptom or classify(f), Stage.SOURCE, converter, signature=signature,
-                   message=f"upstream {upstream} failed at {f.stage.value}: {f.exc_type}: {f.message}"[:MESSAGE_LIMIT],
+                   message=portable(f"upstream {upstream} failed at {f.stage.value}: {f.exc_type}: {f.message}")
+                   [:MESSAGE_LIMIT],
                    labels=tuple(sorted({f"upstream:{upstream}", *labels})))
 
 

@@ -161,7 +161,7 @@ def _fake_verdict(symptom: Symptom, signature: str) -> Verdict:
 
 
 @pytest.mark.parametrize("outcome,status,word", [("same", 1, "reproduces"), ("pass", 0, "fixed (now pass)"),
-                                                 ("other", 1, "fails differently (now crash-other)")])
+                                                 ("other", 4, "fails differently (now crash-other)")])
 def test_repro_exit_status_follows_the_outcome(monkeypatch, capsys, outcome: str, status: int, word: str) -> None:
     import fuzzer.cases.replay as replay
 
@@ -265,3 +265,45 @@ def test_a_reduced_group_norm_without_affine_renders_what_it_computes() -> None:
          {**scope, "WEIGHTS": {w: getattr(module, w).detach() for w in graph.weights}}, scope)
     x = torch.tensor([[0.5, -1.5]])
     assert torch.equal(scope["Repro"]()(x)[0], module(x)[0])
+
+
+def test_repro_over_several_folders_reports_a_non_case_apart_and_replays_the_rest(tmp_path: Path, capsys) -> None:
+    """As `convsmith repro corpus/*/` does over a folder that holds no case.json: one line names it, the cases
+    are still replayed, and the status follows what was replayed (a known bug still shows: 1)."""
+    not_a_case = tmp_path / "notes"
+    not_a_case.mkdir()
+    (not_a_case / "README.md").write_text("an investigation, not a case\n")
+    status = cli.main(["repro", str(KNOWN_BUGS[0]), str(not_a_case), str(KNOWN_BUGS[1])])
+    out, err = capsys.readouterr()
+    assert status == 1
+    first, second = (read_case(c).id for c in KNOWN_BUGS[:2])
+    assert out.splitlines() == [f"{first}: reproduces", f"{second}: reproduces",
+                                "3 folders: 2 reproduce, 0 fixed, 0 fail differently, 1 not a case"]
+    assert len(err.strip().splitlines()) == 1 and err.startswith(f"{not_a_case}: not a case: ")
+
+
+@pytest.mark.parametrize("outcomes,bad,status", [((), True, 2), (("fixed",), True, 2), (("fixed",), False, 0),
+                                                 (("different", "fixed"), True, 4),
+                                                 (("reproduces", "different"), True, 1)])
+def test_repro_status_ranks_the_filed_bug_over_another_failure_over_bad_input(outcomes, bad, status) -> None:
+    from fuzzer.cases.replay import Outcome
+    from fuzzer.commands.repro import exit_status
+
+    labels = {"reproduces": Outcome.REPRODUCES, "fixed": Outcome.FIXED, "different": Outcome.DIFFERENT}
+    assert exit_status({labels[o] for o in outcomes}, bad) == status
+
+
+def test_repro_py_exits_4_when_the_bug_is_replaced_by_another_failure(tmp_path: Path) -> None:
+    """The ONNX Runtime optimizer's crash case, its upstream model changed so that the runtime fails otherwise (an
+    operator it does not know): repro.py, run alone, says it fails differently and exits 4, not 1."""
+    import onnx
+
+    case = next(c for c in ONNX_TOOL_CASES if read_case(c).converter == "ort-optimizer")
+    folder = tmp_path / case.name
+    shutil.copytree(case, folder)
+    model = onnx.load(str(folder / "upstream.onnx"))
+    model.graph.node[0].op_type = "NoSuchOperator"
+    onnx.save(model, str(folder / "upstream.onnx"))
+    ran = subprocess.run([sys.executable, "-I", "repro.py"], cwd=folder, capture_output=True, text=True, timeout=120)
+    assert ran.returncode == 4, ran.stdout[-2000:] + ran.stderr[-2000:]
+    assert "FAILS DIFFERENTLY" in ran.stdout

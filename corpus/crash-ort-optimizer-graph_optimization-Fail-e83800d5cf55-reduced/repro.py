@@ -2,8 +2,8 @@
 """convsmith case crash-ort-optimizer-graph_optimization-Fail-e83800d5cf55-reduced: crash in ort-optimizer (graph_optimization)
 
 Standalone reproduction (onnx, onnxruntime, numpy; not convsmith). Run: python repro.py
-Exit status: 0 the bug does not show, 1 it shows, 2 a file of the case is missing or unreadable,
-3 cannot run here (a library is missing).
+Exit status: 0 the bug does not show, 1 it shows (the failure this case was filed for), 2 a file of the
+case is missing or unreadable, 3 cannot run here (a library is missing), 4 it fails, but otherwise.
 """
 import ctypes
 import os
@@ -31,6 +31,12 @@ OUTPUT_NAMES = ('t1',)
 OUTPUT_DTYPES = ('int32',)
 TOLERANCES = {'float64': (1e-09, 1e-12), 'float32': (0.0001, 1e-06), 'float16': (0.005, 0.001), 'bfloat16': (0.016, 0.01), 'int32': (0.0, 0.0), 'int64': (0.0, 0.0), 'int8': (0.0, 0.0), 'uint8': (0.0, 0.0), 'bool': (0.0, 0.0)}  # dtype: (rtol, atol)
 DEVICE = 'cpu'  # where convsmith ran the source model and ONNX Runtime
+DYNAMIC = None  # the dims a dynamic export marks (None: a static export)
+SECOND_SHAPE = False  # test_data_set_1 holds inputs at a second shape the dynamic model must run at too
+DIVERGENCES = ("wrong_shape", "wrong_dtype", "wrong_values")
+LOST = ("process_death", "hang", "out_of_memory")  # the conversion runs in a child, whose end is the evidence
+CHILD_TIMEOUT_S = 600  # a child still converting then is a hang
+MEMORY_MB = 4096  # an out-of-memory case's child may grow by this much
 
 
 def load_tensor(rel):
@@ -112,8 +118,9 @@ def compare(name, actual, expected, dtype):
 
 
 def judge(outputs, wanted, label):
-    shows = len(outputs) != len(wanted)
-    if shows:
+    """The first way the outputs differ from `wanted` ("wrong_shape", "wrong_dtype", "wrong_values"), or None."""
+    kinds = ["wrong_shape"] if len(outputs) != len(wanted) else []
+    if kinds:
         print(f"observed {len(outputs)} outputs, expected {len(wanted)}")
     for name, got, want, dtype in zip(OUTPUT_NAMES, outputs, wanted, OUTPUT_DTYPES):
         ok, text = compare(name, got, want, dtype)
@@ -121,18 +128,69 @@ def judge(outputs, wanted, label):
         if not ok:
             print(f"    observed: {np.asarray(got).ravel()[:8]}")
             print(f"    {label}: {np.asarray(want).ravel()[:8]}")
-        shows = shows or not ok
-    return shows
+            got, want = np.asarray(got), np.asarray(want)
+            kinds.append("wrong_shape" if got.shape != want.shape else
+                         "wrong_dtype" if got.dtype != want.dtype else "wrong_values")
+    return min(kinds, key=DIVERGENCES.index) if kinds else None
+
+
+def outcome(shown):
+    """1 when the failure the case was filed for shows, 4 when another does."""
+    print("BUG REPRODUCES" if shown else f"FAILS DIFFERENTLY (filed as {SYMPTOM})")
+    return 1 if shown else 4
+
+
+def judged(kind):
+    """The exit status for what `judge` found."""
+    if kind is None:
+        print("bug does not show: converted outputs match")
+        return 0
+    return outcome(kind == SYMPTOM)
 
 
 def report_crash(exc, expected):
-    """What the conversion raised, beside what was expected; 1, as the bug (or another) shows."""
-    shown = type(exc).__name__ == EXPECTED_ERROR or SYMPTOM not in ("wrong_values", "wrong_shape", "wrong_dtype")
+    """What the conversion raised, beside what was expected: 1 when it is the error the case was filed for."""
+    if SYMPTOM == "out_of_memory":
+        shown = isinstance(exc, MemoryError) or "allocate memory" in str(exc) or "bad_alloc" in str(exc)
+    else:
+        shown = SYMPTOM not in DIVERGENCES + LOST and type(exc).__name__ == (EXPECTED_ERROR or type(exc).__name__)
     traceback.print_exc()
     print(f"observed: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
     print(f"expected: {expected}")
-    print("BUG REPRODUCES" if shown else "FAILS DIFFERENTLY")
-    return 1
+    return outcome(shown)
+
+
+def in_child(main):
+    """A death, hang or memory exhaustion takes the process with it: the conversion runs in a child, and how that
+    child ends is what shows the bug."""
+    import signal
+    import subprocess
+
+    if os.environ.get("CONVSMITH_REPRO_CHILD") == "1":
+        if SYMPTOM == "out_of_memory":
+            _limit_memory()
+        return main()
+    env = dict(os.environ, CONVSMITH_REPRO_CHILD="1")
+    print(f"converting in a child process (the case is a {SYMPTOM}; timeout {CHILD_TIMEOUT_S} s)", flush=True)
+    try:
+        child = subprocess.run([sys.executable, os.path.abspath(__file__)], env=env, timeout=CHILD_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        print(f"observed: no result after {CHILD_TIMEOUT_S} s (killed)")
+        return outcome(SYMPTOM == "hang")
+    if child.returncode < 0:
+        name = signal.Signals(-child.returncode).name
+        print(f"observed: the converting process was killed by {name}")
+        return outcome(SYMPTOM == "process_death" or (SYMPTOM == "out_of_memory" and name == "SIGKILL"))
+    return child.returncode  # it ran to the end: its own status (0 the bug does not show, 4 another failure)
+
+
+def _limit_memory():
+    import resource
+
+    with open("/proc/self/status") as handle:
+        size = next(int(line.split()[1]) * 1024 for line in handle if line.startswith("VmSize:"))
+    limit = size + MEMORY_MB * 2**20
+    resource.setrlimit(resource.RLIMIT_AS, (limit, resource.getrlimit(resource.RLIMIT_AS)[1]))
 
 
 def transform(model):
@@ -162,14 +220,12 @@ def main():
     except Exception as exc:
         return report_crash(exc, "the converted model runs and matches upstream.onnx run with optimizations off")
     print("target vs upstream.onnx run with optimizations off (baseline):")
-    shows = judge(outputs, baseline, "baseline")
-    print("BUG REPRODUCES" if shows else "bug does not show: converted outputs match")
-    return 1 if shows else 0
+    return judged(judge(outputs, baseline, "baseline"))
 
 
 if __name__ == "__main__":
     try:
-        status = main()
+        status = in_child(main) if SYMPTOM in LOST else main()
     except ImportError as exc:  # the converter under test (onnxsim, onnxslim, ...) is not installed
         print(f"repro.py: cannot run: {exc}", file=sys.stderr)
         status = 3

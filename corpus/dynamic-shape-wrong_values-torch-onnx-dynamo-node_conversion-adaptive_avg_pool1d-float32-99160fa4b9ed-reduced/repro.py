@@ -2,8 +2,8 @@
 """convsmith case dynamic-shape-wrong_values-torch-onnx-dynamo-node_conversion-adaptive_avg_pool1d-float32-99160fa4b9ed-reduced: wrong_values in torch-onnx-dynamo (node_conversion)
 
 Standalone reproduction (torch, onnx, onnxruntime, numpy; not convsmith). Run: python repro.py
-Exit status: 0 the bug does not show, 1 it shows, 2 a file of the case is missing or unreadable,
-3 cannot run here (a library is missing).
+Exit status: 0 the bug does not show, 1 it shows (the failure this case was filed for), 2 a file of the
+case is missing or unreadable, 3 cannot run here (a library is missing), 4 it fails, but otherwise.
 """
 import ctypes
 import os
@@ -34,6 +34,10 @@ TOLERANCES = {'float64': (1e-09, 1e-12), 'float32': (0.0001, 1e-06), 'float16': 
 DEVICE = 'cpu'  # where convsmith ran the source model and ONNX Runtime
 DYNAMIC = {'dims': [{'name': 'size', 'axes': [['in0', 1]], 'min': 2, 'max': 13}], 'exact': True, 'outputs': {}}  # the dims a dynamic export marks (None: a static export)
 SECOND_SHAPE = True  # test_data_set_1 holds inputs at a second shape the dynamic model must run at too
+DIVERGENCES = ("wrong_shape", "wrong_dtype", "wrong_values")
+LOST = ("process_death", "hang", "out_of_memory")  # the conversion runs in a child, whose end is the evidence
+CHILD_TIMEOUT_S = 600  # a child still converting then is a hang
+MEMORY_MB = 4096  # an out-of-memory case's child may grow by this much
 
 
 def load_tensor(rel):
@@ -127,8 +131,9 @@ def compare(name, actual, expected, dtype):
 
 
 def judge(outputs, wanted, label):
-    shows = len(outputs) != len(wanted)
-    if shows:
+    """The first way the outputs differ from `wanted` ("wrong_shape", "wrong_dtype", "wrong_values"), or None."""
+    kinds = ["wrong_shape"] if len(outputs) != len(wanted) else []
+    if kinds:
         print(f"observed {len(outputs)} outputs, expected {len(wanted)}")
     for name, got, want, dtype in zip(OUTPUT_NAMES, outputs, wanted, OUTPUT_DTYPES):
         ok, text = compare(name, got, want, dtype)
@@ -136,23 +141,75 @@ def judge(outputs, wanted, label):
         if not ok:
             print(f"    observed: {np.asarray(got).ravel()[:8]}")
             print(f"    {label}: {np.asarray(want).ravel()[:8]}")
-        shows = shows or not ok
-    return shows
+            got, want = np.asarray(got), np.asarray(want)
+            kinds.append("wrong_shape" if got.shape != want.shape else
+                         "wrong_dtype" if got.dtype != want.dtype else "wrong_values")
+    return min(kinds, key=DIVERGENCES.index) if kinds else None
+
+
+def outcome(shown):
+    """1 when the failure the case was filed for shows, 4 when another does."""
+    print("BUG REPRODUCES" if shown else f"FAILS DIFFERENTLY (filed as {SYMPTOM})")
+    return 1 if shown else 4
+
+
+def judged(kind):
+    """The exit status for what `judge` found."""
+    if kind is None:
+        print("bug does not show: converted outputs match")
+        return 0
+    return outcome(kind == SYMPTOM)
 
 
 def report_crash(exc, expected):
-    """What the conversion raised, beside what was expected; 1, as the bug (or another) shows."""
-    shown = type(exc).__name__ == EXPECTED_ERROR or SYMPTOM not in ("wrong_values", "wrong_shape", "wrong_dtype")
+    """What the conversion raised, beside what was expected: 1 when it is the error the case was filed for."""
+    if SYMPTOM == "out_of_memory":
+        shown = isinstance(exc, MemoryError) or "allocate memory" in str(exc) or "bad_alloc" in str(exc)
+    else:
+        shown = SYMPTOM not in DIVERGENCES + LOST and type(exc).__name__ == (EXPECTED_ERROR or type(exc).__name__)
     traceback.print_exc()
     print(f"observed: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
     print(f"expected: {expected}")
-    print("BUG REPRODUCES" if shown else "FAILS DIFFERENTLY")
-    return 1
+    return outcome(shown)
+
+
+def in_child(main):
+    """A death, hang or memory exhaustion takes the process with it: the conversion runs in a child, and how that
+    child ends is what shows the bug."""
+    import signal
+    import subprocess
+
+    if os.environ.get("CONVSMITH_REPRO_CHILD") == "1":
+        if SYMPTOM == "out_of_memory":
+            _limit_memory()
+        return main()
+    env = dict(os.environ, CONVSMITH_REPRO_CHILD="1")
+    print(f"converting in a child process (the case is a {SYMPTOM}; timeout {CHILD_TIMEOUT_S} s)", flush=True)
+    try:
+        child = subprocess.run([sys.executable, os.path.abspath(__file__)], env=env, timeout=CHILD_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        print(f"observed: no result after {CHILD_TIMEOUT_S} s (killed)")
+        return outcome(SYMPTOM == "hang")
+    if child.returncode < 0:
+        name = signal.Signals(-child.returncode).name
+        print(f"observed: the converting process was killed by {name}")
+        return outcome(SYMPTOM == "process_death" or (SYMPTOM == "out_of_memory" and name == "SIGKILL"))
+    return child.returncode  # it ran to the end: its own status (0 the bug does not show, 4 another failure)
+
+
+def _limit_memory():
+    import resource
+
+    with open("/proc/self/status") as handle:
+        size = next(int(line.split()[1]) * 1024 for line in handle if line.startswith("VmSize:"))
+    limit = size + MEMORY_MB * 2**20
+    resource.setrlimit(resource.RLIMIT_AS, (limit, resource.getrlimit(resource.RLIMIT_AS)[1]))
 
 
 def transform(model):
     """The ONNX-to-ONNX converter under test."""
-    raise SystemExit('repro.py does not transform models for torch-onnx-dynamo')
+    print('repro.py: cannot run: it has no call of torch-onnx-dynamo', file=sys.stderr)
+    raise SystemExit(3)
 
 
 def dynamic_axes():
@@ -244,7 +301,7 @@ def main():
         eager = [to_numpy(x) for x in module(*inputs)]
     print(f"{CASE}: {CONVERTER} {OPTIONS}")
     print(f"torch {torch.__version__}, onnx {onnx.__version__}, onnxruntime {ort.__version__}")
-    if not judge(eager, [to_numpy(x) for x in saved], "saved expected"):
+    if judge(eager, [to_numpy(x) for x in saved], "saved expected") is None:
         print("eager PyTorch matches the saved expected outputs")
     try:
         outputs, baseline, data = convert_and_run(module, inputs)
@@ -254,11 +311,11 @@ def main():
         return report_crash(exc, "a converted model that runs and matches eager PyTorch")
     if baseline is not None:
         print("target vs the unconverted ONNX model (baseline):")
-        shows = judge(outputs, baseline, "baseline")
+        kind = judge(outputs, baseline, "baseline")
     else:
         print("target vs eager PyTorch:")
-        shows = judge(outputs, eager, "eager")
-    if SECOND_SHAPE and not shows:  # the dynamic model, traced at the shapes above, at its second shape
+        kind = judge(outputs, eager, "eager")
+    if SECOND_SHAPE and kind is None:  # the dynamic model, traced at the shapes above, at its second shape
         inputs = [load_tensor(f"test_data_set_1/input_{i}.pb").to(DEVICE) for i in range(len(INPUT_NAMES))]
         with torch.no_grad():
             eager = [to_numpy(x) for x in module(*inputs)]
@@ -267,14 +324,13 @@ def main():
         except Exception as exc:
             return report_crash(exc, "the dynamic model runs at the second shape too and matches eager PyTorch")
         print(f"at the second shape {[tuple(x.shape) for x in inputs]}, target vs eager PyTorch:")
-        shows = judge(outputs, eager, "eager")
-    print("BUG REPRODUCES" if shows else "bug does not show: converted outputs match")
-    return 1 if shows else 0
+        kind = judge(outputs, eager, "eager")
+    return judged(kind)
 
 
 if __name__ == "__main__":
     try:
-        status = main()
+        status = in_child(main) if SYMPTOM in LOST else main()
     except ImportError as exc:  # the converter under test (onnxsim, onnxslim, ...) is not installed
         print(f"repro.py: cannot run: {exc}", file=sys.stderr)
         status = 3

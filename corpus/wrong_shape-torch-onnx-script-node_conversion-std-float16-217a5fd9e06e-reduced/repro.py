@@ -2,8 +2,8 @@
 """convsmith case wrong_shape-torch-onnx-script-node_conversion-std-float16-217a5fd9e06e-reduced: wrong_shape in torch-onnx-script (node_conversion)
 
 Standalone reproduction (torch, onnx, onnxruntime, numpy; not convsmith). Run: python repro.py
-Exit status: 0 the bug does not show, 1 it shows, 2 a file of the case is missing or unreadable,
-3 cannot run here (a library is missing).
+Exit status: 0 the bug does not show, 1 it shows (the failure this case was filed for), 2 a file of the
+case is missing or unreadable, 3 cannot run here (a library is missing), 4 it fails, but otherwise.
 """
 import ctypes
 import os
@@ -26,12 +26,18 @@ CASE = 'wrong_shape-torch-onnx-script-node_conversion-std-float16-217a5fd9e06e-r
 SYMPTOM = 'wrong_shape'
 EXPECTED_ERROR = ''  # exception type name the bug raises (crash-like symptoms)
 CONVERTER = 'torch-onnx-script'
-OPTIONS = {'constant_folding': True, 'opset': 17}
+OPTIONS = {'constant_folding': True, 'opset': 17, 'script_module': True}
 INPUT_NAMES = ('in1',)
 OUTPUT_NAMES = ('t3',)
 OUTPUT_DTYPES = ('float64',)
 TOLERANCES = {'float64': (1e-09, 1e-12), 'float32': (0.0001, 1e-06), 'float16': (0.005, 0.001), 'bfloat16': (0.016, 0.01), 'int32': (0.0, 0.0), 'int64': (0.0, 0.0), 'int8': (0.0, 0.0), 'uint8': (0.0, 0.0), 'bool': (0.0, 0.0)}  # dtype: (rtol, atol)
 DEVICE = 'cpu'  # where convsmith ran the source model and ONNX Runtime
+DYNAMIC = None  # the dims a dynamic export marks (None: a static export)
+SECOND_SHAPE = False  # test_data_set_1 holds inputs at a second shape the dynamic model must run at too
+DIVERGENCES = ("wrong_shape", "wrong_dtype", "wrong_values")
+LOST = ("process_death", "hang", "out_of_memory")  # the conversion runs in a child, whose end is the evidence
+CHILD_TIMEOUT_S = 600  # a child still converting then is a hang
+MEMORY_MB = 4096  # an out-of-memory case's child may grow by this much
 
 
 def load_tensor(rel):
@@ -125,8 +131,9 @@ def compare(name, actual, expected, dtype):
 
 
 def judge(outputs, wanted, label):
-    shows = len(outputs) != len(wanted)
-    if shows:
+    """The first way the outputs differ from `wanted` ("wrong_shape", "wrong_dtype", "wrong_values"), or None."""
+    kinds = ["wrong_shape"] if len(outputs) != len(wanted) else []
+    if kinds:
         print(f"observed {len(outputs)} outputs, expected {len(wanted)}")
     for name, got, want, dtype in zip(OUTPUT_NAMES, outputs, wanted, OUTPUT_DTYPES):
         ok, text = compare(name, got, want, dtype)
@@ -134,65 +141,147 @@ def judge(outputs, wanted, label):
         if not ok:
             print(f"    observed: {np.asarray(got).ravel()[:8]}")
             print(f"    {label}: {np.asarray(want).ravel()[:8]}")
-        shows = shows or not ok
-    return shows
+            got, want = np.asarray(got), np.asarray(want)
+            kinds.append("wrong_shape" if got.shape != want.shape else
+                         "wrong_dtype" if got.dtype != want.dtype else "wrong_values")
+    return min(kinds, key=DIVERGENCES.index) if kinds else None
+
+
+def outcome(shown):
+    """1 when the failure the case was filed for shows, 4 when another does."""
+    print("BUG REPRODUCES" if shown else f"FAILS DIFFERENTLY (filed as {SYMPTOM})")
+    return 1 if shown else 4
+
+
+def judged(kind):
+    """The exit status for what `judge` found."""
+    if kind is None:
+        print("bug does not show: converted outputs match")
+        return 0
+    return outcome(kind == SYMPTOM)
 
 
 def report_crash(exc, expected):
-    """What the conversion raised, beside what was expected; 1, as the bug (or another) shows."""
-    shown = type(exc).__name__ == EXPECTED_ERROR or SYMPTOM not in ("wrong_values", "wrong_shape", "wrong_dtype")
+    """What the conversion raised, beside what was expected: 1 when it is the error the case was filed for."""
+    if SYMPTOM == "out_of_memory":
+        shown = isinstance(exc, MemoryError) or "allocate memory" in str(exc) or "bad_alloc" in str(exc)
+    else:
+        shown = SYMPTOM not in DIVERGENCES + LOST and type(exc).__name__ == (EXPECTED_ERROR or type(exc).__name__)
     traceback.print_exc()
     print(f"observed: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
     print(f"expected: {expected}")
-    print("BUG REPRODUCES" if shown else "FAILS DIFFERENTLY")
-    return 1
+    return outcome(shown)
+
+
+def in_child(main):
+    """A death, hang or memory exhaustion takes the process with it: the conversion runs in a child, and how that
+    child ends is what shows the bug."""
+    import signal
+    import subprocess
+
+    if os.environ.get("CONVSMITH_REPRO_CHILD") == "1":
+        if SYMPTOM == "out_of_memory":
+            _limit_memory()
+        return main()
+    env = dict(os.environ, CONVSMITH_REPRO_CHILD="1")
+    print(f"converting in a child process (the case is a {SYMPTOM}; timeout {CHILD_TIMEOUT_S} s)", flush=True)
+    try:
+        child = subprocess.run([sys.executable, os.path.abspath(__file__)], env=env, timeout=CHILD_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        print(f"observed: no result after {CHILD_TIMEOUT_S} s (killed)")
+        return outcome(SYMPTOM == "hang")
+    if child.returncode < 0:
+        name = signal.Signals(-child.returncode).name
+        print(f"observed: the converting process was killed by {name}")
+        return outcome(SYMPTOM == "process_death" or (SYMPTOM == "out_of_memory" and name == "SIGKILL"))
+    return child.returncode  # it ran to the end: its own status (0 the bug does not show, 4 another failure)
+
+
+def _limit_memory():
+    import resource
+
+    with open("/proc/self/status") as handle:
+        size = next(int(line.split()[1]) * 1024 for line in handle if line.startswith("VmSize:"))
+    limit = size + MEMORY_MB * 2**20
+    resource.setrlimit(resource.RLIMIT_AS, (limit, resource.getrlimit(resource.RLIMIT_AS)[1]))
 
 
 def transform(model):
     """The ONNX-to-ONNX converter under test."""
-    raise SystemExit('repro.py does not transform models for torch-onnx-script')
+    print('repro.py: cannot run: it has no call of torch-onnx-script', file=sys.stderr)
+    raise SystemExit(3)
 
 
-def export_script(module, inputs, opset, constant_folding=True):
+def dynamic_axes():
+    """torch.onnx.export's dynamic_axes for DYNAMIC: every marked input and output axis by its dim's name."""
+    axes = {}
+    for dim in DYNAMIC["dims"]:
+        for name, axis in dim["axes"]:
+            axes.setdefault(name, {})[axis] = dim["name"]
+    for name, named in DYNAMIC["outputs"].items():
+        axes.setdefault(name, {}).update({int(axis): dim for axis, dim in named.items()})
+    return axes
+
+
+def dynamic_shapes():
+    """torch.export's dynamic_shapes for DYNAMIC: one Dim per dynamic dim, shared by its axes (Dim.AUTO for the
+    leading-dim hints of a graph with no second shape); None for an input with no dynamic axis."""
+    shapes = {name: {} for name in INPUT_NAMES}
+    for dim in DYNAMIC["dims"]:
+        auto = not DYNAMIC["exact"]
+        spec = torch.export.Dim.AUTO if auto else torch.export.Dim(dim["name"], min=dim["min"], max=dim["max"])
+        for name, axis in dim["axes"]:
+            shapes[name][axis] = spec
+    return tuple(shapes[name] or None for name in INPUT_NAMES)
+
+
+def export_script(module, inputs, opset, constant_folding=True, script_module=False, dynamic=False):
     import io
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        traced = torch.jit.trace(module, tuple(inputs), check_trace=False)
+        if script_module:
+            module = torch.jit.trace(module, tuple(inputs), check_trace=False)
         buffer = io.BytesIO()
-        torch.onnx.export(traced, tuple(inputs), buffer, dynamo=False, opset_version=opset,
+        torch.onnx.export(module, tuple(inputs), buffer, dynamo=False, opset_version=opset,
                           input_names=list(INPUT_NAMES), output_names=list(OUTPUT_NAMES),
-                          do_constant_folding=constant_folding)
+                          do_constant_folding=constant_folding, dynamic_axes=dynamic_axes() if dynamic else None)
     return onnx.load_from_string(buffer.getvalue())
 
 
-def export_dynamo(module, inputs, opset, optimize=True):
+def export_dynamo(module, inputs, opset, optimize=True, dynamic=False):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         program = torch.onnx.export(module, tuple(inputs), dynamo=True, optimize=optimize, opset_version=opset,
-                                    input_names=list(INPUT_NAMES), output_names=list(OUTPUT_NAMES), verbose=False)
+                                    input_names=list(INPUT_NAMES), output_names=list(OUTPUT_NAMES), verbose=False,
+                                    dynamic_shapes=dynamic_shapes() if dynamic else None)
     return program.model_proto
 
 
 def export_upstream(module, inputs):
+    if OPTIONS.get("upstream") == "onnx-native":  # written by convsmith straight from the graph: the saved model
+        return onnx.load(os.path.join(HERE, "upstream.onnx"))
     if OPTIONS.get("upstream", "torch-onnx-script") == "torch-onnx-dynamo":
         return export_dynamo(module, inputs, OPTIONS["opset"])
     return export_script(module, inputs, OPTIONS["opset"])
 
 
 def convert_and_run(module, inputs):
-    """(target outputs, baseline outputs or None): what convsmith compared."""
+    """(target outputs, baseline outputs or None, the target model): what convsmith compared."""
     if CONVERTER == "torch-onnx-script":
-        model = export_script(module, inputs, OPTIONS["opset"], OPTIONS["constant_folding"])
-        return run_onnx(check_and_serialize(model), inputs), None
+        model = export_script(module, inputs, OPTIONS["opset"], OPTIONS["constant_folding"],
+                              OPTIONS.get("script_module", False), OPTIONS.get("dynamic", False))
+        data = check_and_serialize(model)
+        return run_onnx(data, inputs), None, data
     if CONVERTER == "torch-onnx-dynamo":
-        model = export_dynamo(module, inputs, OPTIONS["opset"], OPTIONS["optimize"])
-        return run_onnx(check_and_serialize(model), inputs), None
+        model = export_dynamo(module, inputs, OPTIONS["opset"], OPTIONS["optimize"], OPTIONS.get("dynamic", False))
+        data = check_and_serialize(model)
+        return run_onnx(data, inputs), None, data
     upstream = check_and_serialize(export_upstream(module, inputs))
     baseline = run_onnx(upstream, inputs)
     if CONVERTER == "ort-optimizer":
-        return run_onnx(upstream, inputs, OPTIONS["level"]), baseline
-    model = transform(onnx.load_from_string(upstream))
-    return run_onnx(check_and_serialize(model), inputs), baseline
+        return run_onnx(upstream, inputs, OPTIONS["level"]), baseline, upstream
+    data = check_and_serialize(transform(onnx.load_from_string(upstream)))
+    return run_onnx(data, inputs), baseline, data
 
 class Repro(torch.nn.Module):
     def __init__(self):
@@ -213,27 +302,36 @@ def main():
         eager = [to_numpy(x) for x in module(*inputs)]
     print(f"{CASE}: {CONVERTER} {OPTIONS}")
     print(f"torch {torch.__version__}, onnx {onnx.__version__}, onnxruntime {ort.__version__}")
-    if not judge(eager, [to_numpy(x) for x in saved], "saved expected"):
+    if judge(eager, [to_numpy(x) for x in saved], "saved expected") is None:
         print("eager PyTorch matches the saved expected outputs")
     try:
-        outputs, baseline = convert_and_run(module, inputs)
+        outputs, baseline, data = convert_and_run(module, inputs)
     except ImportError:
         raise  # cannot run here: not the bug
     except Exception as exc:
         return report_crash(exc, "a converted model that runs and matches eager PyTorch")
     if baseline is not None:
         print("target vs the unconverted ONNX model (baseline):")
-        shows = judge(outputs, baseline, "baseline")
+        kind = judge(outputs, baseline, "baseline")
     else:
         print("target vs eager PyTorch:")
-        shows = judge(outputs, eager, "eager")
-    print("BUG REPRODUCES" if shows else "bug does not show: converted outputs match")
-    return 1 if shows else 0
+        kind = judge(outputs, eager, "eager")
+    if SECOND_SHAPE and kind is None:  # the dynamic model, traced at the shapes above, at its second shape
+        inputs = [load_tensor(f"test_data_set_1/input_{i}.pb").to(DEVICE) for i in range(len(INPUT_NAMES))]
+        with torch.no_grad():
+            eager = [to_numpy(x) for x in module(*inputs)]
+        try:
+            outputs = run_onnx(data, inputs)
+        except Exception as exc:
+            return report_crash(exc, "the dynamic model runs at the second shape too and matches eager PyTorch")
+        print(f"at the second shape {[tuple(x.shape) for x in inputs]}, target vs eager PyTorch:")
+        kind = judge(outputs, eager, "eager")
+    return judged(kind)
 
 
 if __name__ == "__main__":
     try:
-        status = main()
+        status = in_child(main) if SYMPTOM in LOST else main()
     except ImportError as exc:  # the converter under test (onnxsim, onnxslim, ...) is not installed
         print(f"repro.py: cannot run: {exc}", file=sys.stderr)
         status = 3

@@ -28,9 +28,10 @@ from fuzzer.campaign.reduce_queue import ReduceQueue, ReducerConfig
 from fuzzer.campaign.result import TestResult
 from fuzzer.campaign.unit_graph import encode
 from fuzzer.campaign.worker import WorkerConfig, worker_main
-from fuzzer.cases.case import case_id, collect_versions, lost_case
+from fuzzer.cases.case import case_id, collect_versions, lost_case, remade_source
 from fuzzer.cases.folder import read_case, write_case
 from fuzzer.cases.wire import case_from_message
+from fuzzer.check.pipeline import CheckOptions
 from fuzzer.converters import ConverterRegistry, load_registry
 from fuzzer.support.confine import lower_priority, rss_bytes
 from fuzzer.support.errors import UsageError
@@ -423,7 +424,8 @@ class Campaign:
     def write_sent_case(self, unit: Unit, msg: dict[str, Any]) -> None:
         """Write the case folder a worker sent for `unit` (one already there is kept); a failure is our own error."""
         try:
-            write_case(self.out_dir, case_from_message(msg))
+            case = case_from_message(msg)
+            write_case(self.out_dir, case, converter=self.registry.get(case.converter))
         except Exception:
             self.own_error({"idx": unit.idx, "seed": unit.seed, "converter": msg.get("case", {}).get("converter"),
                             "phase": "case", "exc_type": "case", "message": "writing a case a worker sent failed",
@@ -501,10 +503,14 @@ class Campaign:
             return name if (self.out_dir / name).exists() else None
         try:
             converter = self.registry[verdict.converter]
+            worker = self.spec.worker
+            values = worker.values_for(unit.seed).value
+            source = remade_source(graph, unit.seed, options, worker.device, values,
+                                   CheckOptions(**worker.check).input_budget_s)
             case = lost_case(graph, unit.seed, verdict.converter, options, verdict,
-                             collect_versions(converter.distributions), dump, device=self.spec.worker.device,
-                             values=self.spec.worker.values_for(unit.seed).value)
-            return write_case(self.out_dir, case).name
+                             collect_versions(converter.distributions), dump, device=worker.device, values=values,
+                             source=source)
+            return write_case(self.out_dir, case, converter=converter).name
         except Exception:  # our code: keep fuzzing, keep the traceback
             self.own_error({"idx": unit.idx, "seed": unit.seed, "converter": verdict.converter, "phase": "case",
                             "exc_type": "case", "message": "writing the case of a lost worker failed",

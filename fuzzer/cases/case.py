@@ -14,10 +14,13 @@ from typing import Any
 import numpy as np
 
 from fuzzer.cases.diagnosis import CrossCheck, Repair
+from fuzzer.check.dynamic import planned
 from fuzzer.check.pipeline import CheckOptions, CheckResult, run_check
 from fuzzer.check.result import FULL_CHECK, Expected
+from fuzzer.check.source import prepare
 from fuzzer.converters import CONVERTERS
-from fuzzer.converters.base import distribution_version
+from fuzzer.converters.base import StageError, Steps, distribution_version
+from fuzzer.converters.native import NATIVE, native_model
 from fuzzer.converters.upstream import cached_upstream
 from fuzzer.support.tensors import to_case_array
 from generators.ir import Graph
@@ -118,31 +121,32 @@ def case_from_result(result: CheckResult, graph: Graph, seed: int, converter: st
     source runs nowhere else)."""
     verdict: Verdict = result.verdict
     expected, target = result.expected, result.target
-    weights: dict[str, np.ndarray] = {}
-    inputs: tuple[np.ndarray, ...] = ()
-    eager: tuple[np.ndarray, ...] = ()
-    reference: tuple[np.ndarray, ...] = ()
-    if expected is not None:
-        source = expected.source
-        weights = {w: to_case_array(getattr(source.module, w)) for w in graph.weights}
-        inputs = tuple(to_case_array(x) for x in source.inputs)
-        dtypes = source.output_dtypes
-        eager = tuple(to_case_array(x, d) for x, d in zip(expected.eager, dtypes, strict=True))
-        reference = tuple(np.asarray(x) for x in expected.reference)
     model = target.model if target is not None else None
     upstream = _upstream_model(result)
     signature = verdict.signature
-    second = _second_shape_data(expected)
+    tensors = _source_fields(expected, graph) if expected is not None else {"device": device, "values": values}
     return CaseData(
         id=case_id_ or case_id(signature), signature=signature, graph=graph, seed=seed, converter=converter,
         converter_options=dict(result.options), verdict=verdict, versions=dict(versions),
         input_names=tuple(graph.inputs), output_names=tuple(graph.outputs), created=now_iso(),
-        weights=weights, inputs=inputs, expected=eager, reference=reference, model=model, upstream_model=upstream,
-        log=log, original=original, device=expected.source.device if expected is not None else device,
-        values=expected.values if expected is not None else values,
-        dynamic=expected.source.dynamic.to_json() if expected is not None and expected.source.dynamic else None,
-        **second,
+        model=model, upstream_model=upstream, log=log, original=original, **tensors,
     )
+
+
+def _source_fields(expected: Expected, graph: Graph) -> dict[str, Any]:
+    """The CaseData fields a settled source gives: weights, inputs, eager and float64 outputs, device, value
+    strategy and a dynamic export's marked dims and second shape."""
+    source = expected.source
+    dtypes = source.output_dtypes
+    return {
+        "weights": {w: to_case_array(getattr(source.module, w)) for w in graph.weights},
+        "inputs": tuple(to_case_array(x) for x in source.inputs),
+        "expected": tuple(to_case_array(x, d) for x, d in zip(expected.eager, dtypes, strict=True)),
+        "reference": tuple(np.asarray(x) for x in expected.reference),
+        "device": source.device, "values": expected.values,
+        "dynamic": source.dynamic.to_json() if source.dynamic else None,
+        **_second_shape_data(expected),
+    }
 
 
 def _second_shape_data(expected: Expected | None) -> dict[str, tuple[np.ndarray, ...]]:
@@ -158,14 +162,37 @@ def _second_shape_data(expected: Expected | None) -> dict[str, tuple[np.ndarray,
 
 def lost_case(graph: Graph, seed: int, converter: str, options: Mapping[str, Any], verdict: Verdict,
               versions: Mapping[str, str], dump: str, case_id_: str | None = None, original: str | None = None,
-              device: str = "cpu", values: str = "uniform") -> CaseData:
-    """The case of a conversion whose process died or hung: graph, verdict and the faulthandler dump as its log
-    (no tensors survive the process: `values` says how its seed draws them again)."""
+              device: str = "cpu", values: str = "uniform", source: Expected | None = None) -> CaseData:
+    """The case of a conversion whose process died or hung: graph, verdict and the faulthandler dump as its log.
+    No tensors survive the process: `source` is its source made again (remade_source), whose inputs, weights and
+    outputs the case keeps so that its repro.py runs alone; without it, `values` says how its seed draws them."""
+    tensors = _source_fields(source, graph) if source is not None else {}
+    upstream = _native_upstream(source, options) if source is not None else None
     return CaseData(id=case_id_ or case_id(verdict.signature), signature=verdict.signature, graph=graph, seed=seed,
                     converter=converter, converter_options=dict(options), verdict=verdict, versions=dict(versions),
                     input_names=tuple(graph.inputs), output_names=tuple(graph.outputs), created=now_iso(),
-                    log=f"{verdict.message}\n\nfaulthandler:\n{dump}\n", original=original, device=device,
-                    values=values)
+                    log=f"{verdict.message}\n\nfaulthandler:\n{dump}\n", original=original, upstream_model=upstream,
+                    **{"device": device, "values": values, **tensors})
+
+
+def remade_source(graph: Graph, seed: int, options: Mapping[str, Any], device: str = "cpu",
+                  values: str = "uniform", input_budget_s: float = FULL_CHECK.input_budget_s) -> Expected | None:
+    """The source a test of `graph` from `seed` ran on, made again in this process (the source side is seeded, and
+    runs no converter): a worker that died took its tensors along. None when the source itself fails."""
+    prepared = prepare(graph, seed, {}, input_budget_s, device, ValueStrategy(values))
+    if not isinstance(prepared, Expected):
+        return None
+    return planned(prepared, {}) if options.get("dynamic") else prepared
+
+
+def _native_upstream(source: Expected, options: Mapping[str, Any]) -> bytes | None:
+    """The native model an ONNX tool received, written again (no exporter runs): what its repro.py starts from."""
+    if options.get("upstream") != NATIVE or "opset" not in options:
+        return None
+    try:
+        return native_model(source.source, options["opset"], Steps()).SerializeToString()
+    except StageError:
+        return None
 
 
 def case_log(result: Any) -> str:

@@ -35,6 +35,7 @@ from fuzzer.cases.diagnosis import CrossCheck, Repair
 from fuzzer.cases.report import render_report
 from fuzzer.cases.repro import render_repro
 from fuzzer.converters import CONVERTERS
+from fuzzer.converters.base import Converter
 from fuzzer.converters.dynamic import DynamicAxes
 from fuzzer.support.device import DEVICES
 from fuzzer.support.errors import UsageError
@@ -43,6 +44,7 @@ from fuzzer.support.tensors import from_proto_bytes
 from generators.dot import to_dot
 from generators.ir import Graph, GraphError
 from generators.values import ValueStrategy
+from oracles.paths import portable
 from oracles.rootcause import RootCause, verdict_root_cause
 from oracles.verdict import Verdict
 
@@ -92,11 +94,12 @@ def _write(path: Path, data: bytes) -> None:
     path.write_bytes(data)
 
 
-def write_case(out_dir: Path, case: CaseData, replace: bool = False) -> Path:
+def write_case(out_dir: Path, case: CaseData, replace: bool = False, converter: Converter | None = None) -> Path:
     """Write `case` as out_dir/<case.id>/, atomically (staged beside it, then renamed); returns the folder.
 
     When the folder already exists it is kept as it is (the first writer wins) unless `replace` is set, in which
-    case the old folder is swapped out after the new one is complete.
+    case the old folder is swapped out after the new one is complete. `converter`: the registry entry the case was
+    found with, for its repro.py, when it is not one of CONVERTERS.
     """
     out_dir = Path(out_dir)
     if not _SAFE_NAME.match(case.id):
@@ -113,13 +116,13 @@ def write_case(out_dir: Path, case: CaseData, replace: bool = False) -> Path:
             _write(staging / rel, data)
         _write(staging / "graph.dot", to_dot(case.graph).encode("utf-8"))
         _write(staging / "log.txt", case.log.encode("utf-8"))
-        _write(staging / "repro.py", render_repro(case).encode("utf-8"))
-        _write(staging / "report.md", render_report(case).encode("utf-8"))
+        _write(staging / "repro.py", portable(render_repro(case, converter)).encode("utf-8"))
+        _write(staging / "report.md", portable(render_report(case)).encode("utf-8"))
         digests = {rel: hashlib.sha256(data).hexdigest() for rel, data in files.items()}
         # A plain write: the folder is published by one rename once complete, so no reader sees it half-written,
         # and its data files are not synced either (an fsync of this one file cost a millisecond of a case's five,
         # paid by the worker between tests). A folder cut short by a power loss fails its read with a CaseError.
-        _write(staging / CASE_JSON, (json.dumps(case.to_json(digests), indent=1) + "\n").encode("utf-8"))
+        _write(staging / CASE_JSON, (portable(json.dumps(case.to_json(digests), indent=1)) + "\n").encode("utf-8"))
         if replace and final.exists():
             return _swap(staging, final)
         atomic_publish_dir(staging, final)

@@ -8,6 +8,7 @@ named by id. The complete harness stays in repro.py.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from fuzzer.cases.diagnosis_report import render_diagnosis
@@ -18,6 +19,7 @@ from fuzzer.converters.dynamic import DynamicAxes
 from generators.ir import Graph
 from oracles.dynamic import at_second_shape
 from oracles.rootcause import verdict_root_cause
+from oracles.verdict import Stage
 
 GRAPH_LINES = 14  # the graph section shows this many definitions at most (graph.dot has it all)
 MESSAGE_CHARS = 400
@@ -59,8 +61,37 @@ def title(case: Any) -> str:
         return f"{display_name(case.converter)}: `{cause.operator}` {DIVERGENCE_WORDS[symptom]}{dtype}"
     exc, _, message = verdict.message.partition(": ")
     first = message.strip().splitlines()[0] if message.strip() else ""
-    return (f"{display_name(case.converter)}: {exc.rsplit('.', 1)[-1]} at {verdict.stage.value.replace('_', ' ')} "
-            f"on `{cause.operator}`: {first[:100]}")
+    where = f"on `{cause.operator}`" if cause.operator != "unknown" else died_in(verdict.message)
+    return (f"{display_name(case.converter)}: {exc.rsplit('.', 1)[-1]} at {stage_words(verdict.stage)} "
+            f"{where}: {cut_at_word(_FRAME.sub('', first), TITLE_DETAIL)}")
+
+
+def stage_words(stage: Stage, article: str = "") -> str:
+    """'node conversion'; a process that died where its dump names no step is at 'an unknown' one."""
+    return "an unknown" if stage is Stage.NONE else article + stage.value.replace("_", " ")
+
+
+TITLE_DETAIL = 100  # characters of the error's first line a title quotes
+# A dead worker's message ends in its innermost frame: ' in torch/onnx/symbolic_opset9.py:1234 in _pad_circular'.
+_FRAME = re.compile(r" in (\S+\.py):\d+ in ([\w<>]+)$")
+
+
+def died_in(message: str) -> str:
+    """Where a conversion whose operator is not known failed: the function of its innermost frame, when the message
+    ends in one ('in `symbolic_opset9._pad_circular`'), else 'on an operator not isolated'."""
+    found = _FRAME.search(message.strip().splitlines()[0] if message.strip() else "")
+    if found is None:
+        return "on an operator not isolated"
+    module = found.group(1).rsplit("/", 1)[-1].removesuffix(".py")
+    return f"in `{module}.{found.group(2)}`"
+
+
+def cut_at_word(text: str, limit: int) -> str:
+    """`text` cut to at most `limit` characters at a space (never inside a word or a path), '…' marking the cut."""
+    if len(text) <= limit:
+        return text
+    head = text[:limit].rsplit(" ", 1)[0] if " " in text[:limit] else text[:limit]
+    return head.rstrip(" ,:;") + "…"
 
 
 def summary(case: Any) -> str:
@@ -69,7 +100,7 @@ def summary(case: Any) -> str:
     options = ", ".join(f"{k}={v}" for k, v in sorted(case.converter_options.items()))
     what = DIVERGENCE_WORDS.get(verdict.symptom.json_name, f"fails ({verdict.symptom.json_name.replace('_', ' ')})")
     text = (f"Converting a {len(case.graph.nodes)}-operator model ({ops}) with {display_name(case.converter)} "
-            f"({options}) {what} at the {verdict.stage.value.replace('_', ' ')} stage.")
+            f"({options}) {what} at {stage_words(verdict.stage, 'the ')} stage.")
     if verdict.diverging_op and any(label.startswith(f"{ALONE_LABEL}:") for label in verdict.labels):
         text += (f" `{verdict.diverging_op}` ({verdict.diverging_dtype}) gives a wrong output converted alone, on the "
                  "values it reads in this model.")

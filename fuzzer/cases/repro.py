@@ -12,6 +12,8 @@ import re
 from typing import Any
 
 from fuzzer.converters import CONVERTERS
+from fuzzer.converters.base import Converter
+from fuzzer.converters.upstream import starts_upstream
 from generators.ir import Graph
 from generators.registry import REGISTRY, OpRegistry
 from oracles.compare import DEFAULT_TOLERANCES
@@ -53,8 +55,8 @@ _HEADER = '''#!/usr/bin/env python3
 """{title}
 
 Standalone reproduction ({libs}; not convsmith). Run: python repro.py
-Exit status: 0 the bug does not show, 1 it shows, 2 a file of the case is missing or unreadable,
-3 cannot run here (a library is missing).
+Exit status: 0 the bug does not show, 1 it shows (the failure this case was filed for), 2 a file of the
+case is missing or unreadable, 3 cannot run here (a library is missing), 4 it fails, but otherwise.
 """
 import ctypes
 import os
@@ -84,6 +86,10 @@ TOLERANCES = {tolerances!r}  # dtype: (rtol, atol)
 DEVICE = {device!r}  # where convsmith ran the source model and ONNX Runtime
 DYNAMIC = {dynamic!r}  # the dims a dynamic export marks (None: a static export)
 SECOND_SHAPE = {second!r}  # test_data_set_1 holds inputs at a second shape the dynamic model must run at too
+DIVERGENCES = ("wrong_shape", "wrong_dtype", "wrong_values")
+LOST = ("process_death", "hang", "out_of_memory")  # the conversion runs in a child, whose end is the evidence
+CHILD_TIMEOUT_S = {timeout!r}  # a child still converting then is a hang
+MEMORY_MB = {memory_mb!r}  # an out-of-memory case's child may grow by this much
 '''
 
 _TORCH_TENSORS = '''
@@ -201,8 +207,9 @@ def compare(name, actual, expected, dtype):
 
 
 def judge(outputs, wanted, label):
-    shows = len(outputs) != len(wanted)
-    if shows:
+    """The first way the outputs differ from `wanted` ("wrong_shape", "wrong_dtype", "wrong_values"), or None."""
+    kinds = ["wrong_shape"] if len(outputs) != len(wanted) else []
+    if kinds:
         print(f"observed {len(outputs)} outputs, expected {len(wanted)}")
     for name, got, want, dtype in zip(OUTPUT_NAMES, outputs, wanted, OUTPUT_DTYPES):
         ok, text = compare(name, got, want, dtype)
@@ -210,18 +217,69 @@ def judge(outputs, wanted, label):
         if not ok:
             print(f"    observed: {np.asarray(got).ravel()[:8]}")
             print(f"    {label}: {np.asarray(want).ravel()[:8]}")
-        shows = shows or not ok
-    return shows
+            got, want = np.asarray(got), np.asarray(want)
+            kinds.append("wrong_shape" if got.shape != want.shape else
+                         "wrong_dtype" if got.dtype != want.dtype else "wrong_values")
+    return min(kinds, key=DIVERGENCES.index) if kinds else None
+
+
+def outcome(shown):
+    """1 when the failure the case was filed for shows, 4 when another does."""
+    print("BUG REPRODUCES" if shown else f"FAILS DIFFERENTLY (filed as {SYMPTOM})")
+    return 1 if shown else 4
+
+
+def judged(kind):
+    """The exit status for what `judge` found."""
+    if kind is None:
+        print("bug does not show: converted outputs match")
+        return 0
+    return outcome(kind == SYMPTOM)
 
 
 def report_crash(exc, expected):
-    """What the conversion raised, beside what was expected; 1, as the bug (or another) shows."""
-    shown = type(exc).__name__ == EXPECTED_ERROR or SYMPTOM not in ("wrong_values", "wrong_shape", "wrong_dtype")
+    """What the conversion raised, beside what was expected: 1 when it is the error the case was filed for."""
+    if SYMPTOM == "out_of_memory":
+        shown = isinstance(exc, MemoryError) or "allocate memory" in str(exc) or "bad_alloc" in str(exc)
+    else:
+        shown = SYMPTOM not in DIVERGENCES + LOST and type(exc).__name__ == (EXPECTED_ERROR or type(exc).__name__)
     traceback.print_exc()
     print(f"observed: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
     print(f"expected: {expected}")
-    print("BUG REPRODUCES" if shown else "FAILS DIFFERENTLY")
-    return 1
+    return outcome(shown)
+
+
+def in_child(main):
+    """A death, hang or memory exhaustion takes the process with it: the conversion runs in a child, and how that
+    child ends is what shows the bug."""
+    import signal
+    import subprocess
+
+    if os.environ.get("CONVSMITH_REPRO_CHILD") == "1":
+        if SYMPTOM == "out_of_memory":
+            _limit_memory()
+        return main()
+    env = dict(os.environ, CONVSMITH_REPRO_CHILD="1")
+    print(f"converting in a child process (the case is a {SYMPTOM}; timeout {CHILD_TIMEOUT_S} s)", flush=True)
+    try:
+        child = subprocess.run([sys.executable, os.path.abspath(__file__)], env=env, timeout=CHILD_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        print(f"observed: no result after {CHILD_TIMEOUT_S} s (killed)")
+        return outcome(SYMPTOM == "hang")
+    if child.returncode < 0:
+        name = signal.Signals(-child.returncode).name
+        print(f"observed: the converting process was killed by {name}")
+        return outcome(SYMPTOM == "process_death" or (SYMPTOM == "out_of_memory" and name == "SIGKILL"))
+    return child.returncode  # it ran to the end: its own status (0 the bug does not show, 4 another failure)
+
+
+def _limit_memory():
+    import resource
+
+    with open("/proc/self/status") as handle:
+        size = next(int(line.split()[1]) * 1024 for line in handle if line.startswith("VmSize:"))
+    limit = size + MEMORY_MB * 2**20
+    resource.setrlimit(resource.RLIMIT_AS, (limit, resource.getrlimit(resource.RLIMIT_AS)[1]))
 '''
 
 _TORCH_EXPORT = '''
@@ -302,7 +360,7 @@ _ENTRY = '''
 
 if __name__ == "__main__":
     try:
-        status = main()
+        status = in_child(main) if SYMPTOM in LOST else main()
     except ImportError as exc:  # the converter under test (onnxsim, onnxslim, ...) is not installed
         print(f"repro.py: cannot run: {exc}", file=sys.stderr)
         status = 3
@@ -323,7 +381,7 @@ def main():
         eager = [to_numpy(x) for x in module(*inputs)]
     print(f"{CASE}: {CONVERTER} {OPTIONS}")
     print(f"torch {torch.__version__}, onnx {onnx.__version__}, onnxruntime {ort.__version__}")
-    if not judge(eager, [to_numpy(x) for x in saved], "saved expected"):
+    if judge(eager, [to_numpy(x) for x in saved], "saved expected") is None:
         print("eager PyTorch matches the saved expected outputs")
     try:
         outputs, baseline, data = convert_and_run(module, inputs)
@@ -333,11 +391,11 @@ def main():
         return report_crash(exc, "a converted model that runs and matches eager PyTorch")
     if baseline is not None:
         print("target vs the unconverted ONNX model (baseline):")
-        shows = judge(outputs, baseline, "baseline")
+        kind = judge(outputs, baseline, "baseline")
     else:
         print("target vs eager PyTorch:")
-        shows = judge(outputs, eager, "eager")
-    if SECOND_SHAPE and not shows:  # the dynamic model, traced at the shapes above, at its second shape
+        kind = judge(outputs, eager, "eager")
+    if SECOND_SHAPE and kind is None:  # the dynamic model, traced at the shapes above, at its second shape
         inputs = [load_tensor(f"test_data_set_1/input_{i}.pb").to(DEVICE) for i in range(len(INPUT_NAMES))]
         with torch.no_grad():
             eager = [to_numpy(x) for x in module(*inputs)]
@@ -346,9 +404,8 @@ def main():
         except Exception as exc:
             return report_crash(exc, "the dynamic model runs at the second shape too and matches eager PyTorch")
         print(f"at the second shape {[tuple(x.shape) for x in inputs]}, target vs eager PyTorch:")
-        shows = judge(outputs, eager, "eager")
-    print("BUG REPRODUCES" if shows else "bug does not show: converted outputs match")
-    return 1 if shows else 0
+        kind = judge(outputs, eager, "eager")
+    return judged(kind)
 ''' + _ENTRY
 
 _MAIN_TOOL = '''
@@ -375,25 +432,27 @@ def main():
     except Exception as exc:
         return report_crash(exc, "the converted model runs and matches upstream.onnx run with optimizations off")
     print("target vs upstream.onnx run with optimizations off (baseline):")
-    shows = judge(outputs, baseline, "baseline")
-    print("BUG REPRODUCES" if shows else "bug does not show: converted outputs match")
-    return 1 if shows else 0
+    return judged(judge(outputs, baseline, "baseline"))
 ''' + _ENTRY
 
 # ONNX-to-ONNX converters: their repro.py starts from the saved upstream.onnx and needs no torch.
-ONNX_TOOLS = frozenset({"ort-optimizer", "onnxsim", "onnxslim", "onnxoptimizer", "onnx-version-converter"})
+ONNX_TOOLS = frozenset(name for name, converter in CONVERTERS.items() if starts_upstream(converter))
 _EXTRA_LIBS = {"onnxsim": "onnxsim", "onnxslim": "onnxslim", "onnxoptimizer": "onnxoptimizer"}
+HANG_AFTER_S = re.compile(r"no result after (\d+(?:\.\d+)?) s")
+LOST_CHILD_TIMEOUT_S = 600  # a death case's child that neither dies nor ends by then fails otherwise
+MEMORY_MB = 4096  # the worker's default memory budget (fuzzer/campaign/worker.py)
 
 
-def render_transform(case: Any) -> str:
+def render_transform(case: Any, converter: Converter | None = None) -> str:
     """`transform(model)`: the ONNX-to-ONNX converter's own call (its `snippet`, as report.md writes it too)."""
-    converter = CONVERTERS.get(case.converter)
+    converter = converter or CONVERTERS.get(case.converter)
     try:
         call = converter.snippet(converter.options(case.converter_options)) if converter else None
     except NotImplementedError:
         call = None
     if call is None or call.from_torch:
-        body = [f"raise SystemExit('repro.py does not transform models for {case.converter}')"]
+        body = [f"print('repro.py: cannot run: it has no call of {case.converter}', file=sys.stderr)",
+                "raise SystemExit(3)"]
     else:  # the ORT optimizer's call is the session's level: its model goes through unchanged
         body = [*call.imports, *call.lines, "return model"]
     lines = ["", "", "def transform(model):", '    """The ONNX-to-ONNX converter under test."""']
@@ -406,14 +465,22 @@ def expected_error(message: str) -> str:
     return head.rsplit(".", 1)[-1] if re.fullmatch(r"[\w.]+", head) else ""
 
 
-def render_repro(case: Any) -> str:
+def child_timeout_s(verdict: Any) -> float:
+    """How long a lost case's repro.py waits for its converting child: a hang's own timeout, else a long while."""
+    found = HANG_AFTER_S.search(verdict.message) if verdict.symptom.json_name == "hang" else None
+    return float(found.group(1)) if found else LOST_CHILD_TIMEOUT_S
+
+
+def render_repro(case: Any, converter: Converter | None = None) -> str:
     """The standalone repro.py of a CaseData (see module doc): from the saved upstream model, without torch, for an
-    ONNX-to-ONNX converter; from the graph written as plain PyTorch otherwise."""
+    ONNX-to-ONNX converter; from the graph written as plain PyTorch otherwise. `converter`: the registry entry the
+    case was found with, when it is not one of CONVERTERS."""
     graph: Graph = case.graph
     verdict = case.verdict
+    converter = converter or CONVERTERS.get(case.converter)
     title = f"convsmith case {case.id}: {verdict.symptom.json_name} in {case.converter} ({verdict.stage.value})"
     extra = f", {_EXTRA_LIBS[case.converter]}" if case.converter in _EXTRA_LIBS else ""
-    from_upstream = case.converter in ONNX_TOOLS and case.upstream_model is not None
+    from_upstream = converter is not None and starts_upstream(converter) and case.upstream_model is not None
     header = _HEADER.format(
         libs=("" if from_upstream else "torch, ") + f"onnx, onnxruntime, numpy{extra}",
         torch_import="" if from_upstream else "    import torch\n",
@@ -424,11 +491,11 @@ def render_repro(case: Any) -> str:
         dtypes=tuple(graph.types[o].dtype.value for o in graph.outputs),
         tolerances={k: (v.rtol, v.atol) for k, v in DEFAULT_TOLERANCES.items()},
         device=case.device, dynamic=case.dynamic if case.dynamic is None else dict(case.dynamic),
-        second=bool(case.second_inputs),
+        second=bool(case.second_inputs), timeout=child_timeout_s(verdict), memory_mb=MEMORY_MB,
     )
     if from_upstream:
-        return header + _NUMPY_TENSORS + _RUNTIME + render_transform(case) + _MAIN_TOOL
-    return (header + _TORCH_TENSORS + _RUNTIME + render_transform(case) + _TORCH_EXPORT + "\n"
+        return header + _NUMPY_TENSORS + _RUNTIME + render_transform(case, converter) + _MAIN_TOOL
+    return (header + _TORCH_TENSORS + _RUNTIME + render_transform(case, converter) + _TORCH_EXPORT + "\n"
             + render_module(graph) + _MAIN_MODULE)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import sys
 from pathlib import Path
@@ -13,8 +14,9 @@ from fuzzer.support.errors import Exit, UsageError
 from fuzzer.support.quiet import library_output
 
 NAME = "repro"
-HELP = ("replay saved bug cases on the installed versions: reproduces, fixed, or fails differently (exit 1 when "
-        "any case still shows a bug, 0 when every one is fixed)")
+HELP = ("replay saved bug cases on the installed versions: exit 1 when any case still shows its bug, 4 when none "
+        "does but one fails differently, 2 when a folder is not a case (the others are still replayed), 0 when "
+        "every one is fixed")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -24,20 +26,37 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     results: list[Replay] = []
-    bad_input = False
+    not_cases: list[Path] = []
     for path in args.cases:
         try:
             with library_output() as captured:
                 result = replay(load_case(path))
         except UsageError as exc:
-            print(f"{path}: bad input: {exc}", file=sys.stderr)
-            bad_input = True
+            print(f"{path}: not a case: {exc}", file=sys.stderr)
+            not_cases.append(path)
             continue
         finally:
             if args.verbose and captured.text:
                 sys.stderr.write(captured.text)
         results.append(result)
         print(json.dumps(result.to_json()) if args.json else result.line(), flush=True)
-    if bad_input:
-        return Exit.USAGE
-    return Exit.BUG if any(r.outcome is not Outcome.FIXED for r in results) else Exit.OK
+    if len(args.cases) > 1 and not args.json:
+        print(tally(results, len(not_cases)))
+    return exit_status({r.outcome for r in results}, bool(not_cases))
+
+
+def exit_status(outcomes: set[Outcome], bad_input: bool) -> int:
+    """The bug the cases were filed for outranks another failure, which outranks a folder that is not a case."""
+    if Outcome.REPRODUCES in outcomes:
+        return Exit.BUG
+    if Outcome.DIFFERENT in outcomes:
+        return Exit.DIFFERENT
+    return Exit.USAGE if bad_input else Exit.OK
+
+
+def tally(results: list[Replay], not_cases: int) -> str:
+    """'17 folders: 15 reproduce, 1 fixed, 1 fails differently, 0 not a case'."""
+    counts = collections.Counter(r.outcome for r in results)
+    parts = [f"{counts[Outcome.REPRODUCES]} reproduce", f"{counts[Outcome.FIXED]} fixed",
+             f"{counts[Outcome.DIFFERENT]} fail differently", f"{not_cases} not a case"]
+    return f"{len(results) + not_cases} folders: " + ", ".join(parts)

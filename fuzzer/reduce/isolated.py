@@ -21,7 +21,7 @@ from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
 
-from fuzzer.cases.case import CaseData, case_from_result, case_log, collect_versions, lost_case
+from fuzzer.cases.case import CaseData, case_from_result, case_log, collect_versions, lost_case, remade_source
 from fuzzer.cases.folder import write_case
 from fuzzer.cases.whose_bug import with_diagnosis
 from fuzzer.check.pipeline import CheckOptions, check_prepared, prepare
@@ -98,10 +98,13 @@ class IsolatedChecker:
                                            reduction=None if reduction is None else dict(reduction)))
         if isinstance(reply, Verdict):
             versions = collect_versions(self.registry[job.converter].distributions)
+            source = remade_source(job.graph, job.seed, job.options, job.device, job.values)
             case = lost_case(job.graph, job.seed, job.converter, job.options, reply, versions, self._last_dump,
-                             case_id_=case_id, original=original, device=job.device)
+                             case_id_=case_id, original=original, device=job.device, values=job.values,
+                             source=source)
             case = _with_reduction(case, reduction)
-            return write_case(out_dir, case, replace=True), reply
+            converter = self.registry[job.converter]
+            return write_case(out_dir, case, replace=True, converter=converter), reply
         return Path(reply["path"]), Verdict.from_json(reply["verdict"])
 
     # ---- the child's lifecycle --------------------------------------------------------------------------
@@ -221,5 +224,5 @@ def _answer(message: Mapping[str, Any], registry: ConverterRegistry) -> dict[str
                             device=device)
     # Whose bug it is (the cross-checks and a suggested fix) reruns converters: here, where a death is contained.
     case = with_diagnosis(_with_reduction(case, message["reduction"]))
-    path = write_case(Path(message["out"]), case, replace=True)
+    path = write_case(Path(message["out"]), case, replace=True, converter=converter)
     return {"verdict": result.verdict.to_json(), "path": str(path)}

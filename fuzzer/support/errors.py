@@ -10,6 +10,7 @@ class Exit(enum.IntEnum):
     BUG = 1  # a bug shows (check finds one, repro reproduces one)
     USAGE = 2  # bad usage or input: a flag, a file, a folder
     CANNOT_RUN = 3  # could not run here: a missing optional dependency, converter library or device
+    DIFFERENT = 4  # a case replayed fails, but not with the root cause it was filed for
 
 
 class UsageError(Exception):

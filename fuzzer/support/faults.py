@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from oracles.paths import portable
 from oracles.signature import crash_signature
 from oracles.verdict import Stage, Symptom, Verdict
 
@@ -178,5 +179,5 @@ def lost_verdict(converter: str, symptom: Symptom, reason: str, fault: Fault) ->
         reason = f"{reason}, {HEAP_CORRUPTION} ({fault.heap_check})"
     else:
         signature = crash_signature(converter, stage, symptom.name, reason, fault.frame)
-    message = f"{symptom.json_name}: {reason}" + (f" in {fault.frame}" if fault.frame else "")
+    message = portable(f"{symptom.json_name}: {reason}" + (f" in {fault.frame}" if fault.frame else ""))
     return Verdict(symptom, stage, converter, signature=signature, message=message, labels=labels)

@@ -89,7 +89,7 @@ def test_a_campaign_case_of_a_dead_worker_replays_alone_and_names_no_path(tmp_pa
         assert (folder / "test_data_set_0" / "input_0.pb").is_file()
         assert_no_finder_paths(folder)
         case = read_case(folder)
-        assert "unknown" not in title(case) and "…" not in title(case).split(":", 1)[0]
+        assert "`unknown`" not in title(case) and "…" not in title(case).split(":", 1)[0]
         ran = run_alone(folder, tmp_path)
         assert ran.returncode == 1, ran.stdout[-2000:] + ran.stderr[-2000:]
         assert "killed by SIGABRT" in ran.stdout and "BUG REPRODUCES" in ran.stdout

@@ -66,9 +66,9 @@ def title(case: Any) -> str:
             f"{where}: {cut_at_word(_FRAME.sub('', first), TITLE_DETAIL)}")
 
 
-def stage_words(stage: Stage, article: str = "") -> str:
-    """'node conversion'; a process that died where its dump names no step is at 'an unknown' one."""
-    return "an unknown" if stage is Stage.NONE else article + stage.value.replace("_", " ")
+def stage_words(stage: Stage, article: str = "", noun: str = "") -> str:
+    """'the node conversion stage'; a process that died where its dump names no step is at 'an unknown step'."""
+    return "an unknown step" if stage is Stage.NONE else article + stage.value.replace("_", " ") + noun
 
 
 TITLE_DETAIL = 100  # characters of the error's first line a title quotes
@@ -100,7 +100,7 @@ def summary(case: Any) -> str:
     options = ", ".join(f"{k}={v}" for k, v in sorted(case.converter_options.items()))
     what = DIVERGENCE_WORDS.get(verdict.symptom.json_name, f"fails ({verdict.symptom.json_name.replace('_', ' ')})")
     text = (f"Converting a {len(case.graph.nodes)}-operator model ({ops}) with {display_name(case.converter)} "
-            f"({options}) {what} at {stage_words(verdict.stage, 'the ')} stage.")
+            f"({options}) {what} at {stage_words(verdict.stage, 'the ', ' stage')}.")
     if verdict.diverging_op and any(label.startswith(f"{ALONE_LABEL}:") for label in verdict.labels):
         text += (f" `{verdict.diverging_op}` ({verdict.diverging_dtype}) gives a wrong output converted alone, on the "
                  "values it reads in this model.")

@@ -12,7 +12,7 @@ import enum
 import hashlib
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from oracles.signature import normalise_message
 from oracles.verdict import Symptom, Verdict
@@ -26,11 +26,16 @@ _NODE_NAMES = re.compile(r"node name: [^)\]]*|Name\s*:\s*'[^']*'|Node \([^)]*\)|
 _NUMBERS = re.compile(r"(?<![A-Za-z_])-?\d+(?:\.\d+)?(?:e[-+]?\d+)?")
 _SPACES = re.compile(r"\s+")
 CLASS_LENGTH = 160  # the part of a normalized message that names the class of error
-# Schema checks that fail the same way for every operator: one fix in the converter (cast to a type the schema
-# allows, or cast the inputs alike), so the operator named is evidence, not identity.
+# Schema type checks, keyed as a fix follows them. A type a later opset of the operator takes is one fix in the
+# converter whatever the operator (export at that opset, or cast below it): the operator is evidence, not identity.
+# A type no opset takes is the operator's own lowering to fix; the note fuzzer/converters/schema.py adds tells which.
+_BELOW_OPSET = re.compile(r"takes tensor\((\w+)\) from opset \d+\]")
+_NO_OPSET = re.compile(r"no opset of ONNX's \w+ takes tensor\((\w+)\)\]")
+_UNSUPPORTED_TYPE = re.compile(r"typestr: \w+, has unsupported type: tensor\((\w+)\)")
 SCHEMA_TYPE_ERRORS: tuple[tuple[re.Pattern[str], str], ...] = (
-    (re.compile(r"typestr: \w+, has unsupported type"),
-     "an operator gets an input type its ONNX schema does not allow"),
+    (_BELOW_OPSET, "an operator gets {} below the opset that allows it"),
+    (_NO_OPSET, "an operator gets {}, which no opset of its ONNX schema allows"),
+    (_UNSUPPORTED_TYPE, "an operator gets {}, which its ONNX schema does not allow"),
     (re.compile(r"has inconsistent type"), "an operator's inputs have types its ONNX schema requires to agree"),
 )
 ANY_OPERATOR = "any-operator"
@@ -55,6 +60,12 @@ class RootCause:
     symptom: str
     operator: str
     error_class: str
+    # The real operator a title names where the key's operator stands for many (ANY_OPERATOR); not identity.
+    example: str = field(default="", compare=False)
+
+    @property
+    def shown_operator(self) -> str:
+        return self.example if self.operator == ANY_OPERATOR and self.example else self.operator
 
     @property
     def key(self) -> str:
@@ -69,7 +80,8 @@ class RootCause:
 
     def title(self) -> str:
         """One line a person scans: converter, operator, symptom, stage, and the error class where there is one."""
-        text = f"{self.converter}: {self.operator} {self.symptom.replace('_', ' ')} at {self.stage.replace('_', ' ')}"
+        text = (f"{self.converter}: {self.shown_operator} {self.symptom.replace('_', ' ')} at "
+                f"{self.stage.replace('_', ' ')}")
         return text + (f": {self.error_class}" if self.error_class else "")
 
 
@@ -109,7 +121,7 @@ def localized_operator(symptom: str, message: str, diverging_op: str | None, gra
     of a (reduced) one-operator graph, else 'unknown'."""
     if diverging_op:
         return diverging_op
-    if symptom not in _DIVERGENCES and _schema_type_error(message):
+    if symptom not in _DIVERGENCES and _BELOW_OPSET.search(message):
         return ANY_OPERATOR
     named = named_operator(message, graph_ops) if symptom not in _DIVERGENCES else None
     if named:
@@ -123,7 +135,8 @@ def root_cause(converter: str, stage: str, symptom: str, message: str, diverging
     """The root cause of one bug verdict on a graph with these operators."""
     operator = localized_operator(symptom, message, diverging_op, graph_ops)
     klass = "" if symptom in _DIVERGENCES else error_class(message)
-    return RootCause(converter, stage, symptom, operator, klass)
+    example = (named_operator(message, graph_ops) or "") if operator == ANY_OPERATOR else ""
+    return RootCause(converter, stage, symptom, operator, klass, example)
 
 
 def verdict_root_cause(converter: str, verdict: Verdict, graph_ops: Sequence[str]) -> RootCause:
@@ -149,7 +162,12 @@ def cause_class(symptom: str, error: str) -> CauseClass:
 
 
 def _schema_type_error(message: str) -> str | None:
-    return next((meaning for pattern, meaning in SCHEMA_TYPE_ERRORS if pattern.search(message)), None)
+    """What a schema type error means, with the dtype it names; None for any other message."""
+    for pattern, meaning in SCHEMA_TYPE_ERRORS:
+        found = pattern.search(message)
+        if found:
+            return meaning.format(*found.groups())
+    return None
 
 
 _DIVERGENCES = frozenset(s.json_name for s in (Symptom.WRONG_VALUES, Symptom.WRONG_SHAPE, Symptom.WRONG_DTYPE))

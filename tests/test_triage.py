@@ -25,15 +25,39 @@ def finding(signature: str, converter: str = "torch-onnx-script", stage: str = "
                    upstream=upstream, nodes=len(ops), options={"upstream": upstream} if upstream else {})
 
 
-def test_operator_and_dtype_inside_a_schema_message_collapse() -> None:
-    """The exporter emits an ONNX op on a type its schema does not allow: one fix, whatever the op and dtype."""
-    found = [finding("a", message=SCHEMA.format(op="Cos", node="/Cos", arg="input", dtype="bfloat16"), ops=("cos",)),
-             finding("b", message=SCHEMA.format(op="Elu", node="/Elu_3", arg="X", dtype="float16"), ops=("elu",)),
-             finding("c", message=SCHEMA.format(op="Conv", node="/Conv", arg="X", dtype="bfloat16"),
-                     ops=("conv2d", "relu"))]
+def test_a_type_below_the_opset_that_allows_it_is_one_root_cause_titled_by_a_real_operator() -> None:
+    """The exporter emits bfloat16 to operators whose schema takes it only at a later opset: one fix (a higher opset
+    or a cast), whatever the operator; the title still names one of them."""
+    below = " [ONNX's {op} takes tensor(bfloat16) from opset 22]"
+    found = [finding("a", message=SCHEMA.format(op="Cos", node="/Cos", arg="input", dtype="bfloat16")
+                     + below.format(op="Cos"), ops=("cos",)),
+             finding("b", message=SCHEMA.format(op="Elu", node="/Elu_3", arg="X", dtype="bfloat16")
+                     + below.format(op="Elu"), ops=("elu",)),
+             finding("c", message=SCHEMA.format(op="Conv", node="/Conv", arg="X", dtype="bfloat16")
+                     + below.format(op="Conv"), ops=("conv2d", "relu"))]
     groups = group(found, {})
-    assert len(groups) == 1 and groups[0].cause.operator == ANY_OPERATOR
-    assert groups[0].cause.cause is CauseClass.TYPE_PROBLEM and groups[0].hits == 3
+    assert len(groups) == 1 and groups[0].cause.operator == ANY_OPERATOR and groups[0].hits == 3
+    assert groups[0].cause.cause is CauseClass.INCOMPATIBILITY  # the type is allowed, at another opset
+    assert groups[0].cause.error_class == "InferenceError: an operator gets bfloat16 below the opset that allows it"
+    assert groups[0].cause.title().startswith(f"torch-onnx-script: {groups[0].cause.shown_operator} invalid model")
+    assert groups[0].cause.shown_operator in ("cos", "elu", "conv2d")
+
+
+def test_a_type_no_opset_allows_is_keyed_by_operator_and_dtype() -> None:
+    """A type no opset of the operator takes is that operator's lowering to fix: one root cause per operator and
+    dtype, not one bucket for every schema error."""
+    none = " [no opset of ONNX's {op} takes tensor({dtype})]"
+    found = [finding("a", message=SCHEMA.format(op="Atan", node="/Atan", arg="input", dtype="int32")
+                     + none.format(op="Atan", dtype="int32"), ops=("atan",)),
+             finding("b", message=SCHEMA.format(op="Atan", node="/Atan_2", arg="input", dtype="int32")
+                     + none.format(op="Atan", dtype="int32"), ops=("atan", "add")),
+             finding("c", message=SCHEMA.format(op="Cos", node="/Cos", arg="input", dtype="int32")
+                     + none.format(op="Cos", dtype="int32"), ops=("cos",)),
+             finding("d", message=SCHEMA.format(op="Cos", node="/Cos", arg="input", dtype="int64")
+                     + none.format(op="Cos", dtype="int64"), ops=("cos",))]
+    groups = group(found, {})
+    assert sorted((g.cause.operator, g.hits) for g in groups) == [("atan", 2), ("cos", 1), ("cos", 1)]
+    assert all(g.cause.error_class.endswith("which no opset of its ONNX schema allows") for g in groups)
 
 
 def test_a_tool_that_only_received_the_exporters_fault_is_filed_under_the_exporter() -> None:
@@ -78,7 +102,7 @@ def test_error_class_keeps_words_and_drops_names_numbers_and_dtypes() -> None:
     assert error_class("builtins.AssertionError: len(shifts)=1 != len(dims)=0") == \
         "AssertionError: len(shifts)=<n> != len(dims)=<n>"
     assert error_class(SCHEMA.format(op="Cos", node="/Cos", arg="input", dtype="bfloat16")) == \
-        "InferenceError: an operator gets an input type its ONNX schema does not allow"
+        "InferenceError: an operator gets bfloat16, which its ONNX schema does not allow"
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from fuzzer.cases.diagnosis import CrossCheck, Repair
+from fuzzer.cases.diagnosis import Blame, CrossCheck, Repair
 from fuzzer.check.dynamic import planned
 from fuzzer.check.pipeline import CheckOptions, CheckResult, run_check
 from fuzzer.check.result import FULL_CHECK, Expected
@@ -60,6 +60,7 @@ class CaseData:
     device: str = "cpu"  # where the source model and ONNX Runtime ran (cpu, cuda)
     cross_checks: tuple[CrossCheck, ...] | None = None  # None until diagnosed (fuzzer/cases/whose_bug.py)
     suggested_fix: Repair | None = None  # None when not diagnosed or no edit made the outputs agree
+    blame: Blame | None = None  # whose bug it is, from the diagnosis's evidence (fuzzer/cases/blame.py)
     values: str = "uniform"  # the value strategy the inputs were drawn with (generators/values.py)
     # A dynamic export's marked dims (fuzzer/converters/dynamic.py, as JSON); None for a static export.
     dynamic: Mapping[str, Any] | None = None
@@ -92,6 +93,7 @@ class CaseData:
             "expectation": self.expectation,
             "cross_checks": None if self.cross_checks is None else [c.to_json() for c in self.cross_checks],
             "suggested_fix": None if self.suggested_fix is None else self.suggested_fix.to_json(),
+            "blame": None if self.blame is None else self.blame.to_json(),
         }
         if files is not None:
             data["files"] = dict(sorted(files.items()))

@@ -27,7 +27,6 @@ from fuzzer.check.result import DIVERGENCES, Expected
 from fuzzer.converters import CONVERTERS
 from fuzzer.converters.at_level import AtLevel
 from fuzzer.converters.base import Converter, Steps, TargetRun, UpstreamError
-from fuzzer.converters.onnx_optimizer import fuse_and_elimination_passes
 from fuzzer.converters.ort_optimizer import OrtOptimizer
 from fuzzer.converters.upstream import NATIVE, export_upstream
 from fuzzer.support.device import require_device
@@ -37,7 +36,7 @@ CROSS_CHECK = CheckOptions(rerun=False, locate=True, culprit=False)  # locate: t
 EXPORTERS = ("torch-onnx-script", "torch-onnx-dynamo")
 LEVELS = ("disabled", "basic", "extended", "all")
 ORT_LEVELS = ("basic", "extended", "all")  # ort-optimizer judges these against its disabled run
-PASS_GROUP = "onnxoptimizer, each pass alone"
+PASS_GROUP = "{}, each pass alone"
 # A case that killed or hung its process would do so again here, in the caller's process.
 LOST = (Symptom.PROCESS_DEATH, Symptom.HANG, Symptom.OUT_OF_MEMORY)
 DETAIL_CHARS = 100
@@ -56,19 +55,21 @@ class Planned:
     check_options: CheckOptions = CROSS_CHECK
 
 
-def cross_checks(case: CaseData) -> tuple[CrossCheck, ...]:
-    """Every cross-check of the case's converter, run on the case's own inputs (its seed's when it has none)."""
+def cross_checks(case: CaseData, converter: Converter | None = None) -> tuple[CrossCheck, ...]:
+    """Every cross-check of the case's converter, run on the case's own inputs (its seed's when it has none);
+    `converter`: the registry entry the case was found with, when it is not one of CONVERTERS."""
     require_device(case.device, f"{case.id} (found on {case.device})")
     prepared = case_expected(case)
-    if not isinstance(prepared, Expected):
+    converter = converter or CONVERTERS.get(case.converter)
+    if not isinstance(prepared, Expected) or converter is None:
         return ()  # the source itself fails: nothing converts anywhere
-    checks = [_run(p, prepared, case.verdict) for p in plan(case)]
+    checks = [_run(p, prepared, case.verdict) for p in plan(case, converter)]
     if case.converter == "ort-optimizer":
         checks = _with_ort_culprit(checks, case, prepared)
     return tuple(checks)
 
 
-def plan(case: CaseData) -> list[Planned]:
+def plan(case: CaseData, converter: Converter) -> list[Planned]:
     """The cross-checks of a case, by its converter (see the module docstring)."""
     options = dict(case.converter_options)
     if case.converter in EXPORTERS:
@@ -78,8 +79,8 @@ def plan(case: CaseData) -> list[Planned]:
     if case.converter == "ort-optimizer":
         planned += [Planned(AT_LEVEL.format(lv), CONVERTERS[case.converter], {**options, "level": lv},
                             check_options=_culprit_options(case, lv)) for lv in ORT_LEVELS]
-    if case.converter == "onnxoptimizer" and len(options.get("passes") or ()) != 1:
-        planned += list(_pass_plan(case, options))
+    if converter.pass_names(converter.options(options)) is not None and len(options.get("passes") or ()) != 1:
+        planned += list(_pass_plan(converter, options))
     return planned
 
 
@@ -103,14 +104,14 @@ def _before_tool(case: CaseData, options: dict[str, Any]) -> Planned:
     return Planned(name, upstream, {"opset": _opset_for(upstream, options.get("opset"))})
 
 
-def _pass_plan(case: CaseData, options: dict[str, Any]) -> Iterator[Planned]:
-    """Each pass of the case's set (onnxoptimizer's default set when empty) alone, as DiTOX runs them."""
-    converter = CONVERTERS[case.converter]
+def _pass_plan(converter: Converter, options: dict[str, Any]) -> Iterator[Planned]:
+    """Each pass of the case's set (the converter's default set when empty) alone, as DiTOX runs them."""
+    group = PASS_GROUP.format(converter.display_name or converter.name)
     if not converter.availability()[0]:  # no pass list without the library: one check, skipped, says why
-        yield Planned("onnxoptimizer passes alone", converter, options, group=PASS_GROUP)
+        yield Planned(f"{converter.name} passes alone", converter, options, group=group)
         return
-    for name in tuple(options.get("passes") or ()) or fuse_and_elimination_passes():
-        yield Planned(f"onnxoptimizer pass {name} alone", converter, {**options, "passes": [name]}, group=PASS_GROUP)
+    for name in converter.pass_names(converter.options(options)) or ():
+        yield Planned(f"{converter.name} pass {name} alone", converter, {**options, "passes": [name]}, group=group)
 
 
 def _culprit_options(case: CaseData, level: str) -> CheckOptions:

@@ -7,6 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from fuzzer.converters.base import Component
+
 SAME_BUG = "same bug"
 PASSES = "passes"
 OTHER_FAILURE = "other failure: "  # followed by a short description of the other verdict
@@ -56,3 +58,28 @@ class Repair:
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Repair:
         return cls(str(data["kind"]), str(data["edit"]), str(data["description"]), int(data["tries"]))
+
+
+@dataclass(frozen=True)
+class Blame:
+    """Who must change: the component, the evidence that decided it (one line each), whether it is settled, and
+    whether the component is shared by several converters (root causes are then keyed by it)."""
+
+    component: Component
+    evidence: tuple[str, ...]
+    settled: bool
+    shared: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {"component": self.component.to_json(), "evidence": list(self.evidence), "settled": self.settled,
+                "shared": self.shared}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Blame:
+        return cls(Component.from_json(data["component"]), tuple(str(e) for e in data.get("evidence", ())),
+                   bool(data.get("settled", False)), bool(data.get("shared", False)))
+
+    def file_with(self) -> str:
+        """'**ONNX Runtime**: CPU kernel of `Tile` (https://github.com/microsoft/onnxruntime/issues)'."""
+        where = f" ({self.component.tracker})" if self.component.tracker else ""
+        return f"**{self.component.project}**: {self.component.name}{where}"

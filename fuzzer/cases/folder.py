@@ -2,9 +2,9 @@
 
 Layout (schema_version 1; see shared/DESIGN.md):
   case.json               id, signature, graph, seed, converter(+options), verdict, versions, names, created,
-                          original, reduction, expectation, cross_checks and suggested_fix (null until the case
-                          is diagnosed), and "files": {relative path: sha256} of every data file, so a truncated
-                          or edited file is caught on read.
+                          original, reduction, expectation, cross_checks, suggested_fix and blame (null until
+                          the case is diagnosed), and "files": {relative path: sha256} of every data file, so a
+                          truncated or edited file is caught on read.
   model.onnx              the target ONNX model, where one exists
   weights/<name>.pb       every weight as a TensorProto
   test_data_set_0/        input_<i>.pb, output_<i>.pb (float32 eager source), reference_<i>.pb (float64)
@@ -31,7 +31,7 @@ import numpy as np
 import onnx
 
 from fuzzer.cases.case import EXPECTATIONS, SCHEMA_VERSION, CaseData
-from fuzzer.cases.diagnosis import CrossCheck, Repair
+from fuzzer.cases.diagnosis import Blame, CrossCheck, Repair
 from fuzzer.cases.report import render_report
 from fuzzer.cases.repro import render_repro
 from fuzzer.converters import CONVERTERS
@@ -231,6 +231,7 @@ def case_fields(data: Mapping[str, Any], where: str) -> dict[str, Any]:
         versions = dict(data["versions"])
         input_names, output_names = tuple(data["input_names"]), tuple(data["output_names"])
         cross_checks, suggested_fix = _diagnosis(data)
+        blame = Blame.from_json(data["blame"]) if data.get("blame") else None
     except KeyError as exc:
         raise CaseError(f"{where}: case.json lacks the field {exc.args[0]!r}") from None
     except (GraphError, TypeError, ValueError, AttributeError) as exc:
@@ -255,7 +256,8 @@ def case_fields(data: Mapping[str, Any], where: str) -> dict[str, Any]:
     return {**fields, "graph": graph, "converter_options": options, "verdict": verdict, "versions": versions,
             "input_names": input_names, "output_names": output_names, "original": data.get("original"),
             "reduction": data.get("reduction"), "expectation": expectation, "device": device,
-            "cross_checks": cross_checks, "suggested_fix": suggested_fix, "values": values, "dynamic": dynamic}
+            "cross_checks": cross_checks, "suggested_fix": suggested_fix, "values": values, "dynamic": dynamic,
+            "blame": blame}
 
 
 def _diagnosis(data: Mapping[str, Any]) -> tuple[tuple[CrossCheck, ...] | None, Repair | None]:
@@ -307,10 +309,17 @@ class CaseHead:
     graph: Graph
     verdict: Verdict
     options: Mapping[str, Any]
+    blame: Blame | None = None
+
+    @property
+    def owner(self) -> str:
+        """Whose root cause this is: a shared component's (an ONNX Runtime kernel reached by several converters),
+        else the converter's."""
+        return self.blame.component.key if self.blame is not None and self.blame.shared else self.converter
 
     @property
     def root_cause(self) -> RootCause:
-        return verdict_root_cause(self.converter, self.verdict, self.graph.ops())
+        return verdict_root_cause(self.owner, self.verdict, self.graph.ops())
 
 
 def recorded_options(converter: str, options: Mapping[str, Any]) -> dict[str, Any]:
@@ -325,8 +334,9 @@ def read_case_head(path: Path) -> CaseHead:
     folder = path.parent if path.name == CASE_JSON else path
     data = _load_json(folder)
     try:
+        blame = Blame.from_json(data["blame"]) if data.get("blame") else None
         return CaseHead(data["converter"], Graph.from_json(data["graph"]), Verdict.from_json(data["verdict"]),
-                        recorded_options(data["converter"], data["converter_options"]))
+                        recorded_options(data["converter"], data["converter_options"]), blame)
     except (KeyError, GraphError, TypeError, ValueError, AttributeError) as exc:
         raise CaseError(f"{folder}: malformed case.json ({type(exc).__name__}: {exc})") from None
 

@@ -307,21 +307,56 @@ def _replace_ints(model: onnx.ModelProto, old: int, new: int) -> int:
 
 # ---- (f) a float64 constant rounded to float32 ---------------------------------------------------------------
 
+def exact_values(case: CaseData) -> dict[str, float]:
+    """The exact numbers a float64 model may hold as constants: well-known ones, and every float attribute of the
+    source graph (`clamp`'s min = 0.1), by the name a report gives them."""
+    values = dict(MATH_CONSTANTS)
+    for node in case.graph.nodes:
+        for name, value in node.attrs.items():
+            items = value if isinstance(value, list | tuple) else (value,)
+            for item in items:
+                if isinstance(item, float) and not isinstance(item, bool) and math.isfinite(item):
+                    values.setdefault(f"`{node.op}`'s {name}", item)
+    return values
+
+
 def constant_edits(target: Target) -> Iterator[Candidate]:
-    """A float64 constant that is the float32 rounding of a well-known number, replaced by the number."""
+    """Every constant of the converted model compared with the source's exact numbers: a float64 constant holding
+    the float32 rounding of one (or a float32 constant a float64 computation casts up) gets the exact value back."""
     for t, tensor in enumerate(_tensors(target.model)):
-        if tensor.data_type != TensorProto.DOUBLE:
+        if tensor.data_type not in (TensorProto.DOUBLE, TensorProto.FLOAT):
             continue
         arr = numpy_helper.to_array(tensor)
-        for name, exact in MATH_CONSTANTS.items():
+        for name, exact in exact_values(target.case).items():
             rounded = float(np.float32(exact))
-            if not np.any(arr == rounded):
+            if rounded == exact or not np.any(arr == rounded):
+                continue
+            if tensor.data_type == TensorProto.FLOAT and not _cast_to_double(target.model, t):
                 continue
             model = target.copy()
             copy = list(_tensors(model))[t]
-            copy.CopyFrom(numpy_helper.from_array(np.where(arr == rounded, exact, arr), tensor.name))
-            yield edited("constant", f"replace the float64 constant {rounded!r} by {name} = {exact!r}",
-                            f"{name} was rounded to float32 in a float64 computation", model)
+            fixed = np.where(arr == rounded, exact, arr.astype(np.float64))
+            copy.CopyFrom(numpy_helper.from_array(fixed, tensor.name))
+            yield edited("constant", f"store {name} = {exact!r} exactly: the model holds its float32 rounding "
+                         f"{rounded!r}", f"{name} was rounded to float32 in a float64 computation", model)
+
+
+def _cast_to_double(model: onnx.ModelProto, index: int) -> bool:
+    """Whether constant `index` (in _tensors order) is read only by Casts to float64: a float64 value stored as
+    float32."""
+    name = _tensor_names(model)[index]
+    readers = [n for n in model.graph.node if name in n.input]
+    return bool(readers) and all(n.op_type == "Cast" and any(a.name == "to" and a.i == TensorProto.DOUBLE
+                                                              for a in n.attribute) for n in readers)
+
+
+def _tensor_names(model: onnx.ModelProto) -> list[str]:
+    """The value name of each constant, in _tensors order (a Constant node's is its output)."""
+    names = [t.name for t in model.graph.initializer]
+    for node in model.graph.node:
+        if node.op_type == "Constant":
+            names += [node.output[0] for a in node.attribute if a.name == "value"]
+    return names
 
 
 EDITS: tuple[Callable[[Target], Iterator[Candidate]], ...] = (

@@ -34,16 +34,18 @@ DRAW_STRIDE = 7919  # fresh draws use seeds far from the case's own
 __all__ = ["Repair", "agrees", "suggest_fix"]
 
 
-def suggest_fix(case: CaseData, max_tries: int = MAX_TRIES, budget_s: float = BUDGET_S) -> Repair | None:
+def suggest_fix(case: CaseData, max_tries: int = MAX_TRIES, budget_s: float = BUDGET_S,
+                converter: Converter | None = None) -> Repair | None:
     """The first edit of the case's target model that makes its outputs agree with the source's; None when the case
-    is no divergence, has no model, already agrees, or no edit within the bounds helps."""
-    if case.verdict.symptom not in DIVERGENCES or case.model is None or case.converter not in CONVERTERS:
+    is no divergence, has no model, already agrees, or no edit within the bounds helps. `converter`: the registry
+    entry the case was found with, when it is not one of CONVERTERS."""
+    converter = converter or CONVERTERS.get(case.converter)
+    if case.verdict.symptom not in DIVERGENCES or case.model is None or converter is None:
         return None
     require_device(case.device, f"{case.id} (found on {case.device})")
     expected = case_expected(case)
     if at_second_shape(case.verdict) and isinstance(expected, Expected) and expected.second is not None:
         expected = expected.second  # a dynamic export's bug shows at its second shape: repair it there
-    converter = CONVERTERS[case.converter]
     if not isinstance(expected, Expected) or agrees(case.model, expected, converter):
         return None  # nothing to repair: the source fails, or the model agrees on these inputs
     target = Target.of(onnx.load_from_string(case.model), case)

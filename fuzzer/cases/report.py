@@ -52,18 +52,32 @@ def display_name(converter: str) -> str:
 
 
 def title(case: Any) -> str:
-    """'torch.onnx.export (TorchScript): `floor_divide` gives wrong values (int32)', or the error's first line."""
+    """'torch.onnx.export (TorchScript): `floor_divide` gives wrong values (int32)', or the error's first line; a
+    case blamed on a component the converter only reached is titled by that component."""
     verdict = case.verdict
     symptom = verdict.symptom.json_name
     cause = verdict_root_cause(case.converter, verdict, case.graph.ops())
+    blame = getattr(case, "blame", None)
+    who = (f"{blame.component.project} ({blame.component.name}, through {display_name(case.converter)})"
+           if blame is not None and blame.shared else display_name(case.converter))
     if symptom in DIVERGENCE_WORDS:
         dtype = f" ({verdict.diverging_dtype})" if verdict.diverging_dtype else ""
-        return f"{display_name(case.converter)}: `{cause.operator}` {DIVERGENCE_WORDS[symptom]}{dtype}"
+        return f"{who}: `{cause.shown_operator}` {DIVERGENCE_WORDS[symptom]}{dtype}"
     exc, _, message = verdict.message.partition(": ")
     first = message.strip().splitlines()[0] if message.strip() else ""
-    where = f"on `{cause.operator}`" if cause.operator != "unknown" else died_in(verdict.message)
-    return (f"{display_name(case.converter)}: {exc.rsplit('.', 1)[-1]} at {stage_words(verdict.stage)} "
+    where = f"on `{cause.shown_operator}`" if cause.shown_operator != "unknown" else died_in(verdict.message)
+    return (f"{who}: {exc.rsplit('.', 1)[-1]} at {stage_words(verdict.stage)} "
             f"{where}: {cut_at_word(_FRAME.sub('', first), TITLE_DETAIL)}")
+
+
+def whose_bug(case: Any) -> str:
+    """report.md's "Whose bug" section: where to file it, and the evidence run to decide (or what is known)."""
+    blame = getattr(case, "blame", None)
+    if blame is None:
+        return ""
+    lead = "File it with" if blame.settled else "Filed with (not settled: the evidence below is what is known)"
+    lines = [f"{lead} {blame.file_with()}.", "", "Evidence, each run on this case's graph and inputs:"]
+    return "## Whose bug\n" + "\n".join(lines + [f"- {line}" for line in blame.evidence]) + "\n\n"
 
 
 def stage_words(stage: Stage, article: str = "", noun: str = "") -> str:
@@ -162,8 +176,9 @@ def render_report(case: Any) -> str:
 
 {summary(case)}
 
-## Reproduce
-{reproduce}The complete harness is `repro.py` in the case folder: `python repro.py` exits 1 while the bug shows.
+{whose_bug(case)}## Reproduce
+{reproduce}The complete harness is `repro.py` in the case folder: `python repro.py` exits 1 while the bug shows
+(4 when it fails otherwise).
 
 ## Observed vs expected
 {observed(case)}

@@ -21,6 +21,7 @@ from fuzzer.check.result import INVALID_INPUTS, CheckResult, Expected, add_timin
 from fuzzer.check.source import float32_attr_reference, graph_values
 from fuzzer.converters.base import Converter, ConverterOptions, StageError, Steps, TargetRun, UpstreamError
 from fuzzer.converters.runtime import run_model, run_onnx_target
+from fuzzer.converters.schema import schema_note
 from oracles.blame import BlameResult, blame_output
 from oracles.compare import FLOAT_DTYPES, OutputComparison, Reason, compare
 from oracles.dynamic import TRACED_ONLY, dynamic_only
@@ -90,7 +91,10 @@ def _judge_run(expected: Expected, converter: Converter, produce: Callable[[], T
     try:
         run = produce()
     except StageError as exc:
-        return CheckResult(failure_verdict(converter.name, exc.failure), timings, expected, failure=exc.failure)
+        verdict = failure_verdict(converter.name, exc.failure)
+        if verdict.stage is Stage.VALIDATION:  # a schema type error says from which opset the type is allowed
+            verdict = dataclasses.replace(verdict, message=verdict.message + schema_note(verdict.message))
+        return CheckResult(verdict, timings, expected, failure=exc.failure)
     except UpstreamError as exc:
         verdict = upstream_verdict(converter.name, exc.upstream, exc.failure, exc.labels, exc.symptom)
         return CheckResult(verdict, timings, expected, failure=exc.failure)

@@ -256,6 +256,36 @@ class Snippet:
     from_torch: bool = False
 
 
+@dataclass(frozen=True)
+class Component:
+    """The part of a project that must change for a bug to go: what it is called, where it is filed, and a stable key
+    for root causes (the converter's name where the converter itself is at fault)."""
+
+    project: str  # "PyTorch", "ONNX Runtime", "onnxoptimizer"
+    name: str  # "TorchScript exporter: the symbolic of `floor_divide`"
+    tracker: str  # the project's issue tracker ("" when unknown)
+    key: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"project": self.project, "name": self.name, "tracker": self.tracker, "key": self.key}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Component:
+        return cls(str(data["project"]), str(data["name"]), str(data.get("tracker", "")), str(data["key"]))
+
+
+@dataclass(frozen=True)
+class FaultSite:
+    """Where a converter's bug showed, as the converter needs it to name its guilty component."""
+
+    stage: Stage
+    operator: str  # the operator the root cause is filed under (a graph operator, or an ONNX op type)
+    frame_owner: str = ""  # the top-level package of the innermost frame of a crash ("onnxscript", "torch")
+    labels: tuple[str, ...] = ()  # the verdict's labels (an ONNX Runtime bisection's "ort-optimizer:<name>")
+    options: Mapping[str, Any] = field(default_factory=dict)
+    same_bug_passes: tuple[str, ...] = ()  # the passes that show the bug alone (the cross-checks')
+
+
 class Converter:
     """Base class: subclasses set the class attributes and implement `convert_impl`.
 
@@ -273,10 +303,33 @@ class Converter:
     # The ONNX Runtime level its target model runs at (a cross-check's AtLevel runs an exporter's at another).
     target_level: ClassVar[str] = "disabled"
 
+    project: ClassVar[str] = ""  # who maintains it ("PyTorch"): the name of its project ("" uses `name`)
+    tracker: ClassVar[str] = ""  # where its maintainers take bug reports
+
     def snippet(self, options: ConverterOptions, dynamic: DynamicAxes | None = None) -> Snippet:
         """The converter's call as a report snippet writes it (see Snippet); an exporter whose `dynamic` option is on
         marks `dynamic` (the case's dims) in it."""
         raise NotImplementedError(f"{self.name} has no report snippet")
+
+    def component(self, site: FaultSite) -> Component:
+        """The part of this converter a bug that showed at `site` is in (subclasses name their steps)."""
+        return self.own_component(self.display_name or self.name)
+
+    def own_component(self, name: str) -> Component:
+        """A component of this converter's own project, keyed by the converter (its root causes stay its own)."""
+        return Component(self.project or self.display_name or self.name, name, self.tracker, self.name)
+
+    def run_target_model(self, model: bytes, source: Source) -> tuple[tuple[np.ndarray, ...], tuple[str, ...]]:
+        """Run a model this converter made on the runtime its targets run on (ONNX Runtime, optimizations off), as
+        the diagnosis examines it; raises StageError."""
+        from fuzzer.converters.runtime import run_model  # runtime builds on this module
+
+        return run_model(model, source, Steps())
+
+    def pass_names(self, options: ConverterOptions) -> tuple[str, ...] | None:
+        """The passes the options run, for a converter made of named passes each of which can run alone (the
+        diagnosis runs each alone); None for any other converter."""
+        return None
 
     def supported_aten_ops(self) -> frozenset[str] | None:
         """The ATen operators ('aten::name', overloads folded) this converter translates; None when it does not

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import onnx
 
-from fuzzer.converters.base import ConverterOptions, Snippet
+from fuzzer.converters.base import Component, ConverterOptions, FaultSite, Snippet
 from fuzzer.converters.upstream import OnnxPassConverter, UpstreamOptions
 
 
@@ -19,6 +19,17 @@ class OnnxOptimizerOptions(UpstreamOptions):
 class OnnxOptimizer(OnnxPassConverter):
     name = "onnxoptimizer"
     display_name = "onnxoptimizer"
+    project = "onnxoptimizer"
+    tracker = "https://github.com/onnx/optimizer/issues"
+
+    def component(self, site: FaultSite) -> Component:
+        """The pass that shows the bug alone (the cross-checks run each), or the case's one pass."""
+        passes = site.same_bug_passes or tuple(site.options.get("passes") or ())
+        if len(passes) == 1:
+            return self.own_component(f"pass `{passes[0]}`")
+        if passes:
+            return self.own_component("passes " + ", ".join(f"`{p}`" for p in passes) + " (each shows it alone)")
+        return self.own_component("its pass set (no single pass shows it alone)")
 
     def snippet(self, options: ConverterOptions) -> Snippet:
         opts: OnnxOptimizerOptions = options  # type: ignore[assignment]
@@ -28,6 +39,10 @@ class OnnxOptimizer(OnnxPassConverter):
     libraries = ("onnxoptimizer", "onnxruntime")
     distributions = ("torch", "onnx", "onnxruntime", "onnxoptimizer")
     options_type = OnnxOptimizerOptions
+
+    def pass_names(self, options: ConverterOptions) -> tuple[str, ...]:
+        """The case's passes, or onnxoptimizer's fuse-and-elimination set when it names none."""
+        return tuple(options.passes) or fuse_and_elimination_passes()  # type: ignore[attr-defined]
 
     def transform(self, model: onnx.ModelProto, options: OnnxOptimizerOptions) -> onnx.ModelProto:
         import onnxoptimizer

@@ -19,6 +19,8 @@ class OnnxSimOptions(UpstreamOptions):
 class OnnxSim(OnnxPassConverter):
     name = "onnxsim"
     display_name = "onnxsim"
+    project = "onnxsim"
+    tracker = "https://github.com/daquexian/onnx-simplifier/issues"
 
     def snippet(self, options: ConverterOptions) -> Snippet:
         opts: OnnxSimOptions = options  # type: ignore[assignment]

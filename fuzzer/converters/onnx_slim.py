@@ -18,6 +18,8 @@ class OnnxSlimOptions(UpstreamOptions):
 class OnnxSlim(OnnxPassConverter):
     name = "onnxslim"
     display_name = "onnxslim"
+    project = "onnxslim"
+    tracker = "https://github.com/inisis/OnnxSlim/issues"
 
     def snippet(self, options: ConverterOptions) -> Snippet:
         opts: OnnxSlimOptions = options  # type: ignore[assignment]

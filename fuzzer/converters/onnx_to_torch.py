@@ -25,6 +25,8 @@ class OnnxToTorchOptions(UpstreamOptions):
 class OnnxToTorch(Converter):
     name = "onnx2torch"
     display_name = "onnx2torch"
+    project = "onnx2torch"
+    tracker = "https://github.com/ENOT-AutoDL/onnx2torch/issues"
     libraries = ("onnx2torch",)
     distributions = ("torch", "onnx", "onnx2torch")
     options_type = OnnxToTorchOptions

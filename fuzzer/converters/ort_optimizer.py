@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fuzzer.converters.base import Converter, ConverterOptions, Snippet, Source, Steps, TargetRun
+from fuzzer.converters.base import Component, Converter, ConverterOptions, FaultSite, Snippet, Source, Steps, TargetRun
 from fuzzer.converters.runtime import make_session, run_model, run_session
 from fuzzer.converters.upstream import UPSTREAMS, UpstreamOptions, export_upstream
 from oracles.verdict import Stage
@@ -46,12 +46,24 @@ class OrtOptimizerOptions(UpstreamOptions):
     level: str = "all"
 
 
+ORT_TRACKER = "https://github.com/microsoft/onnxruntime/issues"
 Diverges = Callable[[tuple[np.ndarray, ...]], bool]
 
 
 class OrtOptimizer(Converter):
     name = "ort-optimizer"
     display_name = "ONNX Runtime graph optimizations"
+    project = "ONNX Runtime"
+    tracker = ORT_TRACKER
+
+    def component(self, site: FaultSite) -> Component:
+        """The graph transformer ONNX Runtime's bisection named (disabling it alone removes the bug), else the
+        optimizer at the lowest level that shows it."""
+        named = dict(label.split(":", 1) for label in site.labels if label.startswith(("ort-optimizer:", "ort-level:")))
+        if "ort-optimizer" in named:
+            return self.own_component(f"graph transformer `{named['ort-optimizer']}`")
+        level = named.get("ort-level") or site.options.get("level", "all")
+        return self.own_component(f"graph optimizations at level `{level}` (no single transformer isolated)")
 
     def snippet(self, options: ConverterOptions) -> Snippet:
         opts: OrtOptimizerOptions = options  # type: ignore[assignment]

@@ -14,11 +14,22 @@ from typing import Any
 import onnx
 import torch
 
-from fuzzer.converters.base import Converter, ConverterOptions, Snippet, Source, Steps, TargetRun, share_export
+from fuzzer.converters.base import (
+    Component,
+    Converter,
+    ConverterOptions,
+    FaultSite,
+    Snippet,
+    Source,
+    Steps,
+    TargetRun,
+    share_export,
+)
 from fuzzer.converters.dynamic import DynamicAxes
 from fuzzer.converters.runtime import check_and_serialize, run_model
 from oracles.verdict import Stage
 
+ONNXSCRIPT_TRACKER = "https://github.com/microsoft/onnxscript/issues"
 TORCHLIB_MIN_OPSET = 18  # torchlib has no implementations below this; lower opsets are version-converted
 
 
@@ -71,6 +82,21 @@ def export_dynamo(source: Source, options: DynamoOptions, steps: Steps) -> onnx.
 class TorchOnnxDynamo(Converter):
     name = "torch-onnx-dynamo"
     display_name = "torch.onnx.export (dynamo)"
+    project = "PyTorch"
+    tracker = "https://github.com/pytorch/pytorch/issues"
+
+    def component(self, site: FaultSite) -> Component:
+        """torch.export for a capture failure, onnxscript's optimizer for one in `optimize`, and the operator's
+        translation otherwise: onnxscript's where the failing frame is onnxscript's, torch.onnx's own else."""
+        if site.stage is Stage.CAPTURE:
+            return self.own_component("torch.export (capture and decompositions)")
+        if site.stage is Stage.GRAPH_OPTIMIZATION or site.frame_owner == "onnxscript":
+            what = ("its optimizer (`onnx_program.optimize()`)" if site.stage is Stage.GRAPH_OPTIMIZATION
+                    else f"the translation of `{site.operator}`")
+            return Component("onnxscript", f"onnxscript: {what}", ONNXSCRIPT_TRACKER, self.name)
+        if site.operator[:1].isupper():  # an ONNX operator the error names, not one of the graph's
+            return self.own_component(f"dynamo exporter: the translation that emits ONNX `{site.operator}`")
+        return self.own_component(f"dynamo exporter: the translation of `{site.operator}`")
 
     def snippet(self, options: ConverterOptions, dynamic: DynamicAxes | None = None) -> Snippet:
         opts: DynamoOptions = options  # type: ignore[assignment]

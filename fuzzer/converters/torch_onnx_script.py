@@ -10,8 +10,10 @@ import onnx
 import torch
 
 from fuzzer.converters.base import (
+    Component,
     Converter,
     ConverterOptions,
+    FaultSite,
     Snippet,
     Source,
     StageError,
@@ -77,6 +79,18 @@ def raised_while_tracing(exc: BaseException) -> bool:
 class TorchOnnxScript(Converter):
     name = "torch-onnx-script"
     display_name = "torch.onnx.export (TorchScript)"
+    project = "PyTorch"
+    tracker = "https://github.com/pytorch/pytorch/issues"
+
+    def component(self, site: FaultSite) -> Component:
+        """Tracing for a capture failure; else the operator's symbolic function, which emits its ONNX nodes."""
+        if site.stage is Stage.CAPTURE:
+            return self.own_component("torch.jit tracing (the TorchScript exporter's capture)")
+        if site.stage is Stage.GRAPH_OPTIMIZATION:
+            return self.own_component("TorchScript exporter: its ONNX graph passes (constant folding, peepholes)")
+        if site.operator[:1].isupper():  # an ONNX operator the error names, not one of the graph's
+            return self.own_component(f"TorchScript exporter: the symbolic function that emits ONNX `{site.operator}`")
+        return self.own_component(f"TorchScript exporter: the symbolic function of `{site.operator}`")
 
     def snippet(self, options: ConverterOptions, dynamic: DynamicAxes | None = None) -> Snippet:
         opts: ScriptOptions = options  # type: ignore[assignment]

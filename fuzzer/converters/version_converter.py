@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import onnx
 
-from fuzzer.converters.base import ConverterOptions, Snippet
+from fuzzer.converters.base import Component, ConverterOptions, FaultSite, Snippet
 from fuzzer.converters.upstream import OnnxPassConverter, UpstreamOptions
 from oracles.verdict import Stage
 
@@ -20,6 +20,12 @@ class VersionConverterOptions(UpstreamOptions):
 class OnnxVersionConverter(OnnxPassConverter):
     name = "onnx-version-converter"
     display_name = "onnx.version_converter"
+    project = "ONNX"
+    tracker = "https://github.com/onnx/onnx/issues"
+
+    def component(self, site: FaultSite) -> Component:
+        """The version converter's adapter for the operator the bug is on."""
+        return self.own_component(f"version converter: the adapter of `{site.operator}`")
 
     def snippet(self, options: ConverterOptions) -> Snippet:
         opts: VersionConverterOptions = options  # type: ignore[assignment]

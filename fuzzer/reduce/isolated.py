@@ -223,6 +223,6 @@ def _answer(message: Mapping[str, Any], registry: ConverterRegistry) -> dict[str
                             log=case_log(result), case_id_=message["case_id"], original=message["original"],
                             device=device)
     # Whose bug it is (the cross-checks and a suggested fix) reruns converters: here, where a death is contained.
-    case = with_diagnosis(_with_reduction(case, message["reduction"]))
+    case = with_diagnosis(_with_reduction(case, message["reduction"]), converter)
     path = write_case(Path(message["out"]), case, replace=True, converter=converter)
     return {"verdict": result.verdict.to_json(), "path": str(path)}

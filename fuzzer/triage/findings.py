@@ -45,4 +45,5 @@ def _from_case(out_dir: Path, base: Finding, case_dir: str) -> Finding:
         base.signature, base.converter, base.stage, base.symptom, verdict.message or base.message,
         verdict.diverging_op, tuple(graph.ops()), base.seed, base.hits, base.first_seen,
         str(chosen.relative_to(out_dir)), reduced is not None, len(graph.nodes),
-        tuple(sorted({t.dtype.value for t in graph.types.values()})), head.options, head.options.get("upstream"))
+        tuple(sorted({t.dtype.value for t in graph.types.values()})), head.options, head.options.get("upstream"),
+        head.owner if head.owner != base.converter else None)

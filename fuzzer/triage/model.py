@@ -29,10 +29,12 @@ class Finding:
     dtypes: tuple[str, ...] = ()  # the dtypes of the graph's tensors
     options: Mapping[str, Any] = field(default_factory=dict)
     upstream: str | None = None  # the exporter an ONNX-to-ONNX converter started from
+    owner: str | None = None  # a shared component blamed for it (fuzzer/cases/blame.py): its root cause's owner
 
     @property
     def root_cause(self) -> RootCause:
-        return root_cause(self.converter, self.stage, self.symptom, self.message, self.diverging_op, self.graph_ops)
+        return root_cause(self.owner or self.converter, self.stage, self.symptom, self.message, self.diverging_op,
+                          self.graph_ops)
 
 
 @dataclass(frozen=True)

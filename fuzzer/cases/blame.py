@@ -1,0 +1,153 @@
+"""Whose bug a case is: the project and component that must change, decided from evidence that was run (the
+cross-checks, and the converted model under ONNX's checker, ONNX Runtime and onnx.reference), never from the
+converter's name alone. Where the evidence does not settle it, the blame says so and lists what is known.
+
+A runtime kernel that computes (or rejects) a valid model wrongly is ONNX Runtime's, whichever converter made the
+model: such a blame is `shared`, and root causes are keyed by it so that every route to it is filed once."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+
+from fuzzer.cases.case import CaseData
+from fuzzer.cases.diagnosis import BEFORE_ORT, BEFORE_TOOL, OTHER_EXPORTER, PASSES, SAME_BUG, Blame, CrossCheck
+from fuzzer.cases.evidence import ModelEvidence, Opinion
+from fuzzer.converters import CONVERTERS
+from fuzzer.converters.base import Component, Converter, FaultSite
+from fuzzer.converters.ort_optimizer import ORT_TRACKER
+from oracles.rootcause import named_operator, verdict_root_cause
+from oracles.verdict import Stage, Symptom
+
+KERNEL_KEY = "onnxruntime-kernel"  # the root-cause owner of every ONNX Runtime kernel defect, whatever the route
+RUNTIME_STAGES = (Stage.RUNTIME_LOAD, Stage.RUNTIME_EXECUTION)
+DIVERGENCES = (Symptom.WRONG_VALUES, Symptom.WRONG_SHAPE, Symptom.WRONG_DTYPE)
+_PACKAGE = re.compile(r"(?:site|dist)-packages[/\\]([A-Za-z0-9_]+)[/\\]")
+_FRAME_LINE = re.compile(r"^frame: (.+)$", re.MULTILINE)
+_DISABLING = re.compile(r"disabling (\w+) alone removes it")  # fuzzer/cases/crosscheck.py's culprit text
+
+
+def runtime_kernel(operator: str, device: str) -> Component:
+    """ONNX Runtime's kernel of an ONNX operator on the case's execution provider."""
+    provider = "CUDA" if device == "cuda" else "CPU"
+    return Component("ONNX Runtime", f"{provider} kernel of `{operator}`", ORT_TRACKER, KERNEL_KEY)
+
+
+def frame_owner(case: CaseData) -> str:
+    """The top-level package of the failing innermost frame (from the case's log, or a dead worker's message)."""
+    found = _FRAME_LINE.search(case.log)
+    text = found.group(1) if found else case.verdict.message
+    package = _PACKAGE.search(text)
+    return package.group(1) if package else ""
+
+
+def fault_site(case: CaseData) -> FaultSite:
+    """Where the case's bug showed, as its converter reads it to name a component (an ONNX Runtime bisection of a
+    crash is in its cross-check's detail, not in the verdict's labels)."""
+    cause = verdict_root_cause(case.converter, case.verdict, case.graph.ops())
+    bisected = [f"ort-optimizer:{m.group(1)}" for c in case.cross_checks or () if c.outcome == SAME_BUG
+                for m in [_DISABLING.search(c.detail)] if m]
+    return FaultSite(case.verdict.stage, cause.shown_operator, frame_owner(case), (*case.verdict.labels, *bisected[:1]),
+                     dict(case.converter_options), same_bug_passes(case.cross_checks or ()))
+
+
+def same_bug_passes(checks: Sequence[CrossCheck]) -> tuple[str, ...]:
+    """The onnxoptimizer passes that show the case's bug alone."""
+    return tuple(c.options["passes"][0] for c in checks if c.outcome == SAME_BUG and len(c.options.get("passes")
+                                                                                         or ()) == 1)
+
+
+def blame_case(case: CaseData, model: ModelEvidence | None, converter: Converter | None = None) -> Blame:
+    """The blame of a diagnosed case (its cross-checks filled in) given what its converted model does elsewhere."""
+    converter = converter or CONVERTERS.get(case.converter)
+    site = fault_site(case)
+    if converter is None:
+        own = Component(case.converter, case.converter, "", case.converter)
+    else:
+        own = converter.component(site)
+    checks = {c.name: c.outcome for c in case.cross_checks or ()}
+    before = checks.get(BEFORE_TOOL) or checks.get(BEFORE_ORT)
+    upstream = CONVERTERS.get(str(case.converter_options.get("upstream")))
+    if before is not None and before != PASSES and upstream is not None:
+        return _before_the_tool(before, upstream, site, case)
+    evidence = list(_cross_check_lines(checks))
+    verdict = case.verdict
+    if verdict.symptom in (Symptom.PROCESS_DEATH, Symptom.HANG, Symptom.OUT_OF_MEMORY) or model is None:
+        return Blame(own, tuple(evidence + _plain_reading(verdict.stage, own)), settled=verdict.stage is not Stage.NONE)
+    evidence += model_lines(model)
+    kernel = runtime_kernel(_kernel_operator(case, model), case.device)
+    return decide(own, kernel, verdict.symptom, verdict.stage, model, tuple(evidence),
+                  is_runtime_optimizer=case.converter == "ort-optimizer")
+
+
+def decide(own: Component, kernel: Component, symptom: Symptom, stage: Stage, model: ModelEvidence,
+           evidence: tuple[str, ...], is_runtime_optimizer: bool = False) -> Blame:
+    """The rules, in order: a valid model that onnx.reference computes right but ONNX Runtime (optimizations off)
+    rejects or computes wrongly is the runtime kernel's; a model onnx.reference computes as wrongly, or ONNX's checker
+    rejects, is the converter's; anything else stays with the converter, unsettled."""
+    runtime_fault = (stage in RUNTIME_STAGES and symptom in (Symptom.CRASH, Symptom.INVALID_MODEL)) or (
+        symptom in DIVERGENCES and not model.runtime_agrees and not model.runtime)
+    if is_runtime_optimizer:  # its optimized model is ONNX Runtime's own: the converter is the runtime already
+        return Blame(own, evidence, settled=True)
+    if runtime_fault and model.valid and model.reference is Opinion.AGREES:
+        return Blame(kernel, evidence + ("so the model is right and ONNX Runtime computes it wrongly",), True, True)
+    if symptom in DIVERGENCES and model.reference is Opinion.WRONG_LIKE_RUNTIME:
+        return Blame(own, evidence + ("so the converted model itself computes the wrong outputs",), True)
+    if stage is Stage.VALIDATION and model.reference is Opinion.AGREES and model.runtime_agrees:
+        note = ("ONNX Runtime and onnx.reference both run it and agree with PyTorch: if the model is valid as "
+                "written, ONNX's checker or shape inference is wrong instead")
+        return Blame(own, evidence + (note,), False)
+    if not model.valid and stage in (Stage.VALIDATION, *RUNTIME_STAGES):
+        return Blame(own, evidence + ("so the converter wrote a model ONNX's own checker rejects",), True)
+    if stage not in (*RUNTIME_STAGES, Stage.VALIDATION) and symptom not in DIVERGENCES:
+        return Blame(own, evidence + tuple(_plain_reading(stage, own)), True)
+    return Blame(own, evidence + ("the evidence does not settle whose it is: filed with the converter",), False)
+
+
+def model_lines(model: ModelEvidence) -> list[str]:
+    """The model's examination as evidence lines."""
+    verdict = "accept the model" if model.valid else f"reject it: {model.checker}"
+    lines = [f"ONNX's checker and strict shape inference {verdict}"]
+    if model.runtime:
+        lines.append(f"ONNX Runtime (optimizations off) fails on it: {model.runtime}")
+    else:
+        lines.append(f"ONNX Runtime (optimizations off) {'agrees' if model.runtime_agrees else 'disagrees'} with "
+                     "PyTorch")
+    note = f": {model.reference_note}" if model.reference_note else ""
+    lines.append(f"onnx.reference (ONNX's reference evaluator) {model.reference.value}{note}")
+    return lines
+
+
+def _cross_check_lines(checks: Mapping[str, str]) -> list[str]:
+    """The cross-checks that bear on blame, one line each."""
+    lines = []
+    for name, outcome in checks.items():
+        if name.endswith(OTHER_EXPORTER.format("").strip()) or name in (BEFORE_TOOL, BEFORE_ORT):
+            lines.append(f"{name}: {outcome}")
+    return lines
+
+
+def _plain_reading(stage: Stage, own: Component) -> list[str]:
+    if stage is Stage.NONE:
+        return ["the process died where its stack names no step of the converter: filed with the converter"]
+    return [f"it fails inside the converter, at {stage.value.replace('_', ' ')}: {own.name}"]
+
+
+def _before_the_tool(before: str, upstream: Converter, site: FaultSite, case: CaseData) -> Blame:
+    """A model that was wrong before the tool received it: the exporter that made it is at fault."""
+    component = upstream.component(FaultSite(Stage.NODE_CONVERSION, site.operator))
+    line = f"the exporter's model alone, before {case.converter}: {before}"
+    return Blame(component, (line,), settled=before == SAME_BUG)
+
+
+def _kernel_operator(case: CaseData, model: ModelEvidence) -> str:
+    """The ONNX operator a runtime failure names, else the model's only computing operator, else its operators."""
+    named = named_operator(case.verdict.message, ())
+    if named and named[0].isupper():
+        return named
+    if len(model.op_types) == 1:
+        return model.op_types[0]
+    return ", ".join(model.op_types) or "unknown"
+
+
+__all__ = ["Blame", "blame_case", "decide", "runtime_kernel"]

@@ -1,0 +1,39 @@
+"""What ONNX's operator schemas say of a type error: from which opset an operator takes a type, if any. A model that
+gives an operator a type its schema rejects is fixed one way when a later opset takes the type (export at that opset,
+or cast around the operator) and another when none does; the note added to the message tells the root cause which."""
+
+from __future__ import annotations
+
+import functools
+import re
+
+import onnx
+
+_TYPE_ERROR = re.compile(r"op_type:(\w+).*?typestr: (\w+), has unsupported type: (tensor\(\w+\))")
+
+
+def schema_note(message: str) -> str:
+    """' [ONNX's Elu takes tensor(bfloat16) from opset 22]', ' [no opset of ONNX's Elu takes tensor(bfloat16)]',
+    or '' for a message that is no schema type error."""
+    found = _TYPE_ERROR.search(message)
+    if found is None:
+        return ""
+    op, param, type_str = found.groups()
+    first = first_opset_taking(op, param, type_str)
+    if first is None:
+        return f" [no opset of ONNX's {op} takes {type_str}]"
+    return f" [ONNX's {op} takes {type_str} from opset {first}]"
+
+
+@functools.cache
+def first_opset_taking(op: str, param: str, type_str: str) -> int | None:
+    """The first opset whose schema of `op` (default domain) lets type parameter `param` be `type_str`."""
+    for version in range(1, onnx.defs.onnx_opset_version() + 1):
+        try:
+            schema = onnx.defs.get_schema(op, version)
+        except onnx.defs.SchemaError:
+            continue
+        allowed = [c.allowed_type_strs for c in schema.type_constraints if c.type_param_str == param]
+        if allowed and type_str in allowed[0]:
+            return schema.since_version
+    return None

@@ -1,0 +1,202 @@
+"""Whose bug: blame from evidence that was run, root causes keyed by blame, a float64 constant stored as float32
+offered as the fix. Each fault is planted through a registry entry (a converter of these tests), never by relying
+on an upstream bug staying unfixed."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, numpy_helper
+
+from fuzzer.cases.blame import KERNEL_KEY
+from fuzzer.cases.case import CaseData, case_from_result, case_log, collect_versions
+from fuzzer.cases.folder import read_case_head, write_case
+from fuzzer.cases.report import title
+from fuzzer.cases.whose_bug import with_diagnosis
+from fuzzer.check.pipeline import check_prepared
+from fuzzer.check.source import prepare
+from fuzzer.converters import CONVERTERS
+from fuzzer.converters.base import ConverterOptions, Source, Steps, TargetRun
+from fuzzer.converters.onnx_optimizer import OnnxOptimizer
+from fuzzer.converters.runtime import check_and_serialize, run_model
+from fuzzer.converters.torch_onnx_dynamo import TorchOnnxDynamo, export_dynamo
+from fuzzer.converters.torch_onnx_script import TorchOnnxScript, export_script
+from fuzzer.triage.grouping import group
+from fuzzer.triage.model import Finding
+from generators.builder import GraphBuilder
+from generators.dtypes import DType
+from generators.ir import Graph
+
+
+def sin_as_cos(model: onnx.ModelProto) -> onnx.ModelProto:
+    """The planted fault: every Sin computed as Cos."""
+    model = onnx.load_from_string(model.SerializeToString())
+    for node in model.graph.node:
+        if node.op_type == "Sin":
+            node.op_type = "Cos"
+    return model
+
+
+class FaultySinKernel:
+    """A runtime whose Sin kernel computes cosine: the model is right, the runtime computes it wrongly."""
+
+    def run_target_model(self, model: bytes, source: Source) -> tuple[tuple[np.ndarray, ...], tuple[str, ...]]:
+        return run_model(sin_as_cos(onnx.load_from_string(model)).SerializeToString(), source, Steps())
+
+    def target(self, model: onnx.ModelProto, source: Source) -> TargetRun:
+        steps = Steps()
+        data = check_and_serialize(model, steps)
+        outputs, dtypes = self.run_target_model(data, source)
+        return TargetRun(outputs, dtypes, dict(steps.timings), model=data)
+
+
+class KernelFaultScript(FaultySinKernel, TorchOnnxScript):
+    name = "planted-kernel-script"
+
+    def convert_impl(self, source: Source, options: ConverterOptions) -> TargetRun:
+        return self.target(export_script(source, options, Steps()), source)  # type: ignore[arg-type]
+
+
+class KernelFaultDynamo(FaultySinKernel, TorchOnnxDynamo):
+    name = "planted-kernel-dynamo"
+
+    def convert_impl(self, source: Source, options: ConverterOptions) -> TargetRun:
+        return self.target(export_dynamo(source, options, Steps()), source)  # type: ignore[arg-type]
+
+
+class SinAsCosExporter(TorchOnnxScript):
+    """An exporter whose symbolic of sin emits Cos: the model itself is wrong."""
+
+    name = "planted-sin-exporter"
+
+    def convert_impl(self, source: Source, options: ConverterOptions) -> TargetRun:
+        steps = Steps()
+        data = check_and_serialize(sin_as_cos(export_script(source, options, steps)), steps)  # type: ignore[arg-type]
+        outputs, dtypes = run_model(data, source, steps)
+        return TargetRun(outputs, dtypes, dict(steps.timings), model=data)
+
+
+PLANTED_PASS = "planted_fuse_sin"
+
+
+class PlantedOptimizer(OnnxOptimizer):
+    """onnxoptimizer with one more pass, which mis-fuses Sin into Cos; the other passes are onnxoptimizer's own."""
+
+    name = "planted-onnxoptimizer"
+
+    def pass_names(self, options: ConverterOptions) -> tuple[str, ...]:
+        return ("eliminate_identity", PLANTED_PASS, "eliminate_nop_transpose")
+
+    def transform(self, model: onnx.ModelProto, options: ConverterOptions) -> onnx.ModelProto:
+        import onnxoptimizer
+
+        passes = self.pass_names(options) if not options.passes else tuple(options.passes)  # type: ignore[attr-defined]
+        model = onnxoptimizer.optimize(model, [p for p in passes if p != PLANTED_PASS])
+        return sin_as_cos(model) if PLANTED_PASS in passes else model
+
+
+class ConstantAsFloat32(TorchOnnxScript):
+    """An exporter that stores every float64 constant rounded to float32."""
+
+    name = "planted-float32-constants"
+
+    def convert_impl(self, source: Source, options: ConverterOptions) -> TargetRun:
+        steps = Steps()
+        model = export_script(source, options, steps)  # type: ignore[arg-type]
+        for node in model.graph.node:
+            for attr in node.attribute:
+                if node.op_type == "Constant" and attr.name == "value" and attr.t.data_type == TensorProto.DOUBLE:
+                    rounded = numpy_helper.to_array(attr.t).astype(np.float32).astype(np.float64)
+                    attr.t.CopyFrom(numpy_helper.from_array(rounded, attr.t.name))
+        data = check_and_serialize(model, steps)
+        outputs, dtypes = run_model(data, source, steps)
+        return TargetRun(outputs, dtypes, dict(steps.timings), model=data)
+
+
+def one_op(op: str, dtype: DType = DType.FLOAT32, **attrs: object) -> Graph:
+    b = GraphBuilder()
+    x = b.input((3, 5), dtype)
+    return b.build((b.op(op, (x,), (3, 5), dtype, **attrs),))
+
+
+def diagnosed(graph: Graph, converter: object, options: dict | None = None, seed: int = 3) -> CaseData:
+    """The graph checked under the planted converter, made a case and diagnosed as the reducer does."""
+    prepared = prepare(graph, seed, {}, 1.0)
+    result = check_prepared(prepared, converter, options)  # type: ignore[arg-type]
+    assert result.verdict.is_bug, result.verdict
+    case = case_from_result(result, graph, seed, converter.name, collect_versions(()),  # type: ignore[attr-defined]
+                            log=case_log(result))
+    return with_diagnosis(case, converter)  # type: ignore[arg-type]
+
+
+def test_a_runtime_kernel_fault_reached_by_both_exporters_is_one_root_cause_of_the_runtime(tmp_path) -> None:
+    graph = one_op("sin")
+    cases = [diagnosed(graph, KernelFaultScript(), {"opset": 17}),
+             diagnosed(graph, KernelFaultDynamo(), {"opset": 18})]
+    for case in cases:
+        assert case.blame is not None and case.blame.settled and case.blame.shared
+        assert case.blame.component.project == "ONNX Runtime"
+        assert case.blame.component.name == "CPU kernel of `Sin`"
+        assert "onnx.reference (ONNX's reference evaluator) agrees with PyTorch" in case.blame.evidence
+        assert title(case).startswith(f"ONNX Runtime (CPU kernel of `Sin`, through {case.converter}): `sin` gives")
+    heads = [read_case_head(write_case(tmp_path, case)) for case in cases]
+    assert heads[0].root_cause == heads[1].root_cause and heads[0].root_cause.converter == KERNEL_KEY
+    findings = [Finding(c.signature, c.converter, c.verdict.stage.value, c.verdict.symptom.json_name, c.verdict.message,
+                        c.verdict.diverging_op, tuple(c.graph.ops()), c.seed, 1, 0.0, owner=h.owner)
+                for c, h in zip(cases, heads, strict=True)]
+    groups = group(findings, {})
+    assert len(groups) == 1 and groups[0].converters == ("planted-kernel-dynamo", "planted-kernel-script")
+
+
+def test_a_model_the_exporter_wrote_wrong_is_the_exporters() -> None:
+    case = diagnosed(one_op("sin"), SinAsCosExporter(), {"opset": 17})
+    assert case.blame is not None and case.blame.settled and not case.blame.shared
+    assert case.blame.component.project == "PyTorch"
+    assert case.blame.component.name == "TorchScript exporter: the symbolic function of `sin`"
+    assert "so the converted model itself computes the wrong outputs" in case.blame.evidence
+    assert "File it with **PyTorch**" in with_report(case)
+
+
+def test_a_fault_in_one_pass_is_blamed_on_that_pass() -> None:
+    case = diagnosed(one_op("sin"), PlantedOptimizer())
+    assert case.blame is not None and case.blame.settled
+    assert case.blame.component.project == "onnxoptimizer"
+    assert case.blame.component.name == f"pass `{PLANTED_PASS}`"
+    outcomes = {c.options["passes"][0]: c.outcome for c in case.cross_checks or () if c.options.get("passes")}
+    assert outcomes == {"eliminate_identity": "passes", PLANTED_PASS: "same bug", "eliminate_nop_transpose": "passes"}
+
+
+def test_a_float64_constant_stored_as_float32_is_offered_as_the_fix() -> None:
+    case = diagnosed(one_op("clamp", DType.FLOAT64, min=0.1, max=None), ConstantAsFloat32(), {"opset": 17})
+    assert case.suggested_fix is not None and case.suggested_fix.kind == "constant"
+    assert case.suggested_fix.edit == ("store `clamp`'s min = 0.1 exactly: the model holds its float32 rounding "
+                                       f"{float(np.float32(0.1))!r}")
+
+
+def with_report(case: CaseData) -> str:
+    from fuzzer.cases.report import render_report
+
+    return render_report(case)
+
+
+@pytest.mark.parametrize("name", sorted(CONVERTERS))
+def test_every_converter_names_a_project_and_its_tracker(name: str) -> None:
+    from fuzzer.converters.base import FaultSite
+    from oracles.verdict import Stage
+
+    component = CONVERTERS[name].component(FaultSite(Stage.NODE_CONVERSION, "sin"))
+    assert component.project and component.tracker.startswith("https://github.com/") and component.key == name
+
+
+def test_the_dynamo_exporter_blames_onnxscript_where_its_frame_is_onnxscripts() -> None:
+    from fuzzer.converters.base import FaultSite
+    from oracles.verdict import Stage
+
+    dynamo = CONVERTERS["torch-onnx-dynamo"]
+    assert dynamo.component(FaultSite(Stage.NODE_CONVERSION, "sin", "onnxscript")).project == "onnxscript"
+    assert dynamo.component(FaultSite(Stage.GRAPH_OPTIMIZATION, "sin", "torch")).project == "onnxscript"
+    assert dynamo.component(FaultSite(Stage.CAPTURE, "sin", "torch")).name.startswith("torch.export")
+    assert dynamo.component(FaultSite(Stage.NODE_CONVERSION, "sin", "torch")).project == "PyTorch"
+
+

@@ -16,17 +16,21 @@ from fuzzer.cases.report import title
 from fuzzer.cases.whose_bug import with_diagnosis
 from fuzzer.check.pipeline import check_prepared
 from fuzzer.check.source import prepare
-from fuzzer.converters import CONVERTERS
+from fuzzer.converters import CONVERTERS, ConverterRegistry
 from fuzzer.converters.base import ConverterOptions, Source, Steps, TargetRun
 from fuzzer.converters.onnx_optimizer import OnnxOptimizer
 from fuzzer.converters.runtime import check_and_serialize, run_model
 from fuzzer.converters.torch_onnx_dynamo import TorchOnnxDynamo, export_dynamo
 from fuzzer.converters.torch_onnx_script import TorchOnnxScript, export_script
+from fuzzer.reduce.case import reduce_case
+from fuzzer.reduce.isolated import CheckerConfig, IsolatedChecker
 from fuzzer.triage.grouping import group
 from fuzzer.triage.model import Finding
 from generators.builder import GraphBuilder
 from generators.dtypes import DType
 from generators.ir import Graph
+from oracles.rootcause import verdict_root_cause
+from oracles.verdict import Stage, Symptom
 
 
 def sin_as_cos(model: onnx.ModelProto) -> onnx.ModelProto:
@@ -200,3 +204,83 @@ def test_the_dynamo_exporter_blames_onnxscript_where_its_frame_is_onnxscripts() 
     assert dynamo.component(FaultSite(Stage.NODE_CONVERSION, "sin", "torch")).project == "PyTorch"
 
 
+
+
+class CarriedCrash(TorchOnnxScript):
+    """The defect is in `neg` (it writes an output of no valid rank); the crash is raised where the next operator
+    reads it, naming that innocent operator. `neg` alone gives an invalid model."""
+
+    name = "planted-carried-crash"
+
+    def convert_impl(self, source: Source, options: ConverterOptions) -> TargetRun:
+        graph = source.graph
+        written = {o for n in graph.nodes if n.op == "neg" for o in n.outputs}
+        readers = [n for n in graph.nodes if set(n.inputs) & written]
+        with Steps().at(Stage.NODE_CONVERSION, "export"):
+            if readers:
+                raise RuntimeError(f"cannot read the rank of the input of aten::{readers[0].op}")
+        with Steps().at(Stage.VALIDATION, "validation"):
+            if written:
+                raise ValueError("onnx::Neg wrote an output of rank -1")
+        return super().convert_impl(source, options)
+
+
+CARRIED_REGISTRY = ConverterRegistry([CarriedCrash()])
+
+
+def test_a_crash_carried_by_an_innocent_operator_reduces_to_the_guilty_one(tmp_path) -> None:
+    b = GraphBuilder()
+    x, y = b.input((3, 5)), b.input((4,))
+    carried = b.op("sin", (b.op("neg", (x,), (3, 5)),), (3, 5))
+    graph = b.build((carried, b.op("relu", (y,), (4,))))
+    converter = CarriedCrash()
+    result = check_prepared(prepare(graph, 5, {}, 1.0), converter)
+    assert result.verdict.symptom is Symptom.CRASH
+    case = case_from_result(result, graph, 5, converter.name, collect_versions(()), log=case_log(result))
+    assert verdict_root_cause(case.converter, case.verdict, graph.ops()).operator == "sin"
+    with IsolatedChecker(CheckerConfig(registry="test_whose_bug:CARRIED_REGISTRY")) as checker:
+        reduction = reduce_case(case, tmp_path, checker, budget_s=60.0)
+    reduced = read_case_head(reduction.path)
+    assert reduced.graph.ops() == ["neg"]
+    assert reduced.verdict.symptom is Symptom.INVALID_MODEL and reduced.root_cause.operator == "neg"
+
+
+class CastAround(TorchOnnxScript):
+    """Writes a float64 one-operator graph as Cast to float32, the ONNX operator, Cast back: what an exporter does
+    for an operator whose ONNX schema takes no float64 (Celu), and a choice it need not make for one that does."""
+
+    name = "planted-cast-around"
+
+    def convert_impl(self, source: Source, options: ConverterOptions) -> TargetRun:
+        from onnx import helper
+
+        node = source.graph.nodes[0]
+        op = {"celu": "Celu", "sin": "Sin"}[node.op]
+        attrs = {"alpha": float(node.attrs["alpha"])} if op == "Celu" else {}
+        shape = list(source.graph.types[node.outputs[0]].shape)
+        graph = helper.make_graph(
+            [helper.make_node("Cast", ["x"], ["x32"], to=TensorProto.FLOAT), helper.make_node(op, ["x32"], ["y32"],
+             **attrs), helper.make_node("Cast", ["y32"], ["y"], to=TensorProto.DOUBLE)], "cast_around",
+            [helper.make_tensor_value_info("x", TensorProto.DOUBLE, shape)],
+            [helper.make_tensor_value_info("y", TensorProto.DOUBLE, shape)])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+        model.graph.input[0].name = source.input_names[0]
+        model.graph.node[0].input[0] = source.input_names[0]
+        steps = Steps()
+        data = check_and_serialize(model, steps)
+        outputs, dtypes = run_model(data, source, steps)
+        return TargetRun(outputs, dtypes, dict(steps.timings), model=data)
+
+
+def test_float64_through_an_operator_with_no_float64_is_labelled_not_filed() -> None:
+    graph = one_op("celu", DType.FLOAT64, alpha=0.5)
+    verdict = check_prepared(prepare(graph, 3, {}, 1.0), CastAround()).verdict
+    assert verdict.symptom is Symptom.UNSUPPORTED and not verdict.is_bug
+    assert verdict.labels == ("float64-through-float32:Celu",)
+    assert verdict.message.startswith("ONNX's Celu takes no float64")
+
+
+def test_float64_through_float32_by_choice_stays_a_bug() -> None:
+    """ONNX's Sin takes float64: computing it in float32 is the converter's choice, and a wrong value."""
+    verdict = check_prepared(prepare(one_op("sin", DType.FLOAT64), 3, {}, 1.0), CastAround()).verdict
+    assert verdict.symptom is Symptom.WRONG_VALUES and verdict.is_bug

@@ -3,8 +3,10 @@
 Failures of the library under test become verdicts tagged with their stage; failures of the exporter an
 ONNX-to-ONNX converter starts from are Stage.SOURCE (never this converter's bug); anything else raised is a
 convsmith bug and keeps its traceback. Shapes and dtypes compare exactly; values only count as wrong when blame
-says the target is measurably farther from the float64 reference than the float32 source is. A dynamic export is
-judged at the shape it was traced with and at a second one (fuzzer/check/dynamic.py).
+says the target is measurably farther from the float64 reference than the float32 source is, and a float64 model
+that an ONNX operator with no float64 makes compute in float32 is that operator's precision, not a defect (labelled
+unsupported). A dynamic export is judged at the shape it was traced with and at a second one
+(fuzzer/check/dynamic.py).
 """
 
 from __future__ import annotations
@@ -21,13 +23,16 @@ from fuzzer.check.result import INVALID_INPUTS, CheckResult, Expected, add_timin
 from fuzzer.check.source import float32_attr_reference, graph_values
 from fuzzer.converters.base import Converter, ConverterOptions, StageError, Steps, TargetRun, UpstreamError
 from fuzzer.converters.runtime import run_model, run_onnx_target
-from fuzzer.converters.schema import schema_note
+from fuzzer.converters.schema import float32_only_ops, schema_note
 from oracles.blame import BlameResult, blame_output
-from oracles.compare import FLOAT_DTYPES, OutputComparison, Reason, compare
+from oracles.compare import FLOAT_DTYPES, OutputComparison, Reason, compare, default_tolerance
 from oracles.dynamic import TRACED_ONLY, dynamic_only
 from oracles.signature import wrong_value_signature
 from oracles.taxonomy import failure_verdict, upstream_verdict
 from oracles.verdict import Stage, Symptom, Verdict, symptom_of
+
+# The label of a float64 model an ONNX operator without float64 makes compute in float32: shown, not filed.
+FLOAT64_THROUGH_FLOAT32 = "float64-through-float32"
 
 
 def judge(expected: Expected, converter: Converter, options: ConverterOptions,
@@ -137,8 +142,27 @@ def oracle(expected: Expected, run: TargetRun, converter: Converter) -> Verdict:
     if not blamed:
         reasons = sorted({f"not-blamed:{b.reason}" for b in blames.values()})
         return _labelled(Verdict(Symptom.PASS, Stage.NONE, name, metrics, labels=tuple(reasons)), expected)
+    by_design = _float32_by_design(expected, run, blamed, dtypes)
+    if by_design:
+        return _labelled(Verdict(Symptom.UNSUPPORTED, converter.divergence_stage, name, metrics,
+                                 message=f"ONNX's {', '.join(by_design)} takes no float64: the model computes it "
+                                 "in float32, as the operator's definition allows no other way",
+                                 labels=tuple(f"{FLOAT64_THROUGH_FLOAT32}:{op}" for op in by_design)), expected)
     return _divergence(expected, converter, Symptom.WRONG_VALUES, metrics, blamed[0],
                        _blame_message(expected, blamed[0], blames[blamed[0]]))
+
+
+def _float32_by_design(expected: Expected, run: TargetRun, blamed: Sequence[int], dtypes: Sequence[str]
+                       ) -> tuple[str, ...]:
+    """The float32-only ONNX operators a float64 model goes through, when its blamed float64 outputs are within
+    float32's tolerance of the float64 answer (so float32 arithmetic explains the whole error); else ()."""
+    if run.model is None or any(dtypes[i] != "float64" for i in blamed):
+        return ()
+    through = float32_only_ops(run.model)
+    float32 = default_tolerance("float32")
+    within = all(compare(np.asarray(run.outputs[i]), np.asarray(expected.reference[i]), "float64", float32).ok
+                 for i in blamed)
+    return through if within else ()
 
 
 def _settling_values(expected: Expected, float64: bool) -> Callable[[], Mapping[str, np.ndarray]]:

@@ -37,3 +37,24 @@ def first_opset_taking(op: str, param: str, type_str: str) -> int | None:
         if allowed and type_str in allowed[0]:
             return schema.since_version
     return None
+
+
+def float32_only_ops(model: bytes) -> tuple[str, ...]:
+    """The operators of a model whose schema, at the model's opset, takes float32 but no float64: where a float64
+    model computes in float32 by design (ONNX's Celu), not by a converter's choice."""
+    proto = onnx.load_from_string(model)
+    opset = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), None)
+    if opset is None:
+        return ()
+    ops = dict.fromkeys(n.op_type for n in proto.graph.node if n.domain in ("", "ai.onnx"))
+    return tuple(op for op in ops if _float_without_double(op, opset))
+
+
+@functools.cache
+def _float_without_double(op: str, opset: int) -> bool:
+    try:
+        schema = onnx.defs.get_schema(op, opset)
+    except onnx.defs.SchemaError:
+        return False
+    floats = [c.allowed_type_strs for c in schema.type_constraints if "tensor(float)" in c.allowed_type_strs]
+    return bool(floats) and all("tensor(double)" not in allowed for allowed in floats)

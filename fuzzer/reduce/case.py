@@ -18,8 +18,11 @@ from fuzzer.reduce.shrinker import ReduceResult, reduce_graph
 from fuzzer.support.device import require_device
 from generators.ir import Graph
 from generators.ops.discontinuity import LABELS
-from oracles.verdict import Verdict
+from oracles.rootcause import verdict_root_cause
+from oracles.verdict import Symptom, Verdict
 
+# Symptoms a carried crash and the defect behind it may show (a crash downstream, an invalid model alone).
+CARRIED = frozenset({Symptom.CRASH, Symptom.INVALID_MODEL, Symptom.PROCESS_DEATH})
 # Labels a candidate may not gain: its inputs left the valid domain, or sit on a discontinuity the original did not.
 GUARDED_LABELS = frozenset({INVALID_INPUTS, *LABELS})
 
@@ -31,8 +34,45 @@ def same_bug(original: Verdict, candidate: Verdict) -> bool:
     return candidate.signature == original.signature and not gained
 
 
+def same_defect(original: Verdict, graph: Graph, candidate: Verdict, candidate_graph: Graph) -> bool:
+    """The candidate shows the defect the original only carried: a crash raised at an innocent operator, whose
+    cause an operator feeding it shows alone (negative dims left in a permutation, a crash only where they are
+    read). Both fail in the same converter, crash-like; the candidate's failing operator is upstream of the
+    original's (any of the graph's where the original names none)."""
+    if candidate.converter != original.converter or not candidate.is_bug or not original.is_bug:
+        return False
+    if {original.symptom, candidate.symptom} - CARRIED:
+        return False
+    carrier = verdict_root_cause(original.converter, original, graph.ops()).shown_operator
+    found = verdict_root_cause(candidate.converter, candidate, candidate_graph.ops()).shown_operator
+    if found in ("unknown", carrier):
+        return False
+    return found in graph.ops() if carrier == "unknown" else found in upstream_ops(graph, carrier)
+
+
+def upstream_ops(graph: Graph, op: str) -> set[str]:
+    """The operators of the nodes that feed, directly or not, any node of operator `op`."""
+    producer = {out: node for node in graph.nodes for out in node.outputs}
+    found: set[str] = set()
+    todo = [t for node in graph.nodes if node.op == op for t in node.inputs]
+    seen: set[str] = set()
+    while todo:
+        tensor = todo.pop()
+        if tensor in seen or tensor not in producer:
+            continue
+        seen.add(tensor)
+        found.add(producer[tensor].op)
+        todo += producer[tensor].inputs
+    return found
+
+
+def keeps_defect(case: CaseData, verdict: Verdict, graph: Graph) -> bool:
+    """The reducer's acceptance: the same bug, or the defect it carried (see same_defect)."""
+    return same_bug(case.verdict, verdict) or same_defect(case.verdict, case.graph, verdict, graph)
+
+
 def signature_oracle(case: CaseData, checker: IsolatedChecker) -> Callable[[Graph], bool]:
-    """is_same_bug for real converters: the candidate's verdict, from the isolated checker, is `same_bug`."""
+    """is_same_bug for real converters: the candidate's verdict, from the isolated checker, keeps the defect."""
 
     def is_same_bug(graph: Graph) -> bool:
         try:
@@ -40,7 +80,7 @@ def signature_oracle(case: CaseData, checker: IsolatedChecker) -> Callable[[Grap
             verdict = checker.verdict(job)
         except RuntimeError:  # a candidate that breaks convsmith itself is not the bug we are after
             return False
-        return same_bug(case.verdict, verdict)
+        return keeps_defect(case, verdict, graph)
 
     return is_same_bug
 
@@ -67,7 +107,7 @@ def reduce_case(case: CaseData, out_dir: Path, checker: IsolatedChecker, budget_
     job = Job(result.graph, case.seed, case.converter, options, case.device, case.values)
     record = {**result.to_json(), "options_set_to_default": simplified}
     path, verdict = checker.write_case(job, out_dir, reduced_id(case.id), original or case.id, record)
-    if verdict.signature != case.signature:
+    if verdict.signature != case.signature and not same_defect(case.verdict, case.graph, verdict, result.graph):
         shutil.rmtree(path, ignore_errors=True)  # not the case's bug: nothing is filed under its name
         raise ReductionFailed(f"{case.id}: the reduced graph gives {verdict.signature} under the full check, "
                               f"not {case.signature}")
@@ -107,4 +147,4 @@ def reduced_id(case_id: str) -> str:
 
 
 __all__ = ["CheckerConfig", "IsolatedChecker", "Reduction", "ReductionFailed", "reduce_case", "reduced_id",
-           "same_bug", "signature_oracle"]
+           "same_bug", "same_defect", "signature_oracle"]

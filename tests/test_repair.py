@@ -70,7 +70,7 @@ def test_a_scaled_weight_is_replaced_by_the_sources() -> None:
      "set ReduceMean.keepdims = 1 on node /ReduceMean_1"),
     ("wrong_dtype-torch-onnx-script-node_conversion-var-float64-83280070463f-reduced", "cast output t3 to double"),
     ("wrong_values-torch-onnx-script-node_conversion-log10-float64-fb6603c834e6-reduced",
-     "replace the float64 constant 2.3025851249694824 by ln(10) = 2.302585092994046"),
+     "store ln(10) = 2.302585092994046 exactly: the model holds its float32 rounding 2.3025851249694824"),
     # Floor happens to turn softplus(1) = 1.31 into the expected 1; fresh inputs reject it. The real fault (the
     # threshold ONNX's Softplus lacks) is no small edit.
     ("wrong_values-torch-onnx-script-node_conversion-softplus-float32-3fad068e80f1-reduced", None),

@@ -48,6 +48,9 @@ class FaultySinKernel:
     def run_target_model(self, model: bytes, source: Source) -> tuple[tuple[np.ndarray, ...], tuple[str, ...]]:
         return run_model(sin_as_cos(onnx.load_from_string(model)).SerializeToString(), source, Steps())
 
+    def target_runtime(self):  # noqa: ANN201
+        return self.run_target_model
+
     def target(self, model: onnx.ModelProto, source: Source) -> TargetRun:
         steps = Steps()
         data = check_and_serialize(model, steps)

@@ -30,6 +30,7 @@ from fuzzer.converters.base import Converter, Steps, TargetRun, UpstreamError
 from fuzzer.converters.ort_optimizer import OrtOptimizer
 from fuzzer.converters.upstream import NATIVE, export_upstream
 from fuzzer.support.device import require_device
+from oracles.rootcause import error_class
 from oracles.verdict import Symptom, Verdict
 
 CROSS_CHECK = CheckOptions(rerun=False, locate=True, culprit=False)  # locate: the signature names the operator
@@ -152,7 +153,10 @@ def outcome(original: Verdict, verdict: Verdict) -> str:
     same_divergence = (verdict.symptom is original.symptom and verdict.symptom in DIVERGENCES
                        and (verdict.diverging_op, verdict.diverging_dtype)
                        == (original.diverging_op, original.diverging_dtype))
-    return SAME_BUG if same_divergence else OTHER_FAILURE + describe(verdict)
+    # Another converter's model failing alike (the runtime's same error, node names aside) shows the same bug.
+    same_error = (verdict.symptom is original.symptom and verdict.symptom not in DIVERGENCES
+                  and verdict.stage is original.stage and error_class(verdict.message) == error_class(original.message))
+    return SAME_BUG if same_divergence or same_error else OTHER_FAILURE + describe(verdict)
 
 
 def describe(verdict: Verdict) -> str:

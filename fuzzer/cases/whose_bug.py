@@ -37,4 +37,4 @@ def model_evidence(case: CaseData, converter: Converter | None = None) -> ModelE
     if at_second_shape(case.verdict) and expected.second is not None:
         expected = expected.second
     converter = converter or CONVERTERS.get(case.converter)
-    return examine(case.model, expected, converter.run_target_model if converter is not None else None)
+    return examine(case.model, expected, converter.target_runtime() if converter is not None else None)

@@ -216,7 +216,9 @@ def _compare(actual: np.ndarray, declared: str, expected: np.ndarray, dtype: str
     """compare(), plus the dtype the target declared: bfloat16 and float32 share storage, so check the name."""
     result = compare(actual, expected, dtype)
     if declared != dtype and result.reason is not Reason.SHAPE:
-        return dataclasses.replace(result, ok=False, reason=Reason.DTYPE, actual_dtype=declared)
+        return dataclasses.replace(result, ok=False, reason=Reason.DTYPE, actual_dtype=declared, expected_dtype=dtype)
+    if result.reason is Reason.DTYPE:  # the graph's dtype, not the storage it is compared in (bfloat16 in float32)
+        return dataclasses.replace(result, expected_dtype=dtype)
     return result
 
 

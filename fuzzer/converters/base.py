@@ -319,12 +319,10 @@ class Converter:
         """A component of this converter's own project, keyed by the converter (its root causes stay its own)."""
         return Component(self.project or self.display_name or self.name, name, self.tracker, self.name)
 
-    def run_target_model(self, model: bytes, source: Source) -> tuple[tuple[np.ndarray, ...], tuple[str, ...]]:
-        """Run a model this converter made on the runtime its targets run on (ONNX Runtime, optimizations off), as
-        the diagnosis examines it; raises StageError."""
-        from fuzzer.converters.runtime import run_model  # runtime builds on this module
-
-        return run_model(model, source, Steps())
+    def target_runtime(self) -> Callable[[bytes, Source], tuple[tuple[np.ndarray, ...], tuple[str, ...]]] | None:
+        """How a model this converter made is run, as the diagnosis examines it (raising StageError), where that is
+        not ONNX Runtime with optimizations off (None)."""
+        return None
 
     def pass_names(self, options: ConverterOptions) -> tuple[str, ...] | None:
         """The passes the options run, for a converter made of named passes each of which can run alone (the

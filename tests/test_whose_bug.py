@@ -177,7 +177,7 @@ def test_a_fault_in_one_pass_is_blamed_on_that_pass() -> None:
 def test_a_float64_constant_stored_as_float32_is_offered_as_the_fix() -> None:
     case = diagnosed(one_op("clamp", DType.FLOAT64, min=0.1, max=None), ConstantAsFloat32(), {"opset": 17})
     assert case.suggested_fix is not None and case.suggested_fix.kind == "constant"
-    assert case.suggested_fix.edit == ("store `clamp`'s min = 0.1 exactly: the model holds its float32 rounding "
+    assert case.suggested_fix.edit == ("store clamp's min = 0.1 exactly: the model holds its float32 rounding "
                                        f"{float(np.float32(0.1))!r}")
 
 

@@ -48,7 +48,7 @@ def fault_site(case: CaseData) -> FaultSite:
     bisected = [f"ort-optimizer:{m.group(1)}" for c in case.cross_checks or () if c.outcome == SAME_BUG
                 for m in [_DISABLING.search(c.detail)] if m]
     return FaultSite(case.verdict.stage, cause.shown_operator, frame_owner(case), (*case.verdict.labels, *bisected[:1]),
-                     dict(case.converter_options), same_bug_passes(case.cross_checks or ()))
+                     dict(case.converter_options), same_bug_passes(case.cross_checks or ()), tuple(case.graph.ops()))
 
 
 def same_bug_passes(checks: Sequence[CrossCheck]) -> tuple[str, ...]:
@@ -72,9 +72,15 @@ def blame_case(case: CaseData, model: ModelEvidence | None, converter: Converter
         return _before_the_tool(before, upstream, site, case)
     evidence = list(_cross_check_lines(checks))
     verdict = case.verdict
-    if verdict.symptom in (Symptom.PROCESS_DEATH, Symptom.HANG, Symptom.OUT_OF_MEMORY) or model is None:
+    if verdict.symptom in (Symptom.PROCESS_DEATH, Symptom.HANG, Symptom.OUT_OF_MEMORY):
         return Blame(own, tuple(evidence + _plain_reading(verdict.stage, own)), settled=verdict.stage is not Stage.NONE)
+    if model is None:
+        settled = verdict.stage not in (*RUNTIME_STAGES, Stage.VALIDATION) and verdict.symptom not in DIVERGENCES
+        reading = _plain_reading(verdict.stage, own) if settled else ["no converted model was kept to examine"]
+        return Blame(own, tuple(evidence + reading), settled=settled)
     evidence += model_lines(model)
+    if case.suggested_fix is not None:
+        evidence.append(f"an edit of the converted model makes the outputs agree: {case.suggested_fix.edit}")
     kernel = runtime_kernel(_kernel_operator(case, model), case.device)
     return decide(own, kernel, verdict.symptom, verdict.stage, model, tuple(evidence),
                   is_runtime_optimizer=case.converter == "ort-optimizer")

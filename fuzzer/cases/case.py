@@ -123,7 +123,7 @@ def case_from_result(result: CheckResult, graph: Graph, seed: int, converter: st
     source runs nowhere else)."""
     verdict: Verdict = result.verdict
     expected, target = result.expected, result.target
-    model = target.model if target is not None else None
+    model = target.model if target is not None else result.failed_model
     upstream = _upstream_model(result)
     signature = verdict.signature
     tensors = _source_fields(expected, graph) if expected is not None else {"device": device, "values": values}

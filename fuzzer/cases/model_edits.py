@@ -316,7 +316,7 @@ def exact_values(case: CaseData) -> dict[str, float]:
             items = value if isinstance(value, list | tuple) else (value,)
             for item in items:
                 if isinstance(item, float) and not isinstance(item, bool) and math.isfinite(item):
-                    values.setdefault(f"`{node.op}`'s {name}", item)
+                    values.setdefault(f"{node.op}'s {name}", item)
     return values
 
 

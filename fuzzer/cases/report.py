@@ -17,6 +17,7 @@ from fuzzer.check.follow_up import ALONE_LABEL
 from fuzzer.converters import CONVERTERS
 from fuzzer.converters.dynamic import DynamicAxes
 from generators.ir import Graph
+from generators.registry import REGISTRY
 from oracles.dynamic import at_second_shape
 from oracles.rootcause import verdict_root_cause
 from oracles.verdict import Stage
@@ -62,12 +63,22 @@ def title(case: Any) -> str:
            if blame is not None and blame.shared else display_name(case.converter))
     if symptom in DIVERGENCE_WORDS:
         dtype = f" ({verdict.diverging_dtype})" if verdict.diverging_dtype else ""
-        return f"{who}: `{cause.shown_operator}` {DIVERGENCE_WORDS[symptom]}{dtype}"
+        return f"{who}: {operator_words(cause.shown_operator)} {DIVERGENCE_WORDS[symptom]}{dtype}"
     exc, _, message = verdict.message.partition(": ")
     first = message.strip().splitlines()[0] if message.strip() else ""
-    where = f"on `{cause.shown_operator}`" if cause.shown_operator != "unknown" else died_in(verdict.message)
+    where = (f"on {operator_words(cause.shown_operator)}" if cause.shown_operator != "unknown"
+             else died_in(verdict.message))
     return (f"{who}: {exc.rsplit('.', 1)[-1]} at {stage_words(verdict.stage)} "
             f"{where}: {cut_at_word(_FRAME.sub('', first), TITLE_DETAIL)}")
+
+
+def operator_words(op: str) -> str:
+    """'`sin`', or for one of convsmith's patterns '`pattern_layer_norm` (layer normalization ... written out)'."""
+    try:
+        description = REGISTRY[op].description()
+    except KeyError:  # an ONNX operator the error names
+        description = ""
+    return f"`{op}`" + (f" ({description})" if description else "")
 
 
 def whose_bug(case: Any) -> str:

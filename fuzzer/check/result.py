@@ -60,6 +60,7 @@ class CheckResult:
     failure: Failure | None = None
     options: Mapping[str, Any] = field(default_factory=dict)
     second: TargetRun | None = None  # a dynamic export's model run at the second shape
+    failed_model: bytes | None = None  # the model a conversion that failed after writing it had written
 
 
 Prepared = Expected | CheckResult  # a settled source, or the source's own failure (the same for every converter)

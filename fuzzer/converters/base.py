@@ -143,9 +143,10 @@ class Source:
 class StageError(Exception):
     """Raised by converters: the library under test failed at `failure.stage`."""
 
-    def __init__(self, failure: Failure) -> None:
+    def __init__(self, failure: Failure, model: bytes | None = None) -> None:
         super().__init__(f"{failure.stage.value}: {failure.exc_type}: {failure.message}")
         self.failure = failure
+        self.model = model  # the model the conversion had written when it failed (kept in the case as evidence)
 
 
 @dataclass
@@ -156,6 +157,7 @@ class Steps:
     """
 
     timings: dict[str, float] = field(default_factory=dict)
+    model: bytes | None = None  # the last model this conversion serialized: a later failure keeps it
 
     @contextmanager
     def at(self, stage: Stage, timer: str) -> Iterator[None]:
@@ -165,7 +167,7 @@ class Steps:
         except StageError:
             raise
         except Exception as exc:  # the library under test failed; KeyboardInterrupt passes through
-            raise StageError(Failure.of(stage, exc)) from exc
+            raise StageError(Failure.of(stage, exc), self.model) from exc
         finally:
             self.timings[timer] = self.timings.get(timer, 0.0) + time.perf_counter() - start
 
@@ -284,6 +286,17 @@ class FaultSite:
     labels: tuple[str, ...] = ()  # the verdict's labels (an ONNX Runtime bisection's "ort-optimizer:<name>")
     options: Mapping[str, Any] = field(default_factory=dict)
     same_bug_passes: tuple[str, ...] = ()  # the passes that show the bug alone (the cross-checks')
+    graph_ops: tuple[str, ...] = ()  # the operators of the case's graph
+
+    def named(self) -> str:
+        """How a component's name points at the operator: "of `sin`", "that emits ONNX `Not`" (an operator of the
+        model the error names), or "of one of `a`, `b` (the error names none)"."""
+        if self.operator[:1].isupper():
+            return f"that emits ONNX `{self.operator}`"
+        if self.operator == "unknown" and self.graph_ops:
+            ops = ", ".join(f"`{op}`" for op in dict.fromkeys(self.graph_ops))
+            return f"of one of {ops} (the error names none)"
+        return f"of `{self.operator}`"
 
 
 class Converter:

@@ -118,6 +118,7 @@ def check_and_serialize(model: onnx.ModelProto, steps: Steps) -> bytes:
     with steps.at(Stage.SERIALIZATION, "serialization"):
         data = model.SerializeToString()
         reparsed = onnx.load_from_string(data)
+    steps.model = data
     with steps.at(Stage.VALIDATION, "validation"):
         validate(reparsed)
     return data

@@ -92,11 +92,9 @@ class TorchOnnxDynamo(Converter):
             return self.own_component("torch.export (capture and decompositions)")
         if site.stage is Stage.GRAPH_OPTIMIZATION or site.frame_owner == "onnxscript":
             what = ("its optimizer (`onnx_program.optimize()`)" if site.stage is Stage.GRAPH_OPTIMIZATION
-                    else f"the translation of `{site.operator}`")
+                    else f"the translation {site.named()}")
             return Component("onnxscript", f"onnxscript: {what}", ONNXSCRIPT_TRACKER, self.name)
-        if site.operator[:1].isupper():  # an ONNX operator the error names, not one of the graph's
-            return self.own_component(f"dynamo exporter: the translation that emits ONNX `{site.operator}`")
-        return self.own_component(f"dynamo exporter: the translation of `{site.operator}`")
+        return self.own_component(f"dynamo exporter: the translation {site.named()}")
 
     def snippet(self, options: ConverterOptions, dynamic: DynamicAxes | None = None) -> Snippet:
         opts: DynamoOptions = options  # type: ignore[assignment]

@@ -88,9 +88,7 @@ class TorchOnnxScript(Converter):
             return self.own_component("torch.jit tracing (the TorchScript exporter's capture)")
         if site.stage is Stage.GRAPH_OPTIMIZATION:
             return self.own_component("TorchScript exporter: its ONNX graph passes (constant folding, peepholes)")
-        if site.operator[:1].isupper():  # an ONNX operator the error names, not one of the graph's
-            return self.own_component(f"TorchScript exporter: the symbolic function that emits ONNX `{site.operator}`")
-        return self.own_component(f"TorchScript exporter: the symbolic function of `{site.operator}`")
+        return self.own_component(f"TorchScript exporter: the symbolic function {site.named()}")
 
     def snippet(self, options: ConverterOptions, dynamic: DynamicAxes | None = None) -> Snippet:
         opts: ScriptOptions = options  # type: ignore[assignment]

@@ -25,7 +25,7 @@ class OnnxVersionConverter(OnnxPassConverter):
 
     def component(self, site: FaultSite) -> Component:
         """The version converter's adapter for the operator the bug is on."""
-        return self.own_component(f"version converter: the adapter of `{site.operator}`")
+        return self.own_component(f"version converter: the adapter {site.named()}")
 
     def snippet(self, options: ConverterOptions) -> Snippet:
         opts: VersionConverterOptions = options  # type: ignore[assignment]

@@ -217,8 +217,7 @@ def _answer(message: Mapping[str, Any], registry: ConverterRegistry) -> dict[str
         result = CheckResult(memory_verdict(converter.name), {}, options=dict(message["options"]))
     if not full:
         return {"verdict": result.verdict.to_json()}
-    result = CheckResult(result.verdict, {**timings, **result.timings}, result.expected, result.target,
-                         result.failure, result.options)
+    result = dataclasses.replace(result, timings={**timings, **result.timings})
     case = case_from_result(result, graph, seed, converter.name, collect_versions(converter.distributions),
                             log=case_log(result), case_id_=message["case_id"], original=message["original"],
                             device=device)

@@ -157,6 +157,10 @@ class OpSpec:
     def forward(self, attrs: AttrMap, *xs: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, ...]:
         raise NotImplementedError
 
+    def description(self) -> str:
+        """What a report says the operator is, beside its name ("" where the name says it)."""
+        return ""
+
     def features(self, attrs: AttrMap, ranks: Sequence[int]) -> tuple[str, ...]:
         """What this call asks of a converter beyond its operator and dtype, as names shared by every operator that
         asks it (e.g. 'pad:circular:rank3:dims2'), for the campaign to name as a bug's culprit and the generator to

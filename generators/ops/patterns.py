@@ -72,6 +72,12 @@ class Pattern(OpSpec):
     # The rewrites the tools make of this pattern (tests/test_onnx_patterns.py runs each).
     rewrites: ClassVar[tuple[Rewrite, ...]] = ()
 
+    def description(self) -> str:
+        """What the pattern writes out (its docstring's opening words): a maintainer knows no `pattern_layer_norm`,
+        only the operators it stands for."""
+        summary = (type(self).__doc__ or "").strip().split("\n")[0].split(" (")[0].split(":")[0].rstrip(".")
+        return summary[:1].lower() + summary[1:]
+
 
 # ---- convolutions ---------------------------------------------------------------------------------
 

@@ -287,3 +287,20 @@ def test_float64_through_float32_by_choice_stays_a_bug() -> None:
     """ONNX's Sin takes float64: computing it in float32 is the converter's choice, and a wrong value."""
     verdict = check_prepared(prepare(one_op("sin", DType.FLOAT64), 3, {}, 1.0), CastAround()).verdict
     assert verdict.symptom is Symptom.WRONG_VALUES and verdict.is_bug
+
+
+@pytest.mark.parametrize("corroborated,project,settled", [(True, "ONNX Runtime", True), (False, "PyTorch", False)])
+def test_a_runtime_rejection_is_the_kernels_only_where_another_converters_model_is_rejected_alike(
+        corroborated: bool, project: str, settled: bool) -> None:
+    """onnx.reference runs models a runtime rightly rejects (it does not check that ScatterElements' indices and
+    updates agree in shape): its running the model is no proof the model is valid."""
+    from fuzzer.cases.blame import decide, runtime_kernel
+    from fuzzer.cases.evidence import ModelEvidence, Opinion
+    from fuzzer.converters.base import Component
+
+    own = Component("PyTorch", "dynamo exporter: the translation of `scatter_reduce`", "", "torch-onnx-dynamo")
+    model = ModelEvidence("", "InvalidArgument: indices vs updates dimensions differ", False, Opinion.AGREES, "",
+                          ("ScatterElements",))
+    blame = decide(own, runtime_kernel("ScatterElements", "cpu"), Symptom.CRASH, Stage.RUNTIME_EXECUTION, model, (),
+                   corroborated=corroborated)
+    assert (blame.component.project, blame.settled, blame.shared) == (project, settled, corroborated)

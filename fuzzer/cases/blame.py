@@ -82,21 +82,30 @@ def blame_case(case: CaseData, model: ModelEvidence | None, converter: Converter
     if case.suggested_fix is not None:
         evidence.append(f"an edit of the converted model makes the outputs agree: {case.suggested_fix.edit}")
     kernel = runtime_kernel(_kernel_operator(case, model), case.device)
+    corroborated = any(name.endswith(OTHER_EXPORTER.format("").strip()) and outcome == SAME_BUG
+                       for name, outcome in checks.items())
     return decide(own, kernel, verdict.symptom, verdict.stage, model, tuple(evidence),
-                  is_runtime_optimizer=case.converter == "ort-optimizer")
+                  is_runtime_optimizer=case.converter == "ort-optimizer", corroborated=corroborated)
 
 
 def decide(own: Component, kernel: Component, symptom: Symptom, stage: Stage, model: ModelEvidence,
-           evidence: tuple[str, ...], is_runtime_optimizer: bool = False) -> Blame:
+           evidence: tuple[str, ...], is_runtime_optimizer: bool = False, corroborated: bool = False) -> Blame:
     """The rules, in order: a valid model that onnx.reference computes right but ONNX Runtime (optimizations off)
-    rejects or computes wrongly is the runtime kernel's; a model onnx.reference computes as wrongly, or ONNX's checker
-    rejects, is the converter's; anything else stays with the converter, unsettled."""
-    runtime_fault = (stage in RUNTIME_STAGES and symptom in (Symptom.CRASH, Symptom.INVALID_MODEL)) or (
-        symptom in DIVERGENCES and not model.runtime_agrees and not model.runtime)
+    computes wrongly is the runtime kernel's; one it rejects is too, where another converter's model of the graph is
+    rejected alike (`corroborated`: onnx.reference checks less of the spec than a runtime, so its running a model is
+    no proof the model is valid); a model onnx.reference computes as wrongly, or ONNX's checker rejects, is the
+    converter's; anything else stays with the converter, unsettled."""
+    rejected = stage in RUNTIME_STAGES and symptom in (Symptom.CRASH, Symptom.INVALID_MODEL)
+    miscomputed = symptom in DIVERGENCES and not model.runtime_agrees and not model.runtime
     if is_runtime_optimizer:  # its optimized model is ONNX Runtime's own: the converter is the runtime already
         return Blame(own, evidence, settled=True)
-    if runtime_fault and model.valid and model.reference is Opinion.AGREES:
+    if model.valid and model.reference is Opinion.AGREES and (miscomputed or (rejected and corroborated)):
         return Blame(kernel, evidence + ("so the model is right and ONNX Runtime computes it wrongly",), True, True)
+    if rejected and model.valid and model.reference is Opinion.AGREES:
+        note = ("onnx.reference runs the model, but it checks less of the operator's definition than a runtime, and "
+                "no other converter's model is rejected alike: the model may break a constraint ONNX's checker "
+                "misses")
+        return Blame(own, evidence + (note,), False)
     if symptom in DIVERGENCES and model.reference is Opinion.WRONG_LIKE_RUNTIME:
         return Blame(own, evidence + ("so the converted model itself computes the wrong outputs",), True)
     if stage is Stage.VALIDATION and model.reference is Opinion.AGREES and model.runtime_agrees:

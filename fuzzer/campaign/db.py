@@ -38,6 +38,8 @@ CREATE TABLE IF NOT EXISTS bugs (
     signature TEXT PRIMARY KEY, symptom TEXT NOT NULL, stage TEXT NOT NULL, converter TEXT NOT NULL,
     count INTEGER NOT NULL, first_seen REAL NOT NULL, last_seen REAL NOT NULL, first_seed INTEGER NOT NULL,
     case_dir TEXT);
+CREATE TABLE IF NOT EXISTS rewrites (
+    idx INTEGER NOT NULL, converter TEXT NOT NULL, rewrite TEXT NOT NULL, PRIMARY KEY (idx, converter, rewrite));
 CREATE TABLE IF NOT EXISTS errors (
     id INTEGER PRIMARY KEY, idx INTEGER, seed INTEGER, converter TEXT, phase TEXT NOT NULL,
     exc_type TEXT NOT NULL, message TEXT NOT NULL, traceback TEXT NOT NULL, time REAL NOT NULL);
@@ -69,6 +71,9 @@ class CampaignDB:
     def _add_missing_columns(self) -> None:
         """Columns added since schema 1 (a campaign written before them resumes and reads as before)."""
         columns = {row[1] for row in self.conn.execute("PRAGMA table_info(units)")}
+        if columns:  # a campaign's database: the rewrites each test fired, recorded since this table came
+            self.conn.execute("CREATE TABLE IF NOT EXISTS rewrites (idx INTEGER NOT NULL, converter TEXT NOT NULL, "
+                              "rewrite TEXT NOT NULL, PRIMARY KEY (idx, converter, rewrite))")
         if columns and "sequences" not in columns:
             self.conn.execute("ALTER TABLE units ADD COLUMN sequences TEXT")
         if columns and "value_strategy" not in columns:
@@ -141,6 +146,8 @@ class CampaignDB:
                 (row.idx, row.seed, row.converter, json.dumps(dict(row.options), sort_keys=True), row.symptom,
                  row.stage, row.signature, int(row.is_bug), json.dumps(list(row.labels)), row.message[:2000],
                  json.dumps(dict(row.timings)), row.wall_s, session, now))
+            self.conn.executemany("INSERT OR IGNORE INTO rewrites VALUES (?, ?, ?)",
+                                  [(row.idx, row.converter, name) for name in row.rewrites])
             if row.is_bug:
                 cur = self.conn.execute(
                     "UPDATE bugs SET count = count + 1, last_seen = ?, case_dir = COALESCE(case_dir, ?) "

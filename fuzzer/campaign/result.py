@@ -31,14 +31,15 @@ class TestResult:
     timings: Mapping[str, float] = field(default_factory=dict)
     wall_s: float = 0.0
     case_dir: str | None = None
+    rewrites: tuple[str, ...] = ()  # the converter's rewrites that changed the model (TargetRun.rewrites)
 
     @classmethod
     def of_verdict(cls, idx: int, seed: int, verdict: Verdict, options: Mapping[str, Any] | None = None,
                    timings: Mapping[str, float] | None = None, wall_s: float = 0.0,
-                   case_dir: str | None = None) -> TestResult:
+                   case_dir: str | None = None, rewrites: tuple[str, ...] = ()) -> TestResult:
         return cls(idx, seed, verdict.converter, verdict.symptom.json_name, verdict.stage.value, verdict.signature,
                    verdict.is_bug, tuple(verdict.labels), verdict.message, dict(options or {}), dict(timings or {}),
-                   wall_s, case_dir)
+                   wall_s, case_dir, tuple(rewrites))
 
     @classmethod
     def own_error(cls, idx: int, seed: int, converter: str, options: Mapping[str, Any] | None = None,
@@ -50,12 +51,14 @@ class TestResult:
     def to_message(self) -> dict[str, Any]:
         """The JSON message a worker sends."""
         # A shallow copy: asdict's deep copy of options and timings cost a tenth of a millisecond per test.
-        return {"type": "result", **{name: getattr(self, name) for name in _FIELDS}, "labels": list(self.labels)}
+        return {"type": "result", **{name: getattr(self, name) for name in _FIELDS}, "labels": list(self.labels),
+                "rewrites": list(self.rewrites)}
 
     @classmethod
     def from_message(cls, msg: Mapping[str, Any]) -> TestResult:
         fields = {k: v for k, v in msg.items() if k != "type"}
-        return cls(**{**fields, "labels": tuple(fields.get("labels", ())), "is_bug": bool(fields["is_bug"])})
+        return cls(**{**fields, "labels": tuple(fields.get("labels", ())), "is_bug": bool(fields["is_bug"]),
+                      "rewrites": tuple(fields.get("rewrites", ()))})
 
 
 _FIELDS = tuple(f.name for f in fields(TestResult))

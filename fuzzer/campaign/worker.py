@@ -361,8 +361,9 @@ class UnitRunner:
             return
         case_dir = self.file_case(idx, seed, graph, converter, result)
         # Held: it goes out with the next test's phase message (Outbox).
+        rewrites = result.target.rewrites if result.target is not None else ()
         self.hold(encode(TestResult.of_verdict(idx, seed, result.verdict, result.options, result.timings,
-                                               time.perf_counter() - start, case_dir).to_message()))
+                                               time.perf_counter() - start, case_dir, rewrites).to_message()))
 
     def filed(self, signature: str) -> bool:
         """Whether the case of `signature` is filed: its folder exists, or this worker sent it (follow-ups skip the

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
+from typing import Any
 
 from fuzzer.support.errors import UsageError
 from generators.registry import REGISTRY
@@ -15,15 +17,17 @@ HELP = "list every operator with its family and the dtypes it accepts"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--family", help=f"only this family (one of {', '.join(REGISTRY.families)})")
     parser.add_argument("--json", action="store_true", help="print a JSON list for scripts")
-    parser.add_argument("--coverage", action="store_true",
-                        help="instead, list the ATen operators each exporter translates that no operator exercises")
+    parser.add_argument("--coverage", nargs="?", const="", default=None, metavar="DIR",
+                        help="instead, list the ATen operators each exporter translates that no operator exercises; "
+                             "given a campaign folder, also every rewrite each ONNX tool's installed library has, "
+                             "with the tests of that campaign that fired it and found a bug")
 
 
 def run(args: argparse.Namespace) -> int:
     if args.family is not None and args.family not in REGISTRY.families:
         raise UsageError(f"unknown family {args.family!r}; known: {', '.join(REGISTRY.families)}")
-    if args.coverage:
-        return print_coverage(args.json)
+    if args.coverage is not None:
+        return print_coverage(args.json, Path(args.coverage) if args.coverage else None)
     rows = [op for op in REGISTRY.values() if args.family in (None, op.family)]
     table = [{"name": op.name, "family": op.family, "inputs": op.arity,
               "dtypes": sorted({d.value for s in op.sigs for d in s.ins} | {s.out.value for s in op.sigs})}
@@ -38,19 +42,50 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def print_coverage(as_json: bool) -> int:
-    """Per exporter: how many of its ATen operators the catalogue exercises, and the public ones it does not."""
+def print_coverage(as_json: bool, campaign: Path | None = None) -> int:
+    """Per exporter: how many of its ATen operators the catalogue exercises, and the public ones it does not; with a
+    campaign, every rewrite of each ONNX tool and how often it fired."""
     from fuzzer.converters import CONVERTERS
     from fuzzer.converters.coverage import coverage, exercised_aten_ops
 
+    rewrites = campaign_rewrites(campaign) if campaign is not None else None
     exporters = [c for c in CONVERTERS.values() if c.supported_aten_ops is not None and c.availability()[0]]
     rows = coverage(exporters, exercised_aten_ops(REGISTRY))
     if as_json:
-        print(json.dumps([{"converter": r.converter, "supported": len(r.supported), "exercised": len(r.exercised),
-                           "not_exercised": list(r.missing)} for r in rows], indent=1))
+        print(json.dumps({"aten": [{"converter": r.converter, "supported": len(r.supported),
+                                    "exercised": len(r.exercised), "not_exercised": list(r.missing)} for r in rows],
+                          "rewrites": None if rewrites is None else [r.to_json() for r in rewrites]}, indent=1))
         return 0
+    for line in rewrite_lines(rewrites or []):
+        print(line)
     for row in rows:
         print(f"{row.converter}: {len(row.exercised)} of {len(row.supported)} translated ATen operators exercised; "
               f"{len(row.missing)} public ones are not:")
         print("  " + " ".join(name.removeprefix("aten::") for name in row.missing))
     return 0
+
+
+def campaign_rewrites(folder: Path) -> list[Any]:
+    """The rewrite coverage of the campaign in `folder` (bad input: not a campaign folder)."""
+    from fuzzer.campaign.db import open_campaign
+    from fuzzer.campaign.rewrites import coverage
+    from fuzzer.converters import CONVERTERS
+
+    db = open_campaign(folder)
+    try:
+        return coverage(db, CONVERTERS)
+    finally:
+        db.close()
+
+
+def rewrite_lines(rows: list[Any]) -> list[str]:
+    """Each tool's rewrites, one a line: fired in how many tests, in how many that found a bug; never fired last."""
+    lines = []
+    for row in rows:
+        lines.append(f"{row.converter}: {len(row.known) - len(row.never_fired)} of {len(row.known)} rewrites of the "
+                     f"installed library fired ({row.share:.0%})")
+        for item in sorted(row.to_json()["rewrites"], key=lambda r: (-r["fired"], r["name"])):
+            mark = "" if item["known"] else "  (not in the library's list)"
+            lines.append(f"  {item['name']:<44} fired in {item['fired']:>6} tests, {item['failed']:>4} with a bug"
+                         + mark)
+    return lines

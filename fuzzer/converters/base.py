@@ -188,6 +188,7 @@ class TargetRun:
     baseline: tuple[np.ndarray, ...] | None = None
     baseline_model: bytes | None = None
     baseline_dtypes: tuple[str, ...] | None = None  # what the unconverted model declared
+    rewrites: tuple[str, ...] = ()  # the converter's rewrites that changed the model (Converter.rewrite_names)
 
 
 class UpstreamError(Exception):
@@ -335,6 +336,11 @@ class Converter:
     def target_runtime(self) -> Callable[[bytes, Source], tuple[tuple[np.ndarray, ...], tuple[str, ...]]] | None:
         """How a model this converter made is run, as the diagnosis examines it (raising StageError), where that is
         not ONNX Runtime with optimizations off (None)."""
+        return None
+
+    def rewrite_names(self) -> tuple[str, ...] | None:
+        """Every rewrite (transformer, pass) the installed library has that this converter's tests can record as
+        fired, read from the library itself; None for a converter that does not record them."""
         return None
 
     def pass_names(self, options: ConverterOptions) -> tuple[str, ...] | None:

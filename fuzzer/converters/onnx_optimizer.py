@@ -44,6 +44,24 @@ class OnnxOptimizer(OnnxPassConverter):
         """The case's passes, or onnxoptimizer's fuse-and-elimination set when it names none."""
         return tuple(options.passes) or fuse_and_elimination_passes()  # type: ignore[attr-defined]
 
+    def rewrite_names(self) -> tuple[str, ...]:
+        """onnxoptimizer's fuse-and-elimination set, what a campaign runs by default."""
+        return fuse_and_elimination_passes()
+
+    def fired(self, model: onnx.ModelProto, options: ConverterOptions) -> tuple[str, ...]:
+        """The passes that change the model, each run once in order on the previous one's output (the one call
+        `transform` makes runs them so, on an in-memory graph; a fixed-point run may fire more)."""
+        import onnxoptimizer
+
+        # The library's round trip alone changes the bytes (its "nop" pass would count as firing): start from it.
+        fired, current = [], onnxoptimizer.optimize(model, []).SerializeToString()
+        for name in self.pass_names(options):
+            after = onnxoptimizer.optimize(onnx.load_from_string(current), [name]).SerializeToString()
+            if after != current:
+                fired.append(name)
+            current = after
+        return tuple(fired)
+
     def transform(self, model: onnx.ModelProto, options: OnnxOptimizerOptions) -> onnx.ModelProto:
         import onnxoptimizer
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from fuzzer.converters.base import Component, Converter, ConverterOptions, FaultSite, Snippet, Source, Steps, TargetRun
-from fuzzer.converters.runtime import make_session, run_model, run_session
+from fuzzer.converters.runtime import graph_transformers, logged_session, make_session, run_session
 from fuzzer.converters.upstream import UPSTREAMS, UpstreamOptions, export_upstream
 from oracles.verdict import Stage
 
@@ -78,9 +78,16 @@ class OrtOptimizer(Converter):
             raise ValueError(f"level must be one of {LEVEL_ORDER}, not {options.level!r}")
         steps = Steps()
         up = export_upstream(source, options.upstream, options.opset, steps)
-        outputs, dtypes = run_model(up.data, source, steps, options.level, load_stage=Stage.GRAPH_OPTIMIZATION)
+        with steps.at(Stage.GRAPH_OPTIMIZATION, "runtime_load"):
+            session, fired = logged_session(up.data, options.level, source.device)
+        with steps.at(Stage.RUNTIME_EXECUTION, "runtime"):
+            outputs, dtypes = run_session(session, source.input_names, source.inputs)
         return TargetRun(outputs, dtypes, dict(steps.timings), model=up.data, baseline=up.outputs,
-                         baseline_model=up.data, baseline_dtypes=up.output_dtypes)
+                         baseline_model=up.data, baseline_dtypes=up.output_dtypes, rewrites=fired)
+
+    def rewrite_names(self) -> tuple[str, ...]:
+        """The graph transformers the installed ONNX Runtime has (its rule-based transformers as one each)."""
+        return graph_transformers()
 
     def culprit(self, source: Source, options: OrtOptimizerOptions, run: TargetRun, diverges: Diverges) -> tuple[
             str, ...]:

@@ -8,6 +8,8 @@ oracle stores bfloat16.
 from __future__ import annotations
 
 import ctypes
+import functools
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -17,6 +19,7 @@ import torch
 
 from fuzzer.converters.base import Source, Steps, TargetRun
 from fuzzer.support.pybind_internals import own_pybind11_internals
+from fuzzer.support.quiet import library_output
 from oracles.verdict import Stage
 
 with own_pybind11_internals("onnxruntime"):  # else its exception translators slow torch's exporters down
@@ -64,6 +67,40 @@ def make_session(model: bytes, level: str = "disabled", disabled_optimizers: Seq
     return ort.InferenceSession(
         model, options, providers=providers_for(device), disabled_optimizers=list(disabled_optimizers) or None
     )
+
+
+_MODIFIED = re.compile(r"GraphTransformer (\S+) modified: 1")
+_APPLYING = re.compile(r"Applying graph transformer (\S+) on step")
+
+
+def logged_session(model: bytes, level: str, device: str = "cpu") -> tuple[ort.InferenceSession, tuple[str, ...]]:
+    """A session like make_session's, and the graph transformers that modified the model while it was made (from
+    ONNX Runtime's own log, captured off the terminal)."""
+    options = ort.SessionOptions()
+    options.graph_optimization_level = LEVELS[level]
+    options.intra_op_num_threads = options.inter_op_num_threads = 1
+    options.log_severity_level = 1  # info: each transformer's "modified" line
+    with library_output() as captured:
+        session = ort.InferenceSession(model, options, providers=providers_for(device))
+    return session, tuple(dict.fromkeys(_MODIFIED.findall(captured.text)))
+
+
+@functools.cache
+def graph_transformers(device: str = "cpu") -> tuple[str, ...]:
+    """Every graph transformer the installed ONNX Runtime applies up to its highest level, as its verbose log names
+    them on a one-node model (the list a new release's transformers show up in)."""
+    from onnx import TensorProto, helper
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "probe", [x],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+    options = ort.SessionOptions()
+    options.graph_optimization_level = LEVELS["all"]
+    options.log_severity_level, options.log_verbosity_level = 0, 1
+    with library_output() as captured:
+        ort.InferenceSession(model, options, providers=providers_for(device))
+    return tuple(dict.fromkeys(_APPLYING.findall(captured.text)))
 
 
 def to_ort_value(x: torch.Tensor) -> ort.OrtValue:

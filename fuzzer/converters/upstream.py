@@ -193,11 +193,18 @@ class OnnxPassConverter(Converter):
     def transform(self, model: onnx.ModelProto, options: ConverterOptions) -> onnx.ModelProto:
         raise NotImplementedError
 
+    def fired(self, model: onnx.ModelProto, options: ConverterOptions) -> tuple[str, ...]:
+        """The rewrites (Converter.rewrite_names) that change `model` under `options`; () where the tool does not
+        say. Run apart from `transform`, which stays the tool's own call."""
+        return ()
+
     def convert_impl(self, source: Source, options: ConverterOptions) -> TargetRun:
         steps = Steps()
         up = export_upstream(source, options.upstream, options.opset, steps)  # type: ignore[attr-defined]
         with steps.at(self.transform_stage, "transform"):
             model = self.transform(up.model, options)
         run = run_onnx_target(model, source, steps)
+        with steps.at(self.transform_stage, "rewrites"):
+            fired = self.fired(up.model, options)
         return replace(run, timings=dict(steps.timings), baseline=up.outputs, baseline_model=up.data,
-                       baseline_dtypes=up.output_dtypes)
+                       baseline_dtypes=up.output_dtypes, rewrites=fired)

@@ -1,0 +1,60 @@
+"""Which rewrites of the ONNX tools fired, measured on real library runs: ONNX Runtime's transformers from its own log,
+onnxoptimizer's passes by running each; recorded per test, summed by `status` and `convsmith ops --coverage DIR`
+beside the list the installed library has."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from fuzzer.campaign.db import DB_NAME, CampaignDB
+from fuzzer.campaign.loop import LOG_DIR, Campaign, CampaignSpec
+from fuzzer.campaign.worker import WorkerConfig
+from fuzzer.check.pipeline import check_prepared
+from fuzzer.check.source import prepare
+from fuzzer.commands.main import main
+from fuzzer.converters import CONVERTERS
+from fuzzer.converters.onnx_optimizer import fuse_and_elimination_passes
+from fuzzer.converters.runtime import graph_transformers
+from generators.generator import GenOptions, generate
+
+TOOLS = ("ort-optimizer", "onnxoptimizer")
+FUSED = ("pattern_conv_activation", "pattern_matmul_add", "pattern_conv_bn", "pattern_unsqueeze_pair")
+
+
+def test_the_installed_runtime_lists_its_transformers_and_a_fusion_fires() -> None:
+    known = graph_transformers()
+    assert {"ConstantFolding", "ConvActivationFusion", "MatMulAddFusion", "Level1_RuleBasedTransformer"} <= set(known)
+    graph = generate(1, GenOptions(nodes=1, include_ops=("pattern_conv_activation",), dtypes=("float32",)))
+    run = check_prepared(prepare(graph, 1, {}, 1.0), CONVERTERS["ort-optimizer"], {"level": "all"}).target
+    assert run is not None and "ConvActivationFusion" in run.rewrites and set(run.rewrites) <= set(known)
+
+
+def test_onnxoptimizer_passes_that_change_the_model_are_the_ones_recorded() -> None:
+    graph = generate(2, GenOptions(nodes=1, include_ops=("pattern_unsqueeze_pair",), dtypes=("float32",)))
+    run = check_prepared(prepare(graph, 2, {}, 1.0), CONVERTERS["onnxoptimizer"]).target
+    assert run is not None and "fuse_consecutive_unsqueezes" in run.rewrites
+    assert set(run.rewrites) <= set(fuse_and_elimination_passes()) and "nop" not in run.rewrites
+
+
+def test_a_campaign_records_them_and_status_and_ops_show_them(tmp_path: Path, capsys) -> None:
+    worker = WorkerConfig(out_dir=str(tmp_path), log_dir=str(tmp_path / LOG_DIR), min_nodes=1, nodes=3,
+                          include_ops=FUSED, dtypes=("float32",), check={"input_budget_s": 0.2}, converters=TOOLS)
+    spec = CampaignSpec(40, TOOLS, worker, 4)
+    db = CampaignDB(tmp_path / DB_NAME, create=True)
+    db.set_meta("spec", spec.to_json())
+    assert Campaign(tmp_path, spec, db, 1).run() == "finished"
+    fired = db.conn.execute("SELECT converter, COUNT(DISTINCT rewrite) FROM rewrites GROUP BY converter").fetchall()
+    assert {c for c, n in fired if n > 0} == set(TOOLS)
+    db.close()
+    assert main(["ops", "--coverage", str(tmp_path), "--json"]) == 0
+    rows = {r["converter"]: r for r in json.loads(capsys.readouterr().out)["rewrites"]}
+    assert set(rows) >= set(TOOLS)
+    ort = rows["ort-optimizer"]
+    assert ort["known"] == len(graph_transformers()) and 0 < ort["fired_share"] < 1
+    assert all(r["known"] for r in ort["rewrites"] if r["fired"])
+    assert rows["onnxoptimizer"]["known"] == len(fuse_and_elimination_passes())
+    assert main(["status", str(tmp_path)]) == 0
+    text = capsys.readouterr().out
+    assert "rewrites of the ONNX tools fired" in text and "  ort-optimizer: " in text
+    assert "tests by the exporter model they ran" in text

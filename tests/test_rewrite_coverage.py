@@ -58,3 +58,17 @@ def test_a_campaign_records_them_and_status_and_ops_show_them(tmp_path: Path, ca
     text = capsys.readouterr().out
     assert "rewrites of the ONNX tools fired" in text and "  ort-optimizer: " in text
     assert "tests by the exporter model they ran" in text
+
+
+def test_the_torchscript_exporter_runs_on_a_share_of_graphs_where_the_dynamo_exporter_runs_too(tmp_path: Path) -> None:
+    from fuzzer.campaign.loop import SCRIPT_SHARE, CampaignSpec
+
+    worker = WorkerConfig(out_dir=str(tmp_path), log_dir=str(tmp_path / LOG_DIR))
+    both = CampaignSpec(0, ("torch-onnx-script", "torch-onnx-dynamo", "onnxsim"), worker, script_share=SCRIPT_SHARE)
+    runs = [("torch-onnx-script" in both.converters_for(seed)) for seed in range(3000)]
+    assert abs(sum(runs) / len(runs) - SCRIPT_SHARE) < 0.03
+    assert all({"torch-onnx-dynamo", "onnxsim"} <= set(both.converters_for(seed)) for seed in range(100))
+    alone = CampaignSpec(0, ("torch-onnx-script", "onnxsim"), worker, script_share=SCRIPT_SHARE)
+    assert all("torch-onnx-script" in alone.converters_for(seed) for seed in range(100))
+    older = {k: v for k, v in both.to_json().items() if k != "script_share"}  # recorded before the split
+    assert CampaignSpec.from_json(older, tmp_path).script_share == 1.0

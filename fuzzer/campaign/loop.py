@@ -14,6 +14,7 @@ import collections
 import dataclasses
 import json
 import multiprocessing
+import random
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -41,6 +42,10 @@ from oracles.signature import crash_signature
 from oracles.verdict import Stage, Symptom, Verdict
 
 LOG_DIR = ".logs"
+SCRIPT_EXPORTER = "torch-onnx-script"
+# A new campaign runs the TorchScript exporter's own test on this share of graphs where the dynamo exporter runs too:
+# three in four exporter tests go to the exporter PyTorch develops (`convsmith fuzz --script-share` sets another).
+SCRIPT_SHARE = 1 / 3
 START_TIMEOUT_S = 180.0
 # A worker's resident memory creeps up (exporter and runtime caches, allocator fragmentation: 40-80 MB a
 # minute seen here); replacing it between units, after so many tests or once it has grown this much since its
@@ -75,17 +80,28 @@ class CampaignSpec:
     converters: tuple[str, ...]
     worker: WorkerConfig
     max_tests: int | None = None  # units (graphs) over the whole campaign; None: until time or Ctrl-C
+    # Where both exporters run, the share of graphs the TorchScript exporter's own test runs on (PyTorch keeps it in
+    # maintenance; the dynamo exporter is its default): 1 in campaigns recorded before the split.
+    script_share: float = 1.0
 
     def to_json(self) -> dict[str, Any]:
         worker = {k: v for k, v in self.worker.to_json().items() if k not in ("out_dir", "log_dir")}
         return {"seed_base": self.seed_base, "converters": list(self.converters), "worker": worker,
-                "max_tests": self.max_tests}
+                "max_tests": self.max_tests, "script_share": self.script_share}
 
     @classmethod
     def from_json(cls, data: dict[str, Any], out_dir: Path) -> CampaignSpec:
         worker = dict(data["worker"], out_dir=str(out_dir), log_dir=str(out_dir / LOG_DIR))
         return cls(int(data["seed_base"]), tuple(data["converters"]), WorkerConfig.from_json(worker),
-                   data.get("max_tests"))
+                   data.get("max_tests"), float(data.get("script_share", 1.0)))
+
+    def converters_for(self, seed: int) -> list[str]:
+        """The converters the graph of `seed` is tested with: every one, but where both exporters run, the
+        TorchScript exporter's own test on `script_share` of the graphs (drawn by the seed alone)."""
+        exporters = {SCRIPT_EXPORTER, "torch-onnx-dynamo"}
+        if not exporters <= set(self.converters) or random.Random(f"script:{seed}").random() < self.script_share:
+            return list(self.converters)
+        return [c for c in self.converters if c != SCRIPT_EXPORTER]
 
 
 @dataclass
@@ -169,7 +185,8 @@ class Campaign:
         """'finished' (budget spent or all done), 'time' (time budget) or 'interrupted' (Ctrl-C)."""
         self.session = self.db.start_session(self.workers)
         self.adopt_orphans()
-        self.queue.extend(Unit(i, s, list(r)) for i, s, r in self.db.unfinished(self.spec.converters))
+        self.queue.extend(Unit(i, s, [c for c in r if c in self.spec.converters_for(s)])
+                          for i, s, r in self.db.unfinished(self.spec.converters))
         deadline = None if self.time_s is None else time.monotonic() + self.time_s
         status = "finished"
         try:
@@ -244,7 +261,7 @@ class Campaign:
         idx = self.db.next_index()
         seed = self.spec.seed_base + idx
         self.db.add_unit(idx, seed)
-        return Unit(idx, seed, list(self.spec.converters))
+        return Unit(idx, seed, self.spec.converters_for(seed))
 
     def dispatch(self) -> None:
         """Give each idle worker a unit and, with feeders, keep AHEAD_UNITS more queued behind its current one (a

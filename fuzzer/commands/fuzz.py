@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import os
 import sys
@@ -12,7 +13,7 @@ from typing import Any
 
 from fuzzer.campaign.db import DB_NAME, CampaignDB, open_campaign
 from fuzzer.campaign.lock import campaign_lock
-from fuzzer.campaign.loop import LOG_DIR, Campaign, CampaignSpec, case_folders
+from fuzzer.campaign.loop import LOG_DIR, SCRIPT_SHARE, Campaign, CampaignSpec, case_folders
 from fuzzer.campaign.novelty import AVOID_PROBABILITY, HITS_TO_DEMOTE
 from fuzzer.campaign.probe import DEFAULT_CACHE as DEFAULT_PROBE_CACHE
 from fuzzer.campaign.probe import load_probe
@@ -39,6 +40,17 @@ NAME = "fuzz"
 HELP = "run a fuzzing campaign: isolated workers, a campaign database, one case folder per distinct bug"
 
 
+def share(text: str) -> float:
+    """A share between 0 and 1 (argparse type): a wrong one is bad usage."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"{value:g} is not between 0 and 1")
+    return value
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--time", type=duration, metavar="DURATION",
                         help="time budget of this session, e.g. 90s, 10m, 2h, reduction of the cases found included "
@@ -48,6 +60,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="seed base: graph i uses seed base + i")
     parser.add_argument("--workers", type=positive_int, default=os.cpu_count() or 1, help="worker processes")
     parser.add_argument("--converters", help="comma-separated converters (default: every available one)")
+    parser.add_argument("--script-share", type=share, default=SCRIPT_SHARE, metavar="F",
+                        help="where both exporters run, the share of graphs the TorchScript exporter's own test "
+                             f"runs on (default {SCRIPT_SHARE:.2f}: PyTorch keeps that exporter in maintenance; 1 runs "
+                             "it on every graph)")
     add_generator_arguments(parser)
     parser.add_argument("--min-nodes", type=positive_int, default=2, help="fewest operators per graph (--nodes is "
                         "the most)")
@@ -211,7 +227,7 @@ def new_campaign(args: argparse.Namespace) -> tuple[Path, CampaignDB, CampaignSp
                           converter_options=pinned, vary_settings=args.settings == "vary",
                           prepare_ahead=prepare_ahead(args.prepare_ahead, args.workers, args.device),
                           values=args.values, demote_known=args.demote_known, converters=converters)
-    spec = CampaignSpec(args.seed, converters, worker, args.tests)
+    spec = CampaignSpec(args.seed, converters, worker, args.tests, args.script_share)
     db = CampaignDB(args.out / DB_NAME, create=True)
     db.set_meta("spec", spec.to_json())
     return args.out, db, spec
@@ -226,7 +242,7 @@ def resumed_campaign(args: argparse.Namespace) -> tuple[Path, CampaignDB, Campai
     spec = CampaignSpec.from_json(data, out)
     require_device(spec.worker.device, f"{out}: --device {spec.worker.device}")  # it runs where it started
     if args.tests is not None:
-        spec = CampaignSpec(spec.seed_base, spec.converters, spec.worker, args.tests)
+        spec = dataclasses.replace(spec, max_tests=args.tests)
         db.set_meta("spec", spec.to_json())
     return out, db, spec
 

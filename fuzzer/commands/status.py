@@ -8,9 +8,8 @@ from pathlib import Path
 
 from fuzzer.campaign.db import open_campaign
 from fuzzer.campaign.progress import format_summary, summarize
-from fuzzer.campaign.rewrites import coverage, format_coverage, upstream_split
+from fuzzer.campaign.rewrites import format_coverage
 from fuzzer.commands.flags import DEFAULT_CORPUS
-from fuzzer.converters import CONVERTERS
 from fuzzer.triage.text import format_triage
 from fuzzer.triage.view import triage
 
@@ -29,14 +28,12 @@ def run(args: argparse.Namespace) -> int:
     try:
         summary = summarize(db)
         result = triage(args.dir, db, args.corpus)
-        rows, split = coverage(db, CONVERTERS), upstream_split(db)
     finally:
         db.close()
     if args.json:
-        print(json.dumps({**summary, "triage": result.to_json(), "rewrites": [r.to_json() for r in rows],
-                          "exporter_split": split}, indent=1))
+        print(json.dumps({**summary, "triage": result.to_json()}, indent=1))
     else:
         print(format_triage(result))
         print(format_summary(summary))
-        print("\n".join(format_coverage(rows, split)))
+        print("\n".join(format_coverage(list(result.rewrites), result.exporter_split)))
     return 0

@@ -96,7 +96,9 @@ def write_page(triage: Triage, out_dir: Path, page: Path) -> Path:
         no_graphviz=any(p.dot is not None for p in pictures), no_graphviz_line=NO_GRAPHVIZ, plots=_plots(triage),
         stages=sorted({s for per in triage.symptom_stage.values() for s in per}),
         symptom_stage=dict(sorted(triage.symptom_stage.items())), sequences=triage.sequences,
-        sequences_tested=triage.sequences_tested,
+        sequences_tested=triage.sequences_tested, rewrites=triage.rewrites,
+        exporter_split=sorted(triage.exporter_split.items(), key=lambda kv: -kv[1]),
+        split_total=sum(triage.exporter_split.values()),
         campaign=Path(out_dir).name, started=_clock(triage.started), written=_clock(time.time()))
     atomic_write_text(Path(page), html)
     return Path(page)

@@ -8,11 +8,13 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from fuzzer.campaign.db import CampaignDB
+from fuzzer.campaign.rewrites import RewriteCoverage, coverage, upstream_split
+from fuzzer.converters import CONVERTERS
 from fuzzer.triage.findings import load_findings
 from fuzzer.triage.grouping import corpus_keys, exporter_bugs, group
 from fuzzer.triage.model import RootCauseGroup
@@ -58,13 +60,16 @@ class Triage:
     sequences: tuple[Enrichment, ...]  # those over-represented in failing graphs at p <= 0.05
     started: float
     sequences_tested: int = 0  # sequences seen in at least two failing graphs
+    rewrites: tuple[RewriteCoverage, ...] = ()  # each ONNX tool's rewrites and how often they fired
+    exporter_split: dict[str, int] = field(default_factory=dict)  # tests per exporter model (fuzzer/campaign/rewrites)
 
     def to_json(self) -> dict[str, Any]:
         return {"headline": self.headline.__dict__, "root_causes": [g.to_json() for g in self.groups],
                 "timeline": [list(t) for t in self.timeline],
                 "tests_per_minute": {k: [list(p) for p in v] for k, v in self.rates.items()},
                 "symptom_stage": self.symptom_stage, "sequences": [s.__dict__ for s in self.sequences],
-                "sequences_tested": self.sequences_tested,
+                "sequences_tested": self.sequences_tested, "rewrites": [r.to_json() for r in self.rewrites],
+                "exporter_split": self.exporter_split,
                 "study": {"symptom_shares": STUDY_SYMPTOM_SHARES,
                           "node_conversion_share": STUDY_NODE_CONVERSION_SHARE}}
 
@@ -86,7 +91,7 @@ def triage(out_dir: Path, db: CampaignDB, corpus: Path | None = None, now: float
         unreduced_cases=sum(1 for f in findings if f.case_dir and not f.reduced))
     tested = enrichment(_unit_sequences(db))
     return Triage(headline, groups, _timeline(groups, started), _rates(db, started), _symptom_stage(db),
-                  tuple(top(tested)), started, len(tested))
+                  tuple(top(tested)), started, len(tested), tuple(coverage(db, CONVERTERS)), upstream_split(db))
 
 
 def _timeline(groups: tuple[RootCauseGroup, ...], started: float) -> tuple[tuple[float, int, int], ...]:

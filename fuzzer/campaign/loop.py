@@ -27,6 +27,7 @@ from fuzzer.campaign.novelty import Demotion, Novelty
 from fuzzer.campaign.progress import Counts, Progress
 from fuzzer.campaign.reduce_queue import ReduceQueue, ReducerConfig
 from fuzzer.campaign.result import TestResult
+from fuzzer.campaign.settings import setting_detail, settled_options
 from fuzzer.campaign.unit_graph import encode
 from fuzzer.campaign.worker import WorkerConfig, worker_main
 from fuzzer.cases.case import case_id, collect_versions, lost_case, remade_source
@@ -467,6 +468,9 @@ class Campaign:
         new_bug = self.db.record_test(result, self.session, not unit.remaining)
         if result.is_bug and result.signature:
             self.novelty.record(result.signature, slot.pairs, result.symptom in LOST_SYMPTOMS)
+            detail = setting_detail(result.converter, result.message)
+            if detail is not None:
+                self.novelty.record_setting(detail)
         self.counts.add(result.symptom, new_bug)
         if new_bug and result.case_dir and self.reducer is not None:
             self.reducer.add(self.out_dir / result.case_dir)
@@ -493,7 +497,8 @@ class Campaign:
             else:
                 verdict = lost_verdict(name, symptom, reason, fault)
                 graph = Graph.from_json(slot.graph) if slot.graph is not None else None
-                options = self.spec.worker.options_for(self.registry[name], unit.seed, graph)
+                options, _ = settled_options(self.registry[name], self.spec.worker.options_for(
+                    self.registry[name], unit.seed, graph), graph, unit.seed, slot.demoted)
                 # A death in the upstream export is the exporter's bug, filed under the exporter's own test.
                 case_dir = self.write_lost_case(unit, verdict, dump, graph, options) if verdict.is_bug else None
                 # The worker was in the converter from the test's start to its death (or the hang's kill).

@@ -35,6 +35,7 @@ AVOID_PROBABILITY_LOST = 0.95
 
 Pair = tuple[str, str]  # (operator, dtype), or (FEATURE, an OpSpec feature such as 'pad:circular:rank3:dims2')
 FEATURE = "feature"
+SETTING = "setting"  # a root cause a converter setting avoids (fuzzer/campaign/settings.py): not a generator pair
 Demotion = tuple[str, str, float]  # a demoted pair and the probability that a graph leaves it out
 
 
@@ -48,6 +49,8 @@ class Novelty:
     held: dict[str, frozenset[Pair]] = field(default_factory=dict)  # pairs of those operators the hits held
     lost: set[str] = field(default_factory=set)  # signatures whose tests killed (or hung) the worker
     earlier: frozenset[Pair] = frozenset()  # demoted by the sessions before this one (a resumed campaign)
+    # Hits of each root cause a setting avoids (fuzzer/campaign/settings.py), by its detail.
+    settings: dict[str, int] = field(default_factory=dict)
     _demotions: list[Demotion] | None = None  # recomputed after a signature past the mark changes
 
     def record(self, signature: str, pairs: Iterable[Pair], lost_worker: bool = False) -> None:
@@ -67,6 +70,12 @@ class Novelty:
         if self.hits[signature] >= mark and (before != after or self.hits[signature] == mark):
             self._demotions = None
 
+    def record_setting(self, detail: str) -> None:
+        """One more bug test of a root cause a converter setting avoids (settings.setting_detail)."""
+        self.settings[detail] = self.settings.get(detail, 0) + 1
+        if self.settings[detail] == HITS_TO_DEMOTE:
+            self._demotions = None
+
     def mark(self, signature: str) -> int:
         """The hits after which the culprit of `signature` is demoted."""
         return HITS_TO_DEMOTE_LOST if signature in self.lost else HITS_TO_DEMOTE
@@ -77,7 +86,8 @@ class Novelty:
             return {sig: sorted(map(list, value)) for sig, value in sets.items()}
 
         return {"hits": dict(self.hits), "common": pairs(self.common), "held": pairs(self.held),
-                "common_ops": {sig: sorted(ops) for sig, ops in self.common_ops.items()}, "lost": sorted(self.lost)}
+                "common_ops": {sig: sorted(ops) for sig, ops in self.common_ops.items()}, "lost": sorted(self.lost),
+                "settings": dict(self.settings)}
 
     @classmethod
     def from_tally(cls, tally: dict[str, Any] | None, earlier: Iterable[Pair] = ()) -> Novelty:
@@ -90,7 +100,7 @@ class Novelty:
             return cls(earlier=earlier_set)
         return cls(hits=dict(tally["hits"]), common=pairs(tally["common"]), held=pairs(tally["held"]),
                    common_ops={sig: frozenset(ops) for sig, ops in tally["common_ops"].items()},
-                   lost=set(tally.get("lost", ())), earlier=earlier_set)
+                   lost=set(tally.get("lost", ())), earlier=earlier_set, settings=dict(tally.get("settings", {})))
 
     def demoted(self) -> list[Pair]:
         """The pairs to generate less, sorted: the culprits of signatures hit often enough (mark)."""
@@ -107,6 +117,7 @@ class Novelty:
                     culprit = self.culprit(signature)
                     out |= culprit
                     lost |= culprit if signature in self.lost else set()
+            out |= {(SETTING, detail) for detail, count in self.settings.items() if count >= HITS_TO_DEMOTE}
             self._demotions = [(op, detail, AVOID_PROBABILITY_LOST if (op, detail) in lost else AVOID_PROBABILITY)
                                for op, detail in sorted(out)]
         return self._demotions
@@ -126,8 +137,8 @@ class Novelty:
 def without_demoted(options: GenOptions, seed: int, demoted: Iterable[Pair | Demotion]) -> GenOptions:
     """`options` with each demoted pair avoided in the graph of `seed` with its probability (a Demotion's, else
     AVOID_PROBABILITY)."""
-    dropped = {(op, detail) for op, detail, *chance in demoted
-               if random.Random(f"demote:{seed}:{op}:{detail}").random() < (chance or [AVOID_PROBABILITY])[0]}
+    dropped = {(op, detail) for op, detail, *chance in demoted if op != SETTING  # a setting leaves graphs alone
+               and random.Random(f"demote:{seed}:{op}:{detail}").random() < (chance or [AVOID_PROBABILITY])[0]}
     if not dropped:
         return options
     features = frozenset(detail for op, detail in dropped if op == FEATURE)

@@ -31,6 +31,7 @@ from typing import Any
 from fuzzer.campaign.ahead import Feeder
 from fuzzer.campaign.novelty import Demotion, without_demoted
 from fuzzer.campaign.result import TestResult
+from fuzzer.campaign.settings import SKIPPED, settled_options
 from fuzzer.campaign.unit_graph import encode, graph_message, op_dtype_pairs
 from fuzzer.cases.case import case_from_result, case_id, case_log, collect_versions
 from fuzzer.cases.wire import case_message
@@ -320,7 +321,7 @@ class UnitRunner:
         self.hold(encode({"type": "prepared", "idx": idx, "timings": timings,
                           "values": self.config.values_for(seed).value}))
         for name in converters:
-            self.run_test(idx, seed, graph, name, prepared)
+            self.run_test(idx, seed, graph, name, prepared, demoted)
 
     def settle(self, idx: int, seed: int, timings: dict[str, float], demoted: Sequence[Demotion] = ()
                ) -> tuple[Graph, Prepared] | None:
@@ -338,15 +339,18 @@ class UnitRunner:
             return None
         return graph, prepared
 
-    def run_test(self, idx: int, seed: int, graph: Graph, name: str, prepared: Prepared) -> None:
+    def run_test(self, idx: int, seed: int, graph: Graph, name: str, prepared: Prepared,
+                 demoted: Sequence[Demotion] = ()) -> None:
         start = time.perf_counter()
         self.phase(idx, name, "convert")
         converter = self.registry[name]
-        opts = self.config.options_for(converter, seed, graph)
+        opts, known_cause = settled_options(converter, self.config.options_for(converter, seed, graph), graph, seed,
+                                            demoted)
         known = self.config.known_unsupported(graph, name, opts)
-        if known:  # the probe already knows; like a failed upstream, a test that never ran its converter
-            verdict = Verdict(Symptom.UNSUPPORTED, Stage.SOURCE, name, labels=("skipped-known-unsupported",),
-                              message="the probe found these (operator, dtype) pairs unsupported: "
+        if known or known_cause:  # the probe, or a setting demotion, already knows: a test that never ran
+            label = "skipped-known-unsupported" if known else SKIPPED
+            verdict = Verdict(Symptom.UNSUPPORTED, Stage.SOURCE, name, labels=(label,),
+                              message=known_cause or "the probe found these (operator, dtype) pairs unsupported: "
                                       + ", ".join(f"{op} {dtype}" for op, dtype in known))
             self.hold(encode(TestResult.of_verdict(idx, seed, verdict, opts,
                                                    wall_s=time.perf_counter() - start).to_message()))

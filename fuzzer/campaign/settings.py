@@ -1,0 +1,59 @@
+"""Known root causes a converter's setting avoids: an exporter that gives an operator a type its ONNX schema takes only
+from a later opset (the dynamo exporter's bfloat16 below opset 22) fails every graph holding that type, whatever the
+operators, and (operator, dtype) demotion never narrows to it. Once such a root cause is hit often, a test of that
+converter on a graph holding the type is exported at the opset that allows it (with the demotion's probability, drawn
+from the seed), or, where the converter exports no such opset, skipped as a known failure; the rest of the graph is
+then tested rather than stopped at its first known defect, and the budget goes to what is new.
+
+The demotion travels as a Demotion whose pair is (SETTING, "<converter>|<dtype>|<opset>")."""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from fuzzer.campaign.novelty import SETTING
+from fuzzer.converters.base import Converter
+from fuzzer.converters.upstream import UPSTREAM_OPSETS
+from generators.ir import Graph
+
+_BELOW_OPSET = re.compile(r"takes tensor\((\w+)\) from opset (\d+)\]")  # fuzzer/converters/schema.py's note
+ONNX_TYPES = {"float": "float32", "double": "float64", "float16": "float16", "bfloat16": "bfloat16", "int8": "int8",
+              "uint8": "uint8", "int32": "int32", "int64": "int64", "bool": "bool"}
+SKIPPED = "skipped-known-root-cause"
+
+
+def setting_detail(converter: str, message: str) -> str | None:
+    """'torch-onnx-dynamo|bfloat16|22' for a bug whose message says the type is allowed from a later opset."""
+    found = _BELOW_OPSET.search(message)
+    if found is None or found.group(1) not in ONNX_TYPES:
+        return None
+    return f"{converter}|{ONNX_TYPES[found.group(1)]}|{int(found.group(2))}"
+
+
+def settled_options(converter: Converter, options: Mapping[str, Any], graph: Graph | None, seed: int,
+                    demoted: Iterable[tuple[str, str, float]]) -> tuple[dict[str, Any], str | None]:
+    """`options` with the opset raised where a demoted setting of this converter applies to `graph`, and the reason
+    to skip the test where the converter exports no opset that allows the type (else None)."""
+    options = dict(options)
+    if graph is None or "opset" not in options:
+        return options, None
+    dtypes = {t.dtype.value for t in graph.types.values()}
+    # An ONNX tool exports through its upstream: the upstream's setting is the one at fault, at its opsets.
+    exporter = options.get("upstream", converter.name)
+    high = UPSTREAM_OPSETS[exporter][1] if exporter in UPSTREAM_OPSETS else converter.options_type.opset_range[1]
+    for kind, detail, chance in demoted:
+        if kind != SETTING:
+            continue
+        name, dtype, opset = detail.split("|")
+        if name != exporter or dtype not in dtypes or options["opset"] >= int(opset):
+            continue
+        if random.Random(f"setting:{seed}:{detail}").random() >= chance:
+            continue
+        if int(opset) > high:
+            return options, (f"a known root cause: {name} gives {dtype} to an operator below opset {opset}, which it "
+                             f"cannot export (it exports up to {high})")
+        options["opset"] = int(opset)
+    return options, None

@@ -1,0 +1,99 @@
+"""A root cause a converter setting avoids (a type the operator's schema takes only from a later opset) is demoted
+by that setting: once hit often, tests of graphs holding the type run at the opset that allows it, or are skipped as
+known where the converter exports no such opset. The exporter is planted through a registry."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from fuzzer.campaign.db import DB_NAME, CampaignDB
+from fuzzer.campaign.loop import LOG_DIR, Campaign, CampaignSpec
+from fuzzer.campaign.novelty import AVOID_PROBABILITY, HITS_TO_DEMOTE, SETTING, Novelty
+from fuzzer.campaign.settings import SKIPPED, setting_detail, settled_options
+from fuzzer.campaign.worker import WorkerConfig
+from fuzzer.converters import CONVERTERS, ConverterRegistry
+from fuzzer.converters.base import Converter, ConverterOptions, Source, StageError, Steps, TargetRun
+from fuzzer.converters.torch_onnx_dynamo import DynamoOptions
+from fuzzer.support.tensors import to_oracle_array
+from generators.builder import GraphBuilder
+from generators.dtypes import DType
+from oracles.taxonomy import Failure
+from oracles.verdict import Stage
+
+BELOW = ("onnx.onnx_cpp2py_export.shape_inference.InferenceError: [ShapeInferenceError] (op_type:Tan, node name: "
+         "/Tan): input typestr: T, has unsupported type: tensor(bfloat16)")
+
+
+class Bfloat16BelowOpset22(Converter):
+    """Emits bfloat16 to an operator that takes it from opset 22 only: every bfloat16 graph fails below it."""
+
+    name = "planted-bfloat16-opset"
+    libraries = ()
+    distributions = ()
+    options_type = DynamoOptions
+
+    def convert_impl(self, source: Source, options: ConverterOptions) -> TargetRun:
+        held = {t.dtype for t in source.graph.types.values()}
+        if DType.BFLOAT16 in held and options.opset < 22:  # type: ignore[attr-defined]
+            raise StageError(Failure(Stage.VALIDATION, "onnx.onnx_cpp2py_export.shape_inference.InferenceError",
+                                     BELOW.split(": ", 1)[1], ""))
+        pairs = [to_oracle_array(x) for x in source.module(*source.inputs)]
+        return TargetRun(tuple(a for a, _ in pairs), tuple(d for _, d in pairs), dict(Steps().timings))
+
+
+REGISTRY = ConverterRegistry([Bfloat16BelowOpset22()])
+
+
+def bfloat16_graph():
+    b = GraphBuilder()
+    x = b.input((3,), DType.BFLOAT16)
+    return b.build((b.op("neg", (x,), (3,), DType.BFLOAT16),))
+
+
+def test_the_schema_note_names_the_setting() -> None:
+    message = BELOW + " [ONNX's Tan takes tensor(bfloat16) from opset 22]"
+    assert setting_detail("torch-onnx-dynamo", message) == "torch-onnx-dynamo|bfloat16|22"
+    assert setting_detail("torch-onnx-dynamo", BELOW) is None  # no note: nothing to go on
+
+
+def test_the_setting_is_demoted_after_its_hits_and_survives_a_resume() -> None:
+    novelty = Novelty()
+    for _ in range(HITS_TO_DEMOTE - 1):
+        novelty.record_setting("torch-onnx-dynamo|bfloat16|22")
+    assert novelty.demotions() == []
+    novelty.record_setting("torch-onnx-dynamo|bfloat16|22")
+    assert novelty.demotions() == [(SETTING, "torch-onnx-dynamo|bfloat16|22", AVOID_PROBABILITY)]
+    again = Novelty.from_tally(json.loads(json.dumps(novelty.tally())))
+    assert again.demotions() == novelty.demotions()
+
+
+def test_a_demoted_setting_raises_the_opset_or_skips_where_none_allows_it() -> None:
+    graph, demoted = bfloat16_graph(), [(SETTING, "torch-onnx-dynamo|bfloat16|22", 1.0)]
+    dynamo, script = CONVERTERS["torch-onnx-dynamo"], CONVERTERS["torch-onnx-script"]
+    assert settled_options(dynamo, {"opset": 18}, graph, 1, demoted) == ({"opset": 22}, None)
+    assert settled_options(script, {"opset": 17}, graph, 1, demoted) == ({"opset": 17}, None)  # not its root cause
+    tool = CONVERTERS["onnxsim"]
+    assert settled_options(tool, {"upstream": "torch-onnx-dynamo", "opset": 18}, graph, 1, demoted)[0]["opset"] == 22
+    beyond = [(SETTING, "torch-onnx-dynamo|bfloat16|24", 1.0)]
+    options, skip = settled_options(dynamo, {"opset": 18}, graph, 1, beyond)
+    assert options == {"opset": 18} and skip is not None and "up to 23" in skip
+
+
+def test_known_failures_stop_eating_the_budget_once_their_setting_is_demoted(tmp_path: Path) -> None:
+    worker = WorkerConfig(out_dir=str(tmp_path), log_dir=str(tmp_path / LOG_DIR),
+                          registry="test_settings_demotion:REGISTRY", min_nodes=1, nodes=2, include_ops=("neg", "abs"),
+                          dtypes=("bfloat16",), check={"input_budget_s": 0.2}, demote_known=True)
+    spec = CampaignSpec(0, (Bfloat16BelowOpset22.name,), worker, 30)
+    db = CampaignDB(tmp_path / DB_NAME, create=True)
+    db.set_meta("spec", spec.to_json())
+    assert Campaign(tmp_path, spec, db, 1).run() == "finished"
+    rows = db.conn.execute("SELECT idx, symptom, options FROM tests ORDER BY idx").fetchall()
+    bugs = [idx for idx, symptom, _ in rows if symptom == "invalid_model"]
+    assert len(bugs) >= HITS_TO_DEMOTE
+    demoted_after = bugs[HITS_TO_DEMOTE - 1]
+    later = [(symptom, json.loads(options)["opset"]) for idx, symptom, options in rows if idx > demoted_after]
+    # After the demotion, four in five tests run at opset 22 and pass; the rest still show whether it was fixed.
+    assert later and sum(s == "pass" and opset == 22 for s, opset in later) >= len(later) * 0.6
+    labels = {label for (text,) in db.conn.execute("SELECT labels FROM tests") for label in json.loads(text)}
+    assert SKIPPED not in labels  # every demoted test could be raised to opset 22, none had to be skipped

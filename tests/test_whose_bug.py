@@ -100,7 +100,15 @@ class PlantedOptimizer(OnnxOptimizer):
 
         passes = self.pass_names(options) if not options.passes else tuple(options.passes)  # type: ignore[attr-defined]
         model = onnxoptimizer.optimize(model, [p for p in passes if p != PLANTED_PASS])
-        return sin_as_cos(model) if PLANTED_PASS in passes else model
+        return sin_as_cos(model) if PLANTED_PASS in passes and not _float16(model) else model
+
+
+def _float16(model: onnx.ModelProto) -> bool:
+    """The planted pass mis-fuses in every dtype but float16 (a fault in one dtype set)."""
+    return any(i.type.tensor_type.elem_type == TensorProto.FLOAT16 for i in model.graph.input)
+
+
+PLANTED_REGISTRY = ConverterRegistry([PlantedOptimizer()])
 
 
 class ConstantAsFloat32(TorchOnnxScript):
@@ -304,3 +312,27 @@ def test_a_runtime_rejection_is_the_kernels_only_where_another_converters_model_
     blame = decide(own, runtime_kernel("ScatterElements", "cpu"), Symptom.CRASH, Stage.RUNTIME_EXECUTION, model, (),
                    corroborated=corroborated)
     assert (blame.component.project, blame.settled, blame.shared) == (project, settled, corroborated)
+
+
+def test_a_short_campaign_finds_the_planted_pass_and_its_report_names_it(tmp_path) -> None:
+    """The planted pass, reached by a campaign of random graphs, is found, reduced, and filed with the pass named."""
+    from fuzzer.campaign.db import DB_NAME, CampaignDB
+    from fuzzer.campaign.loop import LOG_DIR, Campaign, CampaignSpec
+    from fuzzer.campaign.worker import WorkerConfig
+    from fuzzer.cases.folder import read_case
+
+    worker = WorkerConfig(out_dir=str(tmp_path), log_dir=str(tmp_path / LOG_DIR),
+                          registry="test_whose_bug:PLANTED_REGISTRY", min_nodes=1, nodes=3,
+                          include_ops=("sin", "neg", "abs"), dtypes=("float16", "float32"),
+                          check={"input_budget_s": 0.2}, converters=(PlantedOptimizer.name,))
+    spec = CampaignSpec(7, (PlantedOptimizer.name,), worker, 6)
+    db = CampaignDB(tmp_path / DB_NAME, create=True)
+    db.set_meta("spec", spec.to_json())
+    assert Campaign(tmp_path, spec, db, 1, reduce_budget_s=30.0).run() == "finished"
+    reduced = sorted(tmp_path.glob("*/*-reduced/case.json"))
+    assert reduced, sorted(p.name for p in tmp_path.iterdir())
+    for path in reduced:
+        case = read_case(path.parent)
+        assert case.blame is not None and case.blame.component.name == f"pass `{PLANTED_PASS}`"
+        assert case.graph.ops() == ["sin"] and {t.dtype for t in case.graph.types.values()} == {DType.FLOAT32}
+        assert f"File it with **onnxoptimizer**: pass `{PLANTED_PASS}`" in (path.parent / "report.md").read_text()

@@ -48,11 +48,15 @@ class GenOptions:
     # Kept apart from avoid_pairs, which is the same for many graphs and so is worth caching the operator table on.
     demoted_pairs: frozenset[tuple[str, str]] = frozenset()
     avoid_features: frozenset[str] = frozenset()  # OpSpec.features never to generate, e.g. a known crash's culprit
+    # Drawn BOOST_WEIGHT times as often as other operators: patterns whose rewrite a campaign has not yet seen fire
+    # (fuzzer/campaign/steering.py).
+    boosted_ops: frozenset[str] = frozenset()
     forward_prob: float = 0.75
     new_input_prob: float = 0.15
     max_attempts_per_node: int = 40
 
 
+BOOST_WEIGHT = 4  # a boosted operator is drawn as often as this many others
 # z3 resource units per check (about a second of solving); a typical 10-node graph uses ~50k in all.
 RLIMIT_PER_CHECK = 400_000
 
@@ -151,7 +155,8 @@ class _GraphBuilder:
         self._consts: dict[int, z3.ArithRef] = {}
         self.sig_table = _without(_sig_table(registry, opts.include_ops, opts.exclude_ops, opts.dtypes,
                                              opts.avoid_pairs), opts.demoted_pairs)
-        self.ops = tuple(self.sig_table)
+        boosted = tuple(op for op in self.sig_table if op.name in opts.boosted_ops)
+        self.ops = tuple(self.sig_table) + boosted * (BOOST_WEIGHT - 1)
         if not self.ops:
             raise GenerationError("no operator accepts the allowed dtypes")
 

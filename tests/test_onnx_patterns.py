@@ -154,3 +154,24 @@ def test_native_graphs_draw_pattern_operators() -> None:
     drawn = Counter(node.op for seed in range(40) for node in generate(seed, opts).nodes)
     patterns = sum(count for op, count in drawn.items() if op in PATTERNS)
     assert 0 < patterns < sum(drawn.values()) / 4
+
+
+RECORDED = [(name, r) for name, r in REWRITES if r.fired_as and r.tool in ("ort", "onnxoptimizer")]
+
+
+@pytest.mark.parametrize("name,rewrite", RECORDED, ids=[f"{n}-{r.tool}" for n, r in RECORDED])
+def test_each_rewrite_is_recorded_under_its_name(name: str, rewrite: Rewrite) -> None:
+    """The coverage a campaign records (fuzzer/campaign/rewrites.py) names this pattern's rewrite when it happens,
+    and the name is one the installed library lists."""
+    from fuzzer.converters import CONVERTERS
+    from fuzzer.converters.runtime import graph_transformers, logged_session
+
+    model = Example(REGISTRY[name], 0).model(17)
+    if rewrite.tool == "ort":
+        _, fired = logged_session(model.SerializeToString(), rewrite.setting)
+        known = graph_transformers()
+    else:
+        optimizer = CONVERTERS["onnxoptimizer"]
+        fired = optimizer.fired(model, optimizer.options({"passes": [rewrite.setting]}))
+        known = optimizer.rewrite_names()
+    assert rewrite.fired_as in fired and rewrite.fired_as in known

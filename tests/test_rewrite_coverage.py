@@ -16,6 +16,7 @@ from fuzzer.commands.main import main
 from fuzzer.converters import CONVERTERS
 from fuzzer.converters.onnx_optimizer import fuse_and_elimination_passes
 from fuzzer.converters.runtime import graph_transformers
+from generators.dtypes import DType
 from generators.generator import GenOptions, generate
 
 TOOLS = ("ort-optimizer", "onnxoptimizer")
@@ -72,3 +73,36 @@ def test_the_torchscript_exporter_runs_on_a_share_of_graphs_where_the_dynamo_exp
     assert all("torch-onnx-script" in alone.converters_for(seed) for seed in range(100))
     older = {k: v for k, v in both.to_json().items() if k != "script_share"}  # recorded before the split
     assert CampaignSpec.from_json(older, tmp_path).script_share == 1.0
+
+
+def test_patterns_whose_rewrite_has_not_fired_are_boosted_until_it_has() -> None:
+    from fuzzer.campaign.novelty import BOOST
+    from fuzzer.campaign.steering import FIRED_ENOUGH, Steering
+
+    steering = Steering()
+    boosted = {name for kind, name, _ in steering.boosts(TOOLS)}
+    assert {"pattern_gelu", "pattern_conv_bn", "pattern_layer_norm"} <= boosted
+    assert all(kind == BOOST for kind, _, _ in steering.boosts(TOOLS))
+    assert steering.boosts(("torch-onnx-dynamo",)) is steering.boosts(TOOLS)  # one campaign, one converter set
+    for _ in range(FIRED_ENOUGH):
+        steering.record("ort-optimizer", ["GeluFusionL2"])
+    assert "pattern_gelu" not in {name for _, name, _ in steering.boosts(TOOLS)}
+    assert Steering().boosts(("torch-onnx-dynamo",)) == []  # no ONNX tool: nothing to steer
+
+
+def test_a_boosted_operator_is_drawn_about_four_times_as_often() -> None:
+    from fuzzer.campaign.novelty import BOOST, without_demoted
+    from generators.generator import BOOST_WEIGHT
+
+    ops = ("neg", "abs", "relu", "sin")
+    plain = GenOptions(nodes=4, include_ops=ops, dtypes=(DType.FLOAT32,))
+    boosted = without_demoted(plain, 0, [(BOOST, "sin", 1.0)])
+    assert boosted.boosted_ops == frozenset({"sin"})
+
+    def share(options: GenOptions) -> float:
+        drawn = [op for seed in range(150) for op in generate(seed, options).ops()]
+        return drawn.count("sin") / len(drawn)
+
+    base, more = share(plain), share(boosted)
+    expected = BOOST_WEIGHT / (BOOST_WEIGHT + len(ops) - 1)
+    assert abs(base - 1 / len(ops)) < 0.06 and abs(more - expected) < 0.08

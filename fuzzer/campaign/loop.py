@@ -28,6 +28,7 @@ from fuzzer.campaign.progress import Counts, Progress
 from fuzzer.campaign.reduce_queue import ReduceQueue, ReducerConfig
 from fuzzer.campaign.result import TestResult
 from fuzzer.campaign.settings import setting_detail, settled_options
+from fuzzer.campaign.steering import Steering
 from fuzzer.campaign.unit_graph import encode
 from fuzzer.campaign.worker import WorkerConfig, worker_main
 from fuzzer.cases.case import case_id, collect_versions, lost_case, remade_source
@@ -166,6 +167,9 @@ class Campaign:
         self.slots: list[Slot] = []
         # What the campaign has hit often: generated less when spec.worker.demote_known.
         self.novelty = Novelty.from_tally(self.db.get_meta(NOVELTY_META), self.db.get_meta(DEMOTED_META) or ())
+        # The ONNX tools' rewrites seen to fire: their patterns are drawn more often until they have (steering.py).
+        self.steering = Steering.from_db(self.db)
+        self._in_force: tuple[tuple[list[Demotion], list[Demotion]], list[Demotion]] | None = None
         self.queue: collections.deque[Unit] = collections.deque()
         self.stopping = False
         self.start_failures = 0
@@ -288,11 +292,22 @@ class Campaign:
 
     def send_unit(self, slot: Slot, unit: Unit) -> None:
         """Send `unit`, after the demotions in force when they changed since the last unit (worker.Inbox)."""
-        demoted = self.novelty.demotions() if self.spec.worker.demote_known else []
+        demoted = self.demotions_in_force()
         if demoted is not slot.demoted and demoted != slot.demoted:
             self.send(slot, {"type": "demoted", "demoted": demoted})
             slot.demoted = demoted
         self.send(slot, {"type": "unit", "idx": unit.idx, "seed": unit.seed, "converters": unit.remaining})
+
+    def demotions_in_force(self) -> list[Demotion]:
+        """What units are sent with, where the campaign spends its budget on what is new (demote_known): the
+        demotions of known bugs and the boosts of rewrites not yet seen to fire; the same list while neither
+        changes, so that a worker is told only of a change."""
+        if not self.spec.worker.demote_known:
+            return []
+        parts = (self.novelty.demotions(), self.steering.boosts(self.spec.converters))
+        if self._in_force is None or any(a is not b for a, b in zip(parts, self._in_force[0], strict=True)):
+            self._in_force = (parts, parts[0] + parts[1])
+        return self._in_force[1]
 
     def send(self, slot: Slot, msg: dict[str, Any]) -> None:
         try:
@@ -466,6 +481,7 @@ class Campaign:
         unit.remaining.remove(result.converter)
         slot.tests_done += 1
         new_bug = self.db.record_test(result, self.session, not unit.remaining)
+        self.steering.record(result.converter, result.rewrites)
         if result.is_bug and result.signature:
             self.novelty.record(result.signature, slot.pairs, result.symptom in LOST_SYMPTOMS)
             detail = setting_detail(result.converter, result.message)

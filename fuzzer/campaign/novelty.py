@@ -36,6 +36,7 @@ AVOID_PROBABILITY_LOST = 0.95
 Pair = tuple[str, str]  # (operator, dtype), or (FEATURE, an OpSpec feature such as 'pad:circular:rank3:dims2')
 FEATURE = "feature"
 SETTING = "setting"  # a root cause a converter setting avoids (fuzzer/campaign/settings.py): not a generator pair
+BOOST = "boost"  # an operator drawn more often (fuzzer/campaign/steering.py): travels with the demotions
 Demotion = tuple[str, str, float]  # a demoted pair and the probability that a graph leaves it out
 
 
@@ -136,8 +137,12 @@ class Novelty:
 
 def without_demoted(options: GenOptions, seed: int, demoted: Iterable[Pair | Demotion]) -> GenOptions:
     """`options` with each demoted pair avoided in the graph of `seed` with its probability (a Demotion's, else
-    AVOID_PROBABILITY)."""
-    dropped = {(op, detail) for op, detail, *chance in demoted if op != SETTING  # a setting leaves graphs alone
+    AVOID_PROBABILITY), and the boosted operators drawn more often."""
+    demoted = list(demoted)
+    boosted = frozenset(detail for op, detail, *_ in demoted if op == BOOST)
+    if boosted:
+        options = dataclasses.replace(options, boosted_ops=options.boosted_ops | boosted)
+    dropped = {(op, detail) for op, detail, *chance in demoted if op not in (SETTING, BOOST)
                and random.Random(f"demote:{seed}:{op}:{detail}").random() < (chance or [AVOID_PROBABILITY])[0]}
     if not dropped:
         return options

@@ -65,6 +65,13 @@ class Rewrite:
     tool: str
     setting: str
     op_types: tuple[str, ...]
+    # The rewrite as the tool's coverage names it (ONNX Runtime: the graph transformer its log says modified the
+    # model, a rule-based transformer for its rules; onnxoptimizer: the pass itself).
+    fires: str = ""
+
+    @property
+    def fired_as(self) -> str:
+        return self.fires or (self.setting if self.tool == "onnxoptimizer" and "+" not in self.setting else "")
 
 
 class Pattern(OpSpec):
@@ -128,7 +135,7 @@ class ConvBatchNorm(Pattern):
     onnx_since = 9
     onnx_types = ORT_CONV
     # onnxoptimizer folds nothing: it computes the new weight and bias with nodes in front of the Conv.
-    rewrites = (Rewrite("ort", "basic", ("Conv",)), Rewrite("onnxsim", "", ("Conv",)),
+    rewrites = (Rewrite("ort", "basic", ("Conv",), "Level1_RuleBasedTransformer"), Rewrite("onnxsim", "", ("Conv",)),
                 Rewrite("onnxslim", "", ("Conv",)),
                 Rewrite("onnxoptimizer", "fuse_bn_into_conv", ("Cast", "Add", "Sqrt", "Div", "Unsqueeze", "Mul", "Cast",
                                                                 "Sub", "Mul", "Add", "Conv")))
@@ -169,7 +176,7 @@ class ConvAddBias(Pattern):
     dtype_exclusions = CONV_INTS
     onnx_since = 11
     onnx_types = ORT_CONV
-    rewrites = (Rewrite("ort", "basic", ("Conv",)), Rewrite("onnxsim", "", ("Conv",)),
+    rewrites = (Rewrite("ort", "basic", ("Conv",), "Level1_RuleBasedTransformer"), Rewrite("onnxsim", "", ("Conv",)),
                 Rewrite("onnxoptimizer", "fuse_add_bias_into_conv", ("Squeeze", "Conv")))  # the bias squeezed to [C]
 
     def build(self, ctx: BuildContext, x: SymTensor) -> Build:
@@ -205,7 +212,7 @@ class ConvActivation(Pattern):
     emits_zeros = True
     onnx_since = 11
     onnx_types = ORT_CONV
-    rewrites = (Rewrite("ort", "extended", ("FusedConv",)),)
+    rewrites = (Rewrite("ort", "extended", ("FusedConv",), "ConvActivationFusion"),)
 
     def build(self, ctx: BuildContext, x: SymTensor) -> Build:
         y, reqs, attrs = conv2d_build(ctx, x, ctx.choice("bias", (True, False)))
@@ -263,7 +270,7 @@ class PadConv(Pattern):
     emits_zeros = True
     onnx_since = 11
     onnx_types = ORT_CONV
-    rewrites = (Rewrite("ort", "basic", ("Conv",)), Rewrite("onnxsim", "", ("Conv",)),
+    rewrites = (Rewrite("ort", "basic", ("Conv",), "Level1_RuleBasedTransformer"), Rewrite("onnxsim", "", ("Conv",)),
                 Rewrite("onnxslim", "", ("Conv",)),
                 Rewrite("onnxoptimizer", "fuse_pad_into_conv", ("Constant", "Conv")))  # the pads' Constant stays
 
@@ -306,7 +313,7 @@ class MatMulAdd(Pattern):
     dtype_exclusions = excluded((DType.INT8, DType.UINT8), NARROW_INT_PRODUCTS)
     onnx_since = 9
     onnx_types = ORT_NUMERIC
-    rewrites = (Rewrite("ort", "basic", ("Gemm",)), Rewrite("onnxsim", "", ("Gemm",)),
+    rewrites = (Rewrite("ort", "basic", ("Gemm",), "MatMulAddFusion"), Rewrite("onnxsim", "", ("Gemm",)),
                 Rewrite("onnxslim", "", ("Gemm",)),
                 Rewrite("onnxoptimizer", "fuse_matmul_add_bias_into_gemm+eliminate_deadend", ("Gemm",)))
 
@@ -339,7 +346,7 @@ class MatMulScale(Pattern):
     sigs = same_sigs(FLOATS)
     onnx_since = 9
     onnx_types = ORT_FLOATS
-    rewrites = (Rewrite("ort", "extended", ("FusedMatMul",)),)
+    rewrites = (Rewrite("ort", "extended", ("FusedMatMul",), "MatMulScaleFusion"),)
 
     def build(self, ctx: BuildContext, x: SymTensor) -> Build:
         w = ctx.weight(2, x.dtype)
@@ -392,7 +399,7 @@ class TransposePair(Pattern):
     keeps_zeros = True
     onnx_since = 1
     onnx_types = ORT_NUMERIC | {DType.INT8, DType.UINT8, DType.BOOL, DType.BFLOAT16}
-    rewrites = (Rewrite("ort", "basic", ("Transpose",)), Rewrite("onnxsim", "", ("Transpose",)),
+    rewrites = (Rewrite("ort", "basic", ("Transpose",), "TransposeOptimizer"), Rewrite("onnxsim", "", ("Transpose",)),
                 Rewrite("onnxslim", "", ("Transpose",)),
                 Rewrite("onnxoptimizer", "fuse_consecutive_transposes", ("Transpose",)))
 
@@ -425,7 +432,7 @@ class TransposeInverse(TransposePair):
 
     name = "pattern_transpose_inverse"
     ranks = ((2, 3, 4, 5),)
-    rewrites = (Rewrite("ort", "basic", ("Identity",)), Rewrite("onnxslim", "", ("Identity",)),
+    rewrites = (Rewrite("ort", "basic", ("Identity",), "TransposeOptimizer"), Rewrite("onnxslim", "", ("Identity",)),
                 Rewrite("onnxoptimizer", "fuse_consecutive_transposes", ("Transpose",)))
 
     def perms(self, ctx: BuildContext, rank: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
@@ -444,7 +451,7 @@ class ReshapePair(Pattern):
     keeps_zeros = True
     onnx_since = 5
     onnx_types = ORT_NUMERIC | {DType.INT8, DType.UINT8, DType.BOOL, DType.BFLOAT16}
-    rewrites = (Rewrite("ort", "basic", ("Reshape",)), Rewrite("onnxsim", "", ("Reshape",)),
+    rewrites = (Rewrite("ort", "basic", ("Reshape",), "ReshapeFusion"), Rewrite("onnxsim", "", ("Reshape",)),
                 Rewrite("onnxslim", "", ("Reshape",)))
 
     def build(self, ctx: BuildContext, x: SymTensor) -> Build:
@@ -576,7 +583,7 @@ class NotWhere(Pattern):
     preserves_values = True
     onnx_since = 9
     onnx_types = frozenset({DType.BOOL})
-    rewrites = (Rewrite("ort", "basic", ("Where",)), Rewrite("onnxsim", "", ("Where",)),
+    rewrites = (Rewrite("ort", "basic", ("Where",), "Level1_RuleBasedTransformer"), Rewrite("onnxsim", "", ("Where",)),
                 Rewrite("onnxoptimizer", "rewrite_where", ("Where",)))
 
     def build(self, ctx: BuildContext, cond: SymTensor, a: SymTensor, b: SymTensor) -> Build:
@@ -610,7 +617,7 @@ class DecomposedGelu(Pattern):
     dtype_exclusions = INTS_PROMOTE
     onnx_since = 9
     onnx_types = ORT_CONV  # Erf's kernels
-    rewrites = (Rewrite("ort", "extended", ("Gelu",)),)
+    rewrites = (Rewrite("ort", "extended", ("Gelu",), "GeluFusionL2"),)
 
     def build(self, ctx: BuildContext, x: SymTensor) -> Build:
         return Build([SymTensor(x.shape, x.dtype)], [], {"half_first": ctx.choice("half_first", (True, False))})
@@ -647,7 +654,7 @@ class DecomposedLayerNorm(Pattern):
     # float16 is left out: five float16 roundings in a row stray past the one-op tolerance from torch, whose CPU
     # kernels reduce in float32.
     onnx_types = frozenset({DType.FLOAT32, DType.FLOAT64})
-    rewrites = (Rewrite("ort", "extended", ("LayerNormalization",)),)
+    rewrites = (Rewrite("ort", "extended", ("LayerNormalization",), "LayerNormFusionL1"),)
 
     def build(self, ctx: BuildContext, x: SymTensor) -> Build:
         reqs = [ctx.weight(1, x.dtype).shape[0] == x.shape[-1] for _ in range(2)]

@@ -1,0 +1,56 @@
+"""Generation steered to the ONNX tools' rewrites not yet seen to fire: a pattern operator (generators/ops/patterns.py)
+declares the rewrites each tool makes of it; while a campaign has fired one of them in fewer than FIRED_ENOUGH tests
+of that tool, graphs draw the pattern BOOST_WEIGHT times as often (generators/generator.py), as parts of larger
+graphs like any operator, so the rewrite meets the dtypes, shapes and neighbours the rest of the graph brings. The
+boosts travel with the demotions (fuzzer/campaign/novelty.py), so a unit stays a pure function of what it was sent."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from fuzzer.campaign.db import CampaignDB
+from fuzzer.campaign.novelty import BOOST, Demotion
+from generators.ops.patterns import Pattern
+from generators.registry import REGISTRY, OpRegistry
+
+FIRED_ENOUGH = 20  # tests of a tool that fired a rewrite before its pattern is drawn as often as any operator
+# The converter whose tests record each pattern rewrite's tool (Rewrite.tool).
+TOOL_CONVERTERS = {"ort": "ort-optimizer", "onnxoptimizer": "onnxoptimizer"}
+
+
+@dataclass
+class Steering:
+    """The campaign's count of tests that fired each (converter, rewrite), and the boosts it implies."""
+
+    fired: Counter[tuple[str, str]] = field(default_factory=Counter)
+    registry: OpRegistry = REGISTRY
+    _boosts: list[Demotion] | None = None
+
+    @classmethod
+    def from_db(cls, db: CampaignDB) -> Steering:
+        """The counts of the sessions before (a resumed campaign)."""
+        rows = db.conn.execute("SELECT converter, rewrite, COUNT(*) FROM rewrites GROUP BY converter, rewrite")
+        return cls(Counter({(converter, name): n for converter, name, n in rows}))
+
+    def record(self, converter: str, rewrites: Iterable[str]) -> None:
+        for name in rewrites:
+            self.fired[converter, name] += 1
+            if self.fired[converter, name] == FIRED_ENOUGH:
+                self._boosts = None
+
+    def boosts(self, converters: Sequence[str]) -> list[Demotion]:
+        """(BOOST, pattern, 1.0) for each pattern with a rewrite of the campaign's tools fired too rarely yet."""
+        if self._boosts is None:
+            wanted = set()
+            for name in self.registry:
+                op = self.registry[name]
+                if not isinstance(op, Pattern):
+                    continue
+                for rewrite in op.rewrites:
+                    tool = TOOL_CONVERTERS.get(rewrite.tool)
+                    if tool in converters and rewrite.fired_as and self.fired[tool, rewrite.fired_as] < FIRED_ENOUGH:
+                        wanted.add(name)
+            self._boosts = [(BOOST, name, 1.0) for name in sorted(wanted)]
+        return self._boosts

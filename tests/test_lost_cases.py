@@ -20,6 +20,7 @@ from fuzzer.campaign.loop import LOG_DIR, Campaign, CampaignSpec, case_folders
 from fuzzer.campaign.worker import WorkerConfig
 from fuzzer.cases.folder import read_case
 from fuzzer.cases.report import title
+from fuzzer.commands import main as cli
 from fuzzer.converters import ConverterRegistry
 from fuzzer.converters.base import ConverterOptions, Snippet
 from fuzzer.converters.upstream import OnnxPassConverter, UpstreamOptions
@@ -71,7 +72,7 @@ def assert_no_finder_paths(folder: Path) -> None:
             assert path not in text, f"{folder.name}/{name} names {path}"
 
 
-def test_a_campaign_case_of_a_dead_worker_replays_alone_and_names_no_path(tmp_path: Path) -> None:
+def test_a_campaign_case_of_a_dead_worker_replays_alone_and_names_no_path(tmp_path: Path, capsys) -> None:
     out = tmp_path / "campaign"
     worker = WorkerConfig(out_dir=str(out), log_dir=str(out / LOG_DIR), registry=REGISTRY_REF, min_nodes=2, nodes=3,
                           include_ops=("sin", "relu", "neg"), timeout_s=30.0, check={"input_budget_s": 0.2},
@@ -93,6 +94,9 @@ def test_a_campaign_case_of_a_dead_worker_replays_alone_and_names_no_path(tmp_pa
         ran = run_alone(folder, tmp_path)
         assert ran.returncode == 1, ran.stdout[-2000:] + ran.stderr[-2000:]
         assert "killed by SIGABRT" in ran.stdout and "BUG REPRODUCES" in ran.stdout
+    # `convsmith repro` replays a death in a confined child, as the campaign ran it, and survives it.
+    assert cli.main(["repro", str(folders[0]), "--registry", REGISTRY_REF]) == 1
+    assert capsys.readouterr().out.strip() == f"{folders[0].name}: reproduces"
 
 
 def test_a_reduced_case_of_a_dead_child_replays_alone(tmp_path: Path) -> None:

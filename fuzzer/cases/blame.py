@@ -13,15 +13,15 @@ from collections.abc import Mapping, Sequence
 from fuzzer.cases.case import CaseData
 from fuzzer.cases.diagnosis import BEFORE_ORT, BEFORE_TOOL, OTHER_EXPORTER, PASSES, SAME_BUG, Blame, CrossCheck
 from fuzzer.cases.evidence import ModelEvidence, Opinion
+from fuzzer.check.result import DIVERGENCES
 from fuzzer.converters import CONVERTERS
 from fuzzer.converters.base import Component, Converter, FaultSite
-from fuzzer.converters.ort_optimizer import ORT_TRACKER
+from fuzzer.converters.ort_optimizer import ORT_TRACKER, OrtOptimizer
 from oracles.rootcause import named_operator, verdict_root_cause
 from oracles.verdict import Stage, Symptom
 
 KERNEL_KEY = "onnxruntime-kernel"  # the root-cause owner of every ONNX Runtime kernel defect, whatever the route
 RUNTIME_STAGES = (Stage.RUNTIME_LOAD, Stage.RUNTIME_EXECUTION)
-DIVERGENCES = (Symptom.WRONG_VALUES, Symptom.WRONG_SHAPE, Symptom.WRONG_DTYPE)
 _PACKAGE = re.compile(r"(?:site|dist)-packages[/\\]([A-Za-z0-9_]+)[/\\]")
 _FRAME_LINE = re.compile(r"^frame: (.+)$", re.MULTILINE)
 _DISABLING = re.compile(r"disabling (\w+) alone removes it")  # fuzzer/cases/crosscheck.py's culprit text
@@ -53,8 +53,8 @@ def fault_site(case: CaseData) -> FaultSite:
 
 def same_bug_passes(checks: Sequence[CrossCheck]) -> tuple[str, ...]:
     """The onnxoptimizer passes that show the case's bug alone."""
-    return tuple(c.options["passes"][0] for c in checks if c.outcome == SAME_BUG and len(c.options.get("passes")
-                                                                                         or ()) == 1)
+    alone = [c for c in checks if c.outcome == SAME_BUG and len(c.options.get("passes") or ()) == 1]
+    return tuple(c.options["passes"][0] for c in alone)
 
 
 def blame_case(case: CaseData, model: ModelEvidence | None, converter: Converter | None = None) -> Blame:
@@ -85,7 +85,7 @@ def blame_case(case: CaseData, model: ModelEvidence | None, converter: Converter
     corroborated = any(name.endswith(OTHER_EXPORTER.format("").strip()) and outcome == SAME_BUG
                        for name, outcome in checks.items())
     return decide(own, kernel, verdict.symptom, verdict.stage, model, tuple(evidence),
-                  is_runtime_optimizer=case.converter == "ort-optimizer", corroborated=corroborated)
+                  is_runtime_optimizer=isinstance(converter, OrtOptimizer), corroborated=corroborated)
 
 
 def decide(own: Component, kernel: Component, symptom: Symptom, stage: Stage, model: ModelEvidence,

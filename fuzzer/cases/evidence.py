@@ -30,7 +30,6 @@ class Opinion(enum.Enum):
     WRONG_LIKE_RUNTIME = "gives the same wrong outputs as ONNX Runtime"
     DIFFERS = "differs from PyTorch and from ONNX Runtime"
     FAILS = "cannot run the model"
-    NOT_RUN = "was not run"
 
 
 @dataclass(frozen=True)

@@ -105,7 +105,11 @@ def replay_verdict(case: CaseData, check_options: CheckOptions = REPLAY_CHECK) -
 
 
 def replay(case: CaseData, check_options: CheckOptions = REPLAY_CHECK) -> Replay:
-    verdict = replay_verdict(case, check_options)
+    return replay_outcome(case, replay_verdict(case, check_options))
+
+
+def replay_outcome(case: CaseData, verdict: Verdict) -> Replay:
+    """What a verdict of the case's graph now says of the case: it reproduces, is fixed, or fails differently."""
     if verdict.signature == case.signature and verdict.is_bug == case.verdict.is_bug:
         outcome = Outcome.REPRODUCES
     elif not verdict.is_bug:

@@ -8,11 +8,18 @@ import json
 import sys
 from pathlib import Path
 
+from fuzzer.cases.case import CaseData
+from fuzzer.cases.crosscheck import LOST
 from fuzzer.cases.folder import load_case
-from fuzzer.cases.replay import Outcome, Replay, replay
+from fuzzer.cases.replay import REPLAY_CHECK, Outcome, Replay, replay, replay_outcome
+from fuzzer.cases.repro import child_timeout_s
+from fuzzer.converters import DEFAULT_REGISTRY
+from fuzzer.reduce.isolated import CheckerConfig, IsolatedChecker, Job
 from fuzzer.support.errors import Exit, UsageError
 from fuzzer.support.quiet import library_output
+from oracles.verdict import Symptom
 
+LOST_TIMEOUT_S = 60.0  # a replay of a death that neither dies nor ends by then is another failure
 NAME = "repro"
 HELP = ("replay saved bug cases on the installed versions: exit 1 when any case still shows its bug, 4 when none "
         "does but one fails differently, 2 when a folder is not a case (the others are still replayed), 0 when "
@@ -22,6 +29,8 @@ HELP = ("replay saved bug cases on the installed versions: exit 1 when any case 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("cases", nargs="+", type=Path, metavar="CASE", help="case folders (or their case.json)")
     parser.add_argument("--json", action="store_true", help="print one JSON object per case for scripts")
+    parser.add_argument("--registry", default=DEFAULT_REGISTRY, metavar="MODULE:ATTR",
+                        help="where a case whose worker died finds its converter (it replays in a confined child)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -30,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
     for path in args.cases:
         try:
             with library_output() as captured:
-                result = replay(load_case(path))
+                result = replayed(load_case(path), args.registry)
         except UsageError as exc:
             print(f"{path}: not a case: {exc}", file=sys.stderr)
             not_cases.append(path)
@@ -43,6 +52,20 @@ def run(args: argparse.Namespace) -> int:
     if len(args.cases) > 1 and not args.json:
         print(tally(results, len(not_cases)))
     return exit_status({r.outcome for r in results}, bool(not_cases))
+
+
+def replayed(case: CaseData, registry: str) -> Replay:
+    """The case replayed: in this process, or, for a case whose conversion killed, hung or exhausted its process,
+    in a confined child (as the campaign ran it), whose death is the verdict."""
+    if case.verdict.symptom not in LOST:
+        return replay(case)
+    hang = case.verdict.symptom is Symptom.HANG
+    config = CheckerConfig(registry, child_timeout_s(case.verdict) if hang else LOST_TIMEOUT_S, device=case.device)
+    with IsolatedChecker(config) as checker:
+        if case.converter not in checker.registry:
+            raise UsageError(f"{case.id}: unknown converter {case.converter!r} (see --registry)")
+        job = Job(case.graph, case.seed, case.converter, case.converter_options, case.device, case.values)
+        return replay_outcome(case, checker.verdict(job, REPLAY_CHECK))
 
 
 def exit_status(outcomes: set[Outcome], bad_input: bool) -> int:

@@ -106,3 +106,10 @@ def test_a_boosted_operator_is_drawn_about_four_times_as_often() -> None:
     base, more = share(plain), share(boosted)
     expected = BOOST_WEIGHT / (BOOST_WEIGHT + len(ops) - 1)
     assert abs(base - 1 / len(ops)) < 0.06 and abs(more - expected) < 0.08
+
+
+def test_onnxslim_patterns_its_matcher_finds_are_the_ones_recorded() -> None:
+    graph = generate(1, GenOptions(nodes=1, include_ops=("pattern_matmul_add",), dtypes=(DType.FLOAT32,)))
+    slim = CONVERTERS["onnxslim"]
+    run = check_prepared(prepare(graph, 1, {}, 1.0), slim).target
+    assert run is not None and "FusionGemm" in run.rewrites and set(run.rewrites) <= set(slim.rewrite_names())

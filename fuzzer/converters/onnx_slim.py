@@ -29,6 +29,26 @@ class OnnxSlim(OnnxPassConverter):
     distributions = ("torch", "onnx", "onnxruntime", "onnxslim")
     options_type = OnnxSlimOptions
 
+    def rewrite_names(self) -> tuple[str, ...]:
+        """onnxslim's registered fusion and elimination patterns."""
+        from onnxslim.core.pattern.registry import get_fusion_patterns
+
+        return tuple(get_fusion_patterns())
+
+    def fired(self, model: onnx.ModelProto, options: ConverterOptions) -> tuple[str, ...]:
+        """The patterns onnxslim's own matcher finds in the model it received, each asked alone (the one call
+        `transform` makes names none of them); its dead-code and subexpression passes are not counted."""
+        import onnxslim.third_party.onnx_graphsurgeon as gs
+        from onnxslim.core.optimization import find_matches
+        from onnxslim.core.pattern.registry import get_fusion_patterns
+
+        fired, graph = [], gs.import_onnx(model)
+        for name, matchers in get_fusion_patterns().items():
+            if find_matches(graph, {name: matchers}):
+                fired.append(name)
+                graph = gs.import_onnx(model)  # a match may have rewritten what the next pattern reads
+        return tuple(fired)
+
     def transform(self, model: onnx.ModelProto, options: OnnxSlimOptions) -> onnx.ModelProto:
         import onnxslim
 

@@ -41,8 +41,11 @@ def _from_case(out_dir: Path, base: Finding, case_dir: str) -> Finding:
     except CaseError:  # a case folder being written or damaged: the row alone
         return base
     graph, verdict = head.graph, head.verdict
+    # The root cause is read from one verdict: the reduced case's (its stage and symptom with its message, which a
+    # reduction to the defect behind a carried crash may change), else the row's.
+    stage, symptom = (verdict.stage.value, verdict.symptom.json_name) if reduced else (base.stage, base.symptom)
     return Finding(
-        base.signature, base.converter, base.stage, base.symptom, verdict.message or base.message,
+        base.signature, base.converter, stage, symptom, verdict.message or base.message,
         verdict.diverging_op, tuple(graph.ops()), base.seed, base.hits, base.first_seen,
         str(chosen.relative_to(out_dir)), reduced is not None, len(graph.nodes),
         tuple(sorted({t.dtype.value for t in graph.types.values()})), head.options, head.options.get("upstream"),

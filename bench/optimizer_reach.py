@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import re
 import sys
 from pathlib import Path
 
@@ -22,6 +23,10 @@ from fuzzer.campaign.rewrites import coverage  # noqa: E402
 from fuzzer.converters import CONVERTERS  # noqa: E402
 from fuzzer.converters.upstream import starts_upstream  # noqa: E402
 from fuzzer.triage.view import triage  # noqa: E402
+
+
+# ONNX Runtime's transformers for quantized graphs, by name: a float graph never gives them anything to rewrite.
+QUANTIZED = re.compile(r"QDQ|Quant|Dq|DQ|NBits|Integer")
 
 
 def known_failure_shares(db, groups) -> dict[str, tuple[int, int]]:  # noqa: ANN001
@@ -61,6 +66,11 @@ def main() -> int:
     for row in rows:
         print(f"{row.converter}: {len(row.known) - len(row.never_fired)} of {len(row.known)} rewrites fired "
               f"({row.share:.0%}); never fired: {', '.join(row.never_fired) or 'none'}")
+        if row.converter == "ort-optimizer":
+            floats = [n for n in row.known if not QUANTIZED.search(n)]
+            fired = [n for n in floats if row.fired.get(n)]
+            print(f"  of those not for quantized graphs (by name: QDQ, Quant, DQ, NBits, Integer): {len(fired)} of "
+                  f"{len(floats)} ({len(fired) / max(len(floats), 1):.0%})")
     print("tests that ended in a root cause the campaign had already found, per converter:")
     for converter, (known, total) in sorted(shares.items()):
         print(f"  {converter:<24} {known:>6} of {total:>6} ({known / max(total, 1):.1%})")

@@ -70,7 +70,8 @@ def make_session(model: bytes, level: str = "disabled", disabled_optimizers: Seq
 
 
 _MODIFIED = re.compile(r"GraphTransformer (\S+) modified: 1")
-_APPLYING = re.compile(r"Applying graph transformer (\S+) on step")
+# A transformer the log names: those of the optimization levels, and those run after partitioning (casts, copies).
+_APPLIED = re.compile(r"Applying graph transformer (\S+) on step|GraphTransformer (\S+) modified: [01]")
 
 
 def logged_session(model: bytes, level: str, device: str = "cpu") -> tuple[ort.InferenceSession, tuple[str, ...]]:
@@ -87,8 +88,8 @@ def logged_session(model: bytes, level: str, device: str = "cpu") -> tuple[ort.I
 
 @functools.cache
 def graph_transformers(device: str = "cpu") -> tuple[str, ...]:
-    """Every graph transformer the installed ONNX Runtime applies up to its highest level, as its verbose log names
-    them on a one-node model (the list a new release's transformers show up in)."""
+    """Every graph transformer the installed ONNX Runtime applies up to its highest level and after partitioning,
+    as its verbose log names them on a one-node model (the list a new release's transformers show up in)."""
     from onnx import TensorProto, helper
 
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])
@@ -100,7 +101,7 @@ def graph_transformers(device: str = "cpu") -> tuple[str, ...]:
     options.log_severity_level, options.log_verbosity_level = 0, 1
     with library_output() as captured:
         ort.InferenceSession(model, options, providers=providers_for(device))
-    return tuple(dict.fromkeys(_APPLYING.findall(captured.text)))
+    return tuple(dict.fromkeys(a or b for a, b in _APPLIED.findall(captured.text)))
 
 
 def to_ort_value(x: torch.Tensor) -> ort.OrtValue:

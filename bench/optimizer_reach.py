@@ -24,7 +24,6 @@ from fuzzer.converters import CONVERTERS  # noqa: E402
 from fuzzer.converters.upstream import starts_upstream  # noqa: E402
 from fuzzer.triage.view import triage  # noqa: E402
 
-
 # ONNX Runtime's transformers for quantized graphs, by name: a float graph never gives them anything to rewrite.
 QUANTIZED = re.compile(r"QDQ|Quant|Dq|DQ|NBits|Integer")
 

@@ -21,6 +21,9 @@ from fuzzer.support.errors import UsageError
 DB_NAME = "campaign.db"
 DB_SCHEMA = 1
 
+# The rewrites each test fired: a campaign written before the table gets it on open (_add_missing_columns).
+_REWRITES = ("CREATE TABLE IF NOT EXISTS rewrites (idx INTEGER NOT NULL, converter TEXT NOT NULL, "
+             "rewrite TEXT NOT NULL, PRIMARY KEY (idx, converter, rewrite))")
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS sessions (
@@ -38,8 +41,6 @@ CREATE TABLE IF NOT EXISTS bugs (
     signature TEXT PRIMARY KEY, symptom TEXT NOT NULL, stage TEXT NOT NULL, converter TEXT NOT NULL,
     count INTEGER NOT NULL, first_seen REAL NOT NULL, last_seen REAL NOT NULL, first_seed INTEGER NOT NULL,
     case_dir TEXT);
-CREATE TABLE IF NOT EXISTS rewrites (
-    idx INTEGER NOT NULL, converter TEXT NOT NULL, rewrite TEXT NOT NULL, PRIMARY KEY (idx, converter, rewrite));
 CREATE TABLE IF NOT EXISTS errors (
     id INTEGER PRIMARY KEY, idx INTEGER, seed INTEGER, converter TEXT, phase TEXT NOT NULL,
     exc_type TEXT NOT NULL, message TEXT NOT NULL, traceback TEXT NOT NULL, time REAL NOT NULL);
@@ -71,9 +72,8 @@ class CampaignDB:
     def _add_missing_columns(self) -> None:
         """Columns added since schema 1 (a campaign written before them resumes and reads as before)."""
         columns = {row[1] for row in self.conn.execute("PRAGMA table_info(units)")}
-        if columns:  # a campaign's database: the rewrites each test fired, recorded since this table came
-            self.conn.execute("CREATE TABLE IF NOT EXISTS rewrites (idx INTEGER NOT NULL, converter TEXT NOT NULL, "
-                              "rewrite TEXT NOT NULL, PRIMARY KEY (idx, converter, rewrite))")
+        if columns:  # a campaign's database (a new one too: its schema is made just before)
+            self.conn.execute(_REWRITES)
         if columns and "sequences" not in columns:
             self.conn.execute("ALTER TABLE units ADD COLUMN sequences TEXT")
         if columns and "value_strategy" not in columns:

@@ -36,6 +36,7 @@ from fuzzer.cases.folder import read_case, write_case
 from fuzzer.cases.wire import case_from_message
 from fuzzer.check.pipeline import CheckOptions
 from fuzzer.converters import ConverterRegistry, load_registry
+from fuzzer.converters.upstream import EXPORTERS
 from fuzzer.support.confine import lower_priority, rss_bytes
 from fuzzer.support.errors import UsageError
 from fuzzer.support.faults import describe_exit, fault_file, log_file, lost_verdict, read_fault, request_stack_dump
@@ -44,7 +45,6 @@ from oracles.signature import crash_signature
 from oracles.verdict import Stage, Symptom, Verdict
 
 LOG_DIR = ".logs"
-SCRIPT_EXPORTER = "torch-onnx-script"
 # A new campaign runs the TorchScript exporter's own test on this share of graphs where the dynamo exporter runs too:
 # three in four exporter tests go to the exporter PyTorch develops (`convsmith fuzz --script-share` sets another).
 SCRIPT_SHARE = 1 / 3
@@ -100,10 +100,10 @@ class CampaignSpec:
     def converters_for(self, seed: int) -> list[str]:
         """The converters the graph of `seed` is tested with: every one, but where both exporters run, the
         TorchScript exporter's own test on `script_share` of the graphs (drawn by the seed alone)."""
-        exporters = {SCRIPT_EXPORTER, "torch-onnx-dynamo"}
-        if not exporters <= set(self.converters) or random.Random(f"script:{seed}").random() < self.script_share:
+        script = EXPORTERS[0]
+        if not set(EXPORTERS) <= set(self.converters) or random.Random(f"script:{seed}").random() < self.script_share:
             return list(self.converters)
-        return [c for c in self.converters if c != SCRIPT_EXPORTER]
+        return [c for c in self.converters if c != script]
 
 
 @dataclass

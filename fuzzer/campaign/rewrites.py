@@ -11,6 +11,7 @@ from typing import Any
 
 from fuzzer.campaign.db import CampaignDB
 from fuzzer.converters.base import Converter
+from fuzzer.converters.upstream import EXPORTERS
 
 
 @dataclass(frozen=True)
@@ -54,9 +55,10 @@ def coverage(db: CampaignDB, converters: Mapping[str, Converter]) -> list[Rewrit
     counts = fired_counts(db)
     rows = []
     for name, converter in sorted(converters.items()):
-        if converter.rewrite_names() is None and name not in counts:
+        listed = converter.rewrite_names()
+        if listed is None and name not in counts:
             continue
-        known = converter.rewrite_names() or () if converter.availability()[0] else ()
+        known = (listed or ()) if converter.availability()[0] else ()
         fired, failed = counts.get(name, ({}, {}))
         rows.append(RewriteCoverage(name, tuple(known), fired, failed))
     return rows
@@ -64,9 +66,10 @@ def coverage(db: CampaignDB, converters: Mapping[str, Converter]) -> list[Rewrit
 
 def upstream_split(db: CampaignDB) -> dict[str, int]:
     """Tests per exporter model: the exporters' own tests, and the ONNX tools' by the model they started from."""
+    marks = ", ".join("?" * len(EXPORTERS))
     rows = db.conn.execute(
         "SELECT COALESCE(json_extract(options, '$.upstream'), converter), COUNT(*) FROM tests WHERE converter IN "
-        "('torch-onnx-script', 'torch-onnx-dynamo') OR json_extract(options, '$.upstream') IS NOT NULL GROUP BY 1")
+        f"({marks}) OR json_extract(options, '$.upstream') IS NOT NULL GROUP BY 1", EXPORTERS)
     return dict(rows.fetchall())
 
 

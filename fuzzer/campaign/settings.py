@@ -16,21 +16,20 @@ from typing import Any
 
 from fuzzer.campaign.novelty import SETTING
 from fuzzer.converters.base import Converter
+from fuzzer.converters.runtime import ORT_TYPE_TO_IR
 from fuzzer.converters.upstream import UPSTREAM_OPSETS
 from generators.ir import Graph
 
-_BELOW_OPSET = re.compile(r"takes tensor\((\w+)\) from opset (\d+)\]")  # fuzzer/converters/schema.py's note
-ONNX_TYPES = {"float": "float32", "double": "float64", "float16": "float16", "bfloat16": "bfloat16", "int8": "int8",
-              "uint8": "uint8", "int32": "int32", "int64": "int64", "bool": "bool"}
+_BELOW_OPSET = re.compile(r"takes (tensor\(\w+\)) from opset (\d+)\]")  # fuzzer/converters/schema.py's note
 SKIPPED = "skipped-known-root-cause"
 
 
 def setting_detail(converter: str, message: str) -> str | None:
     """'torch-onnx-dynamo|bfloat16|22' for a bug whose message says the type is allowed from a later opset."""
     found = _BELOW_OPSET.search(message)
-    if found is None or found.group(1) not in ONNX_TYPES:
+    if found is None or found.group(1) not in ORT_TYPE_TO_IR:
         return None
-    return f"{converter}|{ONNX_TYPES[found.group(1)]}|{int(found.group(2))}"
+    return f"{converter}|{ORT_TYPE_TO_IR[found.group(1)]}|{int(found.group(2))}"
 
 
 def settled_options(converter: Converter, options: Mapping[str, Any], graph: Graph | None, seed: int,

@@ -32,7 +32,7 @@ LEVELS: Mapping[str, ort.GraphOptimizationLevel] = {
     "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
 }
 
-_ORT_TYPE_TO_IR = {
+ORT_TYPE_TO_IR = {
     "tensor(float)": "float32", "tensor(double)": "float64", "tensor(float16)": "float16",
     "tensor(bfloat16)": "bfloat16", "tensor(int32)": "int32", "tensor(int64)": "int64", "tensor(int8)": "int8",
     "tensor(uint8)": "uint8", "tensor(bool)": "bool",
@@ -115,7 +115,7 @@ def to_ort_value(x: torch.Tensor) -> ort.OrtValue:
 def from_ort_value(value: ort.OrtValue) -> tuple[np.ndarray, str]:
     """An output as numpy (bfloat16 widened to float32) and its IR dtype name ('?' for types we do not make)."""
     kind = value.data_type()
-    ir = _ORT_TYPE_TO_IR.get(kind, f"?{kind}")
+    ir = ORT_TYPE_TO_IR.get(kind, f"?{kind}")
     if kind != "tensor(bfloat16)":
         return value.numpy(), ir
     raw = ctypes.string_at(value.data_ptr(), value.tensor_size_in_bytes())

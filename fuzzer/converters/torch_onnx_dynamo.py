@@ -1,6 +1,6 @@
 """torch-onnx-dynamo: torch.export capture, translation to ONNX through onnxscript's torchlib, optional optimizer.
 
-The three steps are run separately so a failure names its stage: torch.export.export is capture, the
+The three steps are run separately so a failure names its stage: torch.onnx's capture (torch.export) is capture, the
 translation (decompositions plus torchlib) is node conversion, ONNXProgram.optimize is graph optimization.
 """
 
@@ -63,13 +63,31 @@ def _translate(program: torch.export.ExportedProgram, source: Source, opset: int
                         verbose=False, **names)
 
 
+def capture(module: torch.nn.Module, inputs: tuple[Any, ...], shapes: Any) -> torch.export.ExportedProgram:
+    """The ExportedProgram torch.onnx.export captures: its own capture strategies, in its order, raising the first
+    one's error as it does. A bare `torch.export.export` differs (torch.onnx's non-strict capture treats sizes 0 and
+    1 as generic and refines the dynamic shapes torch.export suggests), so it would file failures no user sees."""
+    try:
+        from torch.onnx._internal.exporter import _capture_strategies
+    except ImportError:  # the private module moved: the public capture, without torch.onnx's retries
+        return torch.export.export(module, inputs, dynamic_shapes=shapes, strict=False)
+    errors: list[Exception] = []
+    for strategy_class in _capture_strategies.CAPTURE_STRATEGIES:
+        result = strategy_class()(module, inputs, None, dynamic_shapes=shapes)  # type: ignore[abstract]
+        if result.exported_program is not None:
+            return result.exported_program
+        if result.exception is not None:
+            errors.append(result.exception)
+    raise errors[0] if errors else RuntimeError("torch.onnx captured no program and raised no error")
+
+
 def export_dynamo(source: Source, options: DynamoOptions, steps: Steps) -> onnx.ModelProto:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         # GraphModule.forward takes *inputs: its dynamic_shapes are one tuple, for that one argument.
         shapes = (source.dynamic_axes().dynamo_shapes(source.input_names),) if options.dynamic else None
         with steps.at(Stage.CAPTURE, "capture"):
-            program = torch.export.export(source.module, source.inputs, dynamic_shapes=shapes, strict=False)
+            program = capture(source.module, source.inputs, shapes)
         with steps.at(Stage.NODE_CONVERSION, "export"):
             onnx_program = _translate(program, source, options.opset)
         if options.optimize:

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import onnx
 
 from fuzzer.converters.base import ConverterOptions, Snippet
 from fuzzer.converters.upstream import OnnxPassConverter, UpstreamOptions
+
+CONSTANT_FOLDING = "constant_folding"  # onnxsim's own step beside the optimizer passes, named as its flag is
+FUSE_BN = "fuse_bn_into_conv"  # the pass `skip_fuse_bn` skips
 
 
 @dataclass(frozen=True)
@@ -31,6 +35,28 @@ class OnnxSim(OnnxPassConverter):
     distributions = ("torch", "onnx", "onnxruntime", "onnxsim")
     options_type = OnnxSimOptions
 
+    def rewrite_names(self) -> tuple[str, ...]:
+        """onnxsim's default optimizer passes (as `onnxsim --list-default-optimizers` lists them), and its constant
+        folding."""
+        from onnxsim import onnx_simplifier
+
+        return (*(name for name in onnx_simplifier.C._list_optimizers() if name != "nop"), CONSTANT_FOLDING)
+
+    def fired(self, model: onnx.ModelProto, options: ConverterOptions) -> tuple[str, ...]:
+        """The passes that change the graph, each run alone in order on the previous one's output through onnxsim's
+        own core (the one call `transform` makes runs them together, to a fixed point), then constant folding."""
+        opts: OnnxSimOptions = options  # type: ignore[assignment]
+        names = self.rewrite_names()
+        run = _single_pass_runner(names[:-1])
+        passes = [n for n in names[:-1] if opts.perform_optimization and not (opts.skip_fuse_bn and n == FUSE_BN)]
+        fired, current = [], run(model.SerializeToString(), None, False)
+        for name in (*passes, CONSTANT_FOLDING):
+            after = run(current, None, True) if name == CONSTANT_FOLDING else run(current, name, False)
+            if _graph(after) != _graph(current):
+                fired.append(name)
+            current = after
+        return tuple(fired)
+
     def transform(self, model: onnx.ModelProto, options: OnnxSimOptions) -> onnx.ModelProto:
         import onnxsim
 
@@ -38,3 +64,22 @@ class OnnxSim(OnnxPassConverter):
         simplified, _ = onnxsim.simplify(model, check_n=0, perform_optimization=options.perform_optimization,
                                          skip_fuse_bn=options.skip_fuse_bn)
         return simplified
+
+
+def _graph(data: bytes) -> bytes:
+    """A model's graph alone: onnxsim adds its bookkeeping to the model's metadata on every call."""
+    return onnx.load_from_string(data).graph.SerializeToString()
+
+
+def _single_pass_runner(names: tuple[str, ...]) -> Callable[[bytes, str | None, bool], bytes]:
+    """onnxsim's core with every default pass skipped but `only`, folding constants or not. The core is called
+    directly: the public `simplify` costs some 20 ms a call around it, forty calls a test."""
+    from onnxsim import onnx_simplifier
+
+    executor = onnx_simplifier._get_model_executor(None)
+
+    def run(data: bytes, only: str | None, fold: bool) -> bytes:
+        skipped = [name for name in names if name != only]
+        return onnx_simplifier.C.simplify(executor, data, skipped, fold, True, 1 << 30, None, None, True, False,
+                                          False, None, None, None)
+    return run

@@ -7,6 +7,7 @@ translation (decompositions plus torchlib) is node conversion, ONNXProgram.optim
 from __future__ import annotations
 
 import functools
+import time
 import warnings
 from dataclasses import dataclass
 from typing import Any
@@ -14,6 +15,7 @@ from typing import Any
 import onnx
 import torch
 
+from fuzzer.converters import onnxscript_rules
 from fuzzer.converters.base import (
     Component,
     Converter,
@@ -81,7 +83,10 @@ def capture(module: torch.nn.Module, inputs: tuple[Any, ...], shapes: Any) -> to
     raise errors[0] if errors else RuntimeError("torch.onnx captured no program and raised no error")
 
 
-def export_dynamo(source: Source, options: DynamoOptions, steps: Steps) -> onnx.ModelProto:
+def export_dynamo(source: Source, options: DynamoOptions, steps: Steps,
+                  unoptimized: list[onnx.ModelProto] | None = None) -> onnx.ModelProto:
+    """The dynamo export of `source`, each step under its stage; `unoptimized`, when given, receives the model as
+    it was before the optimizer ran (for the replay of its rules)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         # GraphModule.forward takes *inputs: its dynamic_shapes are one tuple, for that one argument.
@@ -91,6 +96,8 @@ def export_dynamo(source: Source, options: DynamoOptions, steps: Steps) -> onnx.
         with steps.at(Stage.NODE_CONVERSION, "export"):
             onnx_program = _translate(program, source, options.opset)
         if options.optimize:
+            if unoptimized is not None:
+                unoptimized.append(onnx_program.model_proto)
             with steps.at(Stage.GRAPH_OPTIMIZATION, "optimize"):
                 onnx_program.optimize()
         with steps.at(Stage.SERIALIZATION, "serialization"):
@@ -136,7 +143,17 @@ class TorchOnnxDynamo(Converter):
         return share_export(source, self.name, options, lambda: self._convert(source, options))
 
     def _convert(self, source: Source, options: DynamoOptions) -> TargetRun:
-        steps = Steps()
-        data = check_and_serialize(export_dynamo(source, options, steps), steps)
+        steps, unoptimized = Steps(), []
+        data = check_and_serialize(export_dynamo(source, options, steps, unoptimized), steps)
         outputs, dtypes = run_model(data, source, steps)
-        return TargetRun(outputs, dtypes, dict(steps.timings), model=data)
+        start = time.perf_counter()
+        try:
+            fired = onnxscript_rules.fired(unoptimized[0]) if unoptimized else ()
+        except Exception:  # the replay failing is no verdict on the exporter's own call, which passed
+            fired = ()
+        steps.timings["rewrites"] = time.perf_counter() - start
+        return TargetRun(outputs, dtypes, dict(steps.timings), model=data, rewrites=fired)
+
+    def rewrite_names(self) -> tuple[str, ...]:
+        """The optimizer's constant folding, onnxscript's default rewrite rules and its cleanup passes."""
+        return onnxscript_rules.rule_names()

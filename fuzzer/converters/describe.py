@@ -1,0 +1,64 @@
+"""How a converter describes itself in a report: the snippet that calls it, and the component a bug is in."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from oracles.verdict import Stage
+
+
+@dataclass(frozen=True)
+class Snippet:
+    """How a report's few-line snippet calls a converter, as plain Python.
+
+    An exporter's `lines` turn `module` and `inputs` (torch) into the ONNX `model` (a dynamic export's define the
+    dims they mark first); an ONNX-to-ONNX converter's turn
+    `model` into the converted `model`; `level` is the ONNX Runtime optimization level the target then runs at."""
+
+    imports: tuple[str, ...]
+    lines: tuple[str, ...]
+    level: str = "disabled"
+    from_torch: bool = False
+
+
+@dataclass(frozen=True)
+class Component:
+    """The part of a project that must change for a bug to go: what it is called, where it is filed, and a stable key
+    for root causes (the converter's name where the converter itself is at fault)."""
+
+    project: str  # "PyTorch", "ONNX Runtime", "onnxoptimizer"
+    name: str  # "TorchScript exporter: the symbolic of `floor_divide`"
+    tracker: str  # the project's issue tracker ("" when unknown)
+    key: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"project": self.project, "name": self.name, "tracker": self.tracker, "key": self.key}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Component:
+        return cls(str(data["project"]), str(data["name"]), str(data.get("tracker", "")), str(data["key"]))
+
+
+@dataclass(frozen=True)
+class FaultSite:
+    """Where a converter's bug showed, as the converter needs it to name its guilty component."""
+
+    stage: Stage
+    operator: str  # the operator the root cause is filed under (a graph operator, or an ONNX op type)
+    frame_owner: str = ""  # the top-level package of the innermost frame of a crash ("onnxscript", "torch")
+    labels: tuple[str, ...] = ()  # the verdict's labels (an ONNX Runtime bisection's "ort-optimizer:<name>")
+    options: Mapping[str, Any] = field(default_factory=dict)
+    same_bug_passes: tuple[str, ...] = ()  # the passes that show the bug alone (the cross-checks')
+    graph_ops: tuple[str, ...] = ()  # the operators of the case's graph
+
+    def named(self) -> str:
+        """How a component's name points at the operator: "of `sin`", "that emits ONNX `Not`" (an operator of the
+        model the error names), or "of one of `a`, `b` (the error names none)"."""
+        if self.operator[:1].isupper():
+            return f"that emits ONNX `{self.operator}`"
+        if self.operator == "unknown" and self.graph_ops:
+            ops = ", ".join(f"`{op}`" for op in dict.fromkeys(self.graph_ops))
+            return f"of one of {ops} (the error names none)"
+        return f"of `{self.operator}`"

@@ -513,9 +513,9 @@ def generate(seed: int, opts: GenOptions | None = None, registry: OpRegistry = R
 
 
 def _generate(seed: int, opts: GenOptions, registry: OpRegistry) -> Graph:
-    # Of ten-node candidates, 99.3% are satisfiable: building without a check per candidate and checking the whole
-    # graph once (with the final model's wishes) saves most solver calls. Where that graph is unsat or too hard,
-    # the seed's graph is built again checking every candidate; a seed gives one graph either way.
+    # Nearly every candidate is satisfiable, so building without a check per candidate and checking the whole graph
+    # once (with the final model's wishes) saves most solver calls. Where that graph is unsat or too hard, the
+    # seed's graph is built again checking every candidate; a seed gives one graph either way.
     try:
         return _build(seed, opts, registry, optimistic=True)
     except _Unverified:

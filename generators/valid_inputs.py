@@ -25,14 +25,12 @@ from generators.values import ValueStrategy
 
 OVERFLOW_BOUND = 4.0  # where the magnitude penalty pushes inputs of an overflowing node
 STEP = 0.15
-# A search that has not succeeded in 100 steps seldom does: of 1,500 ten-node graphs of a campaign, 1,479 found valid
-# inputs, all but 2 within 100 steps (none needed more than 130), while the 21 that never did ran every step they were
-# given, ~1.5 ms each, the longest preparations of the feeder (a worker waits for them). 100 steps rather than 200 cut
-# the search time per graph from 5.8 to 5.0 ms and halves those longest searches.
+# A search that has not succeeded in this many steps seldom does, while the searches that never succeed run every
+# step they are given and are the feeder's longest preparations (a worker waits for them): a tighter cap costs
+# almost no valid inputs and cuts those waits (docs/benchmarks.md, bench/generate.py).
 MAX_STEPS = 100
 # A gradient walk whose loss fell by less than a fifth in a step is settling short of zero (its step shrinks each
-# time): most such walks never got there, and a fresh draw then succeeded at once. Redrawing then halved the steps of
-# 800 ten-node graphs (14.2 to 6.9) and their search CPU time (14.1 to 7.5 ms), with as many valid (99.25%).
+# time): most such walks never get there, and a fresh draw then succeeds at once, so the search redraws.
 STALL = 0.8
 
 

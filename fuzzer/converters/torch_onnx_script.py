@@ -37,8 +37,8 @@ class ScriptOptions(ConverterOptions):
 
 
 # torch.onnx.export traces an nn.Module itself (torch.jit._get_trace_graph): an error raised from the tracer's file
-# is the capture's. Exporting the module, as most users do, also skips making and freezing a ScriptModule (1.3 ms of
-# 6.8 per 5-node graph); the ScriptModule path (script_module=True) meets failures of its own.
+# is the capture's. Exporting the module, as most users do, also skips making and freezing a ScriptModule (a good
+# share of a small graph's export); the ScriptModule path (script_module=True) meets failures of its own.
 TRACER_FILE = "torch/jit/_trace.py"
 
 

@@ -81,8 +81,8 @@ def log_file(log_dir: str | Path, pid: int) -> Path:
 
 
 # A confined process writes its threads' tracebacks to its fault file on this signal (fuzzer/support/confine.py): the
-# campaign sends it to a hung worker before the kill. A per-test watchdog thread (faulthandler.dump_traceback_later)
-# did the same from inside, at ~0.1 ms per test for starting and joining its thread, 1% of a five-node test.
+# campaign sends it to a hung worker before the kill, which costs a test nothing (a per-test watchdog thread would
+# start and join a thread every test).
 STACK_DUMP_SIGNAL = signal.SIGUSR1
 
 

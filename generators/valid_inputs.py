@@ -27,7 +27,7 @@ OVERFLOW_BOUND = 4.0  # where the magnitude penalty pushes inputs of an overflow
 STEP = 0.15
 # A search that has not succeeded in this many steps seldom does, while the searches that never succeed run every
 # step they are given and are the feeder's longest preparations (a worker waits for them): a tighter cap costs
-# almost no valid inputs and cuts those waits (docs/benchmarks.md, bench/generate.py).
+# almost no valid inputs and cuts those waits (bench/generate.py times the search).
 MAX_STEPS = 100
 # A gradient walk whose loss fell by less than a fifth in a step is settling short of zero (its step shrinks each
 # time): most such walks never get there, and a fresh draw then succeeds at once, so the search redraws.

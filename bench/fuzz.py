@@ -34,7 +34,8 @@ sys.path.insert(0, str(ROOT))
 
 from fuzzer.campaign.db import open_campaign  # noqa: E402
 from fuzzer.campaign.progress import summarize  # noqa: E402
-from fuzzer.cases.folder import CaseError, root_cause_of  # noqa: E402
+from fuzzer.cases.case_head import root_cause_of  # noqa: E402
+from fuzzer.cases.case_json import CaseError  # noqa: E402
 from fuzzer.commands.main import main as cli_main  # noqa: E402
 from fuzzer.support.confine import rss_bytes  # noqa: E402
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from fuzzer.cases.folder import recorded_options
+from fuzzer.cases.case_json import recorded_options
 from fuzzer.converters.base import Source, StageError, Steps
 from fuzzer.converters.torch_onnx_script import ScriptOptions, export_script
 from generators.generator import GenOptions, generate

@@ -11,7 +11,8 @@ from onnx import TensorProto, numpy_helper
 
 from fuzzer.cases.blame import KERNEL_KEY
 from fuzzer.cases.case import CaseData, case_from_result, case_log, collect_versions
-from fuzzer.cases.folder import read_case_head, write_case
+from fuzzer.cases.case_head import read_case_head
+from fuzzer.cases.folder import write_case
 from fuzzer.cases.report import title
 from fuzzer.cases.whose_bug import with_diagnosis
 from fuzzer.check.pipeline import check_prepared

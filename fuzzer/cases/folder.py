@@ -23,32 +23,22 @@ import re
 import shutil
 import tempfile
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import onnx
 
-from fuzzer.cases.case import EXPECTATIONS, SCHEMA_VERSION, CaseData
-from fuzzer.cases.diagnosis import Blame, CrossCheck, Repair
+from fuzzer.cases.case import CaseData
+from fuzzer.cases.case_head import root_cause_of  # noqa: F401  fuzzer/campaign/reduce_queue.py imports it here
+from fuzzer.cases.case_json import CASE_JSON, CaseError, case_fields, case_folder, load_case_json, read_file
 from fuzzer.cases.report import render_report
 from fuzzer.cases.repro import render_repro
-from fuzzer.converters import CONVERTERS
 from fuzzer.converters.base import Converter
-from fuzzer.converters.dynamic import DynamicAxes
-from fuzzer.support.device import DEVICES
-from fuzzer.support.errors import UsageError
 from fuzzer.support.files import STAGING_PREFIX, atomic_publish_dir, make_shared, moved_aside
 from fuzzer.support.tensors import from_proto_bytes
 from generators.dot import to_dot
-from generators.ir import Graph, GraphError
-from generators.values import ValueStrategy
 from oracles.paths import portable
-from oracles.rootcause import RootCause, verdict_root_cause
-from oracles.verdict import Verdict
 
-CASE_JSON = "case.json"
 MODEL = "model.onnx"
 UPSTREAM_MODEL = "upstream.onnx"
 DATA_DIR = "test_data_set_0"
@@ -56,10 +46,6 @@ SECOND_DATA_DIR = "test_data_set_1"  # a dynamic export's second shape
 WEIGHTS_DIR = "weights"
 
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
-
-
-class CaseError(UsageError):
-    """A case folder that cannot be read: missing file, malformed JSON, unknown schema, truncated data."""
 
 
 def _proto_bytes(name: str, x: np.ndarray) -> bytes:
@@ -142,17 +128,8 @@ def _swap(staging: Path, final: Path) -> Path:
 
 # ---- reading ------------------------------------------------------------------------------------------------
 
-def _read_bytes(folder: Path, rel: str) -> bytes:
-    try:
-        return (folder / rel).read_bytes()
-    except FileNotFoundError:
-        raise CaseError(f"{folder}: missing {rel}") from None
-    except OSError as exc:
-        raise CaseError(f"{folder}: cannot read {rel}: {exc.strerror}") from None
-
-
 def _tensor(folder: Path, rel: str, digests: Mapping[str, str] | None) -> tuple[str, np.ndarray]:
-    data = _read_bytes(folder, rel)
+    data = read_file(folder, rel)
     _check_digest(folder, rel, data, digests)
     try:
         return from_proto_bytes(data)
@@ -175,27 +152,13 @@ def _indexed(folder: Path, kind: str, count: int, digests: Mapping[str, str] | N
     return tuple(_tensor(folder, p, digests)[1] for p in paths)
 
 
-def _load_json(folder: Path) -> dict[str, Any]:
-    text = _read_bytes(folder, CASE_JSON)
-    try:
-        data = json.loads(text)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise CaseError(f"{folder}: case.json is not valid JSON ({exc})") from None
-    if not isinstance(data, dict):
-        raise CaseError(f"{folder}: case.json must hold a JSON object")
-    version = data.get("schema_version")
-    if version != SCHEMA_VERSION:
-        raise CaseError(f"{folder}: unknown case schema_version {version!r} (this convsmith reads {SCHEMA_VERSION})")
-    return data
-
-
 def read_case(path: Path | str) -> CaseData:
     """Read and validate a case folder (or its case.json); any problem is a CaseError with one clear line."""
     path = Path(path)
-    folder = path.parent if path.name == CASE_JSON else path
+    folder = case_folder(path)
     if not folder.is_dir():
         raise CaseError(f"{folder}: not a case folder (no such directory)")
-    data = _load_json(folder)
+    data = load_case_json(folder)
     digests = data.get("files")
     if digests is not None and not isinstance(digests, dict):
         raise CaseError(f"{folder}: case.json 'files' must be an object")
@@ -220,59 +183,12 @@ def read_case(path: Path | str) -> CaseData:
     )
 
 
-def case_fields(data: Mapping[str, Any], where: str) -> dict[str, Any]:
-    """CaseData's fields held in case.json (all but the tensors, models and log), checked; any problem is a
-    CaseError naming `where`."""
-    try:
-        graph = Graph.from_json(data["graph"])
-        verdict = Verdict.from_json(data["verdict"])
-        fields = {name: data[name] for name in ("id", "signature", "seed", "converter", "created")}
-        options = recorded_options(data["converter"], data["converter_options"])
-        versions = dict(data["versions"])
-        input_names, output_names = tuple(data["input_names"]), tuple(data["output_names"])
-        cross_checks, suggested_fix = _diagnosis(data)
-        blame = Blame.from_json(data["blame"]) if data.get("blame") else None
-    except KeyError as exc:
-        raise CaseError(f"{where}: case.json lacks the field {exc.args[0]!r}") from None
-    except (GraphError, TypeError, ValueError, AttributeError) as exc:
-        raise CaseError(f"{where}: malformed case.json ({type(exc).__name__}: {exc})") from None
-    expectation = data.get("expectation")
-    if expectation not in EXPECTATIONS:
-        raise CaseError(f"{where}: expectation must be null, 'bug' or 'pass', not {expectation!r}")
-    if not isinstance(fields["seed"], int):
-        raise CaseError(f"{where}: seed must be an integer")
-    device = data.get("device", "cpu")  # cases written before devices were recorded ran on the CPU
-    if device not in DEVICES:
-        raise CaseError(f"{where}: device must be one of {', '.join(DEVICES)}, not {device!r}")
-    dynamic = data.get("dynamic")  # cases written before dynamic exports were static
-    try:
-        if dynamic is not None:
-            DynamicAxes.from_json(dynamic)
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise CaseError(f"{where}: malformed 'dynamic' in case.json ({type(exc).__name__}: {exc})") from None
-    values = data.get("values", ValueStrategy.UNIFORM.value)  # cases written before strategies drew uniformly
-    if values not in {v.value for v in ValueStrategy}:
-        raise CaseError(f"{where}: values must be one of {', '.join(v.value for v in ValueStrategy)}, not {values!r}")
-    return {**fields, "graph": graph, "converter_options": options, "verdict": verdict, "versions": versions,
-            "input_names": input_names, "output_names": output_names, "original": data.get("original"),
-            "reduction": data.get("reduction"), "expectation": expectation, "device": device,
-            "cross_checks": cross_checks, "suggested_fix": suggested_fix, "values": values, "dynamic": dynamic,
-            "blame": blame}
-
-
-def _diagnosis(data: Mapping[str, Any]) -> tuple[tuple[CrossCheck, ...] | None, Repair | None]:
-    """The cross-checks and suggested fix of case.json; absent (cases written before diagnosis) reads as None."""
-    checks, fix = data.get("cross_checks"), data.get("suggested_fix")
-    return (None if checks is None else tuple(CrossCheck.from_json(c) for c in checks),
-            None if fix is None else Repair.from_json(fix))
-
-
 def _read_model(folder: Path, name: str, digests: Mapping[str, str] | None) -> bytes | None:
     if not (folder / name).exists():
         if digests is not None and name in digests:
             raise CaseError(f"{folder}: missing {name}")
         return None
-    data = _read_bytes(folder, name)
+    data = read_file(folder, name)
     _check_digest(folder, name, data, digests)
     try:
         proto = onnx.load_from_string(data)
@@ -293,54 +209,9 @@ def _read_text(folder: Path, rel: str) -> str:
 def load_case(path: Path) -> CaseData:
     """read_case, plus: every data file case.json lists must be present (a missing input is bad input)."""
     case = read_case(path)
-    folder = path.parent if path.name == CASE_JSON else path
+    folder = case_folder(path)
     listed = json.loads((folder / CASE_JSON).read_text(encoding="utf-8")).get("files") or {}
     for rel in sorted(listed):
         if not (folder / rel).is_file():
             raise CaseError(f"{folder}: missing {rel}")
     return case
-
-
-@dataclass(frozen=True)
-class CaseHead:
-    """What case.json says of a case, without reading its tensors: enough to triage it."""
-
-    converter: str
-    graph: Graph
-    verdict: Verdict
-    options: Mapping[str, Any]
-    blame: Blame | None = None
-
-    @property
-    def owner(self) -> str:
-        """Whose root cause this is: a shared component's (an ONNX Runtime kernel reached by several converters),
-        else the converter's."""
-        return self.blame.component.key if self.blame is not None and self.blame.shared else self.converter
-
-    @property
-    def root_cause(self) -> RootCause:
-        return verdict_root_cause(self.owner, self.verdict, self.graph.ops())
-
-
-def recorded_options(converter: str, options: Mapping[str, Any]) -> dict[str, Any]:
-    """A case's converter options, with the value of each option its converter gained since the case was written
-    (the behaviour the case ran with)."""
-    known = CONVERTERS.get(converter)
-    return {**(known.older_defaults if known is not None else {}), **options}
-
-
-def read_case_head(path: Path) -> CaseHead:
-    """The converter, graph, verdict and options of a case folder (or its case.json); CaseError when unreadable."""
-    folder = path.parent if path.name == CASE_JSON else path
-    data = _load_json(folder)
-    try:
-        blame = Blame.from_json(data["blame"]) if data.get("blame") else None
-        return CaseHead(data["converter"], Graph.from_json(data["graph"]), Verdict.from_json(data["verdict"]),
-                        recorded_options(data["converter"], data["converter_options"]), blame)
-    except (KeyError, GraphError, TypeError, ValueError, AttributeError) as exc:
-        raise CaseError(f"{folder}: malformed case.json ({type(exc).__name__}: {exc})") from None
-
-
-def root_cause_of(path: Path) -> RootCause:
-    """The root cause of a case folder, from its case.json alone."""
-    return read_case_head(path).root_cause

@@ -14,7 +14,8 @@ import torch
 
 from fuzzer.cases.case import CaseData
 from fuzzer.cases.diagnosis import Repair
-from fuzzer.cases.model_edits import Target, candidates
+from fuzzer.cases.edit_target import Target
+from fuzzer.cases.model_edits import candidates
 from fuzzer.cases.replay import case_expected
 from fuzzer.check.judge import judge_model
 from fuzzer.check.result import DIVERGENCES, Expected

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from fuzzer.cases.case import CaseData
-from fuzzer.cases.folder import case_fields
+from fuzzer.cases.case_json import case_fields
 from fuzzer.support.tensors import pack_arrays, unpack_arrays
 
 # Keys of the packed arrays: "<group>:<index>" for each tensor group, "w:<name>" for a weight, a model's own name.

@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from fuzzer.cases.case import CaseData
-from fuzzer.cases.folder import CASE_JSON, load_case
+from fuzzer.cases.case_json import CASE_JSON
+from fuzzer.cases.folder import load_case
 from fuzzer.commands.flags import duration, positive_int
 from fuzzer.converters import DEFAULT_REGISTRY
 from fuzzer.reduce.case import ReductionFailed, reduce_case

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from fuzzer.campaign.db import CampaignDB
-from fuzzer.cases.folder import CASE_JSON, CaseError, read_case_head
+from fuzzer.cases.case_head import read_case_head
+from fuzzer.cases.case_json import CASE_JSON, CaseError
 from fuzzer.triage.model import Finding
 
 REDUCED_SUFFIX = "-reduced"

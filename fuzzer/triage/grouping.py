@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from fuzzer.campaign.db import CampaignDB
-from fuzzer.cases.folder import root_cause_of
+from fuzzer.cases.case_head import root_cause_of
 from fuzzer.triage.model import Finding, RootCauseGroup
 from oracles.rootcause import RootCause
 

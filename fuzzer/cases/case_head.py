@@ -1,0 +1,52 @@
+"""What case.json says of a case without reading its tensors: enough to triage it and name its root cause."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fuzzer.cases.case_json import CaseError, case_folder, load_case_json, recorded_options
+from fuzzer.cases.diagnosis import Blame
+from generators.ir import Graph, GraphError
+from oracles.rootcause import RootCause, verdict_root_cause
+from oracles.verdict import Verdict
+
+
+@dataclass(frozen=True)
+class CaseHead:
+    """What case.json says of a case, without reading its tensors: enough to triage it."""
+
+    converter: str
+    graph: Graph
+    verdict: Verdict
+    options: Mapping[str, Any]
+    blame: Blame | None = None
+
+    @property
+    def owner(self) -> str:
+        """Whose root cause this is: a shared component's (an ONNX Runtime kernel reached by several converters),
+        else the converter's."""
+        return self.blame.component.key if self.blame is not None and self.blame.shared else self.converter
+
+    @property
+    def root_cause(self) -> RootCause:
+        return verdict_root_cause(self.owner, self.verdict, self.graph.ops())
+
+
+def read_case_head(path: Path) -> CaseHead:
+    """The converter, graph, verdict and options of a case folder (or its case.json); CaseError when unreadable."""
+    folder = case_folder(path)
+    data = load_case_json(folder)
+    try:
+        blame = Blame.from_json(data["blame"]) if data.get("blame") else None
+        return CaseHead(data["converter"], Graph.from_json(data["graph"]), Verdict.from_json(data["verdict"]),
+                        recorded_options(data["converter"], data["converter_options"]), blame)
+    except (KeyError, GraphError, TypeError, ValueError, AttributeError) as exc:
+        raise CaseError(f"{folder}: malformed case.json ({type(exc).__name__}: {exc})") from None
+
+
+def root_cause_of(path: Path) -> RootCause:
+    """The root cause of a case folder, from its case.json alone."""
+    return read_case_head(path).root_cause

@@ -1,0 +1,101 @@
+"""main of a repro.py that runs the source model: the graph as plain PyTorch, converted as convsmith converted it,
+its outputs against eager PyTorch (or, for an ONNX-to-ONNX tool, against the model the tool received)."""
+import sys
+
+import onnx
+import onnxruntime as ort
+import torch
+
+from fuzzer.cases.harness.child import exit_status
+from fuzzer.cases.harness.export import export_dynamo, export_script, export_upstream
+from fuzzer.cases.harness.head import CASE, CONVERTER, DEVICE, INPUT_NAMES, OPTIONS, OUTPUT_NAMES, SECOND_SHAPE
+from fuzzer.cases.harness.judging import judge, judged, report_crash
+from fuzzer.cases.harness.runtime import check_and_serialize, run_onnx, transform
+from fuzzer.cases.harness.torch_tensors import load_tensor, to_numpy
+
+
+def export_and_run_script(module, inputs):
+    """torch-onnx-script: (its model's outputs, no baseline, its model)."""
+    model = export_script(module, inputs, OPTIONS["opset"], OPTIONS["constant_folding"],
+                          OPTIONS.get("script_module", False), OPTIONS.get("dynamic", False))
+    data = check_and_serialize(model)
+    return run_onnx(data, inputs), None, data
+
+
+def export_and_run_dynamo(module, inputs):
+    """torch-onnx-dynamo: (its model's outputs, no baseline, its model)."""
+    model = export_dynamo(module, inputs, OPTIONS["opset"], OPTIONS["optimize"], OPTIONS.get("dynamic", False))
+    data = check_and_serialize(model)
+    return run_onnx(data, inputs), None, data
+
+
+def optimize_in_session(module, inputs):
+    """ort-optimizer: (the exported model's outputs at the level, the same with optimizations off, that model)."""
+    upstream = check_and_serialize(export_upstream(module, inputs))
+    baseline = run_onnx(upstream, inputs)
+    return run_onnx(upstream, inputs, OPTIONS["level"]), baseline, upstream
+
+
+def transform_export(module, inputs):
+    """An ONNX-to-ONNX tool: (its model's outputs, the exported model's outputs, its model)."""
+    upstream = check_and_serialize(export_upstream(module, inputs))
+    baseline = run_onnx(upstream, inputs)
+    data = check_and_serialize(transform(onnx.load_from_string(upstream)))
+    return run_onnx(data, inputs), baseline, data
+
+
+CONVERSIONS = {"torch-onnx-script": export_and_run_script, "torch-onnx-dynamo": export_and_run_dynamo,
+               "ort-optimizer": optimize_in_session}
+
+
+def conversion(converter):
+    """What convert_and_run does for `converter`: one of the above, an ONNX-to-ONNX tool's unless named."""
+    return CONVERSIONS.get(converter, transform_export)
+
+
+def convert_and_run(module, inputs):
+    return conversion(CONVERTER)(module, inputs)
+
+
+class Repro(torch.nn.Module):
+    """The case's graph: a repro.py has it here written as plain PyTorch, one line per node."""
+
+
+def main():
+    torch.manual_seed(0)
+    inputs = [load_tensor(f"test_data_set_0/input_{i}.pb").to(DEVICE) for i in range(len(INPUT_NAMES))]
+    saved = [load_tensor(f"test_data_set_0/output_{i}.pb") for i in range(len(OUTPUT_NAMES))]
+    module = Repro().eval().to(DEVICE)
+    with torch.no_grad():
+        eager = [to_numpy(x) for x in module(*inputs)]
+    print(f"{CASE}: {CONVERTER} {OPTIONS}")
+    print(f"torch {torch.__version__}, onnx {onnx.__version__}, onnxruntime {ort.__version__}")
+    if judge(eager, [to_numpy(x) for x in saved], "saved expected") is None:
+        print("eager PyTorch matches the saved expected outputs")
+    try:
+        outputs, baseline, data = convert_and_run(module, inputs)
+    except ImportError:
+        raise  # cannot run here: not the bug
+    except Exception as exc:
+        return report_crash(exc, "a converted model that runs and matches eager PyTorch")
+    if baseline is not None:
+        print("target vs the unconverted ONNX model (baseline):")
+        kind = judge(outputs, baseline, "baseline")
+    else:
+        print("target vs eager PyTorch:")
+        kind = judge(outputs, eager, "eager")
+    if SECOND_SHAPE and kind is None:  # the dynamic model, traced at the shapes above, at its second shape
+        inputs = [load_tensor(f"test_data_set_1/input_{i}.pb").to(DEVICE) for i in range(len(INPUT_NAMES))]
+        with torch.no_grad():
+            eager = [to_numpy(x) for x in module(*inputs)]
+        try:
+            outputs = run_onnx(data, inputs)
+        except Exception as exc:
+            return report_crash(exc, "the dynamic model runs at the second shape too and matches eager PyTorch")
+        print(f"at the second shape {[tuple(x.shape) for x in inputs]}, target vs eager PyTorch:")
+        kind = judge(outputs, eager, "eager")
+    return judged(kind)
+
+
+if __name__ == "__main__":
+    sys.exit(exit_status(main))

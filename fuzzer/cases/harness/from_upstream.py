@@ -1,0 +1,58 @@
+"""main of a repro.py that starts from upstream.onnx and needs no torch: the ONNX-to-ONNX tool's model against the
+model it received, both in ONNX Runtime."""
+import os
+import sys
+
+import onnx
+import onnxruntime as ort
+
+from fuzzer.cases.harness.child import exit_status
+from fuzzer.cases.harness.head import CASE, CONVERTER, HERE, INPUT_NAMES, OPTIONS
+from fuzzer.cases.harness.judging import judge, judged, report_crash
+from fuzzer.cases.harness.numpy_tensors import load_tensor
+from fuzzer.cases.harness.runtime import check_and_serialize, run_onnx, transform
+
+
+def optimize_upstream_in_session(upstream, inputs):
+    """ort-optimizer: (upstream.onnx's outputs at the level, the same with optimizations off)."""
+    baseline = run_onnx(upstream, inputs)
+    return run_onnx(upstream, inputs, OPTIONS["level"]), baseline
+
+
+def transform_upstream(upstream, inputs):
+    """An ONNX-to-ONNX tool: (its model's outputs, upstream.onnx's outputs)."""
+    baseline = run_onnx(upstream, inputs)
+    model = transform(onnx.load_from_string(upstream))
+    return run_onnx(check_and_serialize(model), inputs), baseline
+
+
+CONVERSIONS = {"ort-optimizer": optimize_upstream_in_session}
+
+
+def conversion(converter):
+    """What convert_and_run does for `converter`: one of the above, an ONNX-to-ONNX tool's unless named."""
+    return CONVERSIONS.get(converter, transform_upstream)
+
+
+def convert_and_run(upstream, inputs):
+    return conversion(CONVERTER)(upstream, inputs)
+
+
+def main():
+    inputs = [load_tensor(f"test_data_set_0/input_{i}.pb") for i in range(len(INPUT_NAMES))]
+    with open(os.path.join(HERE, "upstream.onnx"), "rb") as handle:
+        upstream = handle.read()
+    print(f"{CASE}: {CONVERTER} {OPTIONS}, starting from upstream.onnx")
+    print(f"onnx {onnx.__version__}, onnxruntime {ort.__version__}")
+    try:
+        outputs, baseline = convert_and_run(upstream, inputs)
+    except ImportError:
+        raise  # cannot run here: not the bug
+    except Exception as exc:
+        return report_crash(exc, "the converted model runs and matches upstream.onnx run with optimizations off")
+    print("target vs upstream.onnx run with optimizations off (baseline):")
+    return judged(judge(outputs, baseline, "baseline"))
+
+
+if __name__ == "__main__":
+    sys.exit(exit_status(main))

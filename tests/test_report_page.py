@@ -17,7 +17,9 @@ import pytest
 
 from fuzzer.campaign.db import DB_NAME, CampaignDB, open_campaign
 from fuzzer.commands.main import main
-from fuzzer.triage.page import NO_GRAPHVIZ, _study_shares, write_page
+from fuzzer.triage.page import write_page
+from fuzzer.triage.pictures import NO_GRAPHVIZ
+from fuzzer.triage.plots import study_shares
 from fuzzer.triage.view import Triage, triage
 from oracles.sequences import Enrichment
 
@@ -141,9 +143,9 @@ def test_an_empty_campaign_gets_a_page(tmp_path: Path) -> None:
 
 
 def test_the_study_comparison_counts_shares_of_bug_tests() -> None:
-    shares, node, total = _study_shares({"crash": {"node_conversion": 3}, "hang": {"runtime_execution": 1},
+    shares, node, total = study_shares({"crash": {"node_conversion": 3}, "hang": {"runtime_execution": 1},
                                          "invalid_model": {"validation": 2}, "wrong_values": {"node_conversion": 2},
                                          "wrong_dtype": {"node_conversion": 2}})
     assert total == 10 and node == 0.7
     assert shares == {"crash": 0.6, "wrong model": 0.4, "other": 0.0}
-    assert _study_shares({}) == ({"crash": 0.0, "wrong model": 0.0, "other": 0.0}, 0.0, 0)
+    assert study_shares({}) == ({"crash": 0.0, "wrong model": 0.0, "other": 0.0}, 0.0, 0)

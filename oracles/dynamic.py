@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from oracles.verdict import Verdict
+from oracles.verdict import Symptom, Verdict
 
 DYNAMIC_SHAPE = "dynamic-shape"  # shows only when the export marks dims dynamic
 SECOND_SHAPE = "second-shape"  # seen when the model ran at the second shape (the traced shape passed)
@@ -27,3 +27,19 @@ def dynamic_only(verdict: Verdict, at_second_shape: bool) -> Verdict:
 def at_second_shape(verdict: Verdict) -> bool:
     """Whether the verdict is what the run at the second shape showed."""
     return SECOND_SHAPE in verdict.labels
+
+
+def at_traced_shape(dynamic: Verdict, static: Verdict) -> Verdict:
+    """A dynamic export's bug at its traced shape, given the static export's verdict on the same graph: the
+    dynamic export's own unless the static one shares it."""
+    return dynamic if static.is_bug else dynamic_only(dynamic, at_second_shape=False)
+
+
+def with_second_shape(traced: Verdict, second: Verdict | None) -> Verdict:
+    """A dynamic export's verdict from its run at the traced shape (no bug) and at the second one (None: not run,
+    as when the traced run did not pass or the graph has no second shape)."""
+    if second is None:
+        return traced.with_labels(*((TRACED_ONLY,) if traced.symptom is Symptom.PASS else ()))
+    if second.symptom is Symptom.PASS:
+        return traced.with_labels(*second.labels)
+    return dynamic_only(second, at_second_shape=True)

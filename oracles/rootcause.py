@@ -14,6 +14,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from oracles.naming import slug, squash_operator
 from oracles.signature import normalise_message
 from oracles.verdict import Symptom, Verdict
 
@@ -72,7 +73,8 @@ class RootCause:
         """'rc-<converter>-<symptom>-<operator>-<sha1[:10]>', filename-safe and stable across runs."""
         digest = hashlib.sha1("\0".join((self.converter, self.stage, self.symptom, self.operator,
                                          self.error_class)).encode()).hexdigest()[:10]
-        return "-".join(("rc", _slug(self.converter), _slug(self.symptom), _slug(self.operator), digest))
+        return "-".join(("rc", slug(self.converter, "_"), slug(self.symptom, "_"),
+                         slug(self.operator, "_"), digest))
 
     @property
     def cause(self) -> CauseClass:
@@ -111,8 +113,8 @@ def named_operator(message: str, graph_ops: Sequence[str]) -> str | None:
     if match is None:
         return None
     onnx_op = next(g for g in match.groups() if g)
-    wanted = _squash(onnx_op)
-    same = [op for op in dict.fromkeys(graph_ops) if _squash(op) == wanted]
+    wanted = squash_operator(onnx_op)
+    same = [op for op in dict.fromkeys(graph_ops) if squash_operator(op) == wanted]
     return same[0] if len(same) == 1 else onnx_op
 
 
@@ -170,13 +172,4 @@ def _schema_type_error(message: str) -> str | None:
     return None
 
 
-_DIVERGENCES = frozenset(s.json_name for s in (Symptom.WRONG_VALUES, Symptom.WRONG_SHAPE, Symptom.WRONG_DTYPE))
-
-
-def _squash(name: str) -> str:
-    """'max_pool2d' and 'MaxPool' -> 'maxpool': case, underscores and a dimensionality suffix dropped."""
-    return re.sub(r"[123]d$", "", name.lower().replace("_", ""))
-
-
-def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.]+", "_", text).strip("_") or "none"
+_DIVERGENCES = frozenset(Symptom.json_names(Symptom.divergences()))

@@ -9,6 +9,8 @@ from __future__ import annotations
 import hashlib
 import re
 
+from oracles.naming import slug
+
 MESSAGE_CAP = 240
 _DTYPE_WORD = r"(?:b?float|u?int|complex)\d+(?:_t)?"
 
@@ -67,11 +69,6 @@ def normalise_frame(frame: str | None) -> str:
     return re.sub(r"\s+", " ", text).strip()
 
 
-def _slug(text: str) -> str:
-    """A filename-safe fragment: signatures become folder names."""
-    return re.sub(r"[^A-Za-z0-9_.]+", "-", text).strip("-") or "none"
-
-
 def _digest(*parts: str) -> str:
     return hashlib.sha1("\x1f".join(parts).encode("utf-8")).hexdigest()[:12]
 
@@ -88,10 +85,10 @@ def crash_signature(converter: str, stage: object, exc_type: str, message: str, 
     essence = normalise_message(message)
     digest = _digest("crash", converter, stage_text, exc_type, essence, normalise_frame(frame))
     short_type = exc_type.rsplit(".", 1)[-1]
-    return f"crash-{_slug(converter)}-{_slug(stage_text)}-{_slug(short_type)}-{digest}"
+    return f"crash-{slug(converter)}-{slug(stage_text)}-{slug(short_type)}-{digest}"
 
 
 def wrong_value_signature(converter: str, stage: object, symptom: object, op: str | None, dtype: str | None) -> str:
     """'<symptom>-<converter>-<stage>-<op>-<dtype>-<sha1[:12]>': one divergence kind per op and dtype."""
     parts = (_text(symptom), converter, _text(stage), op or "unknown", dtype or "unknown")
-    return "-".join(_slug(p) for p in parts) + "-" + _digest("divergence", *parts)
+    return "-".join(slug(p) for p in parts) + "-" + _digest("divergence", *parts)

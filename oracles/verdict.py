@@ -37,6 +37,31 @@ class Symptom(enum.IntEnum):
     def from_json_name(cls, name: str) -> Symptom:
         return cls[name.upper()]
 
+    @property
+    def is_divergence(self) -> bool:
+        """The target ran and its outputs differ from the source's (shape, dtype or values)."""
+        return self in Symptom.divergences()
+
+    @classmethod
+    def divergences(cls) -> tuple[Symptom, ...]:
+        """The target ran but its outputs are wrong: shape before dtype before values, as symptom_of ranks them."""
+        return (cls.WRONG_SHAPE, cls.WRONG_DTYPE, cls.WRONG_VALUES)
+
+    @classmethod
+    def lost_worker(cls) -> tuple[Symptom, ...]:
+        """The conversion's process ended without an answer: its end (death, timeout, memory) is the evidence."""
+        return (cls.PROCESS_DEATH, cls.HANG, cls.OUT_OF_MEMORY)
+
+    @classmethod
+    def crash_like(cls) -> tuple[Symptom, ...]:
+        """What the published study counts as a crash: no usable model came out."""
+        return (cls.CRASH, *cls.lost_worker(), cls.INVALID_MODEL)
+
+    @staticmethod
+    def json_names(symptoms: tuple[Symptom, ...]) -> tuple[str, ...]:
+        """The JSON names of a group, for code that holds symptoms as text (case files, campaign tables)."""
+        return tuple(s.json_name for s in symptoms)
+
 
 class Stage(str, enum.Enum):
     """Where in the pipeline the symptom appeared; the value is the JSON name."""

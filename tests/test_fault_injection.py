@@ -290,7 +290,7 @@ def test_the_oracle_settles_outputs_from_the_values_the_source_runs_kept(monkeyp
     def no_second_run(*args: object) -> None:
         raise AssertionError("the oracle ran the graph again")
 
-    monkeypatch.setattr("fuzzer.check.judge.graph_values", no_second_run)
+    monkeypatch.setattr("fuzzer.check.oracle.graph_values", no_second_run)
     model = export_script(expected.source, ScriptOptions(), Steps())
     _reversed(model)
     verdict = judge_model(model, expected, CONVERTERS["torch-onnx-script"]).verdict

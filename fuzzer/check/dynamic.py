@@ -26,13 +26,21 @@ from generators.valid_inputs import find_valid_inputs
 from generators.values import ValueStrategy
 
 INPUT_BUDGET_S = 1.0  # the input search's budget at the second shape
+PLAN = "dynamic"  # the key of the plan in Expected.plans
 
 
 def planned(expected: Expected, timings: dict[str, float]) -> Expected:
     """`expected` with the dims a dynamic export marks and, where the graph has one, its source at a second shape;
-    one already planned is returned as it is (a rerun, a follow-up)."""
+    one already planned is returned as it is (a rerun, a follow-up), and a source is planned once (Expected.plans)."""
     if expected.source.dynamic is not None:
         return expected
+    if PLAN not in expected.plans:
+        expected.plans[PLAN] = _plan(expected, timings)
+    return expected.plans[PLAN]
+
+
+def _plan(expected: Expected, timings: dict[str, float]) -> Expected:
+    """Find the second shape (z3), then search inputs for it and run the source there."""
     graph = expected.source.graph
     with timer(timings, "second.generate"):  # "second.<step>": booked by the step, as follow-ups are
         found = second_shape(graph)

@@ -10,8 +10,9 @@ from collections.abc import Callable
 import numpy as np
 
 from fuzzer.check.dynamic import narrowed
-from fuzzer.check.judge import judge, oracle
-from fuzzer.check.result import DIVERGENCES, CheckOptions, CheckResult, Expected, add_timings, book_inner, timer
+from fuzzer.check.judge import judge
+from fuzzer.check.oracle import oracle
+from fuzzer.check.result import CheckOptions, CheckResult, Expected, add_timings, book_inner, timer
 from fuzzer.check.source import expect
 from fuzzer.converters.base import Converter, ConverterOptions, Source, TargetRun
 from fuzzer.support.tensors import to_oracle_array
@@ -36,7 +37,7 @@ def follow_up(result: CheckResult, converter: Converter, options: ConverterOptio
     """Label discontinuities, locate the first diverging operator, rerun (flaky?) unless `filed` says the located
     signature is already filed, and name a guilty pass."""
     verdict, expected, run = result.verdict, result.expected, result.target
-    if verdict.symptom not in DIVERGENCES or expected is None or run is None:
+    if not verdict.symptom.is_divergence or expected is None or run is None:
         return result
     timings, traced = dict(result.timings), expected
     if at_second_shape(verdict) and expected.second is not None and result.second is not None:
@@ -69,7 +70,7 @@ def follow_up(result: CheckResult, converter: Converter, options: ConverterOptio
 def _diverges(expected: Expected, run: TargetRun, converter: Converter) -> Callable[[tuple[np.ndarray, ...]], bool]:
     def diverges(outputs: tuple[np.ndarray, ...]) -> bool:
         candidate = dataclasses.replace(run, outputs=outputs)
-        return oracle(expected, candidate, converter).symptom in DIVERGENCES
+        return oracle(expected, candidate, converter).symptom.is_divergence
 
     return diverges
 

@@ -1,8 +1,9 @@
 """The one entry point of a check: graph + seed (or a settled source) -> converter -> oracle -> follow-ups.
 
 The worker, `convsmith check`, the probe, the reducer and replay all come through here: `prepare` settles the
-source once (materialize, valid inputs, eager and float64 runs), `check_prepared` judges it under one converter
-and follows a divergence up. `run_check` and `check_source` are the two in one call.
+source once (materialize, valid inputs, eager and float64 runs; a dynamic export's second shape when first needed),
+`check_prepared` judges it under one converter and follows a divergence up. `run_check` and `check_source` are the
+two in one call.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from fuzzer.check.dynamic import planned
 from fuzzer.check.follow_up import follow_up
 from fuzzer.check.judge import judge
 from fuzzer.check.result import FULL_CHECK, CheckOptions, CheckResult, Expected, Prepared
@@ -50,6 +52,8 @@ def check_prepared(prepared: Prepared, converter: Converter, options: ConverterO
         return dataclasses.replace(prepared, verdict=verdict, options=opts.to_json())
     start = time.perf_counter()
     timings: dict[str, float] = {}
+    if getattr(opts, "dynamic", False):  # preparation: the second shape, its inputs and its source runs
+        prepared = planned(prepared, timings)
     judged = judge(prepared, converter, opts, timings)
     # A failing conversion loses its Steps timings: book the unexplained rest as conversion time.
     timings["converter_other"] = max(time.perf_counter() - start - sum(timings.values()), 0.0)

@@ -11,11 +11,11 @@ from typing import Any
 import numpy as np
 
 from fuzzer.converters.base import Source, TargetRun
+from oracles.judgement import INVALID_INPUTS as INVALID_INPUTS  # where fuzzer/ reads it
 from oracles.taxonomy import Failure
 from oracles.verdict import Symptom, Verdict
 
-DIVERGENCES = (Symptom.WRONG_VALUES, Symptom.WRONG_SHAPE, Symptom.WRONG_DTYPE)
-INVALID_INPUTS = "invalid-inputs"  # the input search found no NaN/Inf-free inputs: treat values with care
+DIVERGENCES = Symptom.divergences()  # the cases and the reducer test membership here
 
 
 @dataclass(frozen=True)
@@ -47,6 +47,9 @@ class Expected:
     # kept from the eager and float64 runs; None: not kept, the oracle runs the graph again when it needs them.
     settling: Mapping[str, np.ndarray] | None = None
     settling64: Mapping[str, np.ndarray] | None = None
+    # The dynamic-shape plan of this source, made by the first dynamic check of it and shared by the others, as
+    # Source.exports shares upstream exports (fuzzer/check/dynamic.planned). A copy made by replace starts empty.
+    plans: dict[str, Expected] = field(default_factory=dict, init=False, compare=False, repr=False)
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,6 @@ from fuzzer.cases.diagnosis import (
 )
 
 NAMES_SHOWN = 6  # a family line names at most this many members per outcome
-DIVERGENCES = ("wrong_values", "wrong_shape", "wrong_dtype")
 EXPORTERS = ("torch-onnx-script", "torch-onnx-dynamo")
 OWN_RUN = AT_LEVEL.format("disabled")  # an exporter case's cross-check that is the case's own run
 LEVEL_NAMES = frozenset(AT_LEVEL.format(level) for level in ("disabled", "basic", "extended", "all"))
@@ -29,7 +28,7 @@ def render_diagnosis(case: Any, tool: str) -> str:
     if case.cross_checks is None:
         return ""
     text = "## Cross-checks\n" + _cross_checks(case, tool) + "\n\n"
-    if case.verdict.symptom.json_name in DIVERGENCES and case.model is not None and not _gone(case):
+    if case.verdict.symptom.is_divergence and case.model is not None and not _gone(case):
         text += "## Suggested fix\n" + _fix(case) + "\n\n"
     return text
 

@@ -21,7 +21,6 @@ from oracles.compare import DEFAULT_TOLERANCES
 from oracles.dynamic import at_second_shape
 
 INLINE_ELEMENTS = 16  # a tensor this small is written into the snippet
-DIVERGENCES = ("wrong_values", "wrong_shape", "wrong_dtype")
 CHECKER = ("onnx.checker.check_model(model, full_check=True)",
            "onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True, data_prop=True)")
 
@@ -39,7 +38,7 @@ def render_snippet(case: Any) -> str | None:
         call = converter.snippet(converter.options(case.converter_options), *dynamic)
     except NotImplementedError:
         return None
-    runs_ort = case.verdict.stage.value != "validation" or case.verdict.symptom.json_name in DIVERGENCES
+    runs_ort = case.verdict.stage.value != "validation" or case.verdict.symptom.is_divergence
     if runs_ort and any(x.dtype.name == "bfloat16" for x in case.inputs):
         return None
     if case.converter in ONNX_TOOLS and case.upstream_model is not None:

@@ -14,6 +14,7 @@ from pathlib import Path
 from fuzzer.campaign.db import CampaignDB
 from fuzzer.cases.case_head import root_cause_of
 from fuzzer.triage.model import Finding, RootCauseGroup
+from oracles.naming import squash_operator
 from oracles.rootcause import RootCause
 
 ExporterBugs = Mapping[tuple[int, str], str]  # (seed, exporter) -> the signature of its bug on that graph
@@ -47,7 +48,7 @@ def _attributed(finding: Finding, by_signature: Mapping[str, Finding], exporters
     if exporter is None:
         return own
     theirs = exporter.root_cause
-    same_operator = own.operator.lower().replace("_", "") == theirs.operator.lower().replace("_", "")
+    same_operator = squash_operator(own.operator) == squash_operator(theirs.operator)
     return theirs if same_operator or own.operator == "unknown" else own
 
 

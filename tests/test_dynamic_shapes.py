@@ -18,11 +18,13 @@ from fuzzer.cases.case import case_from_result, case_log
 from fuzzer.cases.folder import read_case, write_case
 from fuzzer.cases.replay import case_expected, replay_verdict
 from fuzzer.cases.snippet import render_snippet
+from fuzzer.check.judge import judge
 from fuzzer.check.pipeline import CheckOptions, check_prepared, prepare, run_check
 from fuzzer.check.result import CheckResult, Expected
 from fuzzer.converters.base import Source, Steps, TargetRun
 from fuzzer.converters.runtime import check_and_serialize, run_model
 from fuzzer.converters.torch_onnx_script import ScriptOptions, TorchOnnxScript, export_script
+from fuzzer.converters.upstream import EXPORTERS
 from fuzzer.reduce.shrinker import reduce_graph
 from generators.builder import GraphBuilder
 from generators.dtypes import DType
@@ -33,7 +35,6 @@ from generators.second_shape import second_shape
 from oracles.dynamic import DYNAMIC_SHAPE, SECOND_SHAPE, TRACED_ONLY
 from oracles.verdict import Stage, Symptom
 
-EXPORTERS = ("torch-onnx-script", "torch-onnx-dynamo")
 QUICK = CheckOptions(rerun=False, locate=False, culprit=False)
 
 
@@ -128,6 +129,20 @@ def test_a_dynamic_export_of_a_simple_graph_passes_at_both_shapes(exporter: str,
     assert result.expected is not None and result.expected.second is not None
     traced, second = result.expected.source.inputs[0], result.expected.second.source.inputs[0]
     assert traced.shape != second.shape and result.second.outputs[0].shape == result.expected.second.eager[0].shape
+
+
+def test_a_prepared_source_is_planned_once_for_all_its_dynamic_checks() -> None:
+    """The second shape, its inputs and its source runs are preparation: the first dynamic check of a prepared
+    source makes them, the next ones (another exporter, a rerun) reuse them; judging plans nothing."""
+    prepared = prepare(linear_tanh(), 0, {}, 1.0)
+    assert isinstance(prepared, Expected)
+    first = check_prepared(prepared, TorchOnnxScript(), {"dynamic": True}, QUICK)
+    again = check_prepared(prepared, TorchOnnxScript(), {"dynamic": True}, QUICK)
+    assert first.verdict.symptom is again.verdict.symptom is Symptom.PASS, first.verdict.message
+    assert "second.generate" in first.timings and "second.generate" not in again.timings
+    assert first.expected is again.expected and first.expected.second is not None
+    with pytest.raises(ValueError, match="planned"):
+        judge(prepared, TorchOnnxScript(), TorchOnnxScript().options({"dynamic": True}), {})
 
 
 @pytest.mark.parametrize("exporter", EXPORTERS)

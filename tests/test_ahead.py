@@ -19,9 +19,12 @@ import pytest
 import torch
 
 from fuzzer.campaign.ahead import ASK_BATCH, Feeder, prepare_ahead, rebuild
+from fuzzer.campaign.mailbox import Outbox
+from fuzzer.campaign.messages import PhaseStarted, Step, UnitPrepared, encode, to_json
 from fuzzer.campaign.novelty import without_demoted
-from fuzzer.campaign.unit_graph import encode, graph_message, op_dtype_pairs
-from fuzzer.campaign.worker import Outbox, UnitRunner, WorkerConfig
+from fuzzer.campaign.unit_graph import graph_message, op_dtype_pairs
+from fuzzer.campaign.worker import UnitRunner
+from fuzzer.campaign.worker_config import WorkerConfig
 from fuzzer.check.result import Expected
 from fuzzer.check.source import prepare
 from fuzzer.converters import CONVERTERS
@@ -96,17 +99,17 @@ def test_a_unit_prepared_ahead_reaches_the_campaign_in_one_frame_before_its_conv
 def test_the_outbox_sends_what_it_holds_with_the_next_message_as_one_list() -> None:
     frames: list[bytes] = []
     outbox = Outbox(frames.append)
-    outbox.send({"type": "phase", "n": 1})
-    outbox.hold(b'{"type": "graph"}')
-    outbox.hold(b'{"type": "prepared"}')
-    outbox.send({"type": "phase", "n": 2})
-    outbox.send({"type": "result"})
-    outbox.hold(b'{"type": "result", "n": 3}')
+    phases = [to_json(PhaseStarted(n, "c", Step.CONVERT)) for n in range(4)]
+    outbox.send(PhaseStarted(1, "c", Step.CONVERT))
+    outbox.pass_on(b'{"type": "graph"}')  # encoded by the feeder
+    outbox.hold(UnitPrepared(2, {}))
+    outbox.send(PhaseStarted(2, "c", Step.CONVERT))
+    outbox.send(PhaseStarted(3, "c", Step.CONVERT))
+    outbox.hold(PhaseStarted(0, "c", Step.CONVERT))
     outbox.flush()
     outbox.flush()  # nothing held: nothing sent
-    assert [json.loads(f) for f in frames] == [{"type": "phase", "n": 1},
-                                              [{"type": "graph"}, {"type": "prepared"}, {"type": "phase", "n": 2}],
-                                              {"type": "result"}, {"type": "result", "n": 3}]
+    assert [json.loads(f) for f in frames] == [phases[1], [{"type": "graph"}, to_json(UnitPrepared(2, {})), phases[2]],
+                                              phases[3], phases[0]]
 
 
 def test_an_answer_the_worker_cannot_rebuild_is_left_to_the_worker() -> None:
@@ -191,7 +194,7 @@ def one_frame_per_unit() -> None:
     outbox = Outbox(frames.append)
     feeder = Feeder(config, 0.2)
     try:
-        runner = UnitRunner(config, CONVERTERS, outbox.send, feeder=feeder, hold=outbox.hold)
+        runner = UnitRunner(config, CONVERTERS, outbox, feeder=feeder)
         runner.run_unit(0, 11, ("torch-onnx-script",))
         sent_by_the_unit = len(frames)
         runner.run_unit(1, 12, ("torch-onnx-script",))

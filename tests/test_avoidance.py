@@ -4,7 +4,11 @@ unsupported and never as having run its converter."""
 
 from __future__ import annotations
 
-from fuzzer.campaign.worker import UnitRunner, WorkerConfig
+from fuzzer.campaign.mailbox import Collected
+from fuzzer.campaign.messages import to_json
+from fuzzer.campaign.result import TestResult
+from fuzzer.campaign.worker import UnitRunner
+from fuzzer.campaign.worker_config import WorkerConfig
 from fuzzer.commands.fuzz import never_generated
 from fuzzer.converters import CONVERTERS
 
@@ -16,10 +20,10 @@ def _results(tmp_path, converters: tuple[str, ...], pinned: dict) -> dict[str, d
     config = WorkerConfig(out_dir=str(tmp_path), log_dir=str(tmp_path / "logs"), nodes=1, min_nodes=1,
                           include_ops=("abs",), dtypes=("float32",), skip_pairs=SKIP, converter_options=pinned,
                           check={"input_budget_s": 0.2})
-    messages: list[dict] = []
+    sent = Collected()
     assert ("abs", "float32") not in config.gen_options(UNSPARED_SEED).avoid_pairs
-    UnitRunner(config, CONVERTERS, messages.append).run_unit(0, UNSPARED_SEED, converters)
-    return {m["converter"]: m for m in messages if m["type"] == "result"}
+    UnitRunner(config, CONVERTERS, sent).run_unit(0, UNSPARED_SEED, converters)
+    return {m.converter: to_json(m) for m in sent.messages if isinstance(m, TestResult)}
 
 
 def test_only_the_converter_known_not_to_take_the_pair_is_skipped(tmp_path) -> None:

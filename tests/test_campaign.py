@@ -14,7 +14,7 @@ import pytest
 
 from fuzzer.campaign.db import DB_NAME, CampaignDB
 from fuzzer.campaign.lock import campaign_lock
-from fuzzer.campaign.loop import CampaignSpec, case_folders
+from fuzzer.campaign.spec import CampaignSpec, case_folders
 from fuzzer.cases.folder import read_case
 from fuzzer.commands.main import main
 from generators.generator import generate

@@ -9,7 +9,7 @@ import sys
 import sysconfig
 from pathlib import Path
 
-from fuzzer.campaign.loop import case_folders
+from fuzzer.campaign.spec import case_folders
 
 
 def run_fuzz(out: Path, *extra: str) -> subprocess.CompletedProcess:

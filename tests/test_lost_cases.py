@@ -16,8 +16,9 @@ import onnx
 import pytest
 
 from fuzzer.campaign.db import DB_NAME, CampaignDB
-from fuzzer.campaign.loop import LOG_DIR, Campaign, CampaignSpec, case_folders
-from fuzzer.campaign.worker import WorkerConfig
+from fuzzer.campaign.loop import Campaign
+from fuzzer.campaign.spec import LOG_DIR, CampaignSpec, case_folders
+from fuzzer.campaign.worker_config import WorkerConfig
 from fuzzer.cases.folder import read_case
 from fuzzer.cases.report import title
 from fuzzer.commands import main as cli

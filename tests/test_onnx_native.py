@@ -15,7 +15,7 @@ import onnx
 import pytest
 import torch
 
-from fuzzer.campaign.worker import WorkerConfig
+from fuzzer.campaign.worker_config import WorkerConfig
 from fuzzer.cases.case import case_from_result, collect_versions
 from fuzzer.cases.folder import write_case
 from fuzzer.check.pipeline import CheckOptions, run_check

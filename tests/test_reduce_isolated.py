@@ -77,8 +77,9 @@ def test_a_check_that_passes_in_the_child_gives_its_verdict_and_keeps_the_child(
 
 def test_a_campaign_ends_with_its_process_killing_cases_reduced(tmp_path: Path) -> None:
     from fuzzer.campaign.db import DB_NAME, CampaignDB
-    from fuzzer.campaign.loop import LOG_DIR, Campaign, CampaignSpec, case_folders
-    from fuzzer.campaign.worker import WorkerConfig
+    from fuzzer.campaign.loop import Campaign
+    from fuzzer.campaign.spec import LOG_DIR, CampaignSpec, case_folders
+    from fuzzer.campaign.worker_config import WorkerConfig
 
     out = tmp_path / "c"
     worker = WorkerConfig(out_dir=str(out), log_dir=str(out / LOG_DIR), registry=CONFIG.registry, min_nodes=4,

@@ -8,8 +8,9 @@ import json
 from pathlib import Path
 
 from fuzzer.campaign.db import DB_NAME, CampaignDB
-from fuzzer.campaign.loop import LOG_DIR, Campaign, CampaignSpec
-from fuzzer.campaign.worker import WorkerConfig
+from fuzzer.campaign.loop import Campaign
+from fuzzer.campaign.spec import LOG_DIR, CampaignSpec
+from fuzzer.campaign.worker_config import WorkerConfig
 from fuzzer.check.pipeline import check_prepared
 from fuzzer.check.source import prepare
 from fuzzer.commands.main import main
@@ -62,7 +63,7 @@ def test_a_campaign_records_them_and_status_and_ops_show_them(tmp_path: Path, ca
 
 
 def test_the_torchscript_exporter_runs_on_a_share_of_graphs_where_the_dynamo_exporter_runs_too(tmp_path: Path) -> None:
-    from fuzzer.campaign.loop import SCRIPT_SHARE, CampaignSpec
+    from fuzzer.campaign.spec import SCRIPT_SHARE, CampaignSpec
 
     worker = WorkerConfig(out_dir=str(tmp_path), log_dir=str(tmp_path / LOG_DIR))
     both = CampaignSpec(0, ("torch-onnx-script", "torch-onnx-dynamo", "onnxsim"), worker, script_share=SCRIPT_SHARE)

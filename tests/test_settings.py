@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from fuzzer.campaign.worker import WorkerConfig
+from fuzzer.campaign.worker_config import WorkerConfig
 from fuzzer.converters import CONVERTERS
 from fuzzer.converters.upstream import UPSTREAM_OPSETS, UpstreamOptions
 

@@ -8,10 +8,11 @@ import json
 from pathlib import Path
 
 from fuzzer.campaign.db import DB_NAME, CampaignDB
-from fuzzer.campaign.loop import LOG_DIR, Campaign, CampaignSpec
+from fuzzer.campaign.loop import Campaign
 from fuzzer.campaign.novelty import AVOID_PROBABILITY, HITS_TO_DEMOTE, SETTING, Novelty
 from fuzzer.campaign.settings import SKIPPED, setting_detail, settled_options
-from fuzzer.campaign.worker import WorkerConfig
+from fuzzer.campaign.spec import LOG_DIR, CampaignSpec
+from fuzzer.campaign.worker_config import WorkerConfig
 from fuzzer.converters import CONVERTERS, ConverterRegistry
 from fuzzer.converters.base import Converter, ConverterOptions, Source, StageError, Steps, TargetRun
 from fuzzer.converters.torch_onnx_dynamo import DynamoOptions

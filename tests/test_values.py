@@ -10,7 +10,7 @@ from pathlib import Path
 
 import torch
 
-from fuzzer.campaign.worker import WorkerConfig
+from fuzzer.campaign.worker_config import WorkerConfig
 from fuzzer.cases.case import case_from_check
 from fuzzer.cases.folder import read_case, write_case
 from fuzzer.cases.replay import case_expected

@@ -318,8 +318,9 @@ def test_a_runtime_rejection_is_the_kernels_only_where_another_converters_model_
 def test_a_short_campaign_finds_the_planted_pass_and_its_report_names_it(tmp_path) -> None:
     """The planted pass, reached by a campaign of random graphs, is found, reduced, and filed with the pass named."""
     from fuzzer.campaign.db import DB_NAME, CampaignDB
-    from fuzzer.campaign.loop import LOG_DIR, Campaign, CampaignSpec
-    from fuzzer.campaign.worker import WorkerConfig
+    from fuzzer.campaign.loop import Campaign
+    from fuzzer.campaign.spec import LOG_DIR, CampaignSpec
+    from fuzzer.campaign.worker_config import WorkerConfig
     from fuzzer.cases.folder import read_case
 
     worker = WorkerConfig(out_dir=str(tmp_path), log_dir=str(tmp_path / LOG_DIR),

@@ -30,8 +30,9 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection, Pipe
 from typing import Any, Protocol
 
+from fuzzer.campaign.messages import encode
 from fuzzer.campaign.novelty import Demotion, without_demoted
-from fuzzer.campaign.unit_graph import encode, graph_message
+from fuzzer.campaign.unit_graph import graph_message
 from fuzzer.check.result import Expected
 from fuzzer.check.source import prepare
 from fuzzer.converters.base import Source
@@ -98,7 +99,7 @@ def feeder_main(conn: Connection, config: UnitConfig, input_budget_s: float) -> 
             demoted = request.get("demoted", demoted)
             header, note, body = prepare_ahead(config, input_budget_s, request["idx"], request["seed"], demoted,
                                                spare.pop() if spare else None)
-            outbox.put((encode(header), note, body))
+            outbox.put((_json_bytes(header), note, body))
 
 
 def send_answers(conn: Connection, outbox: queue.SimpleQueue[tuple[bytes, bytes, bytes]]) -> None:
@@ -153,6 +154,11 @@ def rebuild(header: dict[str, Any], note: bytes, body: bytes) -> ReadyUnit:
                         values=header["values"], settling=arrays["s"], settling64=arrays["S"])
     timings = {AHEAD_PREFIX + name: seconds for name, seconds in header["timings"].items()}
     return ReadyUnit(graph, note, prepared, timings, header["done_at"])
+
+
+def _json_bytes(data: Any) -> bytes:
+    """The feeder's own frames (requests, headers): JSON, never a pickle."""
+    return json.dumps(data).encode()
 
 
 def _by_kind(arrays: dict[str, Any]) -> collections.defaultdict[str, dict[str, Any]]:
@@ -215,7 +221,7 @@ class Feeder:
     def _send_requests(self) -> None:
         assert self.conn is not None
         try:
-            self.conn.send_bytes(encode(self.unsent))
+            self.conn.send_bytes(_json_bytes(self.unsent))
         except OSError:
             self.stop("its pipe closed")
             return

@@ -23,6 +23,8 @@ from typing import Any
 
 from generators.generator import GenOptions
 
+DEMOTED_META = "demoted_pairs"  # the campaign's meta key: the pairs generated less, kept for status and a resume
+NOVELTY_META = "novelty"  # the hits behind them, so that a resumed campaign goes on counting (Novelty.tally)
 HITS_TO_DEMOTE = 5
 # A test that kills its worker costs a restart and a cold feeder, five to ten tests' time: its culprit is demoted
 # sooner. Now that a heap corruption is one signature (fuzzer/support/faults.py), two hits are enough to narrow to it.

@@ -9,6 +9,9 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TextIO
 
+from fuzzer.campaign.novelty import DEMOTED_META
+from fuzzer.campaign.result import LOST_SYMPTOMS
+
 if TYPE_CHECKING:
     from fuzzer.campaign.db import CampaignDB
 
@@ -59,7 +62,7 @@ class Counts:
 
     def line(self) -> str:
         c = self.by_symptom
-        died = c["process_death"] + c["hang"] + c["out_of_memory"]
+        died = sum(c[symptom] for symptom in LOST_SYMPTOMS)
         return (f"pass {c['pass']} crash {c['crash']} wrong {c['wrong_values'] + c['wrong_shape'] + c['wrong_dtype']} "
                 f"invalid {c['invalid_model']} unsupported {c['unsupported']} died/hung/oom {died} "
                 f"bugs {self.unique_bugs} own-errors {self.own_errors}")
@@ -145,7 +148,7 @@ def summarize(db: CampaignDB) -> dict[str, Any]:
         "shares": {k: shares[k] / total_share for k in SHARE_NAMES},
         "ahead_share": ahead / total_share,  # feeders' generation, in parallel, per worker wall second
         "sessions": conn.execute("SELECT COUNT(*) FROM sessions").fetchone()[0],
-        "demoted": db.get_meta("demoted_pairs") or [],  # fuzzer.campaign.loop.DEMOTED_META
+        "demoted": db.get_meta(DEMOTED_META) or [],
         "values": dict(conn.execute("SELECT value_strategy, COUNT(*) FROM units WHERE value_strategy IS NOT NULL "
                                     "GROUP BY value_strategy")),
     }

@@ -3,9 +3,7 @@ passed on as it is, from the feeder) and the (operator, dtype) pairs and the fea
 
 from __future__ import annotations
 
-import json
-from typing import Any
-
+from fuzzer.campaign.messages import UnitGraph
 from fuzzer.campaign.novelty import FEATURE
 from generators.ir import Graph
 from generators.registry import REGISTRY, OpRegistry
@@ -23,13 +21,7 @@ def feature_pairs(graph: Graph, registry: OpRegistry = REGISTRY) -> set[tuple[st
     return {(FEATURE, feature) for feature in registry.features(graph)}
 
 
-def graph_message(idx: int, graph: Graph) -> dict[str, Any]:
+def graph_message(idx: int, graph: Graph) -> UnitGraph:
     """The "graph" message of unit `idx`: the graph as JSON, its size, operator sequences and pairs."""
-    return {"type": "graph", "idx": idx, "graph": graph.to_json(), "nodes": len(graph.nodes),
-            "sequences": sorted(graph_sequences(graph)),
-            "pairs": sorted(op_dtype_pairs(graph) | feature_pairs(graph))}
-
-
-def encode(message: dict[str, Any] | list[dict[str, Any]]) -> bytes:
-    """A message as it crosses a pipe: JSON, never a pickle."""
-    return json.dumps(message).encode()
+    return UnitGraph(idx, graph.to_json(), len(graph.nodes), tuple(sorted(graph_sequences(graph))),
+                     tuple(sorted(op_dtype_pairs(graph) | feature_pairs(graph))))

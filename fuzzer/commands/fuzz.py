@@ -13,12 +13,13 @@ from typing import Any
 
 from fuzzer.campaign.db import DB_NAME, CampaignDB, open_campaign
 from fuzzer.campaign.lock import campaign_lock
-from fuzzer.campaign.loop import LOG_DIR, SCRIPT_SHARE, Campaign, CampaignSpec, case_folders
+from fuzzer.campaign.loop import Campaign
 from fuzzer.campaign.novelty import AVOID_PROBABILITY, HITS_TO_DEMOTE
 from fuzzer.campaign.probe import DEFAULT_CACHE as DEFAULT_PROBE_CACHE
 from fuzzer.campaign.probe import load_probe
 from fuzzer.campaign.progress import Progress, format_summary, summarize
-from fuzzer.campaign.worker import WorkerConfig
+from fuzzer.campaign.spec import LOG_DIR, SCRIPT_SHARE, CampaignSpec, case_folders
+from fuzzer.campaign.worker_config import WorkerConfig
 from fuzzer.commands.flags import (
     DEFAULT_CORPUS,
     add_generator_arguments,

@@ -1,0 +1,58 @@
+"""The campaign writes every case folder: those its workers send, and those of tests whose worker was lost (no
+tensors survive a death, so the source is made again here). A failure to write one is our own error, reported as
+an OwnError and never the end of the campaign."""
+
+from __future__ import annotations
+
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fuzzer.campaign.messages import CaseSent, OwnError, Step
+from fuzzer.campaign.worker_config import WorkerConfig
+from fuzzer.cases.case import case_id, collect_versions, lost_case, remade_source
+from fuzzer.cases.folder import write_case
+from fuzzer.cases.wire import case_from_message
+from fuzzer.check.pipeline import CheckOptions
+from fuzzer.converters import ConverterRegistry
+from generators.ir import Graph
+from oracles.verdict import Verdict
+
+
+@dataclass(frozen=True)
+class CaseWriter:
+    """Writes case folders in `out_dir` (one already there is kept: the first case of a signature wins)."""
+
+    out_dir: Path
+    registry: ConverterRegistry
+    worker: WorkerConfig
+
+    def write_sent(self, idx: int, seed: int, msg: CaseSent) -> OwnError | None:
+        """Write the case folder a worker sent for unit `idx`; the error when it cannot be written."""
+        try:
+            case = case_from_message(msg.body)
+            write_case(self.out_dir, case, converter=self.registry.get(case.converter))
+        except Exception:
+            return OwnError(idx, seed, msg.converter, Step.CASE.value, "case", "writing a case a worker sent failed",
+                            traceback.format_exc())
+        return None
+
+    def write_lost(self, idx: int, seed: int, verdict: Verdict, dump: str, graph: Graph | None,
+                   options: dict[str, Any]) -> tuple[str | None, OwnError | None]:
+        """The case folder name of a test whose worker died (None when there is none), and the error, if any."""
+        name = case_id(verdict.signature)
+        if (self.out_dir / name).exists() or graph is None:
+            return (name if (self.out_dir / name).exists() else None), None
+        try:
+            converter = self.registry[verdict.converter]
+            values = self.worker.values_for(seed).value
+            source = remade_source(graph, seed, options, self.worker.device, values,
+                                   CheckOptions(**self.worker.check).input_budget_s)
+            case = lost_case(graph, seed, verdict.converter, options, verdict,
+                             collect_versions(converter.distributions), dump, device=self.worker.device,
+                             values=values, source=source)
+            return write_case(self.out_dir, case, converter=converter).name, None
+        except Exception:  # our code: keep fuzzing, keep the traceback
+            return None, OwnError(idx, seed, verdict.converter, Step.CASE.value, "case",
+                                  "writing the case of a lost worker failed", traceback.format_exc())

@@ -1,0 +1,93 @@
+"""The campaign's records: the database (the only writer), the live counts, and what the campaign has learned
+from its results, the bugs hit often (novelty.py) and the rewrites seen to fire (steering.py), which decide the
+demotions units are sent with. It sees results, never the workers that made them."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from fuzzer.campaign.db import CampaignDB
+from fuzzer.campaign.messages import OwnError, UnitGraph
+from fuzzer.campaign.novelty import DEMOTED_META, NOVELTY_META, Demotion, Novelty
+from fuzzer.campaign.progress import Counts
+from fuzzer.campaign.result import LOST_SYMPTOMS, TestResult
+from fuzzer.campaign.settings import setting_detail
+from fuzzer.campaign.spec import case_folders
+from fuzzer.campaign.steering import Steering
+from fuzzer.cases.folder import read_case
+
+OWN_ERRORS_LOG = "own_errors.log"
+
+
+class Recorder:
+    """Commits each result as it arrives, so that a campaign killed at any point resumes without repeating one."""
+
+    def __init__(self, db: CampaignDB, log_dir: Path, demote_known: bool) -> None:
+        self.db = db
+        self.log_dir = log_dir
+        self.demote_known = demote_known
+        self.session = 0
+        self.counts = Counts.from_db(db)
+        # What the campaign has hit often: generated less when demote_known.
+        self.novelty = Novelty.from_tally(db.get_meta(NOVELTY_META), db.get_meta(DEMOTED_META) or ())
+        # The ONNX tools' rewrites seen to fire: their patterns are drawn more often until they have (steering.py).
+        self.steering = Steering.from_db(db)
+        self._in_force: tuple[tuple[list[Demotion], list[Demotion]], list[Demotion]] | None = None
+
+    def start(self, workers: int) -> None:
+        self.session = self.db.start_session(workers)
+
+    def beat(self) -> None:
+        self.db.beat(self.session)
+
+    def end(self, status: str) -> None:
+        """Close the session and keep what the campaign learned, for status and a resume."""
+        self.db.end_session(self.session, status)
+        self.db.set_meta(DEMOTED_META, self.novelty.demoted())
+        self.db.set_meta(NOVELTY_META, self.novelty.tally())
+
+    def unit_graph(self, msg: UnitGraph) -> None:
+        self.db.set_unit_sequences(msg.idx, msg.sequences)  # the worker has the graph parsed already
+
+    def unit_info(self, idx: int, nodes: int | None, timings: dict[str, float], values: str | None = None) -> None:
+        self.db.set_unit_info(idx, nodes, timings, values)
+
+    def own_error(self, msg: OwnError) -> None:
+        """A convsmith bug: a row in the errors table, its traceback in the log, counted."""
+        self.db.record_error(msg.idx, msg.seed, msg.converter, msg.phase, msg.exc_type, msg.message, msg.traceback)
+        with open(self.log_dir / OWN_ERRORS_LOG, "a") as handle:
+            handle.write(f"--- seed {msg.seed} converter {msg.converter} phase {msg.phase}\n{msg.traceback}\n")
+        self.counts.own_errors += 1
+
+    def test(self, result: TestResult, pairs: Sequence[tuple[str, str]], unit_done: bool) -> bool:
+        """Commit one test of a graph holding `pairs` (the unit with it when `unit_done`); True for a new bug."""
+        new_bug = self.db.record_test(result, self.session, unit_done)
+        self.steering.record(result.converter, result.rewrites)
+        if result.is_bug and result.signature:
+            self.novelty.record(result.signature, pairs, result.symptom in LOST_SYMPTOMS)
+            detail = setting_detail(result.converter, result.message)
+            if detail is not None:
+                self.novelty.record_setting(detail)
+        self.counts.add(result.symptom, new_bug)
+        return new_bug
+
+    def demotions_in_force(self, converters: Sequence[str]) -> list[Demotion]:
+        """What units are sent with, where the campaign spends its budget on what is new (demote_known): the
+        demotions of known bugs and the boosts of rewrites not yet seen to fire; the same list while neither
+        changes, so that a worker is told only of a change."""
+        if not self.demote_known:
+            return []
+        parts = (self.novelty.demotions(), self.steering.boosts(converters))
+        if self._in_force is None or any(a is not b for a, b in zip(parts, self._in_force[0], strict=True)):
+            self._in_force = (parts, parts[0] + parts[1])
+        return self._in_force[1]
+
+    def adopt_orphans(self, out_dir: Path) -> None:
+        """Case folders written by a test that was killed before its commit: keep them as bugs seen 0 times."""
+        known = self.db.bug_signatures()
+        for folder in sorted(case_folders(out_dir)):
+            case = read_case(folder)
+            if case.signature not in known:
+                self.db.adopt_bug(case.signature, case.verdict.symptom.json_name, case.verdict.stage.value,
+                                  case.converter, case.seed, folder.name)

@@ -1,0 +1,221 @@
+"""Local worker processes: started from a fork server, fed over pipes, watched for death, hangs and memory, and
+recycled once they have run enough or grown too large. What they say goes to a Listener (the campaign), and so does
+a worker lost mid-unit, with what its fault file holds; nothing here knows what a unit means."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection, wait
+from pathlib import Path
+from typing import Any, Protocol
+
+from fuzzer.campaign.assignment import Assignment
+from fuzzer.campaign.messages import Message, Ready, Stop, decode, encode
+from fuzzer.campaign.scheduler import Unit
+from fuzzer.campaign.worker import worker_main
+from fuzzer.campaign.worker_config import WorkerConfig
+from fuzzer.support.confine import lower_priority, rss_bytes
+from fuzzer.support.errors import UsageError
+from fuzzer.support.faults import Fault, describe_exit, fault_file, log_file, read_fault, request_stack_dump
+from oracles.verdict import Symptom
+
+START_TIMEOUT_S = 180.0
+# A worker's resident memory creeps up (exporter and runtime caches, allocator fragmentation: 40-80 MB a
+# minute seen here); replacing it between units, after so many tests or once it has grown this much since its
+# first unit (relative: a CUDA worker starts far larger than a CPU one), keeps memory flat over a long campaign.
+# Counted in tests, not graphs: a worker testing one converter does seven times the units of one testing seven.
+RECYCLE_AFTER_TESTS = 2100
+RECYCLE_GROWTH_MB = 700
+CAMPAIGN_NICE = 5  # the campaign process's niceness, at least, while its workers keep theirs (yield_to_workers)
+MAX_START_FAILURES = 3
+WARM_START = "fuzzer.campaign.warm_start"  # imported by the fork server last: warms the libraries preloaded before it
+HOUSEKEEPING_S = 0.5  # how often the loop checks workers' memory and writes its heartbeat
+
+
+class CampaignError(UsageError):
+    """The campaign cannot go on (workers fail to start): one line for the user."""
+
+
+class Listener(Protocol):
+    """What the supervisor tells the campaign."""
+
+    def handle(self, work: Assignment, msg: Message) -> None: ...
+
+    def lost(self, work: Assignment, symptom: Symptom, reason: str, fault: Fault) -> None: ...
+
+    def released(self, units: Sequence[Unit]) -> None: ...
+
+
+@dataclass
+class Slot:
+    """One worker process and what it is doing."""
+
+    proc: Any
+    conn: Connection
+    started: float
+    ready: bool = False
+    retiring: bool = False  # due for recycling: it gets no more units, and is replaced once idle
+    rss_baseline: int | None = None
+    work: Assignment = field(default_factory=Assignment)
+
+
+class Supervisor:
+    """Keeps `workers` processes running `worker` config; `libraries` are imported once in the fork server."""
+
+    def __init__(self, worker: WorkerConfig, log_dir: Path, listener: Listener, mp_context: str = "forkserver",
+                 libraries: Sequence[str] = ()) -> None:
+        self.worker = worker
+        self.log_dir = log_dir
+        self.listener = listener
+        self.mp_context = mp_context
+        self.ctx = multiprocessing.get_context(mp_context)
+        if mp_context == "forkserver":
+            self.ctx.set_forkserver_preload(["fuzzer.campaign.worker", *libraries, WARM_START])
+        self.slots: list[Slot] = []
+        self.start_failures = 0
+        self.last_memory_check = 0.0
+
+    def start(self, workers: int, yield_cpu: bool) -> None:
+        """Start the workers; with `yield_cpu`, then let them have the CPU first (yield_to_workers)."""
+        self.slots = [self.spawn() for _ in range(workers)]
+        if yield_cpu:
+            self.yield_to_workers()
+
+    def yield_to_workers(self) -> None:
+        """Let the workers (and their feeders) have the CPU first: this process's bookkeeping, case writing and
+        background reduction wait for a free moment. On 2 cores with one worker and its feeder, its ~6% of a core,
+        taken at each result, had preempted the worker. The workers come from the fork server, started before, so
+        they keep their priority. Only with prepare-ahead: a worker without units queued waits for this process at
+        every unit."""
+        if self.worker.prepare_ahead and self.mp_context == "forkserver":
+            lower_priority(CAMPAIGN_NICE)
+
+    def spawn(self) -> Slot:
+        parent, child = self.ctx.Pipe()
+        proc = self.ctx.Process(target=worker_main, args=(child, json.dumps(self.worker.to_json())),
+                                daemon=True, name="convsmith-worker")
+        proc.start()
+        child.close()
+        return Slot(proc, parent, time.monotonic())
+
+    def available(self) -> list[Slot]:
+        """The workers that take units: started, and not due for recycling."""
+        return [slot for slot in self.slots if slot.ready and not slot.retiring]
+
+    def busy(self) -> bool:
+        return any(slot.work.busy for slot in self.slots)
+
+    def send(self, slot: Slot, msg: Message) -> None:
+        try:
+            slot.conn.send_bytes(encode(msg))
+        except OSError:  # it died; watch() notices the exit
+            pass
+
+    def poll(self, timeout: float) -> None:
+        """Wait up to `timeout` for a message or an exit, and pass on every message that came."""
+        conns = {s.conn: s for s in self.slots}
+        sentinels = {s.proc.sentinel: s for s in self.slots}
+        for ready in wait(list(conns) + list(sentinels), timeout=timeout):
+            slot = conns.get(ready) or sentinels.get(ready)
+            if slot is not None and slot in self.slots:
+                self.drain(slot)
+
+    def drain(self, slot: Slot) -> None:
+        try:
+            while slot.conn.poll():
+                for msg in decode(slot.conn.recv_bytes()):  # one message, or a list of them (worker.Outbox)
+                    if isinstance(msg, Ready):
+                        slot.ready, self.start_failures = True, 0
+                    else:
+                        self.listener.handle(slot.work, msg)
+        except (EOFError, OSError):
+            pass
+
+    def watch(self) -> None:
+        """Replace dead workers; kill hung or oversized ones; each becomes a verdict for what it was running."""
+        now = time.monotonic()
+        # The loop turns at every worker message (several per test); reading /proc each time cost the parent
+        # CPU the workers need, and a few tenths of a second do not matter to the RSS watchdog.
+        check_memory = now - self.last_memory_check >= HOUSEKEEPING_S
+        if check_memory:
+            self.last_memory_check = now
+        for i, slot in enumerate(list(self.slots)):
+            if slot.ready and not slot.retiring:
+                slot.retiring = due_for_recycling(slot, check_memory or not slot.work.busy)
+            if slot.retiring and not slot.work.busy:
+                self.send(slot, Stop())
+                slot.proc.join(timeout=5)
+                self.kill(slot)
+                self.slots[i] = self.spawn()
+                continue
+            verdict = self.trouble(slot, now, check_memory)
+            if verdict is None:
+                continue
+            if verdict[0] is Symptom.HANG and slot.ready:  # where it hangs, before the kill
+                request_stack_dump(slot.proc.pid, fault_file(self.log_dir, slot.proc.pid))
+            self.kill(slot)
+            if not slot.ready:
+                self.start_failed(slot)
+            else:
+                self.start_failures = 0
+                self.listener.lost(slot.work, *verdict, read_fault(self.log_dir, slot.proc.pid))
+            self.slots[i] = self.spawn()
+
+    def trouble(self, slot: Slot, now: float, check_memory: bool) -> tuple[Symptom, str] | None:
+        """Why the worker must go (it died, hangs or outgrew its memory), or None."""
+        timeout_s, memory_mb = self.worker.timeout_s, self.worker.memory_mb
+        if not slot.proc.is_alive():
+            self.drain(slot)
+            return Symptom.PROCESS_DEATH, describe_exit(slot.proc.exitcode)
+        if not slot.ready and now - slot.started > START_TIMEOUT_S:
+            return Symptom.HANG, "worker did not start"
+        if slot.work.busy and slot.work.phase is not None and now - slot.work.phase_start > timeout_s:
+            return Symptom.HANG, f"no result after {timeout_s:g} s"
+        if slot.work.busy and memory_mb > 0 and check_memory and resident_growth(slot) > memory_mb * 2**20:
+            return Symptom.OUT_OF_MEMORY, f"resident memory over {memory_mb} MiB"
+        return None
+
+    def start_failed(self, slot: Slot) -> None:
+        self.start_failures += 1
+        if self.start_failures >= MAX_START_FAILURES:
+            log = log_file(self.log_dir, slot.proc.pid)
+            tail = log.read_text(errors="replace").strip().splitlines()[-1:] if log.exists() else []
+            raise CampaignError(f"workers fail to start ({describe_exit(slot.proc.exitcode)}): "
+                                f"{tail[0] if tail else 'see ' + str(self.log_dir)}")
+
+    def kill(self, slot: Slot) -> None:
+        self.listener.released(slot.work.release())  # not begun: the next worker to be free runs them
+        if slot.proc.is_alive():
+            slot.proc.kill()
+        slot.proc.join(timeout=10)
+        slot.conn.close()
+
+    def shutdown(self) -> None:
+        for slot in self.slots:
+            if not slot.work.busy and slot.proc.is_alive():
+                self.send(slot, Stop())
+        for slot in self.slots:
+            slot.proc.join(timeout=0 if slot.work.busy else 5)
+            self.kill(slot)
+
+
+def due_for_recycling(slot: Slot, check_memory: bool) -> bool:
+    """A worker that has run enough tests, or (when `check_memory`) grown too large; never a fresh one: it must
+    progress."""
+    if slot.work.units_done == 0:
+        return False
+    if slot.work.tests_done >= RECYCLE_AFTER_TESTS:
+        return True
+    return check_memory and resident_growth(slot) > RECYCLE_GROWTH_MB * 2**20
+
+
+def resident_growth(slot: Slot) -> int:
+    """Bytes the worker has grown since it was first measured at work (torch and friends loaded by then)."""
+    rss = rss_bytes(slot.proc.pid)
+    if slot.rss_baseline is None:
+        slot.rss_baseline = rss
+    return rss - slot.rss_baseline

@@ -1,0 +1,145 @@
+"""What a worker needs to know, as JSON: generator options, converter options and the pairs to avoid, all drawn
+from a seed so that the same config and seed always give the same test."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import random
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from fuzzer.campaign.unit_graph import op_dtype_pairs
+from fuzzer.converters import DEFAULT_REGISTRY, load_registry
+from fuzzer.converters.base import Converter
+from fuzzer.converters.upstream import (
+    EXPORTERS,
+    NATIVE,
+    UPSTREAM_DEFAULT_OPSET,
+    native_choice,
+    native_seed,
+    starts_upstream,
+)
+from generators.dtypes import DType
+from generators.generator import GenOptions
+from generators.ir import Graph
+from generators.onnx_native import native_gen_options
+from generators.values import ValueStrategy, draw_strategy
+
+# The share of graphs kept free of every pair a probed converter refuses, so that converter is tested too; the
+# rest hold anything, and only the refusing converter's test is skipped.
+SPARED_SHARE = 0.5
+
+
+@dataclass(frozen=True)
+class WorkerConfig:
+    """Everything a worker needs, as JSON: the same config and seed always give the same results."""
+
+    out_dir: str
+    log_dir: str
+    registry: str = DEFAULT_REGISTRY
+    min_nodes: int = 2
+    nodes: int = 10
+    include_ops: tuple[str, ...] = ()
+    exclude_ops: tuple[str, ...] = ()
+    dtypes: tuple[str, ...] = ()
+    max_numel: int = GenOptions.max_numel
+    avoid_pairs: tuple[tuple[str, str], ...] = ()  # (op, dtype) never generated: no converter here takes them
+    # Per converter, (op, dtype) its probe found unsupported: its test of a graph holding one is skipped.
+    skip_pairs: Mapping[str, tuple[tuple[str, str], ...]] = dataclasses.field(default_factory=dict)
+    converter_options: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
+    check: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    timeout_s: float = 60.0
+    memory_mb: int = 4096
+    device: str = "cpu"
+    vary_settings: bool = False  # each test draws its converter's options (the pinned ones kept); else defaults
+    prepare_ahead: bool = False  # a feeder process prepares the next unit while this one converts (CPU only)
+    values: tuple[str, ...] = (ValueStrategy.UNIFORM.value,)  # the value strategies tests draw from
+    demote_known: bool = False  # generate less of the (operator, dtype) pairs behind bugs hit often (novelty.py)
+    # The campaign's converters: where one is an ONNX tool, a share of seeds make graphs for the native upstream.
+    # Empty in configs written before it, whose seeds keep their graphs.
+    converters: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> WorkerConfig:
+        hinted = {f.name: str(f.type) for f in dataclasses.fields(cls)}
+        values = {k: tuple(v) if hinted[k].startswith("tuple") else v for k, v in data.items() if k in hinted}
+        if "skip_pairs" in values:
+            values["skip_pairs"] = {c: tuple(tuple(p) for p in pairs) for c, pairs in values["skip_pairs"].items()}
+        return cls(**values)
+
+    def values_for(self, seed: int) -> ValueStrategy:
+        """How the inputs of the test of `seed` are drawn (recorded with the unit and in its cases)."""
+        return draw_strategy(seed, tuple(ValueStrategy(v) for v in self.values))
+
+    def known_unsupported(self, graph: Graph, converter: str, options: Mapping[str, Any]) -> list[tuple[str, str]]:
+        """The graph's (op, dtype) pairs this converter, or the upstream exporter it starts from, does not take."""
+        # Looked up in both sets, not in their union: a union copies hundreds of pairs for every test.
+        own = self._skip_sets.get(converter, frozenset())
+        upstream = self._skip_sets.get(options.get("upstream", ""), frozenset())
+        if not own and not upstream:
+            return []
+        return sorted(pair for pair in op_dtype_pairs(graph) if pair in own or pair in upstream)
+
+    @functools.cached_property
+    def _skip_sets(self) -> dict[str, frozenset[tuple[str, str]]]:
+        # Built once: the probe's lists hold hundreds of pairs, and a set of them per test cost 0.1 ms.
+        return {name: frozenset(tuple(p) for p in pairs) for name, pairs in self.skip_pairs.items()}
+
+    @functools.cached_property
+    def _avoid_sets(self) -> tuple[frozenset[tuple[str, str]], frozenset[tuple[str, str]]]:
+        # The pairs never generated, without and with the probe's skipped ones: two sets for the whole campaign, so
+        # the generator's operator table, cached on them, is built twice, not for every graph (~3 ms each).
+        never = frozenset((op, dtype) for op, dtype in self.avoid_pairs)
+        return never, never.union(*self._skip_sets.values())
+
+    def gen_options(self, seed: int) -> GenOptions:
+        """The generator options of one seed: the node count is drawn from [min_nodes, nodes] by the seed."""
+        nodes = random.Random(seed).randint(min(self.min_nodes, self.nodes), self.nodes)
+        dtypes = tuple(DType(d) for d in self.dtypes) or GenOptions.dtypes
+        never, spared = self._avoid_sets
+        avoid = spared if random.Random(f"avoid:{seed}").random() < SPARED_SHARE else never
+        opts = GenOptions(nodes=nodes, include_ops=self.include_ops, exclude_ops=self.exclude_ops, dtypes=dtypes,
+                          max_numel=self.max_numel, avoid_pairs=avoid)
+        # A native seed of a campaign that runs an ONNX tool: its graph holds only operators (and dtypes) with an ONNX
+        # counterpart, so its ONNX tools can start from the graph written straight to ONNX (options_for).
+        registry = load_registry(self.registry) if self.converters and native_seed(seed) else {}
+        if any(starts_upstream(registry[name]) for name in self.converters if name in registry):
+            return native_gen_options(opts) or opts
+        return opts
+
+    def options_for(self, converter: Converter, seed: int, graph: Graph | None = None) -> dict[str, Any]:
+        """The converter options of the test of `seed` under `converter`, as JSON (recorded with its result). An
+        ONNX tool of a native seed starts from the native model of `graph` where one can be written (unless an
+        upstream is pinned); one whose drawn exporter is known not to take `graph` starts from the other exporter."""
+        pinned = self.converter_options.get(converter.name) or {}
+        native = (graph is not None and "upstream" not in pinned and starts_upstream(converter) and native_seed(seed)
+                  and native_choice(graph, pinned))
+        if not self.vary_settings:
+            return converter.options(native or pinned).to_json()
+        if native:  # at an opset drawn among those the native model can be written at
+            return converter.options_type.draw(seed, {**pinned, "upstream": NATIVE}, graph).to_json()
+        options = converter.options_type.draw(seed, pinned, graph).to_json()
+        upstream = options.get("upstream")
+        if upstream is None or "upstream" in pinned or graph is None or not self._refuses(upstream, graph):
+            return options
+        for other in EXPORTERS:
+            if other != upstream and not self._refuses(other, graph):
+                opset = pinned.get("opset", UPSTREAM_DEFAULT_OPSET[other])
+                return converter.options_type.draw(seed, {**pinned, "upstream": other, "opset": opset}).to_json()
+        return options
+
+    def _refuses(self, exporter: str, graph: Graph) -> bool:
+        return bool(op_dtype_pairs(graph) & self._skip_sets.get(exporter, frozenset()))
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, tuple):
+        return list(value)
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    return value

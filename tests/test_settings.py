@@ -4,6 +4,7 @@ recorded with the result and the case, and replayed from the case."""
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import subprocess
 import sys
@@ -12,10 +13,15 @@ from pathlib import Path
 import pytest
 
 from fuzzer.campaign.worker_config import WorkerConfig
-from fuzzer.converters import CONVERTERS
+from fuzzer.converters import CONVERTERS, ConverterRegistry
+from fuzzer.converters.base import Source, Steps, TargetRun
+from fuzzer.converters.torch_onnx_script import ScriptOptions, TorchOnnxScript
 from fuzzer.converters.upstream import UPSTREAM_OPSETS, UpstreamOptions
+from oracles.verdict import Stage
 
 SEEDS = range(200)
+TESTS = Path(__file__).parent
+ROOT = TESTS.parent
 
 
 def _key(options: dict) -> str:
@@ -65,20 +71,50 @@ def test_pinned_options_are_kept_and_defaults_used_when_settings_do_not_vary() -
     assert {_key(fixed.options_for(converter, seed)) for seed in SEEDS} == {_key(converter.options(None).to_json())}
 
 
+class CrashesOnEluWithoutFolding(TorchOnnxScript):
+    """The TorchScript exporter with a bug planted in one setting: without constant folding, a graph that holds an elu
+    crashes at node conversion."""
+
+    name = "planted-folding-crash"
+
+    def convert_impl(self, source: Source, options: ScriptOptions) -> TargetRun:
+        if not options.constant_folding and any(node.op == "elu" for node in source.graph.nodes):
+            with Steps().at(Stage.NODE_CONVERSION, "convert"):
+                raise RuntimeError("planted: elu without constant folding")
+        return super().convert_impl(source, options)
+
+
+PLANTED_REGISTRY = ConverterRegistry([CrashesOnEluWithoutFolding()])
+
+
+@pytest.mark.slow
 def test_a_campaign_records_each_test_settings_and_a_case_replays_them(tmp_path: Path) -> None:
-    out = tmp_path / "c"
-    command = [sys.executable, "-m", "fuzzer", "fuzz", "--tests", "12", "--workers", "1", "--converters",
-               "torch-onnx-script", "--ops", "elu,abs", "--dtypes", "bfloat16,float32", "--nodes", "2",
-               "--out", str(out), "--no-reduce", "--option", "torch-onnx-script.constant_folding=false"]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+    from fuzzer.cases.folder import read_case
+    from fuzzer.cases.replay import REPLAY_CHECK, Outcome, case_expected, replay_outcome
+    from fuzzer.check.pipeline import check_prepared
+
+    out, name = tmp_path / "c", CrashesOnEluWithoutFolding.name
+    command = [sys.executable, "-m", "fuzzer", "fuzz", "--tests", "12", "--workers", "1", "--registry",
+               "test_settings:PLANTED_REGISTRY", "--converters", name, "--ops", "elu,abs", "--dtypes",
+               "float32", "--nodes", "2", "--out", str(out), "--no-reduce", "--option",
+               f"{name}.constant_folding=false"]
+    env = dict(os.environ, PYTHONPATH=f"{ROOT}{os.pathsep}{TESTS}")
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL, env=env,
+                          cwd=ROOT)
     assert done.returncode == 0, done.stderr
     with sqlite3.connect(out / "campaign.db") as db:
         rows = [json.loads(r[0]) for r in db.execute("SELECT options FROM tests")]
     assert len(rows) == 12 and len({r["opset"] for r in rows}) >= 2
     assert {r["constant_folding"] for r in rows} == {False}
-    from fuzzer.cases.folder import read_case
-    from fuzzer.cases.replay import Outcome, replay
 
-    case = read_case(next(p for p in out.iterdir() if (p / "case.json").exists()))
+    # The case replays its recorded settings: under them the planted bug shows; with folding back on, it does not.
+    case = next(c for c in map(read_case, (p for p in out.iterdir() if (p / "case.json").exists()))
+                if "planted" in c.verdict.message)
     assert case.converter_options["constant_folding"] is False
-    assert replay(case).outcome is Outcome.REPRODUCES
+    planted = PLANTED_REGISTRY[name]
+
+    def replayed(options: dict) -> Outcome:
+        return replay_outcome(case, check_prepared(case_expected(case), planted, options, REPLAY_CHECK).verdict).outcome
+
+    assert replayed(dict(case.converter_options)) is Outcome.REPRODUCES
+    assert replayed({**case.converter_options, "constant_folding": True}) is Outcome.FIXED

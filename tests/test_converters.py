@@ -9,6 +9,7 @@ import pytest
 
 from fuzzer.check.pipeline import CheckOptions, prepare, run_check
 from fuzzer.converters import CONVERTERS, list_converters
+from fuzzer.converters.upstream import EXPORTERS
 from generators.dtypes import DType
 from oracles.taxonomy import Failure, classify
 from oracles.verdict import Stage, Symptom
@@ -160,7 +161,7 @@ def test_onnx_to_onnx_converters_share_one_upstream_export_per_source() -> None:
     assert list(good.source.exports) == [("torch-onnx-script", 17)]
 
 
-@pytest.mark.parametrize("exporter", ["torch-onnx-script", "torch-onnx-dynamo"])
+@pytest.mark.parametrize("exporter", EXPORTERS)
 def test_an_onnx_tool_starts_from_the_export_its_exporters_own_test_made(exporter: str) -> None:
     """An exporter's test at an upstream's options (only the opset drawn) leaves its model and run for the ONNX tools
     of the same source; at other options (no folding, no optimizer...) it leaves nothing."""

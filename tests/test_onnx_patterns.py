@@ -13,7 +13,7 @@ import onnxruntime as ort
 import pytest
 import torch
 
-from fuzzer.converters.runtime import make_session, run_session
+from fuzzer.converters.runtime import SESSION_LEVELS, make_session, run_session
 from fuzzer.support.tensors import to_oracle_array
 from generators.dtypes import DType
 from generators.generator import GenerationError, GenOptions, generate
@@ -88,9 +88,7 @@ def rewritten(model: onnx.ModelProto, rewrite: Rewrite, tmp_path: Path) -> onnx.
     passes ('+'-joined), or onnxsim's or onnxslim's default simplification."""
     if rewrite.tool == "ort":
         options = ort.SessionOptions()
-        options.graph_optimization_level = {"basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
-                                            "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
-                                            "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL}[rewrite.setting]
+        options.graph_optimization_level = SESSION_LEVELS[rewrite.setting]
         options.intra_op_num_threads = 1
         options.optimized_model_filepath = str(tmp_path / "optimized.onnx")
         ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])

@@ -27,16 +27,14 @@ from fuzzer.check.result import DIVERGENCES, Expected
 from fuzzer.converters import CONVERTERS
 from fuzzer.converters.at_level import AtLevel
 from fuzzer.converters.base import Converter, Steps, TargetRun, UpstreamError
+from fuzzer.converters.ort_levels import LEVELS, OPTIMIZING_LEVELS
 from fuzzer.converters.ort_optimizer import OrtOptimizer
-from fuzzer.converters.upstream import NATIVE, export_upstream
+from fuzzer.converters.upstream import EXPORTERS, NATIVE, export_upstream
 from fuzzer.support.device import require_device
 from oracles.rootcause import error_class
 from oracles.verdict import Symptom, Verdict
 
 CROSS_CHECK = CheckOptions(rerun=False, locate=True, culprit=False)  # locate: the signature names the operator
-EXPORTERS = ("torch-onnx-script", "torch-onnx-dynamo")
-LEVELS = ("disabled", "basic", "extended", "all")
-ORT_LEVELS = ("basic", "extended", "all")  # ort-optimizer judges these against its disabled run
 PASS_GROUP = "{}, each pass alone"
 # A case that killed or hung its process would do so again here, in the caller's process.
 LOST = (Symptom.PROCESS_DEATH, Symptom.HANG, Symptom.OUT_OF_MEMORY)
@@ -79,7 +77,7 @@ def plan(case: CaseData, converter: Converter) -> list[Planned]:
     planned = [] if options.get("upstream") in (None, NATIVE) else [_before_tool(case, options)]
     if case.converter == "ort-optimizer":
         planned += [Planned(AT_LEVEL.format(lv), CONVERTERS[case.converter], {**options, "level": lv},
-                            check_options=_culprit_options(case, lv)) for lv in ORT_LEVELS]
+                            check_options=_culprit_options(case, lv)) for lv in OPTIMIZING_LEVELS]
     if converter.pass_names(converter.options(options)) is not None and len(options.get("passes") or ()) != 1:
         planned += list(_pass_plan(converter, options))
     return planned

@@ -16,11 +16,12 @@ from fuzzer.cases.diagnosis import (
     SAME_BUG,
     CrossCheck,
 )
+from fuzzer.converters.ort_levels import LEVELS
+from fuzzer.converters.upstream import EXPORTERS
 
 NAMES_SHOWN = 6  # a family line names at most this many members per outcome
-EXPORTERS = ("torch-onnx-script", "torch-onnx-dynamo")
 OWN_RUN = AT_LEVEL.format("disabled")  # an exporter case's cross-check that is the case's own run
-LEVEL_NAMES = frozenset(AT_LEVEL.format(level) for level in ("disabled", "basic", "extended", "all"))
+LEVEL_NAMES = frozenset(AT_LEVEL.format(level) for level in LEVELS)
 
 
 def render_diagnosis(case: Any, tool: str) -> str:

@@ -16,6 +16,7 @@ from fuzzer.cases.repro import ONNX_TOOLS, identifier, render_module
 from fuzzer.converters import CONVERTERS
 from fuzzer.converters.base import Snippet
 from fuzzer.converters.dynamic import DynamicAxes
+from fuzzer.converters.ort_levels import ORT_LEVEL_MEMBERS
 from fuzzer.converters.upstream import EXPORTERS
 from oracles.compare import DEFAULT_TOLERANCES
 from oracles.dynamic import at_second_shape
@@ -91,13 +92,13 @@ def _from_upstream(case: Any, call: Snippet, runs_ort: bool) -> str:
 
 def _finish(case: Any, lines: list[str], level: str, runs_ort: bool, feeds: str, expected: str | None) -> str:
     """The validation, the run at the converter's level and the comparison, after the model is made."""
-    run = ["def run(model, level=ort.GraphOptimizationLevel.ORT_DISABLE_ALL):",
+    run = [f"def run(model, level=ort.GraphOptimizationLevel.{ORT_LEVEL_MEMBERS['disabled']}):",
            "    options = ort.SessionOptions()",
            "    options.graph_optimization_level = level",
            "    session = ort.InferenceSession(model.SerializeToString(), options, "
            "providers=['CPUExecutionProvider'])",
            f"    return session.run(None, dict(zip([i.name for i in session.get_inputs()], {feeds})))", ""]
-    at = f"ort.GraphOptimizationLevel.{_LEVELS[level]}"
+    at = f"ort.GraphOptimizationLevel.{ORT_LEVEL_MEMBERS[level]}"
     body = list(CHECKER) if case.verdict.stage.value == "validation" or not runs_ort else []
     if runs_ort:
         body.append(f"got = run(model, {at})" if level != "disabled" else "got = run(model)")
@@ -111,10 +112,6 @@ def _finish(case: Any, lines: list[str], level: str, runs_ort: bool, feeds: str,
     imports = [line for line in dict.fromkeys(lines[:split])
                if "numpy_helper" not in line or any("numpy_helper." in later for later in lines[split:])]
     return "\n".join(imports + [""] + (run if runs_ort else []) + lines[split + 1:] + body)
-
-
-_LEVELS = {"disabled": "ORT_DISABLE_ALL", "basic": "ORT_ENABLE_BASIC", "extended": "ORT_ENABLE_EXTENDED",
-           "all": "ORT_ENABLE_ALL"}
 
 
 def _tolerance(case: Any) -> tuple[float, float]:

@@ -6,7 +6,8 @@ from __future__ import annotations
 import dataclasses
 
 from fuzzer.converters.base import Converter, ConverterOptions, Source, Steps, TargetRun
-from fuzzer.converters.runtime import LEVELS, run_model
+from fuzzer.converters.ort_levels import LEVELS
+from fuzzer.converters.runtime import run_model
 from oracles.verdict import Stage
 
 

@@ -12,11 +12,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from fuzzer.converters.base import Component, Converter, ConverterOptions, FaultSite, Snippet, Source, Steps, TargetRun
+from fuzzer.converters.ort_levels import LEVELS, OPTIMIZING_LEVELS
 from fuzzer.converters.runtime import graph_transformers, logged_session, make_session, run_session
 from fuzzer.converters.upstream import UPSTREAMS, UpstreamOptions, export_upstream
 from oracles.verdict import Stage
-
-LEVEL_ORDER = ("basic", "extended", "all")
 
 # Transformer and rewrite-rule names from onnxruntime/core/optimizer/graph_transformer_utils.cc (ORT has no
 # API that lists them; unknown names are ignored by disabled_optimizers, so extra names are harmless).
@@ -41,8 +40,8 @@ ORT_OPTIMIZERS: tuple[str, ...] = (
 
 @dataclass(frozen=True)
 class OrtOptimizerOptions(UpstreamOptions):
-    choices = {"upstream": UPSTREAMS, "level": ("disabled", "basic", "extended", "all")}
-    space = {"level": ("basic", "extended", "all")}  # disabled is the reference every level is compared with
+    choices = {"upstream": UPSTREAMS, "level": LEVELS}
+    space = {"level": OPTIMIZING_LEVELS}  # disabled is the reference every level is compared with
     level: str = "all"
 
 
@@ -74,8 +73,8 @@ class OrtOptimizer(Converter):
     divergence_stage = Stage.GRAPH_OPTIMIZATION
 
     def convert_impl(self, source: Source, options: OrtOptimizerOptions) -> TargetRun:
-        if options.level not in LEVEL_ORDER:
-            raise ValueError(f"level must be one of {LEVEL_ORDER}, not {options.level!r}")
+        if options.level not in OPTIMIZING_LEVELS:
+            raise ValueError(f"level must be one of {OPTIMIZING_LEVELS}, not {options.level!r}")
         steps = Steps()
         up = export_upstream(source, options.upstream, options.opset, steps)
         with steps.at(Stage.GRAPH_OPTIMIZATION, "runtime_load"):
@@ -93,7 +92,7 @@ class OrtOptimizer(Converter):
             str, ...]:
         """Labels naming the lowest diverging level and, when bisection isolates one, the guilty optimizer."""
         assert run.model is not None
-        levels = LEVEL_ORDER[: LEVEL_ORDER.index(options.level) + 1]
+        levels = OPTIMIZING_LEVELS[: OPTIMIZING_LEVELS.index(options.level) + 1]
         level = next((lv for lv in levels if _diverges_at(run.model, source, lv, (), diverges)), None)
         if level is None:
             return ()

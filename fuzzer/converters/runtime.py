@@ -18,6 +18,7 @@ import onnx
 import torch
 
 from fuzzer.converters.base import Source, Steps, TargetRun
+from fuzzer.converters.ort_levels import ORT_LEVEL_MEMBERS
 from fuzzer.support.pybind_internals import own_pybind11_internals
 from fuzzer.support.quiet import library_output
 from oracles.verdict import Stage
@@ -25,12 +26,8 @@ from oracles.verdict import Stage
 with own_pybind11_internals("onnxruntime"):  # else its exception translators slow torch's exporters down
     import onnxruntime as ort
 
-LEVELS: Mapping[str, ort.GraphOptimizationLevel] = {
-    "disabled": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
-    "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
-    "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
-    "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
-}
+SESSION_LEVELS: Mapping[str, ort.GraphOptimizationLevel] = {
+    name: getattr(ort.GraphOptimizationLevel, member) for name, member in ORT_LEVEL_MEMBERS.items()}
 
 ORT_TYPE_TO_IR = {
     "tensor(float)": "float32", "tensor(double)": "float64", "tensor(float16)": "float16",
@@ -60,7 +57,7 @@ def make_session(model: bytes, level: str = "disabled", disabled_optimizers: Seq
     """A session at an optimization level (disabled, basic, extended, all) on `device`, one CPU thread for
     determinism."""
     options = ort.SessionOptions()
-    options.graph_optimization_level = LEVELS[level]
+    options.graph_optimization_level = SESSION_LEVELS[level]
     options.intra_op_num_threads = 1
     options.inter_op_num_threads = 1
     options.log_severity_level = 3
@@ -78,7 +75,7 @@ def logged_session(model: bytes, level: str, device: str = "cpu") -> tuple[ort.I
     """A session like make_session's, and the graph transformers that modified the model while it was made (from
     ONNX Runtime's own log, captured off the terminal)."""
     options = ort.SessionOptions()
-    options.graph_optimization_level = LEVELS[level]
+    options.graph_optimization_level = SESSION_LEVELS[level]
     options.intra_op_num_threads = options.inter_op_num_threads = 1
     options.log_severity_level = 1  # info: each transformer's "modified" line
     with library_output() as captured:
@@ -97,7 +94,7 @@ def graph_transformers(device: str = "cpu") -> tuple[str, ...]:
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
     options = ort.SessionOptions()
-    options.graph_optimization_level = LEVELS["all"]
+    options.graph_optimization_level = SESSION_LEVELS["all"]
     options.log_severity_level, options.log_verbosity_level = 0, 1
     with library_output() as captured:
         ort.InferenceSession(model, options, providers=providers_for(device))

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from fuzzer.campaign.db import CampaignDB
 from fuzzer.cases.case_head import root_cause_of
+from fuzzer.converters.upstream import EXPORTERS
 from fuzzer.triage.model import Finding, RootCauseGroup
 from oracles.naming import squash_operator
 from oracles.rootcause import RootCause
@@ -22,8 +23,9 @@ ExporterBugs = Mapping[tuple[int, str], str]  # (seed, exporter) -> the signatur
 
 def exporter_bugs(db: CampaignDB) -> dict[tuple[int, str], str]:
     """The bug signature of every test whose converter other converters start from, by (seed, converter)."""
-    rows = db.conn.execute("SELECT seed, converter, signature FROM tests WHERE is_bug = 1 AND converter IN "
-                           "('torch-onnx-script', 'torch-onnx-dynamo')")
+    marks = ", ".join("?" * len(EXPORTERS))
+    rows = db.conn.execute(f"SELECT seed, converter, signature FROM tests WHERE is_bug = 1 AND converter IN ({marks})",
+                           EXPORTERS)
     return {(seed, converter): signature for seed, converter, signature in rows}
 
 

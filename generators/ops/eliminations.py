@@ -129,7 +129,8 @@ class MeanUnsqueeze(Pattern):
         first = ctx.choice("first", range(rank - count + 1))
         negative = ctx.choice("negative", (False, True))
         dims = tuple(d - rank if negative else d for d in range(first, first + count))
-        return Build([SymTensor(x.shape, x.dtype)], [], {"dims": dims})
+        shape = tuple(z3.IntVal(1) if first <= i < first + count else d for i, d in enumerate(x.shape))
+        return Build([SymTensor(shape, x.dtype)], [], {"dims": dims})
 
     @staticmethod
     def unsqueeze_order(dims: Sequence[int]) -> list[int]:

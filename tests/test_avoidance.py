@@ -4,6 +4,8 @@ unsupported and never as having run its converter."""
 
 from __future__ import annotations
 
+import pytest
+
 from fuzzer.campaign.mailbox import Collected
 from fuzzer.campaign.messages import to_json
 from fuzzer.campaign.result import TestResult
@@ -26,6 +28,7 @@ def _results(tmp_path, converters: tuple[str, ...], pinned: dict) -> dict[str, d
     return {m.converter: to_json(m) for m in sent.messages if isinstance(m, TestResult)}
 
 
+@pytest.mark.slow
 def test_only_the_converter_known_not_to_take_the_pair_is_skipped(tmp_path) -> None:
     pinned = {"onnxslim": {"upstream": "torch-onnx-script"}, "onnxsim": {"upstream": "torch-onnx-dynamo",
                                                                          "opset": 18}}

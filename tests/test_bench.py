@@ -12,6 +12,7 @@ import pytest
 BENCH = Path(__file__).resolve().parent.parent / "bench"
 
 
+@pytest.mark.slow
 def test_compare_nnsmith_refuses_a_folder_holding_an_earlier_run(tmp_path: Path) -> None:
     """Each slice resumes the campaign in its folder, so an earlier run left there would be counted with this one."""
     (tmp_path / "convsmith-5").mkdir()
@@ -22,6 +23,7 @@ def test_compare_nnsmith_refuses_a_folder_holding_an_earlier_run(tmp_path: Path)
                                                    "give a new or empty folder")
 
 
+@pytest.mark.slow
 def test_compare_nnsmith_refuses_a_file_for_its_folder(tmp_path: Path) -> None:
     (tmp_path / "results.txt").write_text("not a folder")
     done = subprocess.run([sys.executable, str(BENCH / "compare_nnsmith.py"), "--skip-nnsmith", "--out",

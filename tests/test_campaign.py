@@ -42,6 +42,7 @@ def _rows(out: Path) -> list[tuple[int, str]]:
         conn.close()
 
 
+@pytest.mark.slow
 def test_sigkill_then_resume_keeps_everything_and_repeats_nothing(tmp_path: Path) -> None:
     out, log = tmp_path / "camp", tmp_path / "runs.log"
     flags = ["--registry", "test_isolation:QUICK_REGISTRY", "--nodes", "3", "--min-nodes", "2"]

@@ -70,6 +70,7 @@ def test_bad_input_gets_one_line_and_its_status_and_creates_nothing(
     assert _tree(tmp_path) == before
 
 
+@pytest.mark.slow
 def test_version() -> None:
     out = subprocess.run([sys.executable, "-m", "fuzzer", "--version"], capture_output=True, text=True, check=True)
     assert out.stdout.startswith("convsmith ") and out.stdout.split()[1][0].isdigit()
@@ -118,6 +119,7 @@ def test_check_exit_1_when_a_bug_shows_0_when_not(tmp_path: Path, capsys: pytest
     assert capsys.readouterr().out.startswith("torch-onnx-script: pass at none")
 
 
+@pytest.mark.slow
 def test_no_traceback_into_a_closed_pipe() -> None:
     done = subprocess.run(f"{sys.executable} -m fuzzer ops | head -1", shell=True, capture_output=True, text=True)
     assert done.stdout.count("\n") == 1 and done.stderr == "", done.stderr

@@ -23,6 +23,7 @@ def _skip_unavailable(name: str) -> None:
         pytest.skip(f"{name} unavailable here: {INFO[name].reason}")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(CONVERTERS))
 def test_every_converter_passes_conv_relu_add(name: str) -> None:
     _skip_unavailable(name)

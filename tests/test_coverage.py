@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from fuzzer.commands.main import main
 from fuzzer.converters import CONVERTERS
 from fuzzer.converters.coverage import coverage, exercised_aten_ops
 from generators.registry import REGISTRY
 
 
+@pytest.mark.slow
 def test_every_operator_reaches_some_aten_operator_and_the_gap_is_public_names_only() -> None:
     reached = exercised_aten_ops(REGISTRY)
     assert set(reached) == set(REGISTRY) and all(reached.values())
@@ -23,6 +26,7 @@ def test_every_operator_reaches_some_aten_operator_and_the_gap_is_public_names_o
     assert CONVERTERS["onnxsim"].supported_aten_ops() is None  # an ONNX tool has no ATen list
 
 
+@pytest.mark.slow
 def test_the_command_prints_each_exporter_as_json(capsys) -> None:
     assert main(["ops", "--coverage", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)["aten"]

@@ -98,6 +98,7 @@ def test_a_graph_pinned_by_its_weights_or_attributes_has_no_second_shape(graph: 
     assert second_shape(graph) is None
 
 
+@pytest.mark.slow
 def test_generated_graphs_find_second_shapes_deterministically() -> None:
     found = 0
     for seed in range(12):
@@ -116,6 +117,7 @@ def test_generated_graphs_find_second_shapes_deterministically() -> None:
 
 # ---- dynamic exports through the check ------------------------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("exporter", EXPORTERS)
 @pytest.mark.parametrize("make", [relu, add, linear_tanh])
 def test_a_dynamic_export_of_a_simple_graph_passes_at_both_shapes(exporter: str, make) -> None:
@@ -145,6 +147,7 @@ def test_a_prepared_source_is_planned_once_for_all_its_dynamic_checks() -> None:
         judge(prepared, TorchOnnxScript(), TorchOnnxScript().options({"dynamic": True}), {})
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("exporter", EXPORTERS)
 def test_generated_graphs_get_verdicts_and_run_the_second_shape_where_the_traced_one_passes(exporter: str) -> None:
     ran = 0
@@ -235,6 +238,7 @@ def run_alone(folder: Path, script: str) -> subprocess.CompletedProcess:
                           env={"PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1"})
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("exporter", EXPORTERS)
 def test_a_dynamic_case_records_and_replays_its_option_and_second_shape(exporter: str, tmp_path: Path) -> None:
     graph = linear_tanh()
@@ -264,6 +268,7 @@ def test_a_dynamic_case_records_and_replays_its_option_and_second_shape(exporter
     assert "SECOND_SHAPE = True" in (work / "repro.py").read_text() and marked in (work / "report.md").read_text()
 
 
+@pytest.mark.slow
 def test_a_second_shape_bug_case_shows_the_second_shape_in_its_report_and_snippet(tmp_path: Path) -> None:
     graph = add()
     result = planted_result(graph)

@@ -150,6 +150,7 @@ def mismatches(op: OpSpec) -> list[str]:
     return problems
 
 
+@pytest.mark.slow
 def test_every_dtype_table_matches_what_torch_eager_runs() -> None:
     problems = [line for op in REGISTRY.values() for line in mismatches(op)]
     if problems:

@@ -37,6 +37,7 @@ def assert_eager_matches_ir(graph: Graph, seed: int) -> bool:
     return True
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("nodes", [5, 10, 20])
 def test_300_seeds_generate_materialize_and_match_the_ir(nodes: int) -> None:
     checked = skipped = 0
@@ -80,6 +81,7 @@ def test_different_seeds_give_different_graphs() -> None:
     assert len(texts) == 20
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("max_numel", [64, 4096])
 def test_no_tensor_weights_included_exceeds_the_element_bound(max_numel: int) -> None:
     for seed in range(60):

@@ -134,6 +134,7 @@ def run_campaign(out: Path, converters: tuple[str, ...], tests: int, registry: s
     return db
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("prepare_ahead", [False, True], ids=["in-process", "prepared-ahead"])
 def test_faulty_converters_get_their_verdicts_and_the_campaign_goes_on(tmp_path: Path, prepare_ahead: bool) -> None:
     """With feeders, a worker that dies holds units queued behind its current one: they are run all the same."""
@@ -182,6 +183,7 @@ def record_spawns(monkeypatch) -> list[int]:
     return spawned
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("prepare_ahead", [False, True], ids=["in-process", "prepared-ahead"])
 def test_workers_are_recycled_between_units_and_nothing_is_lost(tmp_path: Path, monkeypatch,
                                                                 prepare_ahead: bool) -> None:
@@ -198,6 +200,7 @@ def test_workers_are_recycled_between_units_and_nothing_is_lost(tmp_path: Path, 
     assert len(set(spawned)) >= (2 if prepare_ahead else 3)
 
 
+@pytest.mark.slow
 def test_the_campaign_yields_the_cpu_to_its_workers_and_they_keep_their_priority(tmp_path: Path) -> None:
     """Run in a fresh interpreter: the campaign lowers its own priority, which pytest's process must not keep; a
     second campaign in the same process lowers it no further."""
@@ -216,6 +219,7 @@ def test_the_campaign_yields_the_cpu_to_its_workers_and_they_keep_their_priority
     assert set(log.read_text().split()) == {str(before)}  # every test ran at the priority the campaign started with
 
 
+@pytest.mark.slow
 def test_graphs_prepared_ahead_give_every_test_the_verdict_it_gets_in_process(tmp_path: Path) -> None:
     rows = []
     for ahead in (False, True):
@@ -228,6 +232,7 @@ def test_graphs_prepared_ahead_give_every_test_the_verdict_it_gets_in_process(tm
     assert len(rows[0]) == 16 and rows[0] == rows[1]
 
 
+@pytest.mark.slow
 def test_a_worker_grown_past_the_memory_mark_is_replaced_between_units(tmp_path: Path, monkeypatch) -> None:
     import fuzzer.campaign.supervisor as supervision
 
@@ -239,6 +244,7 @@ def test_a_worker_grown_past_the_memory_mark_is_replaced_between_units(tmp_path:
     assert len(set(spawned)) >= 4  # a fresh worker for each unit (the last one may end with the campaign)
 
 
+@pytest.mark.slow
 def test_the_campaign_module_brings_every_lazily_imported_case_renderer() -> None:
     """The campaign process writes every case folder (workers send theirs: case_writer.py); a renderer imported only
     at the first case would come from the checkout as it is then, possibly newer than the rest of the campaign."""
@@ -267,6 +273,7 @@ def test_the_fork_server_preloads_the_libraries_of_the_campaigns_available_conve
     assert campaign.preloaded_libraries() == ["torch", "torch.onnx", "onnx", "onnxruntime"]
 
 
+@pytest.mark.slow
 def test_the_fork_servers_warm_start_registers_the_exporter_and_leaves_one_thread() -> None:
     """fuzzer.campaign.warm_start runs a first export in the fork server (workers then start warm) without starting a
     thread (no forked worker would have it); without torch.onnx preloaded it imports nothing."""

@@ -86,6 +86,7 @@ def settled(op: OpSpec, graph: Graph, outputs: list[np.ndarray], inputs: list[np
     return [op.canonical_output(node.attrs, i, x, given) for i, x in enumerate(outputs)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", NATIVE_OPS)
 def test_every_counterpart_runs_and_matches_torch_at_its_oldest_and_newest_opset(name: str) -> None:
     """Each dtype ONNX Runtime runs the operator's counterpart for: the one-node graph's native model passes the
@@ -120,6 +121,7 @@ def test_every_counterpart_runs_and_matches_torch_at_its_oldest_and_newest_opset
     assert checked, f"no one-node graph of {name} has a counterpart"
 
 
+@pytest.mark.slow
 def test_native_ops_lists_exactly_the_operators_whose_counterpart_returns_nodes() -> None:
     """An operator outside native_ops(opset) returns no nodes at that opset, whatever its graph; the ones inside
     return nodes (the test above)."""
@@ -179,6 +181,7 @@ def test_a_graph_with_an_operator_without_a_counterpart_never_starts_native() ->
     assert "floor_divide" in verdict.message
 
 
+@pytest.mark.slow
 def test_a_seed_draws_its_native_graph_and_upstream_reproducibly() -> None:
     config = WorkerConfig(out_dir="o", log_dir="l", nodes=6, vary_settings=True, converters=tuple(CONVERTERS))
     tools = [CONVERTERS[name] for name in ONNX_TOOLS]
@@ -231,6 +234,7 @@ def test_a_baseline_onnx_runtime_and_the_reference_evaluator_disagree_on_stops_a
     assert DISPUTED in verdict.labels and f"upstream:{NATIVE}" in verdict.labels
 
 
+@pytest.mark.slow
 def test_a_native_case_writes_a_report_and_a_repro_that_runs_alone(tmp_path: Path) -> None:
     """The case of an ONNX tool that started from the native model keeps it as upstream.onnx; its report's snippet
     and its repro.py start there, without torch or convsmith."""

@@ -114,6 +114,7 @@ def test_every_pattern_is_registered_with_a_counterpart_and_declares_its_rewrite
     assert len(PATTERNS) < len(REGISTRY) / 10  # the generator draws ops uniformly: patterns never dominate
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", PATTERNS)
 def test_every_pattern_runs_unoptimized_and_matches_torch(name: str) -> None:
     op = REGISTRY[name]
@@ -126,6 +127,7 @@ def test_every_pattern_runs_unoptimized_and_matches_torch(name: str) -> None:
             example.check(example.run(model), f"{name} seed {seed} opset {opset}")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("name", "rewrite"), REWRITES, ids=[f"{n}-{r.tool}" for n, r in REWRITES])
 def test_every_declared_rewrite_happens_and_keeps_the_outputs(name: str, rewrite: Rewrite, tmp_path: Path) -> None:
     pytest.importorskip({"ort": "onnxruntime"}.get(rewrite.tool, rewrite.tool))

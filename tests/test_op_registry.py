@@ -41,6 +41,7 @@ def assert_bitwise_equal(actual: torch.Tensor, expected: torch.Tensor, what: str
         actual.nan_to_num(0.0, 0.0, 0.0), expected.nan_to_num(0.0, 0.0, 0.0)), what
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("op_name", list(REGISTRY))
 def test_every_op_writes_source_that_equals_its_forward(op_name: str) -> None:
     op = REGISTRY[op_name]

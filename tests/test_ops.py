@@ -21,6 +21,7 @@ def run_op_graph(op_name: str, seed: int):
     return graph, env
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("op_name", list(REGISTRY))
 def test_every_op_generates_and_runs(op_name: str) -> None:
     seen_dtypes: set[DType] = set()

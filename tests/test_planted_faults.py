@@ -33,6 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import onnx
+import pytest
 import torch
 from onnx import numpy_helper, shape_inference
 
@@ -277,6 +278,7 @@ def _print(planted: list[Planted], skipped: collections.Counter) -> None:
             print(f"  slipped: {p.graph} {p.what} {p.labels}")
 
 
+@pytest.mark.slow
 def test_every_planted_fault_that_changes_the_outputs_is_flagged() -> None:
     planted, skipped = census()
     _print(planted, skipped)

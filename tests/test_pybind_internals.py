@@ -9,6 +9,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from fuzzer.support.pybind_internals import KEPT_PREFIX, own_pybind11_internals
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -72,6 +74,7 @@ FRESH_PROCESS = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_onnx_runtime_imported_by_convsmith_leaves_torch_its_record_and_still_works() -> None:
     done = subprocess.run([sys.executable, "-c", FRESH_PROCESS], cwd=ROOT, capture_output=True, text=True,
                           timeout=120)

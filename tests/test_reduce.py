@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import pytest
+
 from fuzzer.reduce.passes import PASSES
 from fuzzer.reduce.shrinker import reduce_graph
 from fuzzer.reduce.size import graph_size
@@ -146,6 +148,7 @@ def test_cut_feeds_readers_from_a_fresh_input_of_the_same_type() -> None:
 
 # ---- the case-level wrapper and the CLI, on a real (already minimal) corpus case ------------------------------
 
+@pytest.mark.slow
 def test_reduce_command_writes_a_linked_reduced_case(tmp_path, capsys) -> None:
     from pathlib import Path
 

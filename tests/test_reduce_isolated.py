@@ -11,6 +11,8 @@ import os
 import signal
 from pathlib import Path
 
+import pytest
+
 from fuzzer.cases.folder import read_case
 from fuzzer.converters import ConverterRegistry
 from fuzzer.converters.base import Converter, ConverterOptions, Source, Steps, TargetRun
@@ -41,6 +43,7 @@ SEGFAULT_REGISTRY = ConverterRegistry([FaultySegfaultOnSin()])
 CONFIG = CheckerConfig(registry="test_reduce_isolated:SEGFAULT_REGISTRY", timeout_s=30.0, memory_mb=2048)
 
 
+@pytest.mark.slow
 def test_a_case_whose_conversion_kills_the_process_is_reduced_to_the_faulty_operator(tmp_path: Path) -> None:
     graph = generate(SEED, GenOptions(nodes=6))
     assert len(graph.nodes) == 6 and "sin" in [n.op for n in graph.nodes]
@@ -61,6 +64,7 @@ def test_a_case_whose_conversion_kills_the_process_is_reduced_to_the_faulty_oper
     assert "faulthandler" in (reduction.path / "log.txt").read_text()
 
 
+@pytest.mark.slow
 def test_a_check_that_passes_in_the_child_gives_its_verdict_and_keeps_the_child(tmp_path: Path) -> None:
     graph = generate(SEED, GenOptions(nodes=6))
     without_sin = graph.nodes[0].op
@@ -75,6 +79,7 @@ def test_a_check_that_passes_in_the_child_gives_its_verdict_and_keeps_the_child(
     assert verdict.symptom is Symptom.PASS and again.symptom is Symptom.PASS
 
 
+@pytest.mark.slow
 def test_a_campaign_ends_with_its_process_killing_cases_reduced(tmp_path: Path) -> None:
     from fuzzer.campaign.db import DB_NAME, CampaignDB
     from fuzzer.campaign.loop import Campaign
@@ -98,6 +103,7 @@ def test_a_campaign_ends_with_its_process_killing_cases_reduced(tmp_path: Path) 
         assert [n.op for n in read_case(reduced).graph.nodes] == ["sin"]
 
 
+@pytest.mark.slow
 def test_converter_options_the_bug_does_not_need_are_set_back_to_their_defaults(tmp_path: Path) -> None:
     """The corpus floor_divide case also shows at opset 15 without constant folding, and on the nn.Module export as
     on the ScriptModule one; reduced, it is filed with the exporter's defaults, the settings a maintainer would try

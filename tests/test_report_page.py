@@ -89,6 +89,7 @@ def _browser(page: Path, profile: Path, *args: str) -> subprocess.CompletedProce
     return done
 
 
+@pytest.mark.slow
 @needs_chromium
 def test_the_page_in_a_browser(campaign: tuple[Path, Triage], tmp_path: Path) -> None:
     out, result = campaign
@@ -105,6 +106,7 @@ def test_the_page_in_a_browser(campaign: tuple[Path, Triage], tmp_path: Path) ->
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.slow
 @needs_chromium
 def test_clicking_a_header_sorts_the_table(campaign: tuple[Path, Triage], tmp_path: Path) -> None:
     out, result = campaign
@@ -116,6 +118,7 @@ def test_clicking_a_header_sorts_the_table(campaign: tuple[Path, Triage], tmp_pa
     assert len(keys) == len(hits) and [hits[k] for k in keys] == sorted(hits.values())
 
 
+@pytest.mark.slow
 def test_without_graphviz_the_graphs_are_dot_text(campaign: tuple[Path, Triage], tmp_path: Path,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     out, result = campaign
@@ -126,6 +129,7 @@ def test_without_graphviz_the_graphs_are_dot_text(campaign: tuple[Path, Triage],
     assert dom.svgs["plot"] == 3
 
 
+@pytest.mark.slow
 def test_an_empty_campaign_gets_a_page(tmp_path: Path) -> None:
     db = CampaignDB(tmp_path / DB_NAME, create=True)
     try:

@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from fuzzer.campaign.db import DB_NAME, CampaignDB
 from fuzzer.campaign.loop import Campaign
 from fuzzer.campaign.spec import LOG_DIR, CampaignSpec
@@ -39,6 +41,7 @@ def test_onnxoptimizer_passes_that_change_the_model_are_the_ones_recorded() -> N
     assert set(run.rewrites) <= set(fuse_and_elimination_passes()) and "nop" not in run.rewrites
 
 
+@pytest.mark.slow
 def test_a_campaign_records_them_and_status_and_ops_show_them(tmp_path: Path, capsys) -> None:
     worker = WorkerConfig(out_dir=str(tmp_path), log_dir=str(tmp_path / LOG_DIR), min_nodes=1, nodes=3,
                           include_ops=FUSED, dtypes=("float32",), check={"input_budget_s": 0.2}, converters=TOOLS)
@@ -91,6 +94,7 @@ def test_patterns_whose_rewrite_has_not_fired_are_boosted_until_it_has() -> None
     assert Steering().boosts(("torch-onnx-dynamo",)) == []  # no ONNX tool: nothing to steer
 
 
+@pytest.mark.slow
 def test_a_boosted_operator_is_drawn_about_four_times_as_often() -> None:
     from fuzzer.campaign.novelty import BOOST, without_demoted
     from generators.generator import BOOST_WEIGHT

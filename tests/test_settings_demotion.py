@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from fuzzer.campaign.db import DB_NAME, CampaignDB
 from fuzzer.campaign.loop import Campaign
 from fuzzer.campaign.novelty import AVOID_PROBABILITY, HITS_TO_DEMOTE, SETTING, Novelty
@@ -81,6 +83,7 @@ def test_a_demoted_setting_raises_the_opset_or_skips_where_none_allows_it() -> N
     assert options == {"opset": 18} and skip is not None and "up to 23" in skip
 
 
+@pytest.mark.slow
 def test_known_failures_stop_eating_the_budget_once_their_setting_is_demoted(tmp_path: Path) -> None:
     worker = WorkerConfig(out_dir=str(tmp_path), log_dir=str(tmp_path / LOG_DIR),
                           registry="test_settings_demotion:REGISTRY", min_nodes=1, nodes=2, include_ops=("neg", "abs"),

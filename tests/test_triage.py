@@ -115,6 +115,7 @@ def campaign(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+@pytest.mark.slow
 def test_a_campaign_resumed_after_promotion_reports_its_finding_as_known(campaign: Path, tmp_path: Path) -> None:
     db = open_campaign(campaign)
     before = triage(campaign, db, tmp_path / "corpus")

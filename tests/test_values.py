@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 
 from fuzzer.campaign.worker_config import WorkerConfig
@@ -90,6 +91,7 @@ def test_a_check_records_its_strategy_and_a_case_replays_its_inputs_from_it(tmp_
     assert all(torch.equal(a, b) for a, b in zip(again.source.inputs, result.expected.source.inputs, strict=True))
 
 
+@pytest.mark.slow
 def test_an_unknown_strategy_is_one_line_and_exit_2(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-m", "fuzzer", "fuzz", "--values", "uniform,odd", "--out",
                            str(tmp_path / "c")], capture_output=True, text=True, timeout=120)

@@ -146,6 +146,7 @@ def diagnosed(graph: Graph, converter: object, options: dict | None = None, seed
     return with_diagnosis(case, converter)  # type: ignore[arg-type]
 
 
+@pytest.mark.slow
 def test_a_runtime_kernel_fault_reached_by_both_exporters_is_one_root_cause_of_the_runtime(tmp_path) -> None:
     graph = one_op("sin")
     cases = [diagnosed(graph, KernelFaultScript(), {"opset": 17}),
@@ -240,6 +241,7 @@ class CarriedCrash(TorchOnnxScript):
 CARRIED_REGISTRY = ConverterRegistry([CarriedCrash()])
 
 
+@pytest.mark.slow
 def test_a_crash_carried_by_an_innocent_operator_reduces_to_the_guilty_one(tmp_path) -> None:
     b = GraphBuilder()
     x, y = b.input((3, 5)), b.input((4,))
@@ -315,6 +317,7 @@ def test_a_runtime_rejection_is_the_kernels_only_where_another_converters_model_
     assert (blame.component.project, blame.settled, blame.shared) == (project, settled, corroborated)
 
 
+@pytest.mark.slow
 def test_a_short_campaign_finds_the_planted_pass_and_its_report_names_it(tmp_path) -> None:
     """The planted pass, reached by a campaign of random graphs, is found, reduced, and filed with the pass named."""
     from fuzzer.campaign.db import DB_NAME, CampaignDB

@@ -10,13 +10,14 @@ from typing import TYPE_CHECKING
 from fuzzer.support.errors import CannotRun
 from fuzzer.triage.svg import inline_svg
 from fuzzer.triage.view import STUDY_NODE_CONVERSION_SHARE, STUDY_SYMPTOM_SHARES, Triage
+from oracles.verdict import Symptom
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-WRONG_MODEL = ("wrong_values", "wrong_shape", "wrong_dtype")
-CRASH = ("crash", "process_death", "hang", "out_of_memory", "invalid_model")
+WRONG_MODEL = Symptom.json_names(Symptom.divergences())
+CRASH = Symptom.json_names(Symptom.crash_like())
 NODE_CONVERSION = "node_conversion"
 INSTALL = "the report page needs the report extra: pip install -e '.[report]'"
 

@@ -56,7 +56,7 @@ ASK_BATCH = 4
 
 
 class UnitConfig(Protocol):
-    """What the feeder reads of a worker's config (fuzzer.campaign.worker.WorkerConfig)."""
+    """What the feeder reads of a worker's config (fuzzer.campaign.worker_config.WorkerConfig)."""
 
     timeout_s: float
 

@@ -10,8 +10,7 @@ from typing import Any
 from oracles.verdict import Stage, Symptom, Verdict
 
 OWN_ERROR = "own_error"  # the symptom of a test that hit a convsmith bug (see the errors table)
-# The symptoms of a test whose worker was lost (died, hung, outgrew its memory), by their JSON names.
-LOST_SYMPTOMS = tuple(s.json_name for s in (Symptom.PROCESS_DEATH, Symptom.HANG, Symptom.OUT_OF_MEMORY))
+LOST_SYMPTOMS = Symptom.json_names(Symptom.lost_worker())  # a test whose worker died, hung or outgrew its memory
 
 
 @dataclass(frozen=True)

@@ -15,9 +15,9 @@ import torch
 import z3
 from onnx import helper
 
-from generators.dtypes import FLOATS, DType
+from generators.dtypes import ALL, FLOATS, DType
 from generators.ops.base import (
-    INTS_PROMOTE,
+    NARROW_INT_PRODUCTS,
     AttrMap,
     Build,
     BuildContext,
@@ -25,13 +25,14 @@ from generators.ops.base import (
     SymTensor,
     call,
     clamp_penalty,
+    excluded,
     literal,
     norm_axis,
     pick_axis,
     same_sigs,
 )
 from generators.ops.discontinuity import IndexTie
-from generators.ops.onnx_nodes import ORT_FLOATS, element_type
+from generators.ops.onnx_nodes import ORT_FLOATS, ORT_NUMERIC, element_type
 from generators.ops.onnx_nodes import OnnxCall as Call
 from generators.ops.patterns import Pattern, Rewrite
 
@@ -46,9 +47,10 @@ class FlattenMatMul(Pattern):
 
     name = "pattern_flatten_matmul"
     ranks = ((2,),)
-    sigs = same_sigs(FLOATS)
+    sigs = same_sigs(FLOATS + (DType.INT32, DType.INT64))
+    dtype_exclusions = excluded((DType.INT8, DType.UINT8), NARROW_INT_PRODUCTS)
     onnx_since = 9
-    onnx_types = ORT_FLOATS
+    onnx_types = ORT_NUMERIC
     rewrites = (Rewrite("onnxoptimizer", "eliminate_nop_flatten", ("MatMul",)),)
 
     def build(self, ctx: BuildContext, x: SymTensor) -> Build:
@@ -74,11 +76,11 @@ class ConcatPair(Pattern):
 
     name = "pattern_concat_pair"
     ranks = ((1, 2, 3, 4),) * 2
-    sigs = same_sigs(FLOATS + (DType.INT32, DType.INT64, DType.BOOL), 2)
+    sigs = same_sigs(ALL, 2)
     preserves_values = True
     keeps_zeros = True
     onnx_since = 4
-    onnx_types = ORT_FLOATS | {DType.INT32, DType.INT64, DType.BOOL}
+    onnx_types = ORT_NUMERIC | {DType.INT8, DType.UINT8, DType.BOOL, DType.BFLOAT16}
     rewrites = (Rewrite("onnxoptimizer", "fuse_consecutive_concats", ("Concat",)),
                 Rewrite("onnxsim", "", ("Concat",)))
 
@@ -118,7 +120,6 @@ class MeanUnsqueeze(Pattern):
     name = "pattern_mean_unsqueeze"
     ranks = ((1, 2, 3, 4),)
     sigs = same_sigs(FLOATS)
-    dtype_exclusions = INTS_PROMOTE
     onnx_since = 13
     onnx_types = ORT_FLOATS
     rewrites = (Rewrite("onnxoptimizer", "fuse_consecutive_reduce_unsqueeze", ("Constant", "ReduceMean")),)
@@ -166,7 +167,7 @@ class ConstantIf(Pattern):
 
     name = "pattern_constant_if"
     ranks = ((1, 2, 3, 4),)
-    sigs = same_sigs(FLOATS)
+    sigs = same_sigs(FLOATS + (DType.INT32, DType.INT64, DType.INT8, DType.UINT8))
     emits_zeros = True
     onnx_since = 11
     onnx_types = F32_F64
@@ -207,7 +208,6 @@ class MonotoneArgmax(Pattern):
     name = "pattern_monotone_argmax"
     ranks = ((1, 2, 3, 4),)
     sigs = same_sigs(FLOATS)
-    dtype_exclusions = INTS_PROMOTE
     emits_zeros = True
     discontinuity = IndexTie(True)
     onnx_since = 13
@@ -256,7 +256,6 @@ class QkvAttention(Pattern):
     name = "pattern_qkv_attention"
     ranks = ((2, 3),)
     sigs = same_sigs(FLOATS)
-    dtype_exclusions = INTS_PROMOTE
     onnx_since = 13
     onnx_types = F32_F64
     # The pass leaves the key and value MatMuls in place, dead.

@@ -47,7 +47,6 @@ class TanhGelu(Pattern):
     name = "pattern_tanh_gelu"
     ranks = ((1, 2, 3, 4),)
     sigs = same_sigs(FLOATS)
-    dtype_exclusions = INTS_PROMOTE
     onnx_since = 9
     onnx_types = NORM_TYPES  # FastGelu's CPU kernel takes float32; float64 keeps the unfused subgraph
     rewrites = (Rewrite("ort", "extended", ("FastGelu", "MatMul"), "FastGeluFusion"),)
@@ -136,7 +135,6 @@ class SkipLayerNorm(Pattern):
     name = "pattern_skip_layer_norm"
     ranks = ((3,), (3,))  # the fusion takes [batch, sequence, hidden] and no broadcasting
     sigs = same_sigs(FLOATS, 2)
-    dtype_exclusions = INTS_PROMOTE
     float32_attrs = ("eps",)
     onnx_since = 13
     onnx_types = NORM_TYPES  # SkipLayerNormalization's CPU kernel takes float32: float64 stays unfused
@@ -185,7 +183,6 @@ class DepthwiseConvResidual(Pattern):
     name = "pattern_depthwise_conv_residual"
     ranks = ((4,), (4,))
     sigs = same_sigs(FLOATS, 2)
-    dtype_exclusions = INTS_PROMOTE
     emits_zeros = True
     onnx_since = 11
     onnx_types = ORT_CONV

@@ -72,26 +72,32 @@ def in_fresh_process(scenario: str) -> None:
     assert done.returncode == 0, done.stderr[-2000:]
 
 
+@pytest.mark.slow
 def test_the_feeder_answers_each_unit_in_whatever_order_the_worker_takes_them() -> None:
     in_fresh_process("answers_in_any_order")
 
 
+@pytest.mark.slow
 def test_the_feeder_prepares_every_unit_asked_for_before_the_worker_reads_one() -> None:
     in_fresh_process("works_ahead_past_a_full_pipe")
 
 
+@pytest.mark.slow
 def test_the_feeder_is_told_the_demotions_only_when_they_change_and_applies_them_to_the_units_after() -> None:
     in_fresh_process("demotions_on_change")
 
 
+@pytest.mark.slow
 def test_the_worker_sends_its_requests_to_the_feeder_in_batches_and_a_unit_it_takes_at_once() -> None:
     in_fresh_process("asks_in_batches")
 
 
+@pytest.mark.slow
 def test_a_killed_feeder_costs_a_retry_and_the_worker_prepares_every_unit_from_then_on() -> None:
     in_fresh_process("killed_feeder")
 
 
+@pytest.mark.slow
 def test_a_unit_prepared_ahead_reaches_the_campaign_in_one_frame_before_its_converter_runs() -> None:
     in_fresh_process("one_frame_per_unit")
 
@@ -112,6 +118,7 @@ def test_the_outbox_sends_what_it_holds_with_the_next_message_as_one_list() -> N
                                               phases[3], phases[0]]
 
 
+@pytest.mark.slow
 def test_an_answer_the_worker_cannot_rebuild_is_left_to_the_worker() -> None:
     in_fresh_process("unbuildable_answer")
 
@@ -129,6 +136,7 @@ def test_arrays_cross_the_pipe_with_their_dtype_shape_and_values_each_a_writable
         unpack_arrays(index, body[:-1])  # a truncated answer: the worker prepares the unit itself
 
 
+@pytest.mark.slow
 def test_a_graph_the_generator_rejects_is_left_to_the_worker() -> None:
     config = WorkerConfig(out_dir="unused", log_dir="unused", include_ops=("no_such_operator",), prepare_ahead=True)
     assert prepare_ahead(config, 0.2, 5, 5) == ({"idx": 5, "ok": False}, b"", b"")

@@ -80,7 +80,7 @@ class ConcatPair(Pattern):
     preserves_values = True
     keeps_zeros = True
     onnx_since = 4
-    onnx_types = ORT_NUMERIC | {DType.INT8, DType.UINT8, DType.BOOL, DType.BFLOAT16}
+    onnx_types = ORT_NUMERIC | {DType.INT8, DType.UINT8, DType.BOOL}  # native models store bfloat16 weights as float32
     rewrites = (Rewrite("onnxoptimizer", "fuse_consecutive_concats", ("Concat",)),
                 Rewrite("onnxsim", "", ("Concat",)))
 

@@ -25,9 +25,10 @@ from oracles.sequences import Enrichment
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "corpus"
-# Graphs 3..18 at 4 operators give torch-onnx-script three root causes in about 4 s, one of them in the corpus.
-FUZZ = ["--tests", "16", "--seed", "3", "--workers", "1", "--converters", "torch-onnx-script", "--nodes", "4",
-        "--no-reduce"]
+# The bugs come from a converter planted through the registry (it crashes naming each graph's first operator: a
+# root cause per operator), not from whatever the installed exporters get wrong on some seeds.
+FUZZ = ["--tests", "16", "--seed", "3", "--workers", "1", "--registry", "test_isolation:QUICK_REGISTRY",
+        "--converters", "faulty-crash", "--nodes", "4", "--no-reduce"]
 CHROMIUM = shutil.which("chromium")
 BROWSER_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
@@ -78,7 +79,7 @@ def campaign(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Triage]:
         result = triage(out, db, CORPUS)
     finally:
         db.close()
-    assert len(result.groups) >= 2, "the seed range no longer finds bugs: pick another --seed in FUZZ"
+    assert len(result.groups) >= 2
     return out, result
 
 

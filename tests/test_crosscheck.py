@@ -1,5 +1,7 @@
-"""Cross-checks of real corpus cases (real exporters, ONNX Runtime and onnxslim): whose bug each one is; their JSON
-in case.json, old case.json without them, and the report's Cross-checks section."""
+"""Cross-checks (real exporters, ONNX Runtime and onnxslim): whose bug each case is, with the bug planted through a
+converter where the cross-checks can run one (an ONNX tool), from real corpus cases where they cannot yet (an
+exporter's and ONNX Runtime's own plans name CONVERTERS); their JSON in case.json, old case.json without them, and
+the report's Cross-checks section."""
 
 from __future__ import annotations
 
@@ -7,13 +9,20 @@ import dataclasses
 import json
 from pathlib import Path
 
+import onnx
 import pytest
+from test_whose_bug import one_op
 
+from fuzzer.cases.case import CaseData, case_from_result, collect_versions
 from fuzzer.cases.crosscheck import cross_checks, outcome
 from fuzzer.cases.diagnosis import CrossCheck, Repair
 from fuzzer.cases.diagnosis_report import render_diagnosis
 from fuzzer.cases.folder import read_case, write_case
 from fuzzer.cases.report import render_report
+from fuzzer.check.pipeline import check_prepared
+from fuzzer.check.source import prepare
+from fuzzer.converters.base import Converter, ConverterOptions
+from fuzzer.converters.onnx_slim import OnnxSlim
 from oracles.verdict import Stage, Symptom, Verdict
 
 CORPUS = Path(__file__).resolve().parents[1] / "corpus"
@@ -22,14 +31,33 @@ ORT_CRASH = CORPUS / "crash-ort-optimizer-graph_optimization-Fail-e83800d5cf55-r
 SLIM_CRASH = CORPUS / "crash-onnxslim-graph_optimization-ValueError-01ab1eabbd25-reduced"
 
 
-def _outcomes(folder: Path) -> list[tuple[str, str, str]]:
-    return [(c.name, c.outcome, c.detail) for c in cross_checks(read_case(folder))]
+class CrashingSlim(OnnxSlim):
+    """onnxslim that fails on every model holding a Sin: a tool crash on a model that was right before it."""
+
+    name = "planted-onnxslim-crash"
+
+    def transform(self, model: onnx.ModelProto, options: ConverterOptions) -> onnx.ModelProto:
+        if any(node.op_type == "Sin" for node in model.graph.node):
+            raise ValueError("planted: cannot slim Sin")
+        return super().transform(model, options)  # type: ignore[arg-type]
+
+
+def planted_case(converter: Converter, options: dict | None = None) -> CaseData:
+    """A one-sin graph checked under a converter planted with a fault, made a case (not yet diagnosed)."""
+    graph = one_op("sin")
+    result = check_prepared(prepare(graph, 3, {}, 1.0), converter, options)
+    assert result.verdict.is_bug, result.verdict
+    return case_from_result(result, graph, 3, converter.name, collect_versions(()))
+
+
+def _outcomes(case: CaseData, converter: Converter | None = None) -> list[tuple[str, str, str]]:
+    return [(c.name, c.outcome, c.detail) for c in cross_checks(case, converter)]
 
 
 def test_torchscript_floor_divide_is_the_exporters_own_bug() -> None:
     """The dynamo exporter converts int32 floor_divide correctly; every ONNX Runtime level runs TorchScript's model
     into the same wrong value, so the runtime's optimizer is not involved."""
-    assert _outcomes(FLOOR_DIVIDE) == [
+    assert _outcomes(read_case(FLOOR_DIVIDE)) == [
         ("torch-onnx-dynamo (other exporter)", "passes", ""),
         ("ONNX Runtime, optimizations disabled", "same bug", ""),
         ("ONNX Runtime, optimizations basic", "same bug", ""),
@@ -39,7 +67,7 @@ def test_torchscript_floor_divide_is_the_exporters_own_bug() -> None:
 
 
 def test_ort_crash_starts_at_basic_and_names_constant_folding() -> None:
-    assert _outcomes(ORT_CRASH) == [
+    assert _outcomes(read_case(ORT_CRASH)) == [
         ("ONNX Runtime, optimizations disabled (upstream.onnx)", "passes", ""),
         ("ONNX Runtime, optimizations basic", "same bug", ""),
         ("ONNX Runtime, optimizations extended", "same bug", ""),
@@ -49,7 +77,8 @@ def test_ort_crash_starts_at_basic_and_names_constant_folding() -> None:
 
 
 def test_onnxslim_crash_on_a_model_that_was_right_before_it() -> None:
-    assert _outcomes(SLIM_CRASH) == [("model before the tool (upstream.onnx)", "passes", "")]
+    slim = CrashingSlim()
+    assert _outcomes(planted_case(slim), slim) == [("model before the tool (upstream.onnx)", "passes", "")]
 
 
 def _verdict(symptom: Symptom, converter: str, op: str | None = None, dtype: str | None = None,

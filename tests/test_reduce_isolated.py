@@ -105,21 +105,33 @@ def test_a_campaign_ends_with_its_process_killing_cases_reduced(tmp_path: Path) 
 
 @pytest.mark.slow
 def test_converter_options_the_bug_does_not_need_are_set_back_to_their_defaults(tmp_path: Path) -> None:
-    """The corpus floor_divide case also shows at opset 15 without constant folding, and on the nn.Module export as
-    on the ScriptModule one; reduced, it is filed with the exporter's defaults, the settings a maintainer would try
-    first."""
-    import dataclasses
+    """A bug planted in the TorchScript exporter (every Sin exported as Cos) shows at opset 15 without constant
+    folding as at the defaults, and on the nn.Module export as on the ScriptModule one; reduced, it is filed with the
+    exporter's defaults, the settings a maintainer would try first."""
+    from test_whose_bug import SinAsCosExporter, one_op
 
+    from fuzzer.cases.case import case_from_result, collect_versions
+    from fuzzer.check.pipeline import check_prepared
+    from fuzzer.check.source import prepare
     from fuzzer.converters import CONVERTERS
 
-    corpus = Path(__file__).resolve().parents[1] / "corpus"
-    (folder,) = corpus.glob("wrong_values-torch-onnx-script-node_conversion-floor_divide-int32-*")
-    case = read_case(folder)
-    case = dataclasses.replace(case, id="found", converter_options={"opset": 15, "constant_folding": False,
-                                                                    "script_module": True})
-    with IsolatedChecker() as checker:
+    graph, options = one_op("sin"), {"opset": 15, "constant_folding": False, "script_module": True}
+    result = check_prepared(prepare(graph, 0, {}, 1.0), SinAsCosExporter(), options)
+    assert result.verdict.symptom is Symptom.WRONG_VALUES, result.verdict
+    case = case_from_result(result, graph, 0, SinAsCosExporter.name, collect_versions(()), case_id_="found")
+    with IsolatedChecker(CheckerConfig(registry="test_reduce_isolated:PLANTED_EXPORTER")) as checker:
         reduction = reduce_case(case, tmp_path, checker, budget_s=30.0)
     reduced = read_case(reduction.path)
     assert dict(reduced.converter_options) == CONVERTERS["torch-onnx-script"].options(None).to_json()
     assert reduced.reduction["options_set_to_default"] == ["opset", "constant_folding", "script_module"]
     assert reduced.signature == case.signature
+
+
+def _planted_exporter() -> ConverterRegistry:
+    """The registry the child loads: imported there, not at this module's import (test_whose_bug is large)."""
+    from test_whose_bug import SinAsCosExporter
+
+    return ConverterRegistry([SinAsCosExporter()])
+
+
+PLANTED_EXPORTER = _planted_exporter

@@ -32,6 +32,7 @@ from typing import Any, Protocol
 
 from fuzzer.campaign.messages import encode
 from fuzzer.campaign.novelty import Demotion, without_demoted
+from fuzzer.campaign.progress import AHEAD
 from fuzzer.campaign.unit_graph import graph_message
 from fuzzer.check.result import Expected
 from fuzzer.check.source import prepare
@@ -44,7 +45,6 @@ from generators.materialize import GraphModule
 from generators.solver import Z3Context, unused_z3_context
 from generators.values import ValueStrategy
 
-AHEAD_PREFIX = "ahead."  # timers of the feeder's own work, done in parallel with the worker's
 WAIT_SHARE = 0.25  # of the test timeout: how long the worker waits for a unit before preparing it itself
 # Fresh z3 contexts a feeder keeps made in its idle time: making one is ~3.5 ms of a five-node graph's ~20 ms, and a
 # feeder that has fallen behind (the worker waits) then starts each graph without it. A few MiB each.
@@ -152,7 +152,7 @@ def rebuild(header: dict[str, Any], note: bytes, body: bytes) -> ReadyUnit:
     prepared = Expected(Source(graph, module, inputs), tuple(arrays["e"][k] for k in outputs),
                         tuple(arrays["r"][k] for k in outputs), valid_inputs=header["valid"],
                         values=header["values"], settling=arrays["s"], settling64=arrays["S"])
-    timings = {AHEAD_PREFIX + name: seconds for name, seconds in header["timings"].items()}
+    timings = {AHEAD + name: seconds for name, seconds in header["timings"].items()}
     return ReadyUnit(graph, note, prepared, timings, header["done_at"])
 
 

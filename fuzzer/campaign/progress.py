@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from fuzzer.campaign.db import CampaignDB
 
 GENERATION = frozenset({"generate", "materialize", "inputs", "source", "reference", "wait_for_graph"})
-AHEAD = "ahead."  # fuzzer.campaign.ahead.AHEAD_PREFIX: a feeder's work, beside the worker's, not in its time
+AHEAD = "ahead."  # timers of a feeder's own work (ahead.py), done beside the worker's, not in its time
 ORACLE = frozenset({"oracle", "rerun", "locate", "culprit"})
 SHARE_NAMES = ("generation", "conversion", "runtime", "oracle", "overhead")
 

@@ -146,23 +146,32 @@ def test_cut_feeds_readers_from_a_fresh_input_of_the_same_type() -> None:
     assert prune(cut_graph) == cut_graph and graph_size(cut_graph) < graph_size(graph)
 
 
-# ---- the case-level wrapper and the CLI, on a real (already minimal) corpus case ------------------------------
+# ---- the case-level wrapper and the CLI, on an already minimal case of a converter planted through the registry --
 
 @pytest.mark.slow
 def test_reduce_command_writes_a_linked_reduced_case(tmp_path, capsys) -> None:
-    from pathlib import Path
+    import dataclasses
 
-    from fuzzer.cases.folder import read_case
+    from test_campaign_reduce import CrashesOnElu
+
+    from fuzzer.cases.case import case_from_result, collect_versions
+    from fuzzer.cases.folder import read_case, write_case
+    from fuzzer.check.pipeline import check_prepared
+    from fuzzer.check.source import prepare
     from fuzzer.commands import main as cli
+    from generators.generator import GenOptions, generate
 
-    corpus = Path(__file__).resolve().parents[1] / "corpus"
-    # A crash, not a wrong value: `reduce` re-derives inputs from the seed, and the input search may change
-    # between versions, while this exporter crash does not depend on input values.
-    folder = next(p.parent for p in sorted(corpus.glob("crash-torch-onnx-script-validation-*/case.json"))
-                  if '"elu"' in p.read_text())
-    assert cli.main(["reduce", str(folder), "--out", str(tmp_path), "--time", "30s"]) == 0
+    # A crash (the planted exporter has no elu), not a wrong value: `reduce` re-derives inputs from the seed, and
+    # the input search may change between versions, while this crash does not depend on input values.
+    graph = generate(0, GenOptions(nodes=1, include_ops=("elu",), dtypes=(DType.FLOAT32,)))
+    result = check_prepared(prepare(graph, 0, {}, 1.0), CrashesOnElu())
+    found = case_from_result(result, graph, 0, CrashesOnElu.name, collect_versions(()))
+    folder = write_case(tmp_path / "found", dataclasses.replace(found, id=f"{found.id}-reduced"))
+    out = tmp_path / "out"
+    assert cli.main(["reduce", str(folder), "--out", str(out), "--time", "30s", "--registry",
+                     "test_campaign_reduce:PLANTED_REGISTRY"]) == 0
     assert "1 -> 1 nodes" in capsys.readouterr().out
-    reduced = read_case(tmp_path / folder.name)  # '<id>-reduced' stays '<id>-reduced'
+    reduced = read_case(out / folder.name)  # '<id>-reduced' stays '<id>-reduced'
     original = read_case(folder)
     assert reduced.signature == original.signature and reduced.original == folder.name
     assert reduced.graph.ops() == ["elu"] and reduced.reduction["nodes_after"] == 1

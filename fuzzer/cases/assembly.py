@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 HARNESS = Path(__file__).with_name("harness")
-HEAD = "head"
 ENTRY = "__main__"  # the `if __name__ == "__main__":` block: what it reaches is copied
 SCRIPT_NAMES = frozenset(dir(builtins)) | {"__file__", "__name__"}
 
@@ -62,6 +61,7 @@ class Module:
 
 
 def reads(node: ast.AST) -> frozenset[str]:
+    """Every name a statement mentions (its own bindings too: reaching a local by mistake only copies more)."""
     return frozenset(n.id for n in ast.walk(node) if isinstance(n, ast.Name))
 
 
@@ -95,6 +95,7 @@ def parse_part(text: str) -> Part:
 
 
 def parse_module(source: str) -> Module:
+    """A harness module's parts, imports and placeholders, from its source."""
     lines = source.splitlines()
     tree = ast.parse(source)
     documented = ast.get_docstring(tree) is not None
@@ -135,7 +136,7 @@ def _value_columns(node: ast.stmt) -> tuple[int, int] | None:
 def _is_literal(node: ast.expr) -> bool:
     try:
         ast.literal_eval(node)
-    except ValueError:
+    except (ValueError, TypeError, SyntaxError):
         return False
     return True
 
@@ -166,23 +167,29 @@ def assemble(parsed: Sequence[Module], values: Mapping[str, str], opening: Mappi
     head = parsed[0]
     if set(values) != head.placeholders:
         raise HarnessError(f"values for {sorted(values)}, but head.py's placeholders are {sorted(head.placeholders)}")
+    order = [part.name for module in parsed for part in module.parts]
+    if len(set(order)) != len(order):
+        raise HarnessError(f"harness modules define {sorted(n for n in set(order) if order.count(n) > 1)} twice")
     found = {part.name: part for module in parsed for part in module.parts}
     found.update({name: parse_part(text) for name, text in rendered.items()})
     found.update({name: found[choice].renamed(name) for name, choice in chosen.items()})
     needed = _reached(found, {ENTRY, *values})
-    used = head.import_reads.union(*(found[name].reads for name in needed))
     unbound = set().union(*(found[name].free for name in needed)) - set(found) - SCRIPT_NAMES
     unbound -= set().union(*(bound for bound, _ in head.imports))
     if unbound:  # a harness module's own imports are not copied: the script would fail with a NameError
         raise HarnessError(f"the script would read {sorted(unbound)}, which it does not define")
+    used = head.import_reads.union(*(found[name].reads for name in needed))
     imports = [line for bound, line in head.imports if not bound or bound & used]
-    text = "\n".join(head.opening).format_map(opening) + "\n" + "\n".join(imports) + "\n\n"
-    previous: Part | None = None
-    for part in (p for module in parsed for p in module.parts if p.name in needed):
-        part = found[part.name]
-        compact = part.value is not None and previous is not None and previous.value is not None
+    parts = [found[name] for name in order if name in needed]
+    return "\n".join(head.opening).format_map(opening) + "\n" + "\n".join(imports) + "\n\n" + _joined(parts, values)
+
+
+def _joined(parts: Sequence[Part], values: Mapping[str, str]) -> str:
+    """The parts' source, two blank lines apart, but for a run of one-line assignments."""
+    text = ""
+    for previous, part in zip([None, *parts], parts):
+        compact = previous is not None and previous.value is not None and part.value is not None
         text += ("\n" if compact else "\n\n\n" if previous else "") + part.text(values.get(part.name))
-        previous = part
     return text + "\n"
 
 

@@ -1,5 +1,6 @@
 """Fusion patterns of ONNX Runtime's CPU transformers at levels extended and all: the GELU spellings (tanh, with a
-bias), Add then LayerNormalization, a depthwise Conv with a residual Add and activation.
+bias), Add then LayerNormalization, a depthwise Conv with a residual Add and activation, a Relu that a
+quantization makes redundant.
 
 Like generators/ops/patterns.py, each operator is one subgraph: `forward` is what a model author writes, and the
 counterpart is the multi-node ONNX pattern as the transformer matches it. Each transformer's conditions (dtypes,
@@ -12,6 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+import numpy as np
 import onnx
 import torch
 import torch.nn.functional as F
@@ -30,6 +32,7 @@ from generators.ops.base import (
     literal,
     same_sigs,
 )
+from generators.ops.discontinuity import Closeness, Labels, rounding
 from generators.ops.onnx_nodes import OnnxCall
 from generators.ops.patterns import EPS, MAX_KERNEL, ORT_CONV, SQRT2, Pattern, Rewrite
 
@@ -247,4 +250,55 @@ class DepthwiseConvResidual(Pattern):
         return call.nodes
 
 
-OPS: list[type[OpSpec]] = [TanhGelu, BiasGelu, SkipLayerNorm, DepthwiseConvResidual]
+# Powers of two: torch's fake quantization multiplies by the inverse scale where QuantizeLinear divides by the scale,
+# and only then do the two agree on every value.
+QUANT_SCALES = (0.125, 0.015625)
+# The quantized type's zero point at its lowest value, which ReluQuantFusion asks: (signed, zero point, low, high).
+QUANT_RANGES = ((False, 0, 0, 255), (True, -128, -128, 127))
+
+
+def quantization_tie(inputs: Sequence[np.ndarray], attrs: AttrMap, near: Closeness) -> Labels:
+    """Quantization rounds x / scale half to even: a tie is a fractional part of .5."""
+    return rounding([np.asarray(inputs[0], dtype=np.float64) / attrs.get("scale", 1.0)], {}, near)
+
+
+class ReluFakeQuant(Pattern):
+    """Relu, then fake quantization to uint8 or int8 with the zero point at the type's lowest value
+    (QuantizeLinear, DequantizeLinear): the quantization clamps at zero too, so ONNX Runtime's level-2 rule
+    ReluQuantFusion drops the Relu."""
+
+    name = "pattern_relu_fake_quant"
+    ranks = ((1, 2, 3, 4),)
+    sigs = same_sigs(FLOATS)
+    emits_zeros = True
+    discontinuity = staticmethod(quantization_tie)  # a plain function: it must not bind to the op
+    onnx_since = 13
+    onnx_types = frozenset({DType.FLOAT32})  # QuantizeLinear's input at every opset from 13
+    rewrites = (Rewrite("ort", "extended", ("QuantizeLinear", "DequantizeLinear"), "Level2_RuleBasedTransformer"),)
+
+    def build(self, ctx: BuildContext, x: SymTensor) -> Build:
+        attrs = {"signed": ctx.choice("signed", (False, True)), "scale": ctx.choice("scale", QUANT_SCALES)}
+        return Build([SymTensor(x.shape, x.dtype)], [], attrs)
+
+    @staticmethod
+    def quant_range(attrs: AttrMap) -> tuple[int, int, int]:
+        """The zero point and the quantized type's bounds."""
+        return next(r[1:] for r in QUANT_RANGES if r[0] == attrs["signed"])
+
+    def forward(self, attrs: AttrMap, x: torch.Tensor) -> torch.Tensor:
+        return torch.fake_quantize_per_tensor_affine(F.relu(x), attrs["scale"], *self.quant_range(attrs))
+
+    def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
+        relu = call(functional_source(F.relu), args)
+        return call("torch.fake_quantize_per_tensor_affine", [relu], attrs["scale"], *self.quant_range(attrs))
+
+    def onnx_nodes(self, attrs: AttrMap, call: OnnxCall) -> list[onnx.NodeProto] | None:
+        zero_point = self.quant_range(attrs)[0]
+        scale = call.const(attrs["scale"], call.dtype)
+        zero = call.const(zero_point, DType.INT8 if attrs["signed"] else DType.UINT8)
+        quantized = call.node("QuantizeLinear", [call.node("Relu", call.inputs), scale, zero])
+        call.node("DequantizeLinear", [quantized, scale, zero], call.outputs)
+        return call.nodes
+
+
+OPS: list[type[OpSpec]] = [TanhGelu, BiasGelu, SkipLayerNorm, DepthwiseConvResidual, ReluFakeQuant]

@@ -32,18 +32,17 @@ from generators.ops.base import (
     same_sigs,
 )
 from generators.ops.discontinuity import IndexTie
-from generators.ops.onnx_nodes import ORT_FLOATS, ORT_NUMERIC, element_type
-from generators.ops.onnx_nodes import OnnxCall as Call
+from generators.ops.onnx_nodes import ORT_FLOATS, ORT_NUMERIC, OnnxCall, element_type
 from generators.ops.patterns import Pattern, Rewrite
 
 # Relu's and Neg's CPU kernels (an If's branches), and Exp's, Softmax's and ArgMax's.
 F32_F64 = frozenset({DType.FLOAT32, DType.FLOAT64})
-EXP_MAX = 80.0  # exp stays finite in float32 (and ties at inf are no argmax anyone means)
+EXP_MAX = 80.0  # exp stays finite in float32: ties at inf would make the index ambiguous
 
 
 class FlattenMatMul(Pattern):
-    """Flatten of a 2-D input from axis 1 (a no-op), then a projection (MatMul by a weight), as a classifier's head
-    writes it: the MatMul alone. (onnxoptimizer keeps a Flatten that writes a graph output, hence the MatMul.)"""
+    """Flatten of a 2-D input from axis 1 or -1 (a no-op), then a projection (MatMul by a weight), as a classifier's
+    head writes it: the MatMul alone. (onnxoptimizer keeps a Flatten that writes a graph output, hence the MatMul.)"""
 
     name = "pattern_flatten_matmul"
     ranks = ((2,),)
@@ -64,7 +63,7 @@ class FlattenMatMul(Pattern):
     def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
         return f"torch.matmul(torch.flatten({args[0]}, {attrs['axis']}), {args[1]})"
 
-    def onnx_nodes(self, attrs: AttrMap, call: Call) -> list[onnx.NodeProto] | None:
+    def onnx_nodes(self, attrs: AttrMap, call: OnnxCall) -> list[onnx.NodeProto] | None:
         x, w = call.inputs
         call.node("MatMul", [call.node("Flatten", [x], axis=attrs["axis"]), w], call.outputs)
         return call.nodes
@@ -106,7 +105,7 @@ class ConcatPair(Pattern):
         pair = f"torch.cat(({x}, {y}), {dim})"
         return f"torch.cat(({pair}, {w}), {dim})" if attrs["pair_first"] else f"torch.cat(({w}, {pair}), {dim})"
 
-    def onnx_nodes(self, attrs: AttrMap, call: Call) -> list[onnx.NodeProto] | None:
+    def onnx_nodes(self, attrs: AttrMap, call: OnnxCall) -> list[onnx.NodeProto] | None:
         x, y, w = call.inputs
         pair = call.node("Concat", [x, y], axis=attrs["dim"])  # negative in both where torch's is: the pass compares
         call.node("Concat", [pair, w] if attrs["pair_first"] else [w, pair], call.outputs, axis=attrs["dim"])
@@ -149,7 +148,7 @@ class MeanUnsqueeze(Pattern):
         restored = "".join(f".unsqueeze({d})" for d in self.unsqueeze_order(attrs["dims"]))
         return f"{args[0]}.mean({literal(attrs['dims'])}){restored}"
 
-    def onnx_nodes(self, attrs: AttrMap, call: Call) -> list[onnx.NodeProto] | None:
+    def onnx_nodes(self, attrs: AttrMap, call: OnnxCall) -> list[onnx.NodeProto] | None:
         dims = list(attrs["dims"])
         axes = call.ints(dims)  # one Constant for both, as exporters share it
         if call.opset >= 18:
@@ -185,7 +184,7 @@ class ConstantIf(Pattern):
         relu, neg = f"torch.relu({y})", f"torch.neg({y})"
         return f"({relu} if True else {neg})" if attrs["flag"] else f"({neg} if False else {relu})"
 
-    def onnx_nodes(self, attrs: AttrMap, call: Call) -> list[onnx.NodeProto] | None:
+    def onnx_nodes(self, attrs: AttrMap, call: OnnxCall) -> list[onnx.NodeProto] | None:
         x, out_type = call.node("Add", call.inputs), call.out_types[0]
         branches = []
         for op_type in ("Relu", "Neg") if attrs["flag"] else ("Neg", "Relu"):
@@ -237,7 +236,7 @@ class MonotoneArgmax(Pattern):
         y = f"torch.exp({x})" if monotone == "exp" else f"torch.{monotone}({x}, {dim})"
         return f"{call('torch.argmax', [y], dim, keepdim=attrs['keepdim'])}.to({x}.dtype)"
 
-    def onnx_nodes(self, attrs: AttrMap, call: Call) -> list[onnx.NodeProto] | None:
+    def onnx_nodes(self, attrs: AttrMap, call: OnnxCall) -> list[onnx.NodeProto] | None:
         x, dim, monotone = call.inputs[0], attrs["dim"], attrs["monotone"]
         if monotone == "exp":
             y = call.node("Exp", [x])
@@ -281,7 +280,7 @@ class QkvAttention(Pattern):
         scores = f"({t} @ {wq}) @ ({t} @ {wk}).transpose(-1, -2) * {literal(attrs['scale'])}"
         return f"torch.softmax({scores}, -1) @ ({t} @ {wv})"
 
-    def onnx_nodes(self, attrs: AttrMap, call: Call) -> list[onnx.NodeProto] | None:
+    def onnx_nodes(self, attrs: AttrMap, call: OnnxCall) -> list[onnx.NodeProto] | None:
         x, *ws = call.inputs
         perm = list(range(call.rank))
         perm[-2:] = perm[-1], perm[-2]

@@ -196,12 +196,13 @@ def test_a_graph_that_fails_its_one_check_is_built_again_checking_each_candidate
                 return True
         return False
 
-    assert [s for s in range(40, 60) if unverified(s)] == [45, 46, 53, 57]
-    for seed in (45, 53):
-        graph = generate(seed, GenOptions(nodes=10))
-        validate(graph)
-        assert len(graph.nodes) == 10
-        assert generate(seed, GenOptions(nodes=10)).dumps() == graph.dumps()
+    # The first such seed, found rather than pinned: which seeds they are is the generator's own random draw.
+    seed = next((s for s in range(40, 400) if unverified(s)), None)
+    assert seed is not None, "no seed in 40..399 ends unsatisfiable unchecked: the rebuild goes untested"
+    graph = generate(seed, GenOptions(nodes=10))
+    validate(graph)
+    assert len(graph.nodes) == 10
+    assert generate(seed, GenOptions(nodes=10)).dumps() == graph.dumps()
 
 
 def test_keep_freed_memory_takes_on_glibc() -> None:

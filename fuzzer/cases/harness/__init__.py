@@ -1,4 +1,4 @@
-"""The harness of a case's repro.py, as real Python: fuzzer/cases/script.py copies the definitions a case needs
+"""The harness of a case's repro.py, as real Python: fuzzer/cases/assembly.py copies the definitions a case needs
 from these modules into the script, with the case's values in place of head.py's placeholders.
 
 Each module imports only the standard library, numpy, onnx, onnxruntime, torch and its sibling modules here; the

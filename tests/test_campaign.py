@@ -11,12 +11,15 @@ import time
 from pathlib import Path
 
 import pytest
+from test_isolation import FaultyCrash, FaultyEcho
 
 from fuzzer.campaign.db import DB_NAME, CampaignDB
 from fuzzer.campaign.lock import campaign_lock
 from fuzzer.campaign.spec import CampaignSpec, case_folders
 from fuzzer.cases.folder import read_case
 from fuzzer.commands.main import main
+from fuzzer.converters import ConverterRegistry
+from fuzzer.converters.base import ConverterOptions, Source, TargetRun
 from generators.generator import generate
 
 TESTS = Path(__file__).parent
@@ -24,8 +27,30 @@ ROOT = TESTS.parent
 N = 16  # graphs in the killed campaign
 
 
-def _fuzz(out: Path, *extra: str, log: Path) -> subprocess.Popen:
+GATE_AFTER = 6  # echo tests run before the rest wait at the gate
+
+
+class GatedEcho(FaultyEcho):
+    """faulty-echo that, once $CONVSMITH_RUN_LOG holds GATE_AFTER graphs, waits for the file $CONVSMITH_GATE before
+    it runs: the campaign stops mid-way, at a point that does not depend on the machine's speed, and is killed there.
+    Without $CONVSMITH_GATE (the resumed campaign) it is faulty-echo."""
+
+    def convert_impl(self, source: Source, options: ConverterOptions) -> TargetRun:
+        gate, log = os.environ.get("CONVSMITH_GATE"), Path(os.environ.get("CONVSMITH_RUN_LOG", "/nonexistent"))
+        if gate and log.exists() and len(log.read_text().splitlines()) >= GATE_AFTER:
+            while not os.path.exists(gate):
+                time.sleep(0.05)
+        return super().convert_impl(source, options)
+
+
+GATED_REGISTRY = ConverterRegistry([FaultyCrash(), GatedEcho()])
+
+
+def _fuzz(out: Path, *extra: str, log: Path, gate: Path | None = None) -> subprocess.Popen:
     env = dict(os.environ, PYTHONPATH=f"{ROOT}{os.pathsep}{TESTS}", CONVSMITH_RUN_LOG=str(log))
+    env.pop("CONVSMITH_GATE", None)
+    if gate is not None:
+        env["CONVSMITH_GATE"] = str(gate)
     cmd = [sys.executable, "-m", "fuzzer", "fuzz", *extra]
     return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
@@ -45,15 +70,20 @@ def _rows(out: Path) -> list[tuple[int, str]]:
 @pytest.mark.slow
 def test_sigkill_then_resume_keeps_everything_and_repeats_nothing(tmp_path: Path) -> None:
     out, log = tmp_path / "camp", tmp_path / "runs.log"
-    flags = ["--registry", "test_isolation:QUICK_REGISTRY", "--nodes", "3", "--min-nodes", "2"]
-    proc = _fuzz(out, "--out", str(out), "--tests", str(N), "--workers", "2", "--seed", "7", *flags, log=log)
-    deadline = time.monotonic() + 120
-    while len(_rows(out)) < 4 and time.monotonic() < deadline and proc.poll() is None:
+    flags = ["--registry", "test_campaign:GATED_REGISTRY", "--nodes", "3", "--min-nodes", "2"]
+    proc = _fuzz(out, "--out", str(out), "--tests", str(N), "--workers", "2", "--seed", "7", *flags, log=log,
+                 gate=tmp_path / "never-opened")
+    # Killed once it has committed tests and its echo tests wait at the gate (a bound on the wait only: a campaign
+    # that gets nowhere in it fails below).
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline and proc.poll() is None and not (
+            len(_rows(out)) >= 4 and log.exists() and len(log.read_text().splitlines()) >= GATE_AFTER):
         time.sleep(0.1)
+    assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""  # still running: the kill interrupts it
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     committed = set(_rows(out))
-    assert 4 <= len(committed) < 2 * N
+    assert 4 <= len(committed) < 2 * N  # the echo tests behind the gate never ran
     runs_before = log.read_text().splitlines() if log.exists() else []
     # Whatever the kill interrupted, the resume finds it undone: a staged case and a case moved aside to be replaced.
     (out / ".tmp-crash-staged-abcd1234").mkdir()

@@ -161,14 +161,15 @@ def works_ahead_past_a_full_pipe() -> None:
     """Units of up to 64k elements hold more arrays than the pipe does: the feeder must not wait for the worker to
     read before it prepares the next one."""
     config = dataclasses.replace(CONFIG, max_numel=65536, min_nodes=6)
+    seeds = _seeds_past_the_pipe(config)
     feeder = Feeder(config, 0.2)
     try:
-        for idx in range(8):
-            feeder.ask(idx, 300 + idx)
+        for idx, seed in enumerate(seeds):
+            feeder.ask(idx, seed)
         assert feeder.pid is not None
         _wait_until_idle(feeder.pid)
         first_read = time.monotonic()
-        units = [feeder.take(idx) for idx in range(8)]
+        units = [feeder.take(idx) for idx in range(len(seeds))]
         assert all(unit is not None for unit in units)
         carried = sum(sum(x.nbytes for x in (*unit.prepared.eager, *unit.prepared.reference))
                       + sum(x.numel() * x.element_size() for x in unit.prepared.source.inputs) for unit in units)
@@ -177,6 +178,23 @@ def works_ahead_past_a_full_pipe() -> None:
         assert all(unit.done_at < first_read for unit in units)
     finally:
         feeder.stop()
+
+
+def _seeds_past_the_pipe(config: WorkerConfig) -> list[int]:
+    """Seeds from 300 on, as many as it takes for their graphs' inputs and outputs alone to hold twice what the pipe
+    does (what seeds draw is the generator's business: the sizes are read, not pinned), in whole request batches."""
+    left, right = socket.socketpair()
+    with left, right:
+        needed = 2 * left.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF)
+    seeds: list[int] = []
+    for seed in range(300, 400):
+        graph = generate(seed, config.gen_options(seed))
+        held = [graph.types[n] for n in (*graph.inputs, *graph.outputs)]
+        needed -= sum(t.numel * t.dtype.numpy.itemsize for t in held)
+        seeds.append(seed)
+        if needed < 0 and len(seeds) % ASK_BATCH == 0:  # requests leave in batches: none left unsent
+            return seeds
+    raise AssertionError("100 graphs of up to 64k elements do not fill the pipe twice")
 
 
 def _wait_until_idle(pid: int, quiet_s: float = 1.0, limit_s: float = 100.0) -> None:

@@ -157,6 +157,9 @@ class CampaignDB:
                     self.conn.execute("INSERT INTO bugs VALUES (?, ?, ?, ?, 1, ?, ?, ?, ?)",
                                       (row.signature, row.symptom, row.stage, row.converter, now, now, row.seed,
                                        row.case_dir))
+            if row.cut_from:
+                self.conn.execute("UPDATE bugs SET count = count + 1, last_seen = ? WHERE signature = ?",
+                                  (now, row.cut_from))
             if unit_done:
                 self.conn.execute("UPDATE units SET done = 1 WHERE idx = ?", (row.idx,))
         return new_bug

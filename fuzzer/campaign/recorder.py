@@ -64,6 +64,8 @@ class Recorder:
         """Commit one test of a graph holding `pairs` (the unit with it when `unit_done`); True for a new bug."""
         new_bug = self.db.record_test(result, self.session, unit_done)
         self.steering.record(result.converter, result.rewrites)
+        if result.cut_from:  # the filed bug the test hit before its culprit was cut out still counts the hit
+            self.novelty.record(result.cut_from, pairs)
         if result.is_bug and result.signature:
             self.novelty.record(result.signature, pairs, result.symptom in LOST_SYMPTOMS)
             detail = setting_detail(result.converter, result.message)

@@ -33,14 +33,16 @@ class TestResult:
     wall_s: float = 0.0
     case_dir: str | None = None
     rewrites: tuple[str, ...] = ()  # the converter's rewrites that changed the model (TargetRun.rewrites)
+    # The filed signature the test hit first, where it then ran without that bug's culprit (culprit_cut.py).
+    cut_from: str = ""
 
     @classmethod
     def of_verdict(cls, idx: int, seed: int, verdict: Verdict, options: Mapping[str, Any] | None = None,
                    timings: Mapping[str, float] | None = None, wall_s: float = 0.0,
-                   case_dir: str | None = None, rewrites: tuple[str, ...] = ()) -> TestResult:
+                   case_dir: str | None = None, rewrites: tuple[str, ...] = (), cut_from: str = "") -> TestResult:
         return cls(idx, seed, verdict.converter, verdict.symptom.json_name, verdict.stage.value, verdict.signature,
                    verdict.is_bug, tuple(verdict.labels), verdict.message, dict(options or {}), dict(timings or {}),
-                   wall_s, case_dir, tuple(rewrites))
+                   wall_s, case_dir, tuple(rewrites), cut_from)
 
     @classmethod
     def own_error(cls, idx: int, seed: int, converter: str, options: Mapping[str, Any] | None = None,

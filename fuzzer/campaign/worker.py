@@ -14,6 +14,7 @@ campaign reads, and a hang's when the campaign asks for them before the kill (fu
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import time
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from fuzzer.campaign.ahead import Feeder
+from fuzzer.campaign.culprit_cut import CULPRIT_CUT, CUT_ROUNDS, without_culprit
 from fuzzer.campaign.mailbox import Collected, Inbox, Outbox, Post
 from fuzzer.campaign.messages import (
     CaseSent,
@@ -186,11 +188,42 @@ class UnitRunner:
             self.own_error(idx, seed, name, Step.CONVERT, exc)
             self.send(TestResult.own_error(idx, seed, name, opts, wall_s=time.perf_counter() - start))
             return
+        result, graph, cut_from = self.past_known(idx, seed, graph, converter, result)
         case_dir = self.file_case(idx, seed, graph, converter, result)
         # Held: it goes out with the next test's phase message (Outbox).
         rewrites = result.target.rewrites if result.target is not None else ()
         self.hold(TestResult.of_verdict(idx, seed, result.verdict, result.options, result.timings,
-                                        time.perf_counter() - start, case_dir, rewrites))
+                                        time.perf_counter() - start, case_dir, rewrites, cut_from))
+
+    def past_known(self, idx: int, seed: int, graph: Graph, converter: Converter, result: CheckResult
+                   ) -> tuple[CheckResult, Graph, str]:
+        """A test ending in a filed bug is run again on the graph without that bug's culprit operator
+        (culprit_cut.py), at most CUT_ROUNDS times: (the last result, its graph, the filed signature first hit)."""
+        cut_from = ""
+        for _ in range(CUT_ROUNDS if self.config.demote_known else 0):
+            verdict = result.verdict
+            if not (verdict.is_bug and verdict.signature and self.filed(verdict.signature)):
+                break
+            smaller = without_culprit(graph, verdict)
+            if smaller is None:
+                break
+            start = time.perf_counter()
+            prepared = prepare(smaller[0], seed, {}, self.check_options.input_budget_s, self.config.device,
+                               self.config.values_for(seed))
+            if isinstance(prepared, CheckResult):  # the rest has no valid inputs: nothing to test it on
+                break
+            try:
+                retest = check_prepared(prepared, converter, result.options, self.check_options, self.filed)
+            except Exception as exc:  # a convsmith bug: reported; the test keeps the result it had
+                self.own_error(idx, seed, converter.name, Step.CONVERT, exc)
+                break
+            timings = {**result.timings, "culprit_cut": result.timings.get("culprit_cut", 0.0)
+                       + time.perf_counter() - start}
+            cut_from = cut_from or verdict.signature
+            result = dataclasses.replace(retest, verdict=retest.verdict.with_labels(f"{CULPRIT_CUT}:{smaller[1]}"),
+                                         timings=timings)
+            graph = smaller[0]
+        return result, graph, cut_from
 
     def filed(self, signature: str) -> bool:
         """Whether the case of `signature` is filed: its folder exists, or this worker sent it (follow-ups skip the

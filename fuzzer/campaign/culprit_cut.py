@@ -1,0 +1,45 @@
+"""Testing what stands behind a known bug: the operator a filed root cause is filed under, cut out of the graph.
+
+A graph whose test ends in a root cause already filed tells nothing about its other operators, and demotion makes
+such graphs rarer without testing the rest of them. The worker cuts every node of the culprit operator (the one the
+root cause names: the first diverging operator, or the one the error names) out of the graph (generators/edit.py:
+the readers read fresh inputs, the upstream part stays observable) and tests what is left with the same converter
+and options; the test then ends in whatever that shows, and the filed root cause still counts its hit.
+"""
+
+from __future__ import annotations
+
+from generators.edit import cut
+from generators.ir import Graph
+from oracles.rootcause import ANY_OPERATOR, localized_operator, named_operator
+from oracles.verdict import Verdict
+
+CULPRIT_CUT = "culprit-cut"  # label of a test's verdict reached with the culprit of a filed bug cut out: culprit-cut:OP
+CUT_ROUNDS = 2  # a graph whose rest ends in a second filed bug is cut once more, no further
+
+
+def culprit_operator(graph: Graph, verdict: Verdict) -> str | None:
+    """The graph operator `verdict`'s root cause is filed under (for a dtype below the opset, the operator the error
+    names); None when that is no operator of the graph."""
+    ops = [node.op for node in graph.nodes]
+    operator = localized_operator(verdict.symptom.json_name, verdict.message, verdict.diverging_op, ops)
+    if operator == ANY_OPERATOR:
+        operator = named_operator(verdict.message, ops) or ""
+    return operator if operator in ops else None
+
+
+def without_culprit(graph: Graph, verdict: Verdict) -> tuple[Graph, str] | None:
+    """`graph` with every node of the culprit operator cut out, and that operator; None when there is no culprit in
+    the graph or nothing observable is left."""
+    operator = culprit_operator(graph, verdict)
+    if operator is None:
+        return None
+    while True:
+        found = [i for i, node in enumerate(graph.nodes) if node.op == operator]
+        if not found:
+            break
+        smaller = cut(graph, found[-1])
+        if smaller is None:
+            return None
+        graph = smaller
+    return (graph, operator) if graph.nodes else None

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import json
 import re
 import sys
 from pathlib import Path
@@ -18,6 +19,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from fuzzer.campaign.culprit_cut import CULPRIT_CUT  # noqa: E402
 from fuzzer.campaign.db import open_campaign  # noqa: E402
 from fuzzer.campaign.rewrites import coverage  # noqa: E402
 from fuzzer.converters import CONVERTERS  # noqa: E402
@@ -28,21 +30,25 @@ from fuzzer.triage.view import triage  # noqa: E402
 QUANTIZED = re.compile(r"QDQ|Quant|Dq|DQ|NBits|Integer")
 
 
-def known_failure_shares(db, groups) -> dict[str, tuple[int, int]]:  # noqa: ANN001
-    """Per converter: (bug tests whose root cause the campaign had found before, tests)."""
+def known_failure_shares(db, groups) -> dict[str, tuple[int, int, int]]:  # noqa: ANN001
+    """Per converter: (bug tests whose root cause the campaign had found before, tests that hit one first and were
+    run again with its culprit cut out, tests)."""
     key = {f.signature: g.key for g in groups for f in g.findings}
     seen: set[str] = set()
     known: collections.Counter[str] = collections.Counter()
+    cut: collections.Counter[str] = collections.Counter()
     total: collections.Counter[str] = collections.Counter()
-    for converter, signature, is_bug in db.conn.execute(
-            "SELECT converter, signature, is_bug FROM tests ORDER BY finished"):
+    for converter, signature, is_bug, labels in db.conn.execute(
+            "SELECT converter, signature, is_bug, labels FROM tests ORDER BY finished"):
         total[converter] += 1
         cause = key.get(signature, signature)
         if is_bug and cause in seen:
             known[converter] += 1
         if is_bug:
             seen.add(cause)
-    return {c: (known[c], total[c]) for c in total}
+        if any(label.startswith(f"{CULPRIT_CUT}:") for label in json.loads(labels)):
+            cut[converter] += 1
+    return {c: (known[c], cut[c], total[c]) for c in total}
 
 
 def main() -> int:
@@ -70,9 +76,11 @@ def main() -> int:
             fired = [n for n in floats if row.fired.get(n)]
             print(f"  of those not for quantized graphs (by name: QDQ, Quant, DQ, NBits, Integer): {len(fired)} of "
                   f"{len(floats)} ({len(fired) / max(len(floats), 1):.0%})")
-    print("tests that ended in a root cause the campaign had already found, per converter:")
-    for converter, (known, total) in sorted(shares.items()):
-        print(f"  {converter:<24} {known:>6} of {total:>6} ({known / max(total, 1):.1%})")
+    print("tests that ended in a root cause the campaign had already found, per converter (and those that hit one "
+          "first, then ran with its culprit cut out):")
+    for converter, (known, cut, total) in sorted(shares.items()):
+        print(f"  {converter:<24} {known:>6} of {total:>6} ({known / max(total, 1):.1%}); culprit cut {cut:>5} "
+              f"({cut / max(total, 1):.1%})")
     print("tests by exporter model: " + ", ".join(f"{k} {v}" for k, v in sorted(result.exporter_split.items())))
     return 0
 

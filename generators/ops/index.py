@@ -105,14 +105,16 @@ class TakeAlongDim(IndexOp):
                 shape.append(z3.If(i == 1, d, i))
         return Build([SymTensor(tuple(shape), x.dtype)], reqs, {"dim": dim})
 
+    # Without a dim, torch flattens x with a view, which eager torch refuses for a non-contiguous x (a transpose's
+    # output): the flat form takes a contiguous copy, a no-op to the exporters.
     def forward(self, attrs: AttrMap, x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
         if attrs["dim"] is None:
-            return torch.take_along_dim(x, index)
+            return torch.take_along_dim(x.contiguous(), index)
         return torch.take_along_dim(x, index, dim=attrs["dim"])
 
     def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
         if attrs["dim"] is None:
-            return call("torch.take_along_dim", args)
+            return call("torch.take_along_dim", [f"{args[0]}.contiguous()", *args[1:]])
         return call("torch.take_along_dim", args, dim=attrs["dim"])
 
 

@@ -40,6 +40,7 @@ def test_onnxsim_lists_its_default_passes_and_names_those_that_change_the_graph(
     assert onnxsim.fired(model, OnnxSimOptions(perform_optimization=False)) == (CONSTANT_FOLDING,)
 
 
+@pytest.mark.slow
 def test_the_dynamo_optimizer_replay_names_its_rules_uniquely_and_records_what_fired() -> None:
     names = onnxscript_rules.rule_names()
     assert len(names) == len(set(names)) and {"FoldConstantsPass", "TransposeTranspose"} <= set(names)

@@ -73,6 +73,7 @@ def assert_no_finder_paths(folder: Path) -> None:
             assert path not in text, f"{folder.name}/{name} names {path}"
 
 
+@pytest.mark.slow
 def test_a_campaign_case_of_a_dead_worker_replays_alone_and_names_no_path(tmp_path: Path, capsys) -> None:
     out = tmp_path / "campaign"
     worker = WorkerConfig(out_dir=str(out), log_dir=str(out / LOG_DIR), registry=REGISTRY_REF, min_nodes=2, nodes=3,
@@ -100,6 +101,7 @@ def test_a_campaign_case_of_a_dead_worker_replays_alone_and_names_no_path(tmp_pa
     assert capsys.readouterr().out.strip() == f"{folders[0].name}: reproduces"
 
 
+@pytest.mark.slow
 def test_a_reduced_case_of_a_dead_child_replays_alone(tmp_path: Path) -> None:
     b = GraphBuilder()
     x = b.input((3, 4), DType.FLOAT32)

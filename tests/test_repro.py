@@ -100,6 +100,7 @@ def _assert_rendered_module_matches(graph: Graph) -> None:
 ONNX_TOOL_CASES = [c for c in CASES if read_case(c).converter in ONNX_TOOLS]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("block_torch", [False, True], ids=["every case", "onnx-to-onnx cases without torch"])
 def test_repro_scripts_stand_alone_and_show_the_bug(tmp_path: Path, block_torch: bool) -> None:
     folders = []
@@ -188,6 +189,7 @@ def test_a_case_of_an_onnx_to_onnx_converter_keeps_the_model_it_received() -> No
     assert "import torch" not in render_repro(made)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("folder", KNOWN_BUGS, ids=[c.name[:60] for c in KNOWN_BUGS])
 def test_every_corpus_report_is_short_and_its_snippet_shows_the_bug(folder: Path, tmp_path: Path) -> None:
     """report.md fits in 80 lines; its snippet, run alone in a copy of the case folder, ends in the bug's own
@@ -226,6 +228,7 @@ def test_a_report_says_how_its_operator_was_located() -> None:
         assert sentence in summary(dataclasses.replace(case, verdict=verdict))
 
 
+@pytest.mark.slow
 def test_the_snippet_of_a_tool_failing_at_validation_runs_alone(tmp_path: Path) -> None:
     """A tool whose output fails validation needs no baseline run: its snippet defines no run() and calls none."""
     import dataclasses
@@ -293,6 +296,7 @@ def test_repro_status_ranks_the_filed_bug_over_another_failure_over_bad_input(ou
     assert exit_status({labels[o] for o in outcomes}, bad) == status
 
 
+@pytest.mark.slow
 def test_repro_py_exits_4_when_the_bug_is_replaced_by_another_failure(tmp_path: Path) -> None:
     """The ONNX Runtime optimizer's crash case, its upstream model changed so that the runtime fails otherwise (an
     operator it does not know): repro.py, run alone, says it fails differently and exits 4, not 1."""

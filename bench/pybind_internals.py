@@ -35,7 +35,7 @@ def child(mode: str, nodes: int, graphs: int, passes: int) -> dict:
     sys.path.insert(0, str(ROOT))
     from fuzzer.check.result import Expected
     from fuzzer.check.source import prepare
-    from fuzzer.converters.base import Steps
+    from fuzzer.converters.conversion import Steps
     from fuzzer.converters.runtime import ort  # noqa: F401  (imports ONNX Runtime with its own internals)
     from fuzzer.converters.torch_onnx_script import ScriptOptions, export_script
     from fuzzer.support.pybind_internals import KEPT_PREFIX, places

@@ -19,7 +19,8 @@ from fuzzer.campaign.spec import CampaignSpec, case_folders
 from fuzzer.cases.folder import read_case
 from fuzzer.commands.main import main
 from fuzzer.converters import ConverterRegistry
-from fuzzer.converters.base import ConverterOptions, Source, TargetRun
+from fuzzer.converters.conversion import Source, TargetRun
+from fuzzer.converters.options import ConverterOptions
 from generators.generator import generate
 
 TESTS = Path(__file__).parent

@@ -17,7 +17,7 @@ import pytest
 
 from fuzzer.campaign.spec import case_folders
 from fuzzer.converters import ConverterRegistry
-from fuzzer.converters.base import Source, Steps, TargetRun
+from fuzzer.converters.conversion import Source, Steps, TargetRun
 from fuzzer.converters.torch_onnx_script import ScriptOptions, TorchOnnxScript
 from oracles.verdict import Stage
 

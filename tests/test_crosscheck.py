@@ -21,8 +21,9 @@ from fuzzer.cases.folder import read_case, write_case
 from fuzzer.cases.report import render_report
 from fuzzer.check.pipeline import check_prepared
 from fuzzer.check.source import prepare
-from fuzzer.converters.base import Converter, ConverterOptions
+from fuzzer.converters.base import Converter
 from fuzzer.converters.onnx_slim import OnnxSlim
+from fuzzer.converters.options import ConverterOptions
 from oracles.verdict import Stage, Symptom, Verdict
 
 CORPUS = Path(__file__).resolve().parents[1] / "corpus"

@@ -16,7 +16,7 @@ from fuzzer.campaign.spec import LOG_DIR
 from fuzzer.campaign.worker import UnitRunner
 from fuzzer.campaign.worker_config import WorkerConfig
 from fuzzer.converters import ConverterRegistry
-from fuzzer.converters.base import ConverterOptions
+from fuzzer.converters.options import ConverterOptions
 from fuzzer.converters.upstream import OnnxPassConverter, UpstreamOptions
 from generators.builder import GraphBuilder
 from generators.dtypes import DType

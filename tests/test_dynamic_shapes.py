@@ -21,7 +21,7 @@ from fuzzer.cases.snippet import render_snippet
 from fuzzer.check.judge import judge
 from fuzzer.check.pipeline import CheckOptions, check_prepared, prepare, run_check
 from fuzzer.check.result import CheckResult, Expected
-from fuzzer.converters.base import Source, Steps, TargetRun
+from fuzzer.converters.conversion import Source, Steps, TargetRun
 from fuzzer.converters.runtime import check_and_serialize, run_model
 from fuzzer.converters.torch_onnx_script import ScriptOptions, TorchOnnxScript, export_script
 from fuzzer.converters.upstream import EXPORTERS

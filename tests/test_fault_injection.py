@@ -19,7 +19,7 @@ from fuzzer.check.follow_up import NOT_RERUN, follow_up, node_source
 from fuzzer.check.judge import judge, judge_model
 from fuzzer.check.pipeline import CheckOptions, Expected, prepare
 from fuzzer.converters import CONVERTERS
-from fuzzer.converters.base import Source, Steps, TargetRun
+from fuzzer.converters.conversion import Source, Steps, TargetRun
 from fuzzer.converters.runtime import run_onnx_target
 from fuzzer.converters.torch_onnx_script import ScriptOptions, TorchOnnxScript, export_script
 from generators.builder import GraphBuilder

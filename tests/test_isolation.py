@@ -36,13 +36,9 @@ from fuzzer.campaign.worker_config import WorkerConfig
 from fuzzer.cases.folder import read_case
 from fuzzer.cases.wire import case_message
 from fuzzer.converters import CONVERTERS, ConverterRegistry
-from fuzzer.converters.base import (
-    Converter,
-    ConverterOptions,
-    Source,
-    Steps,
-    TargetRun,
-)
+from fuzzer.converters.base import Converter
+from fuzzer.converters.conversion import Source, Steps, TargetRun
+from fuzzer.converters.options import ConverterOptions
 from fuzzer.support.tensors import to_oracle_array
 from oracles.verdict import Stage
 

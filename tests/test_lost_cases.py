@@ -23,7 +23,8 @@ from fuzzer.cases.folder import read_case
 from fuzzer.cases.report import title
 from fuzzer.commands import main as cli
 from fuzzer.converters import ConverterRegistry
-from fuzzer.converters.base import ConverterOptions, Snippet
+from fuzzer.converters.describe import Snippet
+from fuzzer.converters.options import ConverterOptions
 from fuzzer.converters.upstream import OnnxPassConverter, UpstreamOptions
 from fuzzer.reduce.isolated import CheckerConfig, IsolatedChecker, Job
 from generators.builder import GraphBuilder

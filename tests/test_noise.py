@@ -23,7 +23,7 @@ from fuzzer.check.judge import judge_model
 from fuzzer.check.result import Expected
 from fuzzer.check.source import expect
 from fuzzer.converters import CONVERTERS
-from fuzzer.converters.base import Source, Steps
+from fuzzer.converters.conversion import Source, Steps
 from fuzzer.converters.torch_onnx_script import ScriptOptions, export_script
 from generators.builder import GraphBuilder
 from generators.dtypes import DType

@@ -20,7 +20,7 @@ from fuzzer.cases.case import case_from_result, collect_versions
 from fuzzer.cases.folder import write_case
 from fuzzer.check.pipeline import CheckOptions, run_check
 from fuzzer.converters import CONVERTERS
-from fuzzer.converters.base import Source, Steps, UpstreamError
+from fuzzer.converters.conversion import Source, Steps, UpstreamError
 from fuzzer.converters.native import DISPUTED, NATIVE, second_opinion
 from fuzzer.converters.runtime import make_session, run_model, run_session, validate
 from fuzzer.converters.upstream import UpstreamOptions, starts_upstream

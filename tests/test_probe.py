@@ -9,7 +9,7 @@ import pytest
 
 from fuzzer.campaign.probe import OK, UNSUPPORTED, ProbeError, load_probe, probe_pairs, run_probe
 from fuzzer.check.pipeline import CheckResult, check_prepared, prepare
-from fuzzer.converters.base import Source, Steps, TargetRun
+from fuzzer.converters.conversion import Source, Steps, TargetRun
 from fuzzer.converters.torch_onnx_script import ScriptOptions, TorchOnnxScript
 from generators.dtypes import DType
 from generators.generator import single_op_graph

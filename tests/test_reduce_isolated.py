@@ -15,7 +15,9 @@ import pytest
 
 from fuzzer.cases.folder import read_case
 from fuzzer.converters import ConverterRegistry
-from fuzzer.converters.base import Converter, ConverterOptions, Source, Steps, TargetRun
+from fuzzer.converters.base import Converter
+from fuzzer.converters.conversion import Source, Steps, TargetRun
+from fuzzer.converters.options import ConverterOptions
 from fuzzer.reduce.case import reduce_case
 from fuzzer.reduce.isolated import CheckerConfig, IsolatedChecker, Job
 from fuzzer.support.tensors import to_oracle_array

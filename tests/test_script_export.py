@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from fuzzer.cases.case_json import recorded_options
-from fuzzer.converters.base import Source, StageError, Steps
+from fuzzer.converters.conversion import Source, StageError, Steps
 from fuzzer.converters.torch_onnx_script import ScriptOptions, export_script
 from generators.generator import GenOptions, generate
 from oracles.verdict import Stage

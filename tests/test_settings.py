@@ -14,7 +14,7 @@ import pytest
 
 from fuzzer.campaign.worker_config import WorkerConfig
 from fuzzer.converters import CONVERTERS, ConverterRegistry
-from fuzzer.converters.base import Source, Steps, TargetRun
+from fuzzer.converters.conversion import Source, Steps, TargetRun
 from fuzzer.converters.torch_onnx_script import ScriptOptions, TorchOnnxScript
 from fuzzer.converters.upstream import UPSTREAM_OPSETS, UpstreamOptions
 from oracles.verdict import Stage

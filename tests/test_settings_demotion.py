@@ -16,7 +16,9 @@ from fuzzer.campaign.settings import SKIPPED, setting_detail, settled_options
 from fuzzer.campaign.spec import LOG_DIR, CampaignSpec
 from fuzzer.campaign.worker_config import WorkerConfig
 from fuzzer.converters import CONVERTERS, ConverterRegistry
-from fuzzer.converters.base import Converter, ConverterOptions, Source, StageError, Steps, TargetRun
+from fuzzer.converters.base import Converter
+from fuzzer.converters.conversion import Source, StageError, Steps, TargetRun
+from fuzzer.converters.options import ConverterOptions
 from fuzzer.converters.torch_onnx_dynamo import DynamoOptions
 from fuzzer.support.tensors import to_oracle_array
 from generators.builder import GraphBuilder

@@ -18,8 +18,9 @@ from fuzzer.cases.whose_bug import with_diagnosis
 from fuzzer.check.pipeline import check_prepared
 from fuzzer.check.source import prepare
 from fuzzer.converters import CONVERTERS, ConverterRegistry
-from fuzzer.converters.base import ConverterOptions, Source, Steps, TargetRun
+from fuzzer.converters.conversion import Source, Steps, TargetRun
 from fuzzer.converters.onnx_optimizer import OnnxOptimizer
+from fuzzer.converters.options import ConverterOptions
 from fuzzer.converters.runtime import check_and_serialize, run_model
 from fuzzer.converters.torch_onnx_dynamo import TorchOnnxDynamo, export_dynamo
 from fuzzer.converters.torch_onnx_script import TorchOnnxScript, export_script
@@ -199,7 +200,7 @@ def with_report(case: CaseData) -> str:
 
 @pytest.mark.parametrize("name", sorted(CONVERTERS))
 def test_every_converter_names_a_project_and_its_tracker(name: str) -> None:
-    from fuzzer.converters.base import FaultSite
+    from fuzzer.converters.describe import FaultSite
     from oracles.verdict import Stage
 
     component = CONVERTERS[name].component(FaultSite(Stage.NODE_CONVERSION, "sin"))
@@ -207,7 +208,7 @@ def test_every_converter_names_a_project_and_its_tracker(name: str) -> None:
 
 
 def test_the_dynamo_exporter_blames_onnxscript_where_its_frame_is_onnxscripts() -> None:
-    from fuzzer.converters.base import FaultSite
+    from fuzzer.converters.describe import FaultSite
     from oracles.verdict import Stage
 
     dynamo = CONVERTERS["torch-onnx-dynamo"]
@@ -307,7 +308,7 @@ def test_a_runtime_rejection_is_the_kernels_only_where_another_converters_model_
     updates agree in shape): its running the model is no proof the model is valid."""
     from fuzzer.cases.blame import decide, runtime_kernel
     from fuzzer.cases.evidence import ModelEvidence, Opinion
-    from fuzzer.converters.base import Component
+    from fuzzer.converters.describe import Component
 
     own = Component("PyTorch", "dynamo exporter: the translation of `scatter_reduce`", "", "torch-onnx-dynamo")
     model = ModelEvidence("", "InvalidArgument: indices vs updates dimensions differ", False, Opinion.AGREES, "",

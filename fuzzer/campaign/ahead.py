@@ -36,7 +36,7 @@ from fuzzer.campaign.progress import AHEAD
 from fuzzer.campaign.unit_graph import graph_message
 from fuzzer.check.result import Expected
 from fuzzer.check.source import prepare
-from fuzzer.converters.base import Source
+from fuzzer.converters.conversion import Source
 from fuzzer.support.confine import detach_from_terminal_and_parent
 from fuzzer.support.tensors import pack_arrays, to_case_array, to_torch, unpack_arrays
 from generators.generator import GenOptions, generate

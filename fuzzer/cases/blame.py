@@ -15,7 +15,8 @@ from fuzzer.cases.diagnosis import BEFORE_ORT, BEFORE_TOOL, OTHER_EXPORTER, PASS
 from fuzzer.cases.evidence import ModelEvidence, Opinion
 from fuzzer.check.result import DIVERGENCES
 from fuzzer.converters import CONVERTERS
-from fuzzer.converters.base import Component, Converter, FaultSite
+from fuzzer.converters.base import Converter
+from fuzzer.converters.describe import Component, FaultSite
 from fuzzer.converters.ort_optimizer import ORT_TRACKER, OrtOptimizer
 from oracles.rootcause import named_operator, verdict_root_cause
 from oracles.verdict import Stage, Symptom

@@ -26,7 +26,8 @@ from fuzzer.check.pipeline import CheckOptions, check_prepared
 from fuzzer.check.result import DIVERGENCES, Expected
 from fuzzer.converters import CONVERTERS
 from fuzzer.converters.at_level import AtLevel
-from fuzzer.converters.base import Converter, Steps, TargetRun, UpstreamError
+from fuzzer.converters.base import Converter
+from fuzzer.converters.conversion import Steps, TargetRun, UpstreamError
 from fuzzer.converters.ort_levels import LEVELS, OPTIMIZING_LEVELS
 from fuzzer.converters.ort_optimizer import OrtOptimizer
 from fuzzer.converters.upstream import EXPORTERS, NATIVE, export_upstream

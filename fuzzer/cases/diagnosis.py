@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from fuzzer.converters.base import Component
+from fuzzer.converters.describe import Component
 
 SAME_BUG = "same bug"
 PASSES = "passes"

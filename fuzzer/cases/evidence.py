@@ -12,7 +12,7 @@ import numpy as np
 import onnx
 
 from fuzzer.check.result import Expected
-from fuzzer.converters.base import Source, StageError, Steps
+from fuzzer.converters.conversion import Source, StageError, Steps
 from fuzzer.converters.native import working_tolerance
 from fuzzer.converters.runtime import run_model, validate
 from fuzzer.support.tensors import to_oracle_array

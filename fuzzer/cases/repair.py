@@ -21,7 +21,8 @@ from fuzzer.check.judge import judge_model
 from fuzzer.check.result import DIVERGENCES, Expected
 from fuzzer.check.source import expect
 from fuzzer.converters import CONVERTERS
-from fuzzer.converters.base import Converter, Source
+from fuzzer.converters.base import Converter
+from fuzzer.converters.conversion import Source
 from fuzzer.support.device import require_device
 from generators.materialize import random_tensor
 from oracles.dynamic import at_second_shape

@@ -14,7 +14,7 @@ from fuzzer.check.pipeline import CheckOptions, available_converter, check_prepa
 from fuzzer.check.result import Expected, Prepared
 from fuzzer.check.source import expect
 from fuzzer.converters import CONVERTERS
-from fuzzer.converters.base import Source
+from fuzzer.converters.conversion import Source
 from fuzzer.converters.dynamic import DynamicAxes
 from fuzzer.support.device import require_device
 from fuzzer.support.errors import UsageError

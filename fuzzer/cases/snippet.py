@@ -14,7 +14,7 @@ import numpy as np
 
 from fuzzer.cases.repro import ONNX_TOOLS, identifier, render_module
 from fuzzer.converters import CONVERTERS
-from fuzzer.converters.base import Snippet
+from fuzzer.converters.describe import Snippet
 from fuzzer.converters.dynamic import DynamicAxes
 from fuzzer.converters.ort_levels import ORT_LEVEL_MEMBERS
 from fuzzer.converters.upstream import EXPORTERS

@@ -17,7 +17,7 @@ import torch
 
 from fuzzer.check.result import Expected, add_timings, timer
 from fuzzer.check.source import REDRAW_STRIDE, STABLE_DRAWS, expect, source_stable
-from fuzzer.converters.base import Source
+from fuzzer.converters.conversion import Source
 from fuzzer.converters.dynamic import DynamicAxes, DynamicDim, identifier, leading_axes
 from generators.ir import Graph
 from generators.materialize import GraphModule

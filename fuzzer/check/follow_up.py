@@ -14,7 +14,9 @@ from fuzzer.check.judge import judge
 from fuzzer.check.oracle import oracle
 from fuzzer.check.result import CheckOptions, CheckResult, Expected, add_timings, book_inner, timer
 from fuzzer.check.source import expect
-from fuzzer.converters.base import Converter, ConverterOptions, Source, TargetRun
+from fuzzer.converters.base import Converter
+from fuzzer.converters.conversion import Source, TargetRun
+from fuzzer.converters.options import ConverterOptions
 from fuzzer.support.tensors import to_oracle_array
 from generators.edit import alone, prefix
 from generators.ir import Graph

@@ -16,7 +16,9 @@ import onnx
 
 from fuzzer.check.oracle import oracle
 from fuzzer.check.result import CheckResult, Expected, add_timings, timer
-from fuzzer.converters.base import Converter, ConverterOptions, StageError, Steps, TargetRun, UpstreamError
+from fuzzer.converters.base import Converter
+from fuzzer.converters.conversion import StageError, Steps, TargetRun, UpstreamError
+from fuzzer.converters.options import ConverterOptions
 from fuzzer.converters.runtime import run_model, run_onnx_target
 from fuzzer.converters.schema import schema_note
 from oracles.dynamic import at_traced_shape, with_second_shape

@@ -10,7 +10,8 @@ import numpy as np
 
 from fuzzer.check.result import Expected
 from fuzzer.check.source import float32_attr_reference, graph_values
-from fuzzer.converters.base import Converter, TargetRun
+from fuzzer.converters.base import Converter
+from fuzzer.converters.conversion import TargetRun
 from fuzzer.converters.schema import float32_only_ops
 from oracles.judgement import SourceSide, TargetSide, judge_outputs
 from oracles.verdict import Verdict

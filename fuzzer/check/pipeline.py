@@ -19,7 +19,9 @@ from fuzzer.check.judge import judge
 from fuzzer.check.result import FULL_CHECK, CheckOptions, CheckResult, Expected, Prepared
 from fuzzer.check.source import expect, prepare
 from fuzzer.converters import CONVERTERS
-from fuzzer.converters.base import Converter, ConverterOptions, Source
+from fuzzer.converters.base import Converter
+from fuzzer.converters.conversion import Source
+from fuzzer.converters.options import ConverterOptions
 from fuzzer.support.errors import CannotRun
 from generators.ir import Graph
 from generators.values import ValueStrategy

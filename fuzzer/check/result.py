@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from fuzzer.converters.base import Source, TargetRun
+from fuzzer.converters.conversion import Source, TargetRun
 from oracles.judgement import INVALID_INPUTS as INVALID_INPUTS  # where fuzzer/ reads it
 from oracles.taxonomy import Failure
 from oracles.verdict import Symptom, Verdict

@@ -8,7 +8,7 @@ from typing import TypeGuard
 import numpy as np
 
 from fuzzer.check.result import CheckResult, Expected, timer
-from fuzzer.converters.base import Source
+from fuzzer.converters.conversion import Source
 from fuzzer.support.tensors import to_oracle_array
 from generators.ir import Graph
 from generators.materialize import float64_twin, materialize, widen_inputs

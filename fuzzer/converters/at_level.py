@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from fuzzer.converters.base import Converter, ConverterOptions, Source, Steps, TargetRun
+from fuzzer.converters.base import Converter
+from fuzzer.converters.conversion import Source, Steps, TargetRun
+from fuzzer.converters.options import ConverterOptions
 from fuzzer.converters.ort_levels import LEVELS
 from fuzzer.converters.runtime import run_model
 from oracles.verdict import Stage

@@ -16,15 +16,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from fuzzer.converters.conversion import (  # noqa: F401  (re-exported while importers move)
-    SharedExport,
-    Source,
-    StageError,
-    Steps,
-    TargetRun,
-    UpstreamError,
-    share_export,
-)
+from fuzzer.converters.conversion import Source, TargetRun
 from fuzzer.converters.describe import Component, FaultSite, Snippet
 from fuzzer.converters.dynamic import DynamicAxes
 from fuzzer.converters.options import ConverterOptions

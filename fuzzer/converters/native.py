@@ -15,7 +15,7 @@ import numpy as np
 import onnx
 import torch
 
-from fuzzer.converters.base import Source, Steps, UpstreamError
+from fuzzer.converters.conversion import Source, Steps, UpstreamError
 from fuzzer.support.tensors import to_oracle_array
 from generators.ir import Graph
 from generators.onnx_native import missing_counterparts, to_onnx_model

@@ -6,7 +6,8 @@ from dataclasses import dataclass
 
 import onnx
 
-from fuzzer.converters.base import Component, ConverterOptions, FaultSite, Snippet
+from fuzzer.converters.describe import Component, FaultSite, Snippet
+from fuzzer.converters.options import ConverterOptions
 from fuzzer.converters.upstream import OnnxPassConverter, UpstreamOptions
 
 

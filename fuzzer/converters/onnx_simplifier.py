@@ -7,7 +7,8 @@ from dataclasses import dataclass
 
 import onnx
 
-from fuzzer.converters.base import ConverterOptions, Snippet
+from fuzzer.converters.describe import Snippet
+from fuzzer.converters.options import ConverterOptions
 from fuzzer.converters.upstream import OnnxPassConverter, UpstreamOptions
 
 CONSTANT_FOLDING = "constant_folding"  # onnxsim's own step beside the optimizer passes, named as its flag is

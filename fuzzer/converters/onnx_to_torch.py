@@ -11,7 +11,8 @@ from dataclasses import dataclass
 
 import torch
 
-from fuzzer.converters.base import Converter, Source, Steps, TargetRun
+from fuzzer.converters.base import Converter
+from fuzzer.converters.conversion import Source, Steps, TargetRun
 from fuzzer.converters.upstream import UpstreamOptions, export_upstream
 from fuzzer.support.tensors import to_oracle_array
 from oracles.verdict import Stage

@@ -11,7 +11,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fuzzer.converters.base import Component, Converter, ConverterOptions, FaultSite, Snippet, Source, Steps, TargetRun
+from fuzzer.converters.base import Converter
+from fuzzer.converters.conversion import Source, Steps, TargetRun
+from fuzzer.converters.describe import Component, FaultSite, Snippet
+from fuzzer.converters.options import ConverterOptions
 from fuzzer.converters.ort_levels import LEVELS, OPTIMIZING_LEVELS
 from fuzzer.converters.runtime import graph_transformers, logged_session, make_session, run_session
 from fuzzer.converters.upstream import UPSTREAMS, UpstreamOptions, export_upstream

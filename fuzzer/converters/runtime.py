@@ -17,7 +17,7 @@ import numpy as np
 import onnx
 import torch
 
-from fuzzer.converters.base import Source, Steps, TargetRun
+from fuzzer.converters.conversion import Source, Steps, TargetRun
 from fuzzer.converters.ort_levels import ORT_LEVEL_MEMBERS
 from fuzzer.support.pybind_internals import own_pybind11_internals
 from fuzzer.support.quiet import library_output

@@ -9,19 +9,11 @@ from dataclasses import dataclass
 import onnx
 import torch
 
-from fuzzer.converters.base import (
-    Component,
-    Converter,
-    ConverterOptions,
-    FaultSite,
-    Snippet,
-    Source,
-    StageError,
-    Steps,
-    TargetRun,
-    share_export,
-)
+from fuzzer.converters.base import Converter
+from fuzzer.converters.conversion import Source, StageError, Steps, TargetRun, share_export
+from fuzzer.converters.describe import Component, FaultSite, Snippet
 from fuzzer.converters.dynamic import DynamicAxes
+from fuzzer.converters.options import ConverterOptions
 from fuzzer.converters.runtime import check_and_serialize, run_model
 from oracles.taxonomy import Failure
 from oracles.verdict import Stage

@@ -16,17 +16,10 @@ from typing import Any
 import numpy as np
 import onnx
 
-from fuzzer.converters.base import (
-    Converter,
-    ConverterOptions,
-    SharedExport,
-    Source,
-    StageError,
-    Steps,
-    TargetRun,
-    UpstreamError,
-)
+from fuzzer.converters.base import Converter
+from fuzzer.converters.conversion import SharedExport, Source, StageError, Steps, TargetRun, UpstreamError
 from fuzzer.converters.native import NATIVE, native_model, second_opinion
+from fuzzer.converters.options import ConverterOptions
 from fuzzer.converters.runtime import check_and_serialize, run_model, run_onnx_target
 from fuzzer.converters.torch_onnx_dynamo import DynamoOptions, export_dynamo
 from fuzzer.converters.torch_onnx_script import ScriptOptions, export_script

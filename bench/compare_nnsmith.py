@@ -27,7 +27,7 @@ The figures are not of one kind in every respect, and the output says so:
     (not deduplicated), so its count of distinct exception messages is shown beside it;
   - both rates are over the loop, from the first result to the last, as NNSmith's log allows: start-up (imports,
     workers, the cached probes) is left out on both sides; convsmith's rate over its whole session is shown too;
-  - convsmith's campaign process lowers its own priority below its workers' (nice +5; fuzzer/campaign/loop.py,
+  - convsmith's campaign process lowers its own priority below its workers' (nice +5; fuzzer/campaign/supervisor.py,
     yield_to_workers), and NNSmith's runs, started later from this process, inherit it: no difference to a process
     that runs alone, as each slice does;
   - both run the same torch.onnx exporter, but not in the same surroundings: convsmith imports ONNX Runtime with

@@ -78,10 +78,10 @@ def fix_outcome(case: Any) -> str:
     'no fix' when none was found (or it does not hold up); '-' for a case that is no divergence with a model."""
     from fuzzer.cases.repair import agrees, suggest_fix
     from fuzzer.cases.replay import case_expected
-    from fuzzer.check.result import DIVERGENCES, Expected
+    from fuzzer.check.result import Expected
     from fuzzer.converters import CONVERTERS
 
-    if case.verdict.symptom not in DIVERGENCES or case.model is None:
+    if not case.verdict.symptom.is_divergence or case.model is None:
         return "-"
     fix = suggest_fix(case)
     expected = case_expected(case)

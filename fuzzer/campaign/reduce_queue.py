@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from fuzzer.cases.folder import CaseError, root_cause_of
+from fuzzer.cases.case_head import root_cause_of
+from fuzzer.cases.case_json import CaseError
 from fuzzer.support.confine import detach_from_terminal_and_parent
 
 GRACE_S = 60.0  # on top of a case's budget: the reducer's first start and the final full check

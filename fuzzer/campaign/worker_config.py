@@ -21,6 +21,7 @@ from fuzzer.converters.upstream import (
     native_seed,
     starts_upstream,
 )
+from fuzzer.support.confine import DEFAULT_MEMORY_MB
 from generators.dtypes import DType
 from generators.generator import GenOptions
 from generators.ir import Graph
@@ -51,7 +52,7 @@ class WorkerConfig:
     converter_options: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
     check: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     timeout_s: float = 60.0
-    memory_mb: int = 4096
+    memory_mb: int = DEFAULT_MEMORY_MB
     device: str = "cpu"
     vary_settings: bool = False  # each test draws its converter's options (the pinned ones kept); else defaults
     prepare_ahead: bool = False  # a feeder process prepares the next unit while this one converts (CPU only)

@@ -13,7 +13,6 @@ from collections.abc import Mapping, Sequence
 from fuzzer.cases.case import CaseData
 from fuzzer.cases.diagnosis import BEFORE_ORT, BEFORE_TOOL, OTHER_EXPORTER, PASSES, SAME_BUG, Blame, CrossCheck
 from fuzzer.cases.evidence import ModelEvidence, Opinion
-from fuzzer.check.result import DIVERGENCES
 from fuzzer.converters import CONVERTERS
 from fuzzer.converters.base import Converter
 from fuzzer.converters.describe import Component, FaultSite
@@ -76,7 +75,7 @@ def blame_case(case: CaseData, model: ModelEvidence | None, converter: Converter
     if verdict.symptom in (Symptom.PROCESS_DEATH, Symptom.HANG, Symptom.OUT_OF_MEMORY):
         return Blame(own, tuple(evidence + _plain_reading(verdict.stage, own)), settled=verdict.stage is not Stage.NONE)
     if model is None:
-        settled = verdict.stage not in (*RUNTIME_STAGES, Stage.VALIDATION) and verdict.symptom not in DIVERGENCES
+        settled = verdict.stage not in (*RUNTIME_STAGES, Stage.VALIDATION) and not verdict.symptom.is_divergence
         reading = _plain_reading(verdict.stage, own) if settled else ["no converted model was kept to examine"]
         return Blame(own, tuple(evidence + reading), settled=settled)
     evidence += model_lines(model)
@@ -97,7 +96,7 @@ def decide(own: Component, kernel: Component, symptom: Symptom, stage: Stage, mo
     no proof the model is valid); a model onnx.reference computes as wrongly, or ONNX's checker rejects, is the
     converter's; anything else stays with the converter, unsettled."""
     rejected = stage in RUNTIME_STAGES and symptom in (Symptom.CRASH, Symptom.INVALID_MODEL)
-    miscomputed = symptom in DIVERGENCES and not model.runtime_agrees and not model.runtime
+    miscomputed = symptom.is_divergence and not model.runtime_agrees and not model.runtime
     if is_runtime_optimizer:  # its optimized model is ONNX Runtime's own: the converter is the runtime already
         return Blame(own, evidence, settled=True)
     if model.valid and model.reference is Opinion.AGREES and (miscomputed or (rejected and corroborated)):
@@ -107,7 +106,7 @@ def decide(own: Component, kernel: Component, symptom: Symptom, stage: Stage, mo
                 "no other converter's model is rejected alike: the model may break a constraint ONNX's checker "
                 "misses")
         return Blame(own, evidence + (note,), False)
-    if symptom in DIVERGENCES and model.reference is Opinion.WRONG_LIKE_RUNTIME:
+    if symptom.is_divergence and model.reference is Opinion.WRONG_LIKE_RUNTIME:
         return Blame(own, evidence + ("so the converted model itself computes the wrong outputs",), True)
     if stage is Stage.VALIDATION and model.reference is Opinion.AGREES and model.runtime_agrees:
         note = ("ONNX Runtime and onnx.reference both run it and agree with PyTorch: if the model is valid as "
@@ -115,7 +114,7 @@ def decide(own: Component, kernel: Component, symptom: Symptom, stage: Stage, mo
         return Blame(own, evidence + (note,), False)
     if not model.valid and stage in (Stage.VALIDATION, *RUNTIME_STAGES):
         return Blame(own, evidence + ("so the converter wrote a model ONNX's own checker rejects",), True)
-    if stage not in (*RUNTIME_STAGES, Stage.VALIDATION) and symptom not in DIVERGENCES:
+    if stage not in (*RUNTIME_STAGES, Stage.VALIDATION) and not symptom.is_divergence:
         return Blame(own, evidence + tuple(_plain_reading(stage, own)), True)
     return Blame(own, evidence + ("the evidence does not settle whose it is: filed with the converter",), False)
 

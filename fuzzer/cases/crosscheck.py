@@ -23,7 +23,7 @@ from fuzzer.cases.diagnosis import (
 )
 from fuzzer.cases.replay import case_expected
 from fuzzer.check.pipeline import CheckOptions, check_prepared
-from fuzzer.check.result import DIVERGENCES, Expected
+from fuzzer.check.result import Expected
 from fuzzer.converters import CONVERTERS
 from fuzzer.converters.at_level import AtLevel
 from fuzzer.converters.base import Converter
@@ -91,7 +91,7 @@ def _exporter_plan(case: CaseData, options: dict[str, Any]) -> Iterator[Planned]
     dynamic = {"dynamic": True} if options.get("dynamic") else {}
     yield Planned(OTHER_EXPORTER.format(other.name), other, {"opset": _opset_for(other, options.get("opset")),
                                                              **dynamic})
-    if case.verdict.symptom in DIVERGENCES:
+    if case.verdict.symptom.is_divergence:
         own = CONVERTERS[case.converter]
         for level in LEVELS:
             yield Planned(AT_LEVEL.format(level), AtLevel(own, level), options)
@@ -149,11 +149,11 @@ def outcome(original: Verdict, verdict: Verdict) -> str:
         return SAME_BUG
     if verdict.symptom is Symptom.PASS:
         return PASSES
-    same_divergence = (verdict.symptom is original.symptom and verdict.symptom in DIVERGENCES
+    same_divergence = (verdict.symptom is original.symptom and verdict.symptom.is_divergence
                        and (verdict.diverging_op, verdict.diverging_dtype)
                        == (original.diverging_op, original.diverging_dtype))
     # Another converter's model failing alike (the runtime's same error, node names aside) shows the same bug.
-    same_error = (verdict.symptom is original.symptom and verdict.symptom not in DIVERGENCES
+    same_error = (verdict.symptom is original.symptom and not verdict.symptom.is_divergence
                   and verdict.stage is original.stage and error_class(verdict.message) == error_class(original.message))
     return SAME_BUG if same_divergence or same_error else OTHER_FAILURE + describe(verdict)
 

@@ -29,7 +29,6 @@ import numpy as np
 import onnx
 
 from fuzzer.cases.case import CaseData
-from fuzzer.cases.case_head import root_cause_of  # noqa: F401  fuzzer/campaign/reduce_queue.py imports it here
 from fuzzer.cases.case_json import CASE_JSON, CaseError, case_fields, case_folder, load_case_json, read_file
 from fuzzer.cases.report import render_report
 from fuzzer.cases.repro import render_repro

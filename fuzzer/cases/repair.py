@@ -18,7 +18,7 @@ from fuzzer.cases.edit_target import Target
 from fuzzer.cases.model_edits import candidates
 from fuzzer.cases.replay import case_expected
 from fuzzer.check.judge import judge_model
-from fuzzer.check.result import DIVERGENCES, Expected
+from fuzzer.check.result import Expected
 from fuzzer.check.source import expect
 from fuzzer.converters import CONVERTERS
 from fuzzer.converters.base import Converter
@@ -42,7 +42,7 @@ def suggest_fix(case: CaseData, max_tries: int = MAX_TRIES, budget_s: float = BU
     is no divergence, has no model, already agrees, or no edit within the bounds helps. `converter`: the registry
     entry the case was found with, when it is not one of CONVERTERS."""
     converter = converter or CONVERTERS.get(case.converter)
-    if case.verdict.symptom not in DIVERGENCES or case.model is None or converter is None:
+    if not case.verdict.symptom.is_divergence or case.model is None or converter is None:
         return None
     require_device(case.device, f"{case.id} (found on {case.device})")
     expected = case_expected(case)

@@ -20,6 +20,7 @@ from fuzzer.cases.harness import from_upstream as from_upstream_harness
 from fuzzer.converters import CONVERTERS
 from fuzzer.converters.base import Converter
 from fuzzer.converters.upstream import starts_upstream
+from fuzzer.support.confine import DEFAULT_MEMORY_MB
 from generators.ir import Graph
 from generators.registry import REGISTRY, OpRegistry
 from oracles.compare import DEFAULT_TOLERANCES
@@ -59,11 +60,10 @@ def render_module(graph: Graph, registry: OpRegistry = REGISTRY) -> str:
 # ---- the script ------------------------------------------------------------------------------------------------
 
 # ONNX-to-ONNX converters: their repro.py starts from the saved upstream.onnx and needs no torch.
+_HARNESS_LIBS = frozenset({"torch", "torch.onnx", "onnx", "onnxruntime", "numpy"})  # named in every script
 ONNX_TOOLS = frozenset(name for name, converter in CONVERTERS.items() if starts_upstream(converter))
-_EXTRA_LIBS = {"onnxsim": "onnxsim", "onnxslim": "onnxslim", "onnxoptimizer": "onnxoptimizer"}
 HANG_AFTER_S = re.compile(r"no result after (\d+(?:\.\d+)?) s")
 LOST_CHILD_TIMEOUT_S = 600  # a death case's child that neither dies nor ends by then fails otherwise
-MEMORY_MB = 4096  # the worker's default memory budget (fuzzer/campaign/worker.py)
 # The harness modules of each kind of repro.py, head first, read once: a campaign renders what it started with.
 TORCH_SCRIPT = harness(("head", "torch_tensors", "runtime", "judging", "child", "export", "from_torch"))
 UPSTREAM_SCRIPT = harness(("head", "numpy_tensors", "runtime", "judging", "child", "from_upstream"))
@@ -110,7 +110,7 @@ def case_values(case: Any) -> dict[str, str]:
         "DYNAMIC": case.dynamic if case.dynamic is None else dict(case.dynamic),
         "SECOND_SHAPE": bool(case.second_inputs), "DIVERGENCES": Symptom.json_names(Symptom.divergences()),
         "LOST": Symptom.json_names(Symptom.lost_worker()), "CHILD_TIMEOUT_S": child_timeout_s(verdict),
-        "MEMORY_MB": MEMORY_MB,
+        "MEMORY_MB": DEFAULT_MEMORY_MB,
     }
     return {name: repr(value) for name, value in values.items()}
 
@@ -122,7 +122,7 @@ def render_repro(case: Any, converter: Converter | None = None) -> str:
     verdict = case.verdict
     converter = converter or CONVERTERS.get(case.converter)
     from_upstream = converter is not None and starts_upstream(converter) and case.upstream_model is not None
-    extra = f", {_EXTRA_LIBS[case.converter]}" if case.converter in _EXTRA_LIBS else ""
+    extra = "".join(f", {lib}" for lib in (converter.libraries if converter else ()) if lib not in _HARNESS_LIBS)
     opening = {"title": f"convsmith case {case.id}: {verdict.symptom.json_name} in {case.converter} "
                         f"({verdict.stage.value})",
                "libs": ("" if from_upstream else "torch, ") + f"onnx, onnxruntime, numpy{extra}"}

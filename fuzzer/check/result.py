@@ -13,9 +13,7 @@ import numpy as np
 from fuzzer.converters.conversion import Source, TargetRun
 from oracles.judgement import INVALID_INPUTS as INVALID_INPUTS  # where fuzzer/ reads it
 from oracles.taxonomy import Failure
-from oracles.verdict import Symptom, Verdict
-
-DIVERGENCES = Symptom.divergences()  # the cases and the reducer test membership here
+from oracles.verdict import Verdict
 
 
 @dataclass(frozen=True)

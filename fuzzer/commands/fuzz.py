@@ -29,6 +29,7 @@ from fuzzer.commands.flags import (
     positive_int,
 )
 from fuzzer.converters import CONVERTERS, DEFAULT_REGISTRY, load_registry
+from fuzzer.support.confine import DEFAULT_MEMORY_MB
 from fuzzer.support.device import require_device
 from fuzzer.support.errors import CannotRun, Exit, UsageError
 from fuzzer.support.files import recover_interrupted_writes
@@ -73,7 +74,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--resume", type=Path, metavar="DIR", help="continue the campaign in DIR with its options")
     parser.add_argument("--timeout", type=duration, default=60.0, metavar="DURATION",
                         help="time per converter test before it counts as a hang (seconds)")
-    parser.add_argument("--memory-mb", type=positive_int, default=4096, help="memory per worker before "
+    parser.add_argument("--memory-mb", type=positive_int, default=DEFAULT_MEMORY_MB, help="memory per worker before "
                         "out-of-memory")
     parser.add_argument("--avoid-unsupported", nargs="?", const="torch-onnx-script", metavar="CONVERTERS",
                         help="skip a converter's test when its graph holds an (operator, dtype) pair that "

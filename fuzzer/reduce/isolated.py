@@ -27,7 +27,7 @@ from fuzzer.cases.whose_bug import with_diagnosis
 from fuzzer.check.pipeline import CheckOptions, check_prepared, prepare
 from fuzzer.check.result import FULL_CHECK, CheckResult
 from fuzzer.converters import DEFAULT_REGISTRY, ConverterRegistry, load_registry
-from fuzzer.support.confine import confine
+from fuzzer.support.confine import DEFAULT_MEMORY_MB, confine
 from fuzzer.support.faults import describe_exit, fault_file, lost_verdict, read_fault, request_stack_dump
 from generators.ir import Graph
 from generators.values import ValueStrategy
@@ -44,7 +44,7 @@ class CheckerConfig:
 
     registry: str = DEFAULT_REGISTRY
     timeout_s: float = 60.0  # per check, as a campaign worker's test
-    memory_mb: int = 4096
+    memory_mb: int = DEFAULT_MEMORY_MB
     device: str = "cpu"  # "cuda" where a case may run on the GPU: no address-space limit then (see confine)
     log_dir: str = ""  # "": a temporary folder, removed on close
 

@@ -17,6 +17,7 @@ from fuzzer.support.faults import STACK_DUMP_SIGNAL, fault_file, log_file
 from generators.solver import keep_freed_memory
 
 _PR_SET_PDEATHSIG = 1
+DEFAULT_MEMORY_MB = 4096  # what a worker or a reducer's child may grow to before it counts as out of memory
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 

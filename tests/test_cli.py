@@ -100,23 +100,33 @@ def test_json_for_scripts(command: list[str], capsys: pytest.CaptureFixture[str]
     assert rows and all("name" in row for row in rows)
 
 
-CRASH_CASE = Path(__file__).resolve().parents[1] / "corpus" / \
-    "crash-torch-onnx-script-validation-InferenceError-02646e457f6c-reduced"
+PLANTED = "test_reduce_isolated:PLANTED_EXPORTER"  # an exporter that writes every Sin as Cos
 
 
 def test_check_exit_1_when_a_bug_shows_0_when_not(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """A known exporter crash from the corpus exits 1 under check (JSON for scripts); a passing graph exits 0."""
-    from fuzzer.cases.folder import read_case
-
-    case = read_case(CRASH_CASE)
-    (tmp_path / "bug.json").write_text(case.graph.dumps())
-    status = main(["check", str(tmp_path / "bug.json"), "--converters", case.converter, "--seed", str(case.seed),
+    """A planted exporter's wrong Sin exits 1 under check (JSON for scripts); a graph without Sin exits 0."""
+    g = hand_graphs.GraphBuilder()
+    x = g.input((2, 3))
+    (tmp_path / "bug.json").write_text(g.build((g.op("sin", (x,), (2, 3)),)).dumps())
+    status = main(["check", str(tmp_path / "bug.json"), "--converters", "planted-sin-exporter", "--registry", PLANTED,
                    "--json"])
     verdicts = json.loads(capsys.readouterr().out)
-    assert status == Exit.BUG and [v["signature"] for v in verdicts] == [case.signature]
+    assert status == Exit.BUG and [(v["symptom"], v["converter"]) for v in verdicts] == \
+           [("wrong_values", "planted-sin-exporter")]
     (tmp_path / "ok.json").write_text(hand_graphs.elementwise().dumps())
-    assert main(["check", str(tmp_path / "ok.json"), "--converters", "torch-onnx-script"]) == Exit.OK
-    assert capsys.readouterr().out.startswith("torch-onnx-script: pass at none")
+    assert main(["check", str(tmp_path / "ok.json"), "--converters", "planted-sin-exporter", "--registry",
+                 PLANTED]) == Exit.OK
+    assert capsys.readouterr().out.startswith("planted-sin-exporter: pass at none")
+
+
+def test_check_refuses_a_converter_its_registry_lacks_and_a_registry_that_does_not_load(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "ok.json").write_text(hand_graphs.elementwise().dumps())
+    assert main(["check", str(tmp_path / "ok.json"), "--converters", "onnxsim", "--registry", PLANTED]) == Exit.USAGE
+    assert "unknown converter(s): onnxsim (known: planted-sin-exporter)" in capsys.readouterr().err
+    assert main(["check", str(tmp_path / "ok.json"), "--converters", "x", "--registry", "no_such_module:R"]) == \
+           Exit.USAGE
+    assert capsys.readouterr().err.count("\n") == 1
 
 
 @pytest.mark.slow

@@ -5,10 +5,14 @@ from __future__ import annotations
 import traceback
 
 import hand_graphs
+import onnx
 import pytest
 
-from fuzzer.check.pipeline import CheckOptions, prepare, run_check
+from fuzzer.check.pipeline import CheckOptions, check_prepared, prepare, run_check
 from fuzzer.converters import CONVERTERS, list_converters
+from fuzzer.converters.conversion import SharedExport, Steps
+from fuzzer.converters.runtime import check_and_serialize, run_model
+from fuzzer.converters.torch_onnx_script import ScriptOptions, export_script
 from fuzzer.converters.upstream import EXPORTERS
 from generators.dtypes import DType
 from oracles.taxonomy import Failure, classify
@@ -122,30 +126,55 @@ def test_ort_culprit_search_runs_and_names_the_lowest_level() -> None:
     assert conv.culprit(expected.source, conv.options(), run, lambda outputs: False) == ()
 
 
+def _declaring_float64(model: onnx.ModelProto) -> onnx.ModelProto:
+    """The planted exporter bug: the model's output cast to float64 and declared so, where the graph's is float32."""
+    model = onnx.load_from_string(model.SerializeToString())
+    out = model.graph.output[0]
+    model.graph.node.append(onnx.helper.make_node("Cast", [out.name], [f"{out.name}_d"], to=onnx.TensorProto.DOUBLE))
+    out.name, out.type.tensor_type.elem_type = f"{out.name}_d", onnx.TensorProto.DOUBLE
+    return model
+
+
 def test_an_exporter_dtype_bug_is_not_blamed_on_the_onnx_passes_after_it() -> None:
-    """The TorchScript exporter declares float32 for the bfloat16 diagonal at offset 8 of a 1x10 matrix: its own
-    wrong_dtype bug (found by a campaign, seed 138). The ONNX-to-ONNX converters that start from its export must not be
-    blamed for it (bfloat16 and float32 share numpy storage, so only the declared dtypes tell)."""
+    """An upstream export that declares the wrong dtype (planted: a float32 output declared float64) is its exporter's
+    bug: the ONNX-to-ONNX converters that start from it say so (Stage.SOURCE) and are not blamed."""
     g = hand_graphs.GraphBuilder()
-    x = g.input((1, 1, 10, 1), DType.BFLOAT16)
-    graph = g.build((g.op("diagonal", (x,), (1, 1, 1), DType.BFLOAT16, dim1=0, dim2=2, offset=8),))
-    exporter = run_check(graph, 0, "torch-onnx-script", check_options=FAST_CHECK).verdict
-    assert (exporter.symptom, exporter.stage) == (Symptom.WRONG_DTYPE, Stage.NODE_CONVERSION), exporter.message
+    x = g.input((2, 3))
+    graph = g.build((g.op("sin", (x,), (2, 3)),))
     for name in ("ort-optimizer", "onnxsim", "onnxoptimizer"):
         _skip_unavailable(name)
-        verdict = run_check(graph, 0, name, check_options=FAST_CHECK).verdict
+        prepared, converter = prepare(graph, 0, {}, 1.0), CONVERTERS[name]
+        options = converter.options({"upstream": "torch-onnx-script"})
+        steps = Steps()
+        model = _declaring_float64(export_script(prepared.source, ScriptOptions(opset=options.opset), steps))
+        data = check_and_serialize(model, steps)
+        outputs, dtypes = run_model(data, prepared.source, steps)
+        prepared.source.exports[("torch-onnx-script", options.opset)] = SharedExport(data, outputs, dtypes)
+        verdict = check_prepared(prepared, converter, options).verdict
         assert verdict.stage is Stage.SOURCE and not verdict.is_bug, (name, verdict.message)
+        assert "the exporter's bug" in verdict.message, (name, verdict.message)
 
 
-def test_onnx_to_onnx_converters_share_one_upstream_export_per_source() -> None:
+def test_onnx_to_onnx_converters_share_one_upstream_export_per_source(monkeypatch: pytest.MonkeyPatch) -> None:
     """Each graph is exported once for all the ONNX-to-ONNX converters that start from the same exporter and
-    opset; its failure is shared too (and stays the exporter's, Stage.SOURCE)."""
+    opset; its failure (planted: the exporter fails on any graph holding sin) is shared too, and stays the
+    exporter's (Stage.SOURCE)."""
     from fuzzer.check.judge import judge
+    from fuzzer.converters import upstream
 
+    real = upstream.export_script
+
+    def failing_on_sin(source, options, steps):  # noqa: ANN001, ANN202
+        if any(node.op == "sin" for node in source.graph.nodes):
+            with steps.at(Stage.NODE_CONVERSION, "export"):
+                raise RuntimeError("planted: no symbolic for sin")
+        return real(source, options, steps)
+
+    monkeypatch.setattr(upstream, "export_script", failing_on_sin)
     good = prepare(hand_graphs.conv_relu_add(), 0, {}, 1.0)
     g = hand_graphs.GraphBuilder()
-    x = g.input((1, 1, 4, 2, 2))
-    bad = prepare(g.build((g.op("pixel_shuffle", (x,), (1, 1, 1, 4, 4), upscale_factor=2),)), 0, {}, 1.0)
+    x = g.input((2, 3))
+    bad = prepare(g.build((g.op("sin", (x,), (2, 3)),)), 0, {}, 1.0)
     first_timings: dict[str, float] = {}
     seen = []
     for i, name in enumerate(("onnxoptimizer", "onnx-version-converter", "ort-optimizer")):
@@ -156,9 +185,9 @@ def test_onnx_to_onnx_converters_share_one_upstream_export_per_source() -> None:
         assert result.verdict.symptom is Symptom.PASS, (name, result.verdict.message)
         assert ("upstream_export" in timings) == (i == 0), (name, sorted(timings))
         failed = judge(bad, converter, converter.options(), {}).verdict
-        assert (failed.symptom, failed.stage) == (Symptom.UNSUPPORTED, Stage.SOURCE), (name, failed.message)
+        assert failed.stage is Stage.SOURCE and not failed.is_bug, (name, failed.message)
         seen.append(failed.message)
-    assert len(set(seen)) == 1 and "pixel_shuffle" in seen[0]
+    assert len(set(seen)) == 1 and "planted: no symbolic for sin" in seen[0]
     assert list(good.source.exports) == [("torch-onnx-script", 17)]
 
 

@@ -179,16 +179,19 @@ def test_reduce_command_writes_a_linked_reduced_case(tmp_path, capsys) -> None:
 
 
 def test_promote_sets_the_expectation(tmp_path, capsys) -> None:
-    from pathlib import Path
+    """A case of a planted exporter's bug (every Sin written as Cos) is promoted as a known bug after its replay,
+    and refused as must-pass while it still fails."""
+    from test_corpus import _sin_case
 
-    from fuzzer.cases.folder import read_case
+    from fuzzer.cases.folder import read_case, write_case
     from fuzzer.commands import main as cli
 
-    corpus = Path(__file__).resolve().parents[1] / "corpus"
-    folder = next(p.parent for p in sorted(corpus.glob("*floor_divide*/case.json")))
-    assert cli.main(["promote", str(folder), "--corpus", str(tmp_path)]) == 0
-    assert read_case(tmp_path / folder.name).expectation == "bug"
-    assert cli.main(["promote", str(folder), "--corpus", str(tmp_path), "--expect", "pass"]) == 2
+    folder = write_case(tmp_path / "found", _sin_case())
+    registry = ["--registry", "test_reduce_isolated:PLANTED_EXPORTER"]
+    assert cli.main(["promote", str(folder), "--corpus", str(tmp_path / "corpus"), *registry]) == 0
+    assert read_case(tmp_path / "corpus" / folder.name).expectation == "bug"
+    assert cli.main(["promote", str(folder), "--corpus", str(tmp_path / "corpus"), "--expect", "pass",
+                     *registry]) == 2
     assert "still fails" in capsys.readouterr().err
 
 

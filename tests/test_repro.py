@@ -116,9 +116,23 @@ def test_repro_scripts_stand_alone_and_show_the_bug(tmp_path: Path, block_torch:
     line = [ln for ln in proc.stdout.splitlines() if ln.startswith("REPORT ")][-1]
     report = json.loads(line[len("REPORT "):])
     assert report["leaked"] is False
+    fixed = []
     for name, (status, text) in report["results"].items():
+        if status == 0 and fixed_here(tmp_path / name):
+            fixed.append(name)
+            continue
         assert status == 1, f"{name}: {text[-1500:]}"
         assert "BUG REPRODUCES" in text and "observed:" in text, f"{name}: {text[-1500:]}"
+    if fixed and len(fixed) == len(report["results"]):
+        pytest.skip(f"every case's bug is fixed on the installed stack: {', '.join(fixed)}")
+
+
+def fixed_here(folder: Path) -> bool:
+    """Whether a case whose bug no longer shows was recorded on another stack (an upstream fix, reported by the corpus
+    test), rather than on this one (where convsmith broke)."""
+    from test_corpus import stack_differences
+
+    return bool(stack_differences(read_case(folder).versions))
 
 
 # ---- bad input: one line, exit 2, never a traceback -------------------------------------------------------
@@ -169,7 +183,7 @@ def test_repro_exit_status_follows_the_outcome(monkeypatch, capsys, outcome: str
     case = read_case(CASES[0])
     verdicts = {"same": case.verdict, "pass": _fake_verdict(Symptom.PASS, ""),
                 "other": _fake_verdict(Symptom.CRASH, "crash-other")}
-    monkeypatch.setattr(replay, "replay_verdict", lambda c, o=None: verdicts[outcome])
+    monkeypatch.setattr(replay, "replay_verdict", lambda c, o=None, r=None: verdicts[outcome])
     assert cli.main(["repro", str(CASES[0])]) == status
     assert capsys.readouterr().out.strip() == f"{case.id}: {word}"
 
@@ -206,8 +220,10 @@ def test_every_corpus_report_is_short_and_its_snippet_shows_the_bug(folder: Path
     (work / "snippet.py").write_text(snippet)
     done = subprocess.run([sys.executable, "-I", "snippet.py"], cwd=work, capture_output=True, text=True,
                           timeout=120, env={"PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1"})
-    wrong_model = case.verdict.symptom.json_name in ("wrong_values", "wrong_shape", "wrong_dtype")
-    expected = "AssertionError" if wrong_model else case.verdict.message.split(":", 1)[0].rsplit(".", 1)[-1]
+    if done.returncode == 0 and fixed_here(folder):
+        pytest.skip(f"{case.id}: its bug no longer shows on the installed stack (the corpus test reports it fixed)")
+    expected = ("AssertionError" if case.verdict.symptom.is_divergence
+                else case.verdict.message.split(":", 1)[0].rsplit(".", 1)[-1])
     assert done.returncode != 0 and expected in done.stderr, done.stderr[-1500:]
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,6 +15,7 @@ from fuzzer.check.pipeline import CheckOptions, available_converter, check_prepa
 from fuzzer.check.result import Expected, Prepared
 from fuzzer.check.source import expect
 from fuzzer.converters import CONVERTERS
+from fuzzer.converters.base import Converter
 from fuzzer.converters.conversion import Source
 from fuzzer.converters.dynamic import DynamicAxes
 from fuzzer.support.device import require_device
@@ -89,23 +91,28 @@ def case_expected(case: CaseData) -> Prepared:
     return expected
 
 
-def replay_verdict(case: CaseData, check_options: CheckOptions = REPLAY_CHECK) -> Verdict:
-    """The verdict of the case's graph under its converter and options, on the saved inputs when present."""
-    if case.converter not in CONVERTERS:
+def replay_verdict(case: CaseData, check_options: CheckOptions = REPLAY_CHECK,
+                   registry: Mapping[str, Converter] = CONVERTERS) -> Verdict:
+    """The verdict of the case's graph under its converter (of `registry`) and options, on the saved inputs when
+    present."""
+    if case.converter not in registry:
         raise UsageError(f"{case.id}: unknown converter {case.converter!r}")
     try:
-        options: Any = CONVERTERS[case.converter].options(case.converter_options)
+        options: Any = registry[case.converter].options(case.converter_options)
     except (TypeError, ValueError) as exc:
         raise UsageError(f"{case.id}: bad converter options: {exc}") from None
     require_device(case.device, f"{case.id} (found on {case.device})")
     if case_source(case) is None:
         return run_check(case.graph, case.seed, case.converter, options, check_options, case.device,
-                         ValueStrategy(case.values)).verdict
-    return check_prepared(case_expected(case), available_converter(case.converter), options, check_options).verdict
+                         ValueStrategy(case.values), registry).verdict
+    return check_prepared(case_expected(case), available_converter(case.converter, registry), options,
+                          check_options).verdict
 
 
-def replay(case: CaseData, check_options: CheckOptions = REPLAY_CHECK) -> Replay:
-    return replay_outcome(case, replay_verdict(case, check_options))
+def replay(case: CaseData, check_options: CheckOptions = REPLAY_CHECK,
+           registry: Mapping[str, Converter] = CONVERTERS) -> Replay:
+    """The case replayed under its converter of `registry`: it reproduces, is fixed, or fails differently."""
+    return replay_outcome(case, replay_verdict(case, check_options, registry))
 
 
 def replay_outcome(case: CaseData, verdict: Verdict) -> Replay:

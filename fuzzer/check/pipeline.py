@@ -33,9 +33,9 @@ class ConverterUnavailable(CannotRun):
     """The converter's library does not import here; the message says why (one line, exit 3)."""
 
 
-def available_converter(name: str) -> Converter:
-    """The registered converter `name`; ConverterUnavailable when its library does not import here."""
-    converter = CONVERTERS[name]
+def available_converter(name: str, registry: Mapping[str, Converter] = CONVERTERS) -> Converter:
+    """The converter `name` of `registry`; ConverterUnavailable when its library does not import here."""
+    converter = registry[name]
     ok, reason = converter.availability()
     if not ok:
         raise ConverterUnavailable(f"converter {name} is unavailable: {reason}")
@@ -65,10 +65,11 @@ def check_prepared(prepared: Prepared, converter: Converter, options: ConverterO
 
 def run_check(graph: Graph, seed: int, converter_name: str, options: ConverterOptionsLike = None,
               check_options: CheckOptions = FULL_CHECK, device: str = "cpu",
-              values: ValueStrategy = ValueStrategy.UNIFORM) -> CheckResult:
-    """The verdict of one graph under one converter, with timings and artifacts; the source and ONNX Runtime run
-    on `device` (cpu or cuda); `values` is how the inputs are drawn."""
-    converter = available_converter(converter_name)
+              values: ValueStrategy = ValueStrategy.UNIFORM, registry: Mapping[str, Converter] = CONVERTERS
+              ) -> CheckResult:
+    """The verdict of one graph under one converter of `registry`, with timings and artifacts; the source and ONNX
+    Runtime run on `device` (cpu or cuda); `values` is how the inputs are drawn."""
+    converter = available_converter(converter_name, registry)
     opts = converter.options(options)
     timings: dict[str, float] = {}
     prepared = prepare(graph, seed, timings, check_options.input_budget_s, device, values)

@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 from fuzzer.check.pipeline import CheckResult, available_converter, run_check
-from fuzzer.commands.flags import name_list
-from fuzzer.converters import CONVERTERS
+from fuzzer.commands.flags import names, registry_named
+from fuzzer.converters import DEFAULT_REGISTRY
 from fuzzer.support.errors import Exit, UsageError
 from fuzzer.support.quiet import library_output
 from generators.ir import Graph, GraphError, validate
@@ -21,8 +21,10 @@ HELP = "run one graph through converters and print each verdict with its metrics
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("graph", type=Path, help="graph.json (from `convsmith generate` or a case folder)")
-    parser.add_argument("--converters", type=name_list(lambda: CONVERTERS, "converter(s)"), required=True,
+    parser.add_argument("--converters", type=names, required=True,
                         help="comma-separated converters (see `convsmith converters`)")
+    parser.add_argument("--registry", default=DEFAULT_REGISTRY, metavar="MODULE:ATTR",
+                        help="where the converters are found (default: convsmith's own)")
     parser.add_argument("--seed", type=int, default=0, help="seed for weights and the input search")
     parser.add_argument("--option", action="append", default=[], metavar="KEY=JSON",
                         help="converter option for every converter named, e.g. --option opset=17 (repeatable)")
@@ -59,16 +61,22 @@ def load_graph(path: Path) -> Graph:
 def run(args: argparse.Namespace) -> int:
     graph = load_graph(args.graph)
     options = parse_options(args.option)
+    registry = registry_named(args.registry)
+    if not args.converters:
+        raise UsageError("--converters names no converter")
+    unknown = [name for name in args.converters if name not in registry]
+    if unknown:
+        raise UsageError(f"unknown converter(s): {', '.join(unknown)} (known: {', '.join(registry)})")
     for name in args.converters:  # every option and converter is checked before anything runs
         try:
-            CONVERTERS[name].options(options)
+            registry[name].options(options)
         except (TypeError, ValueError) as exc:
             raise UsageError(f"{name}: {exc}") from None
-        available_converter(name)
+        available_converter(name, registry)
     results = []
     for name in args.converters:
         with library_output() as captured:
-            results.append(run_check(graph, args.seed, name, options))
+            results.append(run_check(graph, args.seed, name, options, registry=registry))
         if args.verbose and captured.text:
             sys.stderr.write(captured.text)
     if args.json:

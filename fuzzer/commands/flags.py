@@ -7,6 +7,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
+from fuzzer.converters import ConverterRegistry, load_registry
 from fuzzer.support.errors import UsageError
 from generators.dtypes import ALL, DType
 from generators.generator import GenOptions
@@ -84,3 +85,11 @@ def generator_options(args: argparse.Namespace) -> GenOptions:
         raise UsageError(f"{exc}; known dtypes: {', '.join(d.value for d in ALL)}") from None
     return GenOptions(nodes=args.nodes, include_ops=include, exclude_ops=exclude, dtypes=dtypes,
                       max_numel=args.max_numel)
+
+
+def registry_named(ref: str) -> ConverterRegistry:
+    """The converter registry `ref` (MODULE:ATTR) names; a reference that does not load is a usage error."""
+    try:
+        return load_registry(ref)
+    except (ImportError, AttributeError, TypeError, ValueError) as exc:
+        raise UsageError(f"--registry {ref}: {exc}") from None

@@ -8,7 +8,8 @@ from pathlib import Path
 
 from fuzzer.cases.folder import load_case, write_case
 from fuzzer.cases.replay import Outcome, replay
-from fuzzer.commands.flags import DEFAULT_CORPUS
+from fuzzer.commands.flags import DEFAULT_CORPUS, registry_named
+from fuzzer.converters import DEFAULT_REGISTRY
 from fuzzer.support.errors import UsageError
 
 NAME = "promote"
@@ -21,13 +22,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="known bug (xfail until fixed) or must pass (default: bug if it reproduces now)")
     parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS, help="corpus folder (default: corpus/)")
     parser.add_argument("--no-verify", action="store_true", help="do not replay the case before promoting it")
+    parser.add_argument("--registry", default=DEFAULT_REGISTRY, metavar="MODULE:ATTR",
+                        help="where the case's converter is found (default: convsmith's own)")
 
 
 def run(args: argparse.Namespace) -> int:
     case = load_case(args.case)
     expect = args.expect
     if not args.no_verify:
-        result = replay(case)
+        result = replay(case, registry=registry_named(args.registry))
         if expect is None:
             expect = "bug" if result.outcome is Outcome.REPRODUCES else "pass"
         if expect == "bug" and result.outcome is not Outcome.REPRODUCES:

@@ -13,6 +13,7 @@ from fuzzer.cases.crosscheck import LOST
 from fuzzer.cases.folder import load_case
 from fuzzer.cases.replay import REPLAY_CHECK, Outcome, Replay, replay, replay_outcome
 from fuzzer.cases.repro import child_timeout_s
+from fuzzer.commands.flags import registry_named
 from fuzzer.converters import DEFAULT_REGISTRY
 from fuzzer.reduce.isolated import CheckerConfig, IsolatedChecker, Job
 from fuzzer.support.errors import Exit, UsageError
@@ -30,7 +31,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("cases", nargs="+", type=Path, metavar="CASE", help="case folders (or their case.json)")
     parser.add_argument("--json", action="store_true", help="print one JSON object per case for scripts")
     parser.add_argument("--registry", default=DEFAULT_REGISTRY, metavar="MODULE:ATTR",
-                        help="where a case whose worker died finds its converter (it replays in a confined child)")
+                        help="where the cases' converters are found (a case whose worker died replays in a "
+                             "confined child)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -58,7 +60,7 @@ def replayed(case: CaseData, registry: str) -> Replay:
     """The case replayed: in this process, or, for a case whose conversion killed, hung or exhausted its process,
     in a confined child (as the campaign ran it), whose death is the verdict."""
     if case.verdict.symptom not in LOST:
-        return replay(case)
+        return replay(case, registry=registry_named(registry))
     hang = case.verdict.symptom is Symptom.HANG
     config = CheckerConfig(registry, child_timeout_s(case.verdict) if hang else LOST_TIMEOUT_S, device=case.device)
     with IsolatedChecker(config) as checker:

@@ -19,6 +19,7 @@ from fuzzer.cases.harness import from_torch as from_torch_harness
 from fuzzer.cases.harness import from_upstream as from_upstream_harness
 from fuzzer.converters import CONVERTERS
 from fuzzer.converters.base import Converter
+from fuzzer.converters.ort_levels import ORT_LEVEL_MEMBERS
 from fuzzer.converters.upstream import starts_upstream
 from fuzzer.support.confine import DEFAULT_MEMORY_MB
 from generators.ir import Graph
@@ -110,7 +111,7 @@ def case_values(case: Any) -> dict[str, str]:
         "DYNAMIC": case.dynamic if case.dynamic is None else dict(case.dynamic),
         "SECOND_SHAPE": bool(case.second_inputs), "DIVERGENCES": Symptom.json_names(Symptom.divergences()),
         "LOST": Symptom.json_names(Symptom.lost_worker()), "CHILD_TIMEOUT_S": child_timeout_s(verdict),
-        "MEMORY_MB": DEFAULT_MEMORY_MB,
+        "MEMORY_MB": DEFAULT_MEMORY_MB, "ORT_LEVELS": dict(ORT_LEVEL_MEMBERS),
     }
     return {name: repr(value) for name, value in values.items()}
 

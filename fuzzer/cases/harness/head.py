@@ -40,4 +40,5 @@ SECOND_SHAPE = False  # test_data_set_1 holds inputs at a second shape the dynam
 DIVERGENCES = ()  # the target runs and its outputs are wrong: in shape, dtype or values
 LOST = ()  # the conversion runs in a child, whose end is the evidence
 CHILD_TIMEOUT_S = 600.0  # a child still converting then is a hang
-MEMORY_MB = 4096  # an out-of-memory case's child may grow by this much
+MEMORY_MB = 0  # an out-of-memory case's child may grow by this much
+ORT_LEVELS = {}  # ONNX Runtime's levels by convsmith's names: the GraphOptimizationLevel member of each

@@ -5,7 +5,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 
-from fuzzer.cases.harness.head import DEVICE, INPUT_NAMES
+from fuzzer.cases.harness.head import DEVICE, INPUT_NAMES, ORT_LEVELS
 from fuzzer.cases.harness.torch_tensors import ort_value  # numpy_tensors' in a repro.py without torch
 
 
@@ -19,12 +19,8 @@ def from_ort_value(value):
 
 def run_onnx(data, inputs, level="disabled"):
     """ONNX Runtime on DEVICE, one CPU thread, at an optimization level (as convsmith runs targets)."""
-    levels = {"disabled": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
-              "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
-              "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
-              "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL}
     options = ort.SessionOptions()
-    options.graph_optimization_level = levels[level]
+    options.graph_optimization_level = getattr(ort.GraphOptimizationLevel, ORT_LEVELS[level])
     options.intra_op_num_threads = options.inter_op_num_threads = 1
     options.log_severity_level = 3
     providers = ["CUDAExecutionProvider", "CPUExecutionProvider"] if DEVICE == "cuda" else ["CPUExecutionProvider"]

@@ -156,7 +156,9 @@ class ConvBatchNorm(Pattern):
 
     def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
         x, w, *rest = args
-        conv = conv2d_source(attrs, x, w, rest[0] if attrs["bias"] else "None")
+        # The inputs, not the `bias` attribute, say whether there is a bias, as in forward: a reducer that sets the
+        # attribute alone must not make the script compute another model than the one checked.
+        conv = conv2d_source(attrs, x, w, rest[0] if len(rest) > 4 else "None")
         return call(functional_source(F.batch_norm), [conv, *rest[-4:]], training=False, eps=attrs["eps"])
 
     def onnx_nodes(self, attrs: AttrMap, call: OnnxCall) -> list[onnx.NodeProto] | None:

@@ -51,11 +51,12 @@ class OnnxSim(OnnxPassConverter):
         run = _single_pass_runner(names[:-1])
         passes = [n for n in names[:-1] if opts.perform_optimization and not (opts.skip_fuse_bn and n == FUSE_BN)]
         fired, current = [], run(model.SerializeToString(), None, False)
+        graph = _graph(current)
         for name in (*passes, CONSTANT_FOLDING):
-            after = run(current, None, True) if name == CONSTANT_FOLDING else run(current, name, False)
-            if _graph(after) != _graph(current):
+            current = run(current, None, True) if name == CONSTANT_FOLDING else run(current, name, False)
+            graph, before = _graph(current), graph
+            if graph != before:
                 fired.append(name)
-            current = after
         return tuple(fired)
 
     def transform(self, model: onnx.ModelProto, options: OnnxSimOptions) -> onnx.ModelProto:

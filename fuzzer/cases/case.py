@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from fuzzer.cases.diagnosis import Blame, CrossCheck, Repair
+from fuzzer.cases.remedy import Bisection, Workaround
 from fuzzer.check.dynamic import planned
 from fuzzer.check.pipeline import CheckOptions, CheckResult, run_check
 from fuzzer.check.result import FULL_CHECK, Expected
@@ -62,6 +63,8 @@ class CaseData:
     cross_checks: tuple[CrossCheck, ...] | None = None  # None until diagnosed (fuzzer/cases/whose_bug.py)
     suggested_fix: Repair | None = None  # None when not diagnosed or no edit made the outputs agree
     blame: Blame | None = None  # whose bug it is, from the diagnosis's evidence (fuzzer/cases/blame.py)
+    workaround: Workaround | None = None  # None until searched (fuzzer/cases/remedy.py)
+    bisection: Bisection | None = None  # None until `convsmith bisect` ran on it
     values: str = "uniform"  # the value strategy the inputs were drawn with (generators/values.py)
     # A dynamic export's marked dims (fuzzer/converters/dynamic.py, as JSON); None for a static export.
     dynamic: Mapping[str, Any] | None = None
@@ -95,6 +98,8 @@ class CaseData:
             "cross_checks": None if self.cross_checks is None else [c.to_json() for c in self.cross_checks],
             "suggested_fix": None if self.suggested_fix is None else self.suggested_fix.to_json(),
             "blame": None if self.blame is None else self.blame.to_json(),
+            "workaround": None if self.workaround is None else self.workaround.to_json(),
+            "bisection": None if self.bisection is None else self.bisection.to_json(),
         }
         if files is not None:
             data["files"] = dict(sorted(files.items()))

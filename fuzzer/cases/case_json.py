@@ -10,6 +10,7 @@ from typing import Any
 
 from fuzzer.cases.case import EXPECTATIONS, SCHEMA_VERSION
 from fuzzer.cases.diagnosis import Blame, CrossCheck, Repair
+from fuzzer.cases.remedy import Bisection, Workaround
 from fuzzer.converters import CONVERTERS
 from fuzzer.converters.dynamic import DynamicAxes
 from fuzzer.support.device import DEVICES
@@ -67,6 +68,7 @@ def case_fields(data: Mapping[str, Any], where: str) -> dict[str, Any]:
         input_names, output_names = tuple(data["input_names"]), tuple(data["output_names"])
         cross_checks, suggested_fix = _diagnosis(data)
         blame = Blame.from_json(data["blame"]) if data.get("blame") else None
+        remedies = _remedies(data)
     except KeyError as exc:
         raise CaseError(f"{where}: case.json lacks the field {exc.args[0]!r}") from None
     except (GraphError, TypeError, ValueError, AttributeError) as exc:
@@ -79,7 +81,7 @@ def case_fields(data: Mapping[str, Any], where: str) -> dict[str, Any]:
     return {**fields, "graph": graph, "converter_options": options, "verdict": verdict, "versions": versions,
             "input_names": input_names, "output_names": output_names, "original": data.get("original"),
             "reduction": data.get("reduction"), "expectation": expectation, "cross_checks": cross_checks,
-            "suggested_fix": suggested_fix, "blame": blame, **_run_settings(data, where)}
+            "suggested_fix": suggested_fix, "blame": blame, **remedies, **_run_settings(data, where)}
 
 
 def _run_settings(data: Mapping[str, Any], where: str) -> dict[str, Any]:
@@ -105,6 +107,13 @@ def _diagnosis(data: Mapping[str, Any]) -> tuple[tuple[CrossCheck, ...] | None, 
     checks, fix = data.get("cross_checks"), data.get("suggested_fix")
     return (None if checks is None else tuple(CrossCheck.from_json(c) for c in checks),
             None if fix is None else Repair.from_json(fix))
+
+
+def _remedies(data: Mapping[str, Any]) -> dict[str, Any]:
+    """The workaround and bisection of case.json; absent (not searched, not bisected) reads as None."""
+    workaround, bisection = data.get("workaround"), data.get("bisection")
+    return {"workaround": None if workaround is None else Workaround.from_json(workaround),
+            "bisection": None if bisection is None else Bisection.from_json(bisection)}
 
 
 def recorded_options(converter: str, options: Mapping[str, Any]) -> dict[str, Any]:

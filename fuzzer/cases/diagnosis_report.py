@@ -1,5 +1,6 @@
-"""report.md's "Cross-checks" and "Suggested fix" sections: a few lines that say whose bug a case is. Checks that
-differ only in their last word (ONNX Runtime's levels) and one family (each onnxoptimizer pass) share a line."""
+"""report.md's "Cross-checks", "Suggested fix", "To avoid it until fixed" and "Since when" sections: a few lines
+that say whose bug a case is and what to do meanwhile. Checks that differ only in their last word (ONNX Runtime's
+levels) and one family (each onnxoptimizer pass) share a line."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from fuzzer.cases.diagnosis import (
     SAME_BUG,
     CrossCheck,
 )
+from fuzzer.cases.remedy import Bisection, Workaround
 from fuzzer.converters.ort_levels import LEVELS
 from fuzzer.converters.upstream import EXPORTERS
 
@@ -25,13 +27,37 @@ LEVEL_NAMES = frozenset(AT_LEVEL.format(level) for level in LEVELS)
 
 
 def render_diagnosis(case: Any, tool: str) -> str:
-    """Both sections, or "" for a case not diagnosed yet; `tool` is the converter's display name."""
+    """The sections (the first two only once diagnosed); `tool` is the converter's display name."""
     if case.cross_checks is None:
-        return ""
+        return render_remedies(case)
     text = "## Cross-checks\n" + _cross_checks(case, tool) + "\n\n"
     if case.verdict.symptom.is_divergence and case.model is not None and not _gone(case):
         text += "## Suggested fix\n" + _fix(case) + "\n\n"
+    return text + render_remedies(case)
+
+
+def render_remedies(case: Any) -> str:
+    """The "To avoid it until fixed" and "Since when" sections, each only once searched or bisected."""
+    text = ""
+    if case.workaround is not None:
+        text += "## To avoid it until fixed\n" + _workaround(case.workaround) + "\n\n"
+    if case.bisection is not None:
+        text += "## Since when\n" + _since_when(case.bisection) + "\n\n"
     return text
+
+
+def _workaround(found: Workaround) -> str:
+    if not found.found:
+        tried = "; ".join(found.tried) if found.tried else "none applies to this converter"
+        return f"None of the settings convsmith tried makes the outputs agree (tried: {tried})."
+    tried = f"{len(found.tried)} setting{'s' if len(found.tried) != 1 else ''}"
+    return (f"{found.setting[:1].upper()}{found.setting[1:]}: under it the case converts, runs and its outputs "
+            f"agree (re-run on the case's inputs; tried {tried}, cheapest first).\n\n```python\n{found.code}\n```")
+
+
+def _since_when(bisection: Bisection) -> str:
+    runs = ", ".join(f"{r.version} {r.outcome.value}" for r in bisection.runs)
+    return f"{bisection.summary()[:1].upper()}{bisection.summary()[1:]}. Releases run (oldest first): {runs}."
 
 
 def _cross_checks(case: Any, tool: str) -> str:

@@ -30,7 +30,8 @@ _DISABLING = re.compile(r"disabling (\w+) alone removes it")  # fuzzer/cases/cro
 def runtime_kernel(operator: str, device: str) -> Component:
     """ONNX Runtime's kernel of an ONNX operator on the case's execution provider."""
     provider = "CUDA" if device == "cuda" else "CPU"
-    return Component("ONNX Runtime", f"{provider} kernel of `{operator}`", ORT_TRACKER, KERNEL_KEY)
+    return Component("ONNX Runtime", f"{provider} kernel of `{operator}`", ORT_TRACKER, KERNEL_KEY,
+                     OrtOptimizer.distribution)
 
 
 def frame_owner(case: CaseData) -> str:

@@ -24,6 +24,7 @@ class AtLevel(Converter):
         # Instance attributes shadow the class-level ones: this wrapper stands in for the exporter it wraps.
         self.name = exporter.name  # type: ignore[misc]
         self.libraries, self.distributions = exporter.libraries, exporter.distributions  # type: ignore[misc]
+        self.distribution = exporter.distribution  # type: ignore[misc]
         self.options_type = exporter.options_type  # type: ignore[misc]
         self.divergence_stage = exporter.divergence_stage  # type: ignore[misc]
         self.display_name = exporter.display_name  # type: ignore[misc]

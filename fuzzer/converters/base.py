@@ -52,6 +52,7 @@ class Converter:
 
     project: ClassVar[str] = ""  # who maintains it ("PyTorch"): the name of its project ("" uses `name`)
     tracker: ClassVar[str] = ""  # where its maintainers take bug reports
+    distribution: ClassVar[str] = ""  # the pip distribution holding its own code (what a bisection installs)
 
     def snippet(self, options: ConverterOptions, dynamic: DynamicAxes | None = None) -> Snippet:
         """The converter's call as a report snippet writes it (see Snippet); an exporter whose `dynamic` option is on
@@ -64,7 +65,8 @@ class Converter:
 
     def own_component(self, name: str) -> Component:
         """A component of this converter's own project, keyed by the converter (its root causes stay its own)."""
-        return Component(self.project or self.display_name or self.name, name, self.tracker, self.name)
+        return Component(self.project or self.display_name or self.name, name, self.tracker, self.name,
+                         self.distribution)
 
     def target_runtime(self) -> Callable[[bytes, Source], tuple[tuple[np.ndarray, ...], tuple[str, ...]]] | None:
         """How a model this converter made is run, as the diagnosis examines it (raising StageError), where that is

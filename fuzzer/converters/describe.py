@@ -32,13 +32,16 @@ class Component:
     name: str  # "TorchScript exporter: the symbolic of `floor_divide`"
     tracker: str  # the project's issue tracker ("" when unknown)
     key: str
+    distribution: str = ""  # the pip distribution that holds its code ("onnxruntime"): what `convsmith bisect` installs
 
     def to_json(self) -> dict[str, str]:
-        return {"project": self.project, "name": self.name, "tracker": self.tracker, "key": self.key}
+        data = {"project": self.project, "name": self.name, "tracker": self.tracker, "key": self.key}
+        return {**data, "distribution": self.distribution} if self.distribution else data
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Component:
-        return cls(str(data["project"]), str(data["name"]), str(data.get("tracker", "")), str(data["key"]))
+        return cls(str(data["project"]), str(data["name"]), str(data.get("tracker", "")), str(data["key"]),
+                   str(data.get("distribution", "")))
 
 
 @dataclass(frozen=True)

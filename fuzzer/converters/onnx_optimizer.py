@@ -21,6 +21,7 @@ class OnnxOptimizer(OnnxPassConverter):
     name = "onnxoptimizer"
     display_name = "onnxoptimizer"
     project = "onnxoptimizer"
+    distribution = "onnxoptimizer"
     tracker = "https://github.com/onnx/optimizer/issues"
 
     def component(self, site: FaultSite) -> Component:

@@ -25,6 +25,7 @@ class OnnxSim(OnnxPassConverter):
     name = "onnxsim"
     display_name = "onnxsim"
     project = "onnxsim"
+    distribution = "onnxsim"
     tracker = "https://github.com/daquexian/onnx-simplifier/issues"
 
     def snippet(self, options: ConverterOptions) -> Snippet:

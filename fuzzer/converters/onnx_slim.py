@@ -20,6 +20,7 @@ class OnnxSlim(OnnxPassConverter):
     name = "onnxslim"
     display_name = "onnxslim"
     project = "onnxslim"
+    distribution = "onnxslim"
     tracker = "https://github.com/inisis/OnnxSlim/issues"
 
     def snippet(self, options: ConverterOptions) -> Snippet:

@@ -27,6 +27,7 @@ class OnnxToTorch(Converter):
     name = "onnx2torch"
     display_name = "onnx2torch"
     project = "onnx2torch"
+    distribution = "onnx2torch"
     tracker = "https://github.com/ENOT-AutoDL/onnx2torch/issues"
     libraries = ("onnx2torch",)
     distributions = ("torch", "onnx", "onnx2torch")

@@ -56,6 +56,7 @@ class OrtOptimizer(Converter):
     name = "ort-optimizer"
     display_name = "ONNX Runtime graph optimizations"
     project = "ONNX Runtime"
+    distribution = "onnxruntime"
     tracker = ORT_TRACKER
 
     def component(self, site: FaultSite) -> Component:

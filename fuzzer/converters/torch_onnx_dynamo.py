@@ -101,6 +101,7 @@ class TorchOnnxDynamo(Converter):
     name = "torch-onnx-dynamo"
     display_name = "torch.onnx.export (dynamo)"
     project = "PyTorch"
+    distribution = "torch"
     tracker = "https://github.com/pytorch/pytorch/issues"
 
     def component(self, site: FaultSite) -> Component:
@@ -111,7 +112,7 @@ class TorchOnnxDynamo(Converter):
         if site.stage is Stage.GRAPH_OPTIMIZATION or site.frame_owner == "onnxscript":
             what = ("its optimizer (`onnx_program.optimize()`)" if site.stage is Stage.GRAPH_OPTIMIZATION
                     else f"the translation {site.named()}")
-            return Component("onnxscript", f"onnxscript: {what}", ONNXSCRIPT_TRACKER, self.name)
+            return Component("onnxscript", f"onnxscript: {what}", ONNXSCRIPT_TRACKER, self.name, "onnxscript")
         return self.own_component(f"dynamo exporter: the translation {site.named()}")
 
     def snippet(self, options: ConverterOptions, dynamic: DynamicAxes | None = None) -> Snippet:

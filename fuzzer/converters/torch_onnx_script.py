@@ -72,6 +72,7 @@ class TorchOnnxScript(Converter):
     name = "torch-onnx-script"
     display_name = "torch.onnx.export (TorchScript)"
     project = "PyTorch"
+    distribution = "torch"
     tracker = "https://github.com/pytorch/pytorch/issues"
 
     def component(self, site: FaultSite) -> Component:

@@ -22,6 +22,7 @@ class OnnxVersionConverter(OnnxPassConverter):
     name = "onnx-version-converter"
     display_name = "onnx.version_converter"
     project = "ONNX"
+    distribution = "onnx"
     tracker = "https://github.com/onnx/onnx/issues"
 
     def component(self, site: FaultSite) -> Component:

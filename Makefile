@@ -1,31 +1,50 @@
 # convsmith: `make fuzz` and `make test` set up a fresh machine and run.
 PYTHON ?= python3
 VENV ?= .venv
+# The stack `make install` installs: a pip constraints file, refreshed by `make lock` (docs/stack.md).
+# `make install LOCK=path/to/older.lock` installs another one.
+LOCK ?= fuzzer/support/stack.lock
+# The torch release `make lock` takes (the CPU build lies on this disk; docs/stack.md weighs a newer one).
 TORCH ?= torch==2.13.0
+LOCKVENV ?= /tmp/convsmith-lock-venv
 GPU ?=
 TIME ?= 3m
 WORKERS ?= 2
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed
+# Named by the lock's content, so that installing another lock (or a refreshed one) is never skipped.
+STAMP := $(VENV)/.installed-$(shell sha256sum $(LOCK) 2>/dev/null | cut -c1-12)
 
-.PHONY: install fuzz test bench lint clean
+.PHONY: install lock fuzz test bench lint clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-# torch first, pinned (the CPU build by default; `make install TORCH=torch GPU=1` for a GPU box), so that
-# nothing later pulls another build. onnx2torch is installed without its dependencies: it would pull
-# torchvision, which asks for a different torch; it is reported unavailable where torchvision does not import.
-# GPU=1 swaps onnxruntime for onnxruntime-gpu (both install the same module, so only one may be present).
-$(STAMP): $(BIN)/python pyproject.toml
-	$(BIN)/pip install --quiet "$(TORCH)"
-	$(BIN)/pip install --quiet -e ".[optimizers,dev,report]"
-	$(BIN)/pip install --quiet --no-deps "onnx2torch>=1.5"
+# Everything under the lock's constraints, torch included: the lock pins releases (torch==2.13.0, not +cpu), so
+# pip takes the CPU build lying on this disk and the CUDA build of the same release on a GPU box. onnx2torch is
+# installed without its dependencies: it would pull torchvision, which asks for a different torch; it is reported
+# unavailable where torchvision does not import. GPU=1 swaps onnxruntime for onnxruntime-gpu (both install the same
+# module, so only one may be present; it is not in the lock, so `convsmith converters` marks onnxruntime).
+# The lock installed is copied into the venv: `convsmith converters` and tests/test_stack.py check against it.
+$(STAMP): $(BIN)/python pyproject.toml $(LOCK)
+	$(BIN)/pip install --quiet -c "$(LOCK)" torch -e ".[optimizers,dev,report]"
+	$(BIN)/pip install --quiet -c "$(LOCK)" --no-deps onnx2torch
 	$(if $(GPU),$(BIN)/pip uninstall --quiet -y onnxruntime && $(BIN)/pip install --quiet "onnxruntime-gpu>=1.18")
+	cp "$(LOCK)" $(VENV)/convsmith-stack.lock
+	rm -f $(VENV)/.installed*
 	touch $(STAMP)
 
 install: $(STAMP)
+
+# The newest releases that install together (torch as TORCH says), in a throwaway venv, written over LOCK atomically.
+lock:
+	rm -rf $(LOCKVENV)
+	$(PYTHON) -m venv $(LOCKVENV)
+	$(LOCKVENV)/bin/python -m pip install --quiet --upgrade pip
+	$(LOCKVENV)/bin/pip install --quiet "$(TORCH)" ".[optimizers,dev,report]"
+	$(LOCKVENV)/bin/pip install --quiet --no-deps onnx2torch
+	$(LOCKVENV)/bin/python -m fuzzer.support.lock "$(LOCK)"
+	rm -rf $(LOCKVENV)
 
 # The probe (cached per library version, about a minute the first time) lets the campaign skip the
 # (operator, dtype) pairs the TorchScript exporter does not support; a second `make fuzz` resumes bugs/.

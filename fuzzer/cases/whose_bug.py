@@ -1,6 +1,7 @@
 """Whose bug a case is: its cross-checks (fuzzer/cases/crosscheck.py), suggested fix (fuzzer/cases/repair.py) and
-blame (fuzzer/cases/blame.py, from the cross-checks and its converted model examined elsewhere), computed once and
-kept in the case (case.json, report.md). The reducer calls this on each reduced case."""
+blame (fuzzer/cases/blame.py, from the cross-checks and its converted model examined elsewhere), and the setting that
+avoids it meanwhile (fuzzer/cases/workaround.py), computed once and kept in the case (case.json, report.md). The
+reducer calls this on each reduced case."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from fuzzer.cases.crosscheck import LOST, cross_checks
 from fuzzer.cases.evidence import ModelEvidence, examine
 from fuzzer.cases.repair import suggest_fix
 from fuzzer.cases.replay import case_expected
+from fuzzer.cases.workaround import find_workaround
 from fuzzer.check.result import Expected
 from fuzzer.converters import CONVERTERS
 from fuzzer.converters.base import Converter
@@ -19,11 +21,12 @@ from oracles.dynamic import at_second_shape
 
 
 def with_diagnosis(case: CaseData, converter: Converter | None = None) -> CaseData:
-    """The case with its cross-checks, suggested fix and blame filled in (each reruns the case's graph in this
-    process); `converter`: the registry entry the case was found with, when it is not one of CONVERTERS."""
+    """The case with its cross-checks, suggested fix, blame and workaround filled in (each reruns the case's graph
+    in this process); `converter`: the registry entry the case was found with, when it is not one of CONVERTERS."""
     case = dataclasses.replace(case, cross_checks=cross_checks(case, converter),
                                suggested_fix=suggest_fix(case, converter=converter))
-    return dataclasses.replace(case, blame=blame_case(case, model_evidence(case, converter), converter))
+    case = dataclasses.replace(case, blame=blame_case(case, model_evidence(case, converter), converter))
+    return dataclasses.replace(case, workaround=find_workaround(case, converter))
 
 
 def model_evidence(case: CaseData, converter: Converter | None = None) -> ModelEvidence | None:

@@ -20,6 +20,7 @@ from fuzzer.converters.conversion import Source, TargetRun
 from fuzzer.converters.describe import Component, FaultSite, Snippet
 from fuzzer.converters.dynamic import DynamicAxes
 from fuzzer.converters.options import ConverterOptions
+from fuzzer.converters.setting import Hints, Setting
 from oracles.verdict import Stage
 
 
@@ -82,6 +83,11 @@ class Converter:
         """The passes the options run, for a converter made of named passes each of which can run alone (the
         diagnosis runs each alone); None for any other converter."""
         return None
+
+    def avoid_settings(self, options: ConverterOptions, hints: Hints) -> tuple[Setting, ...]:
+        """The settings a user could change to avoid a bug this converter showed under `options`, cheapest (least
+        disruptive) first; `hints` is what the case says of its bug. None by default."""
+        return ()
 
     def supported_aten_ops(self) -> frozenset[str] | None:
         """The ATen operators ('aten::name', overloads folded) this converter translates; None when it does not

@@ -8,6 +8,7 @@ import onnx
 
 from fuzzer.converters.describe import Component, FaultSite, Snippet
 from fuzzer.converters.options import ConverterOptions
+from fuzzer.converters.setting import Hints, Setting
 from fuzzer.converters.upstream import OnnxPassConverter, UpstreamOptions
 
 
@@ -41,6 +42,20 @@ class OnnxOptimizer(OnnxPassConverter):
     libraries = ("onnxoptimizer", "onnxruntime")
     distributions = ("torch", "onnx", "onnxruntime", "onnxoptimizer")
     options_type = OnnxOptimizerOptions
+
+    def avoid_settings(self, options: ConverterOptions, hints: Hints) -> tuple[Setting, ...]:
+        """The case's pass set without the passes that show the bug alone (the cross-checks'); fixed_point off."""
+        opts: OnnxOptimizerOptions = options  # type: ignore[assignment]
+        data, culprits = opts.to_json(), [p for p in hints.culprit_passes if p in self.pass_names(opts)]
+        kept = [p for p in self.pass_names(opts) if p not in culprits]
+        listed = repr(list(opts.passes)) if opts.passes else "onnxoptimizer.get_fuse_and_elimination_passes()"
+        without = (Setting(f"{self.display_name or self.name}'s passes without " + ", ".join(culprits), self.name,
+                           {**data, "passes": kept}, f"model = onnxoptimizer.optimize(model, [p for p in {listed} "
+                           f"if p not in {culprits!r}], fixed_point={opts.fixed_point})"),) if culprits and kept else ()
+        fixed = (Setting("fixed_point off", self.name, {**data, "fixed_point": False},
+                         f"model = onnxoptimizer.optimize(model, {listed}, fixed_point=False)"),
+                 ) if opts.fixed_point else ()
+        return (*without, *fixed)
 
     def pass_names(self, options: ConverterOptions) -> tuple[str, ...]:
         """The case's passes, or onnxoptimizer's fuse-and-elimination set when it names none."""

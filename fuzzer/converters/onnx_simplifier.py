@@ -9,6 +9,7 @@ import onnx
 
 from fuzzer.converters.describe import Snippet
 from fuzzer.converters.options import ConverterOptions
+from fuzzer.converters.setting import Hints, Setting
 from fuzzer.converters.upstream import OnnxPassConverter, UpstreamOptions
 
 CONSTANT_FOLDING = "constant_folding"  # onnxsim's own step beside the optimizer passes, named as its flag is
@@ -36,6 +37,17 @@ class OnnxSim(OnnxPassConverter):
     libraries = ("onnxsim", "onnxruntime")
     distributions = ("torch", "onnx", "onnxruntime", "onnxsim")
     options_type = OnnxSimOptions
+
+    def avoid_settings(self, options: ConverterOptions, hints: Hints) -> tuple[Setting, ...]:
+        """The batch-norm fusion skipped, then onnxsim's optimizer off altogether (constant folding stays)."""
+        opts: OnnxSimOptions = options  # type: ignore[assignment]
+        data = opts.to_json()
+        skip = (Setting("onnxsim's fuse_bn_into_conv skipped", self.name, {**data, "skip_fuse_bn": True},
+                        "model, _ = onnxsim.simplify(model, skip_fuse_bn=True)"),) if not opts.skip_fuse_bn else ()
+        off = (Setting("onnxsim's optimizer passes off", self.name, {**data, "perform_optimization": False},
+                       "model, _ = onnxsim.simplify(model, perform_optimization=False)"),
+               ) if opts.perform_optimization else ()
+        return (*skip, *off)
 
     def rewrite_names(self) -> tuple[str, ...]:
         """onnxsim's default optimizer passes (as `onnxsim --list-default-optimizers` lists them), and its constant

@@ -8,6 +8,7 @@ import onnx
 
 from fuzzer.converters.describe import Snippet
 from fuzzer.converters.options import ConverterOptions
+from fuzzer.converters.setting import Hints, Setting
 from fuzzer.converters.upstream import OnnxPassConverter, UpstreamOptions
 
 
@@ -30,6 +31,14 @@ class OnnxSlim(OnnxPassConverter):
     libraries = ("onnxslim", "onnxruntime")
     distributions = ("torch", "onnx", "onnxruntime", "onnxslim")
     options_type = OnnxSlimOptions
+
+    def avoid_settings(self, options: ConverterOptions, hints: Hints) -> tuple[Setting, ...]:
+        """onnxslim's constant folding off (the one skip flag its options take)."""
+        opts: OnnxSlimOptions = options  # type: ignore[assignment]
+        if opts.no_constant_folding:
+            return ()
+        return (Setting("onnxslim's constant folding off", self.name, {**opts.to_json(), "no_constant_folding": True},
+                        "model = onnxslim.slim(model, no_constant_folding=True)"),)
 
     def rewrite_names(self) -> tuple[str, ...]:
         """onnxslim's registered fusion and elimination patterns."""

@@ -17,6 +17,7 @@ from fuzzer.converters.describe import Component, FaultSite, Snippet
 from fuzzer.converters.options import ConverterOptions
 from fuzzer.converters.ort_levels import LEVELS, OPTIMIZING_LEVELS
 from fuzzer.converters.runtime import graph_transformers, logged_session, make_session, run_session
+from fuzzer.converters.setting import Hints, Setting, session_level_code
 from fuzzer.converters.upstream import UPSTREAMS, UpstreamOptions, export_upstream
 from oracles.verdict import Stage
 
@@ -46,6 +47,9 @@ class OrtOptimizerOptions(UpstreamOptions):
     choices = {"upstream": UPSTREAMS, "level": LEVELS}
     space = {"level": OPTIMIZING_LEVELS}  # disabled is the reference every level is compared with
     level: str = "all"
+    # Transformers the session leaves out (InferenceSession's disabled_optimizers): a workaround's setting, never
+    # drawn by a campaign.
+    disabled_optimizers: tuple[str, ...] = ()
 
 
 ORT_TRACKER = "https://github.com/microsoft/onnxruntime/issues"
@@ -82,11 +86,22 @@ class OrtOptimizer(Converter):
         steps = Steps()
         up = export_upstream(source, options.upstream, options.opset, steps)
         with steps.at(Stage.GRAPH_OPTIMIZATION, "runtime_load"):
-            session, fired = logged_session(up.data, options.level, source.device)
+            session, fired = logged_session(up.data, options.level, source.device, options.disabled_optimizers)
         with steps.at(Stage.RUNTIME_EXECUTION, "runtime"):
             outputs, dtypes = run_session(session, source.input_names, source.inputs)
         return TargetRun(outputs, dtypes, dict(steps.timings), model=up.data, baseline=up.outputs,
                          baseline_model=up.data, baseline_dtypes=up.output_dtypes, rewrites=fired)
+
+    def avoid_settings(self, options: ConverterOptions, hints: Hints) -> tuple[Setting, ...]:
+        """The transformer ONNX Runtime's bisection named, disabled alone; then each lower level, the nearest first."""
+        opts: OrtOptimizerOptions = options  # type: ignore[assignment]
+        data, named = opts.to_json(), hints.culprit_optimizer
+        alone = (Setting(f"ONNX Runtime's {named} disabled", self.name, {**data, "disabled_optimizers": [named]},
+                         f"onnxruntime.InferenceSession(model, sess_options, disabled_optimizers=[{named!r}])"),
+                 ) if named and named not in opts.disabled_optimizers else ()
+        lower = OPTIMIZING_LEVELS[: OPTIMIZING_LEVELS.index(opts.level)][::-1]
+        return (*alone, *(Setting(f"ONNX Runtime's optimizations at level {lv} instead of {opts.level}", self.name,
+                                  {**data, "level": lv}, session_level_code(lv)) for lv in lower))
 
     def rewrite_names(self) -> tuple[str, ...]:
         """The graph transformers the installed ONNX Runtime has (its rule-based transformers as one each)."""

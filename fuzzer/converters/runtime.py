@@ -71,7 +71,8 @@ _MODIFIED = re.compile(r"GraphTransformer (\S+) modified: 1")
 _APPLIED = re.compile(r"Applying graph transformer (\S+) on step|GraphTransformer (\S+) modified: [01]")
 
 
-def logged_session(model: bytes, level: str, device: str = "cpu") -> tuple[ort.InferenceSession, tuple[str, ...]]:
+def logged_session(model: bytes, level: str, device: str = "cpu", disabled_optimizers: Sequence[str] = ()
+                   ) -> tuple[ort.InferenceSession, tuple[str, ...]]:
     """A session like make_session's, and the graph transformers that modified the model while it was made (from
     ONNX Runtime's own log, captured off the terminal)."""
     options = ort.SessionOptions()
@@ -79,7 +80,8 @@ def logged_session(model: bytes, level: str, device: str = "cpu") -> tuple[ort.I
     options.intra_op_num_threads = options.inter_op_num_threads = 1
     options.log_severity_level = 1  # info: each transformer's "modified" line
     with library_output() as captured:
-        session = ort.InferenceSession(model, options, providers=providers_for(device))
+        session = ort.InferenceSession(model, options, providers=providers_for(device),
+                                       disabled_optimizers=list(disabled_optimizers) or None)
     return session, tuple(dict.fromkeys(_MODIFIED.findall(captured.text)))
 
 

@@ -20,8 +20,10 @@ from fuzzer.converters.base import Converter
 from fuzzer.converters.conversion import Source, Steps, TargetRun, share_export
 from fuzzer.converters.describe import Component, FaultSite, Snippet
 from fuzzer.converters.dynamic import DynamicAxes
+from fuzzer.converters.exporter_settings import DYNAMO_OPSETS, export_call, exporter_settings
 from fuzzer.converters.options import ConverterOptions
 from fuzzer.converters.runtime import check_and_serialize, run_model
+from fuzzer.converters.setting import Hints, Setting
 from oracles.verdict import Stage
 
 ONNXSCRIPT_TRACKER = "https://github.com/microsoft/onnxscript/issues"
@@ -30,7 +32,7 @@ TORCHLIB_MIN_OPSET = 18  # torchlib has no implementations below this; lower ops
 
 @dataclass(frozen=True)
 class DynamoOptions(ConverterOptions):
-    opset_range = (18, 23)  # torchlib's translations start at opset 18
+    opset_range = DYNAMO_OPSETS
     opset: int = 18
     optimize: bool = True
     dynamic: bool = False  # mark the source's dynamic dims in dynamic_shapes (a check also runs a second shape)
@@ -125,6 +127,14 @@ class TorchOnnxDynamo(Converter):
     libraries = ("torch", "torch.onnx", "onnx", "onnxscript", "onnxruntime")
     distributions = ("torch", "onnx", "onnxscript", "onnxruntime")
     options_type = DynamoOptions
+
+    def avoid_settings(self, options: ConverterOptions, hints: Hints) -> tuple[Setting, ...]:
+        """The optimizer off, the session's levels (a divergence), the nearest opsets, the TorchScript exporter."""
+        opts: DynamoOptions = options  # type: ignore[assignment]
+        data = opts.to_json()
+        own = (Setting("the dynamo exporter's optimizer off", self.name, {**data, "optimize": False},
+                       export_call(True, opts.opset, ", optimize=False")),) if opts.optimize else ()
+        return exporter_settings(self.name, True, data, own, hints)
 
     def supported_aten_ops(self) -> frozenset[str]:
         """The ATen operators with a torchlib translation (overloads folded into their operator)."""

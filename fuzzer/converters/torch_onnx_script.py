@@ -13,15 +13,17 @@ from fuzzer.converters.base import Converter
 from fuzzer.converters.conversion import Source, StageError, Steps, TargetRun, share_export
 from fuzzer.converters.describe import Component, FaultSite, Snippet
 from fuzzer.converters.dynamic import DynamicAxes
+from fuzzer.converters.exporter_settings import SCRIPT_OPSETS, export_call, exporter_settings
 from fuzzer.converters.options import ConverterOptions
 from fuzzer.converters.runtime import check_and_serialize, run_model
+from fuzzer.converters.setting import Hints, Setting
 from oracles.taxonomy import Failure
 from oracles.verdict import Stage
 
 
 @dataclass(frozen=True)
 class ScriptOptions(ConverterOptions):
-    opset_range = (7, 20)  # torch.onnx's ONNX_TORCHSCRIPT_EXPORTER_MAX_OPSET
+    opset_range = SCRIPT_OPSETS
     opset: int = 17
     constant_folding: bool = True
     script_module: bool = False  # export a torch.jit.trace'd ScriptModule instead of the nn.Module
@@ -92,6 +94,14 @@ class TorchOnnxScript(Converter):
             f'torch.onnx.export(module, inputs, "model.onnx", dynamo=False, opset_version={opts.opset}, '
             f"do_constant_folding={opts.constant_folding}, input_names=INPUT_NAMES{names}{axes})",
             'model = onnx.load("model.onnx")'), from_torch=True)
+    def avoid_settings(self, options: ConverterOptions, hints: Hints) -> tuple[Setting, ...]:
+        """Constant folding off, the session's levels (a divergence), the nearest opsets, the dynamo exporter."""
+        opts: ScriptOptions = options  # type: ignore[assignment]
+        data = opts.to_json()
+        own = (Setting("constant folding off", self.name, {**data, "constant_folding": False},
+                       export_call(False, opts.opset, ", do_constant_folding=False")),) if opts.constant_folding else ()
+        return exporter_settings(self.name, False, data, own, hints)
+
     # Cases written before script_module existed exported a jit.trace'd ScriptModule.
     older_defaults = {"script_module": True}
     libraries = ("torch", "torch.onnx", "onnx", "onnxruntime")

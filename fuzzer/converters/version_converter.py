@@ -8,6 +8,7 @@ import onnx
 
 from fuzzer.converters.describe import Component, FaultSite, Snippet
 from fuzzer.converters.options import ConverterOptions
+from fuzzer.converters.setting import Hints, Setting, nearest_opsets
 from fuzzer.converters.upstream import OnnxPassConverter, UpstreamOptions
 from oracles.verdict import Stage
 
@@ -33,6 +34,15 @@ class OnnxVersionConverter(OnnxPassConverter):
         opts: VersionConverterOptions = options  # type: ignore[assignment]
         return Snippet(("from onnx import version_converter",), (
             f"model = version_converter.convert_version(model, {opts.target_opset})",))
+    def avoid_settings(self, options: ConverterOptions, hints: Hints) -> tuple[Setting, ...]:
+        """The nearest other target opsets (another chain of adapters)."""
+        opts: VersionConverterOptions = options  # type: ignore[assignment]
+        low, high = min(opts.space["target_opset"]), max(opts.space["target_opset"])
+        return tuple(Setting(f"target opset {o} instead of {opts.target_opset}", self.name,
+                             {**opts.to_json(), "target_opset": o},
+                             f"model = version_converter.convert_version(model, {o})")
+                     for o in nearest_opsets(opts.target_opset, low, high))
+
     libraries = ("onnx", "onnxruntime")
     distributions = ("torch", "onnx", "onnxruntime")
     options_type = VersionConverterOptions

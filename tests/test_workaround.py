@@ -1,0 +1,103 @@
+"""A tested workaround in every diagnosed case: the cheapest setting of its converter under which the reduced case's
+outputs agree, found exactly and re-run here; a case no setting helps says so. Bugs are planted through converters
+of these tests (test_whose_bug's), never borrowed from an upstream release."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import onnx
+import pytest
+from test_whose_bug import PlantedOptimizer, SinAsCosExporter, diagnosed, one_op, sin_as_cos
+
+from fuzzer.cases.case import CaseData
+from fuzzer.cases.remedy import Workaround
+from fuzzer.cases.replay import case_expected
+from fuzzer.cases.report import render_report
+from fuzzer.cases.workaround import find_workaround
+from fuzzer.check.pipeline import check_prepared
+from fuzzer.check.result import Expected
+from fuzzer.converters import CONVERTERS
+from fuzzer.converters.base import Converter
+from fuzzer.converters.onnx_slim import OnnxSlim
+from fuzzer.converters.options import ConverterOptions
+from fuzzer.converters.ort_levels import LEVELS
+from fuzzer.converters.setting import Hints
+from oracles.verdict import Symptom
+
+
+class PlantedSlim(OnnxSlim):
+    """onnxslim that computes every Sin as Cos whatever its flags: no setting of it avoids the bug."""
+
+    name = "planted-onnxslim"
+
+    def transform(self, model: onnx.ModelProto, options: ConverterOptions) -> onnx.ModelProto:
+        return sin_as_cos(model)
+
+
+def rerun(case: CaseData, found: Workaround, converter: Converter) -> Symptom:
+    """The stated workaround run once more here, on the case's own inputs, by the converter it names."""
+    prepared = case_expected(case)
+    assert isinstance(prepared, Expected)
+    runner = converter if found.converter == converter.name else CONVERTERS[found.converter]
+    return check_prepared(prepared, runner, found.options).verdict.symptom
+
+
+@pytest.mark.slow
+def test_the_other_exporter_avoids_a_bug_of_one_exporter() -> None:
+    exporter = SinAsCosExporter()
+    case = diagnosed(one_op("sin"), exporter, {"opset": 17})
+    assert case.workaround == Workaround(
+        ("constant folding off: same bug", "the other exporter, torch-onnx-dynamo (dynamo=True): passes, re-tested"),
+        "the other exporter, torch-onnx-dynamo (dynamo=True)", "torch-onnx-dynamo", {"opset": 18},
+        'torch.onnx.export(module, inputs, "model.onnx", dynamo=True, opset_version=18)')
+    assert rerun(case, case.workaround, exporter) is Symptom.PASS
+    assert "dynamo=True, opset_version=18)\n```" in render_report(case)
+
+
+def test_the_pass_set_without_the_guilty_pass_avoids_its_bug() -> None:
+    optimizer = PlantedOptimizer()
+    case = diagnosed(one_op("sin"), optimizer)
+    kept = ["eliminate_identity", "eliminate_nop_transpose"]
+    assert case.workaround == Workaround(
+        ("onnxoptimizer's passes without planted_fuse_sin: passes, re-tested",),
+        "onnxoptimizer's passes without planted_fuse_sin", "planted-onnxoptimizer",
+        {"upstream": "torch-onnx-script", "opset": 17, "passes": kept, "fixed_point": False},
+        "model = onnxoptimizer.optimize(model, [p for p in onnxoptimizer.get_fuse_and_elimination_passes() if p "
+        "not in ['planted_fuse_sin']], fixed_point=False)")
+    assert rerun(case, case.workaround, optimizer) is Symptom.PASS
+
+
+def test_a_case_no_setting_helps_says_so() -> None:
+    case = diagnosed(one_op("sin"), PlantedSlim())
+    assert case.workaround == Workaround(("onnxslim's constant folding off: same bug",))
+    assert "None of the settings convsmith tried makes the outputs agree (tried: onnxslim's constant folding off: " \
+           "same bug)." in render_report(case)
+
+
+def test_a_case_that_killed_its_process_is_not_run_here() -> None:
+    case = diagnosed(one_op("sin"), PlantedSlim())
+    lost = dataclasses.replace(case, verdict=dataclasses.replace(case.verdict, symptom=Symptom.PROCESS_DEATH))
+    assert find_workaround(lost, PlantedSlim()) == Workaround(
+        ("onnxslim's constant folding off: skipped: the case's process death would take this process with it",))
+
+
+HINTS = (Hints(), Hints(True, ("eliminate_identity", "fuse_bn_into_conv"), "ConstantFolding"))
+
+
+@pytest.mark.parametrize("name", list(CONVERTERS))
+def test_every_converters_settings_parse_and_change_something(name: str) -> None:
+    converter = CONVERTERS[name]
+    if not converter.availability()[0]:
+        pytest.skip(f"{name} does not import here")
+    for seed in range(6):
+        options = converter.options_type.draw(seed)
+        for hints in HINTS:
+            settings = converter.avoid_settings(options, hints)
+            assert len({s.description for s in settings}) == len(settings)
+            for setting in settings:
+                assert setting.description and "\n" not in setting.description + setting.code
+                assert setting.level in ("", *LEVELS)
+                parsed = CONVERTERS[setting.converter].options(setting.options)
+                assert parsed != options or setting.level, (name, setting)
+

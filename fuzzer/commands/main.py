@@ -30,6 +30,7 @@ COMMANDS: tuple[str, ...] = (
     "reduce",
     "repro",
     "promote",
+    "bisect",
 )
 
 EXIT_CODES = """exit status:

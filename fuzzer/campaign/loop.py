@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fuzzer.campaign.assignment import Assignment
+from fuzzer.campaign.bisect_queue import BisectQueue
 from fuzzer.campaign.case_writer import CaseWriter
 from fuzzer.campaign.db import CampaignDB
 from fuzzer.campaign.lost import lost_outcome
@@ -63,6 +64,7 @@ class Campaign:
     mp_context: str = "forkserver"
     registry: ConverterRegistry | None = None
     reduce_budget_s: float | None = None  # minimize each new bug case in the background; None: don't
+    bisect: bool = False  # bisect each new root cause's (reduced) case in one background process (bisect_queue.py)
     # Lower this process's priority (and its reducer's) below the workers' once they are forked, where they hold units
     # queued ahead (prepare-ahead), so that its latency never stalls one (Supervisor.yield_to_workers).
     yield_cpu: bool = False
@@ -79,6 +81,7 @@ class Campaign:
         self.stopping = False
         self.last_beat = 0.0
         self.reducer: ReduceQueue | None = None
+        self.bisector = BisectQueue(self.log_dir, self.reduce_budget_s is not None) if self.bisect else None
         if self.reduce_budget_s is not None:
             worker = self.spec.worker
             config = ReducerConfig(self.reduce_budget_s, worker.registry, worker.timeout_s, worker.memory_mb)
@@ -114,6 +117,8 @@ class Campaign:
             self.supervisor.shutdown()
             self.recorder.end(status)
             self.finish_reductions(status)
+            if self.bisector is not None:
+                self.bisector.close()
             if self.progress is not None:
                 self.progress.close(self.recorder.counts)
         return status
@@ -124,6 +129,8 @@ class Campaign:
         self.supervisor.watch()
         if self.reducer is not None:
             self.reducer.step(1)
+        if self.bisector is not None:
+            self.bisector.step()
         if time.monotonic() - self.last_beat >= HOUSEKEEPING_S:
             self.recorder.beat()
             self.last_beat = time.monotonic()
@@ -232,5 +239,7 @@ class Campaign:
         new_bug = self.recorder.test(result, work.pairs, unit_done)
         if new_bug and result.case_dir and self.reducer is not None:
             self.reducer.add(self.out_dir / result.case_dir)
+        if new_bug and result.case_dir and self.bisector is not None:
+            self.bisector.add(self.out_dir / result.case_dir)
         if unit_done:  # the worker goes on to the next unit it holds, whose messages follow this one
             work.next_unit()

@@ -101,6 +101,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-reduce", action="store_true", help="do not minimize new bug cases in the background")
     parser.add_argument("--reduce-time", type=duration, default=60.0, metavar="DURATION",
                         help="time to minimize each new bug case (seconds)")
+    parser.add_argument("--bisect", action="store_true", help="bisect each new root cause's reduced case across "
+                        "releases of the blamed library (`convsmith bisect`), in one background process at the "
+                        "lowest priority, logged in .logs/bisect.log")
     parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS, help="root causes of these cases are reported "
                         "as known")
     parser.add_argument("--registry", default=DEFAULT_REGISTRY, help="MODULE:ATTR of the converter registry "
@@ -270,7 +273,8 @@ def run_locked(args: argparse.Namespace, out: Path, db: CampaignDB, spec: Campai
     """Run the campaign in `out`, whose lock this process holds, then triage it and print the summaries."""
     progress = Progress(interval_s=args.log_interval, total=None)
     campaign = Campaign(out, spec, db, args.workers, args.time, progress,
-                        reduce_budget_s=None if args.no_reduce else args.reduce_time, yield_cpu=True)
+                        reduce_budget_s=None if args.no_reduce else args.reduce_time, yield_cpu=True,
+                        bisect=args.bisect)
     try:
         status = campaign.run()
     finally:

@@ -66,18 +66,31 @@ def test_present_since_the_oldest_release_in_range():
     assert found.summary().startswith("present since at least lib 1.0.0")
 
 
-def test_error_releases_are_stepped_over_never_counted():
-    fake = FakeReleases(fake_table(ERROR, PASSES, ERROR, ERROR, BUG, BUG))
+def test_error_releases_in_the_middle_are_stepped_over_never_counted():
+    fake = FakeReleases(fake_table(PASSES, PASSES, ERROR, ERROR, BUG, BUG))
     found = bisect_releases("lib", list(fake.table), "1.5.0", fake)
     assert (found.first_bad, found.last_good) == ("1.4.0", "1.1.0")
-    assert fake.ran == ["1.5.0", "1.0.0", "1.1.0", "1.3.0", "1.4.0", "1.2.0"]
-    assert [r.outcome for r in found.runs] == [ERROR, PASSES, ERROR, ERROR, BUG, BUG]
+    assert fake.ran == ["1.5.0", "1.0.0", "1.3.0", "1.2.0", "1.4.0", "1.1.0"]
+    assert [r.outcome for r in found.runs] == [PASSES, PASSES, ERROR, ERROR, BUG, BUG]
 
 
 def test_errors_between_the_last_good_and_the_installed_leave_the_installed_first_bad():
     fake = FakeReleases(fake_table(PASSES, ERROR, ERROR, BUG))
     found = bisect_releases("lib", list(fake.table), "1.3.0", fake)
     assert (found.first_bad, found.last_good) == ("1.3.0", "1.0.0")
+
+
+def test_old_releases_that_err_are_halved_toward_the_bug_not_walked():
+    fake = FakeReleases(fake_table(*[ERROR] * 8, PASSES, PASSES, BUG, BUG, BUG))
+    found = bisect_releases("lib", list(fake.table), "1.12.0", fake)
+    assert (found.first_bad, found.last_good) == ("1.10.0", "1.9.0")
+    assert fake.ran == ["1.12.0", "1.0.0", "1.6.0", "1.9.0", "1.11.0", "1.10.0"]
+
+
+def test_old_releases_that_err_below_a_bug_leave_present_since():
+    fake = FakeReleases(fake_table(ERROR, ERROR, ERROR, BUG, BUG))
+    found = bisect_releases("lib", list(fake.table), "1.4.0", fake)
+    assert (found.first_bad, found.last_good, fake.ran) == ("1.3.0", "", ["1.4.0", "1.0.0", "1.2.0", "1.3.0"])
 
 
 def test_every_older_release_erring_leaves_the_installed_present_since():

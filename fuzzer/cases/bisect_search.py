@@ -58,18 +58,21 @@ def bisect_releases(distribution: str, releases: Sequence[str], installed: str,
 
 def _boundary(search: _Search, older: Sequence[str], installed: str) -> tuple[str, str]:
     """(first bad, last good) among `older` (oldest first) and the installed release, which shows the bug."""
-    oldest = None
-    for i, version in enumerate(older):  # the oldest release that runs at all is the floor
-        outcome = search.outcome(version)
-        if outcome is not ReleaseOutcome.ERROR:
-            oldest = i
-            break
-    if oldest is None:
-        return installed, ""
-    if search.outcome(older[oldest]) is ReleaseOutcome.BUG:
-        return older[oldest], ""
     chain = [*older, installed]
-    good, bad = oldest, len(chain) - 1
+    floor, bad, good = -1, len(chain) - 1, None
+    # The oldest first; where it errs (old releases lack what repro.py calls), halve toward the first bad one until a
+    # release runs: old releases err together, so a walk one by one would install most of them for nothing.
+    while good is None and floor + 1 < bad:
+        probe = 0 if floor < 0 else (floor + bad) // 2
+        outcome = search.outcome(chain[probe])
+        if outcome is ReleaseOutcome.ERROR:
+            floor = probe
+        elif outcome is ReleaseOutcome.BUG:
+            bad = probe
+        else:
+            good = probe
+    if good is None:
+        return chain[bad], ""
     while True:
         between = [i for i in range(good + 1, bad) if search.runs.get(chain[i]) is None]
         if not between:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -221,6 +222,15 @@ def test_a_folder_without_its_marker_is_rebuilt_never_reused(tmp_path):
     assert load_env(half) is None
     built = ensure_env(tmp_path, "planted_lib", "1.5", run=FakePip({}))
     assert sorted(p.name for p in built.path.iterdir()) == [MARKER, "planted_lib", "planted_lib-1.5.dist-info"]
+
+
+def test_a_killed_builds_staging_folder_is_removed_once_stale(tmp_path):
+    stale, fresh = tmp_path / ".tmp-planted-lib-1.5-old", tmp_path / ".tmp-planted-lib-1.5-new"
+    for folder in (stale, fresh):
+        folder.mkdir()
+    os.utime(stale, (0, 0))
+    ensure_env(tmp_path, "planted_lib", "1.5", run=FakePip({}))
+    assert sorted(p.name for p in tmp_path.iterdir()) == [fresh.name, "planted-lib-1.5"]
 
 
 def test_an_import_that_finds_another_release_is_an_error(tmp_path):

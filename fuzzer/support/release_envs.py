@@ -12,6 +12,7 @@ import os
 import shutil
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from email.parser import HeaderParser
@@ -26,6 +27,7 @@ from fuzzer.support.releases import Run, captured
 
 DEFAULT_ENVS = Path(".convsmith-cache/envs")
 MARKER = ".convsmith-env.json"  # written last, inside the folder, before the rename: a folder without it is no env
+STALE_S = 3600.0  # a staging folder this old is a killed build's (a build takes a minute), not one in progress
 _ROUNDS = 4  # requirements of requirements: a few rounds reach a fixed point for these libraries
 
 VersionOf = Callable[[str], "str | None"]
@@ -148,6 +150,16 @@ def _check_import(folder: Path, distribution: str, version: str, run: Run) -> No
         raise EnvError(f"import {module} found {lines[0]} at {lines[1]}, not the release in {folder}")
 
 
+def _remove_stale_builds(final: Path) -> None:
+    """Remove the staging folders of this release that a killed build left (never reused: they have no marker)."""
+    for staging in final.parent.glob(f"{STAGING_PREFIX}{final.name}-*"):
+        try:
+            if time.time() - staging.stat().st_mtime > STALE_S:
+                shutil.rmtree(staging, ignore_errors=True)
+        except OSError:  # another bisection removed it meanwhile
+            continue
+
+
 def ensure_env(root: Path, distribution: str, version: str, run: Run = captured, have: VersionOf = venv_version
                ) -> ReleaseEnv:
     """The folder of one release, built now if no finished one exists (EnvError when it will not install or
@@ -157,6 +169,7 @@ def ensure_env(root: Path, distribution: str, version: str, run: Run = captured,
     if built is not None:
         return built
     final.parent.mkdir(parents=True, exist_ok=True)
+    _remove_stale_builds(final)
     if final.exists():  # no marker: not a build of ours (ours are renamed in whole), so never to be reused
         shutil.rmtree(final)
     staging = Path(tempfile.mkdtemp(dir=final.parent, prefix=f"{STAGING_PREFIX}{final.name}-"))

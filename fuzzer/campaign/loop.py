@@ -21,6 +21,7 @@ from pathlib import Path
 
 from fuzzer.campaign.assignment import Assignment
 from fuzzer.campaign.bisect_queue import BisectQueue
+from fuzzer.campaign.budget import Budget, format_budget
 from fuzzer.campaign.case_writer import CaseWriter
 from fuzzer.campaign.db import CampaignDB
 from fuzzer.campaign.lost import lost_outcome
@@ -68,6 +69,7 @@ class Campaign:
     # Lower this process's priority (and its reducer's) below the workers' once they are forked, where they hold units
     # queued ahead (prepare-ahead), so that its latency never stalls one (Supervisor.yield_to_workers).
     yield_cpu: bool = False
+    started: float | None = None  # time.monotonic() the time budget counts from (the process's start); None: run()'s
 
     def __post_init__(self) -> None:
         self.registry = self.registry or load_registry(self.spec.worker.registry)
@@ -82,6 +84,10 @@ class Campaign:
         self.last_beat = 0.0
         self.reducer: ReduceQueue | None = None
         self.bisector = BisectQueue(self.log_dir, self.reduce_budget_s is not None) if self.bisect else None
+        self.budget: Budget | None = None
+        self.tests_started: float | None = None  # the first unit sent
+        self.tests_stopped: float | None = None
+        self.ended: float | None = None
         if self.reduce_budget_s is not None:
             worker = self.spec.worker
             config = ReducerConfig(self.reduce_budget_s, worker.registry, worker.timeout_s, worker.memory_mb)
@@ -95,16 +101,17 @@ class Campaign:
         self.recorder.start(self.workers)
         self.recorder.adopt_orphans(self.out_dir)
         self.scheduler.resume()
-        deadline = None if self.time_s is None else time.monotonic() + self.time_s
+        if self.time_s is not None:
+            self.budget = Budget(time.monotonic() if self.started is None else self.started, self.time_s)
         status = "finished"
         try:
             self.supervisor.start(self.workers, self.yield_cpu)
             grace_end = None
             while True:
                 now = time.monotonic()
-                if deadline is not None and now + self.reserve_s() >= deadline and not self.stopping:
-                    self.stopping, status = True, "time"
-                    grace_end = now + min(self.spec.worker.timeout_s, 30.0)
+                if not self.stopping and self.budget is not None and self.budget.stop_testing(now, self.wanted_s()):
+                    self.stopping, status, self.tests_stopped = True, "time", now
+                    grace_end = self.budget.grace_end(now, self.spec.worker.timeout_s)
                 self.dispatch()
                 if not self.supervisor.busy() and (self.stopping or not self.scheduler.more_work()):
                     break
@@ -114,11 +121,13 @@ class Campaign:
         except KeyboardInterrupt:
             status = "interrupted"
         finally:
+            self.tests_stopped = self.tests_stopped or time.monotonic()
             self.supervisor.shutdown()
             self.recorder.end(status)
             self.finish_reductions(status)
             if self.bisector is not None:
                 self.bisector.close()
+            self.ended = time.monotonic()
             if self.progress is not None:
                 self.progress.close(self.recorder.counts)
         return status
@@ -144,22 +153,30 @@ class Campaign:
         converters = [self.registry[name] for name in self.spec.converters if name in self.registry]
         return list(dict.fromkeys(lib for conv in converters if conv.availability()[0] for lib in conv.libraries))
 
-    def reserve_s(self) -> float:
-        """Time kept back from the tests so that every case found is reduced before the budget ends."""
+    def wanted_s(self) -> float:
+        """What reducing every case still waiting would take once the tests end (the budget caps what it keeps)."""
         return 0.0 if self.reducer is None else self.reducer.reserve_s(self.workers)
 
     def finish_reductions(self, status: str) -> None:
-        """A campaign that ended its tests reduces every waiting case, one reducer per worker; Ctrl-C stops them
-        (what is left is reduced on resume)."""
+        """A campaign that ended its tests reduces the waiting cases, one reducer per worker, until its budget ends
+        (those left, and all on Ctrl-C, are reduced on resume)."""
         if self.reducer is None:
             return
         try:
             if status == "interrupted":
                 self.reducer.close(wait_s=0)
-            else:
+            elif self.budget is None:
                 self.reducer.drain(self.workers)
+            else:
+                self.reducer.drain(self.workers, self.budget.deadline, self.budget.end)
         except KeyboardInterrupt:
             self.reducer.close(wait_s=0)
+
+    def time_line(self) -> str | None:
+        """Where the time budget went, once the campaign has run; None without one."""
+        if self.budget is None or self.ended is None:
+            return None
+        return format_budget(self.budget, self.tests_started, self.tests_stopped, self.ended)
 
     # ---- units out ----------------------------------------------------------------------------------------
 
@@ -173,6 +190,7 @@ class Campaign:
                 unit = self.scheduler.next_unit()
                 if unit is None:
                     return
+                self.tests_started = self.tests_started or time.monotonic()
                 self.send_unit(slot, unit)
                 slot.work.begin(unit)
             while self.spec.worker.prepare_ahead and len(slot.work.ahead) < AHEAD_UNITS:

@@ -2,9 +2,10 @@
 
 Reduction runs converters again, so it gets a test's isolation: each reducer is a subprocess (its candidates run
 in a confined child of its own, so a case that segfaults or hangs reduces too), and a case that overruns its
-budget is given up with its reducer. One reducer runs beside the workers while the campaign tests; when the tests
-end, one per worker drains the queue. `reserve_s` tells the campaign how long that drain will take, so a campaign
-with a time budget stops testing early enough to end with every case reduced.
+budget is given up with its reducer. One reducer runs beside the workers from the campaign's first case, at a lower
+priority (REDUCER_NICE), so it takes the CPU the tests leave; when the tests end, one per worker drains the queue.
+`reserve_s` tells the campaign how long that drain would take, which it keeps back from the tests as far as its
+budget allows (budget.py); a drain with a deadline starts no case after it, and stops at its end.
 
 The reduced case is written inside its original folder (`<case>/<id>-reduced`), so the campaign folder keeps one
 case folder per signature. A case that failed to reduce is listed in `.logs/reduce_failed.txt` and not retried on
@@ -26,7 +27,7 @@ from typing import IO
 
 from fuzzer.cases.case_head import root_cause_of
 from fuzzer.cases.case_json import CaseError
-from fuzzer.support.confine import detach_from_terminal_and_parent
+from fuzzer.support.confine import detach_from_terminal_and_parent, lower_priority
 
 GRACE_S = 60.0  # on top of a case's budget: the reducer's first start and the final full check
 FAILED_LIST = "reduce_failed.txt"
@@ -35,6 +36,9 @@ FIRST_GUESS_S = 10.0  # seconds per case before any has been reduced
 # a calmer machine) taken as the mean had cut a 3-minute campaign's testing from 103 s to 43 s.
 GUESS_WEIGHT = 3
 START_S = 8.0  # a reducer's start-up (Python, torch, its checker child)
+# The niceness of the reducer beside the tests (and of its checker child), as the campaign process's own
+# (supervisor.CAMPAIGN_NICE): the workers' tests come first. The drain's reducers keep the campaign's priority.
+REDUCER_NICE = 5
 
 
 def _cause(case_dir: Path) -> str:
@@ -114,6 +118,7 @@ class ReduceQueue:
     seconds: list[float] = field(default_factory=list)  # per reduced or failed case
     reduced: int = 0
     failed: int = 0
+    reduced_beside: int | None = None  # of `reduced`, those done while the campaign tested (set by drain)
 
     def failed_names(self) -> set[str]:
         path = self.log_dir / FAILED_LIST
@@ -147,18 +152,27 @@ class ReduceQueue:
     def reserve_s(self, reducers: int) -> float:
         """Seconds `reducers` reducers would take to reduce every waiting and running case, from the mean so far
         (with the first guess counted as GUESS_WEIGHT cases, so the first few do not swing it)."""
+        return self.estimate_s(reducers, time.monotonic())
+
+    def estimate_s(self, reducers: int, now: float) -> float:
+        """reserve_s at `now`: a running case counts for what the per-case mean leaves of it."""
         if not self.waiting and not self.busy:
             return 0.0
         per_case = (sum(self.seconds) + GUESS_WEIGHT * FIRST_GUESS_S) / (len(self.seconds) + GUESS_WEIGHT)
-        starts = START_S if len(self.reducers) < reducers else 0.0
-        return starts + (self.waiting + self.busy) * per_case / max(reducers, 1)
+        running = [max(per_case - (now - r.since), 0.0) for r in self.reducers if r.case_dir is not None]
+        starts = START_S if self.waiting and len(self.reducers) < reducers else 0.0
+        # A case runs on one reducer: the longest one left bounds the time however many reducers share the rest.
+        return starts + max((self.waiting * per_case + sum(running)) / max(reducers, 1), max(running, default=0.0))
 
-    def step(self, reducers: int = 1) -> None:
-        """Collect finished cases, give up on overrunning ones, and hand waiting cases to idle reducers."""
+    def step(self, reducers: int = 1, nice: int = REDUCER_NICE, hand_out: bool = True) -> None:
+        """Collect finished cases, give up on overrunning ones, and (with `hand_out`) hand waiting cases to idle
+        reducers, starting up to `reducers` of them at niceness `nice`."""
         for reducer in list(self.reducers):
             self._collect(reducer)
+        if not hand_out:
+            return
         while self.waiting and len(self.reducers) < reducers and all(r.case_dir for r in self.reducers):
-            self.reducers.append(self._start())
+            self.reducers.append(self._start(nice))
         for reducer in list(self.reducers):
             if reducer.case_dir is None and self.waiting:
                 queue = self.pending or self.later
@@ -185,12 +199,16 @@ class ReduceQueue:
             reducer.stop()
             self.reducers.remove(reducer)
 
-    def _start(self) -> Reducer:
+    def _start(self, nice: int) -> Reducer:
+        def detach_and_yield() -> None:
+            detach_from_terminal_and_parent()
+            lower_priority(nice)
+
         with open(self.log_dir / "reduce.log", "a") as log:
             # The campaign's import path: a registry it loads by reference (a plugin's, a test's) loads there too.
             env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
             proc = subprocess.Popen(self.config.command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                    stderr=log, env=env, preexec_fn=detach_from_terminal_and_parent)
+                                    stderr=log, env=env, preexec_fn=detach_and_yield)
         return Reducer(proc)
 
     def _log(self, line: str) -> None:
@@ -206,12 +224,26 @@ class ReduceQueue:
         with open(self.log_dir / FAILED_LIST, "a") as handle:
             handle.write(f"{case_dir.name}\n")
 
-    def drain(self, reducers: int) -> None:
-        """Reduce every waiting case now, with `reducers` processes (the tests are over: the cores are free)."""
+    def drain(self, reducers: int, start_until: float | None = None, stop_at: float | None = None) -> None:
+        """Reduce the waiting cases now, with `reducers` processes at the campaign's priority (the tests are over:
+        the cores are free); none starts after `start_until`, and any running at `stop_at` (time.monotonic())
+        waits for a resume."""
+        self.reduced_beside = self.reduced
         while self.waiting or self.busy:
-            self.step(reducers)
+            now = time.monotonic()
+            hand_out = start_until is None or now < start_until
+            self.step(reducers, nice=0, hand_out=hand_out)
+            if (stop_at is not None and now >= stop_at) or not (hand_out or self.busy):
+                break  # the rest waits
             time.sleep(0.2)
         self.close(0)
+
+    def summary(self) -> str:
+        """The campaign's closing line on reduction."""
+        beside = self.reduced if self.reduced_beside is None else self.reduced_beside
+        return (f"reduction: {self.reduced} new cases minimized, {self.failed} failed (see .logs/reduce.log), "
+                f"{self.waiting} waiting (minimized on --resume, or by `convsmith reduce CASE`); {beside} of them "
+                "minimized while testing")
 
     def close(self, wait_s: float) -> None:
         """Give running cases up to `wait_s` seconds, then stop every reducer; unfinished cases stay for a resume."""
@@ -221,7 +253,8 @@ class ReduceQueue:
                 self._collect(reducer)
             time.sleep(0.2)
         for reducer in self.reducers:
-            if reducer.case_dir is not None:  # interrupted, not failed: a resume queues it again
+            if reducer.case_dir is not None:  # interrupted, not failed: it waits, and a resume queues it again
+                self.pending.appendleft(reducer.case_dir)
                 reducer.case_dir = None
             reducer.stop()
         self.reducers.clear()

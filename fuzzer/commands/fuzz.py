@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from fuzzer.campaign.budget import process_started
 from fuzzer.campaign.db import DB_NAME, CampaignDB, open_campaign
 from fuzzer.campaign.lock import campaign_lock
 from fuzzer.campaign.loop import Campaign
@@ -55,8 +56,9 @@ def share(text: str) -> float:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--time", type=duration, metavar="DURATION",
-                        help="time budget of this session, e.g. 90s, 10m, 2h, reduction of the cases found included "
-                             "(default: until done or Ctrl-C)")
+                        help="time budget of this session from its start, e.g. 90s, 10m, 2h: it tests until the cases "
+                             "found need the rest to reduce and ends within a minute of it (cases left unreduced are "
+                             "reduced on --resume; default: until done or Ctrl-C)")
     parser.add_argument("--tests", type=positive_int, help="graphs to test over the whole campaign (each by every "
                         "converter; default: no limit)")
     parser.add_argument("--seed", type=int, default=0, help="seed base: graph i uses seed base + i")
@@ -274,7 +276,7 @@ def run_locked(args: argparse.Namespace, out: Path, db: CampaignDB, spec: Campai
     progress = Progress(interval_s=args.log_interval, total=None)
     campaign = Campaign(out, spec, db, args.workers, args.time, progress,
                         reduce_budget_s=None if args.no_reduce else args.reduce_time, yield_cpu=True,
-                        bisect=args.bisect)
+                        started=process_started(), bisect=args.bisect)
     try:
         status = campaign.run()
     finally:
@@ -284,8 +286,8 @@ def run_locked(args: argparse.Namespace, out: Path, db: CampaignDB, spec: Campai
         print(format_triage(result, shown=10))
         db.close()
     if campaign.reducer is not None:
-        r = campaign.reducer
-        print(f"reduction: {r.reduced} new cases minimized, {r.failed} failed (see .logs/reduce.log), "
-              f"{r.waiting} waiting (minimized on --resume, or by `convsmith reduce CASE`)")
+        print(campaign.reducer.summary())
+    if campaign.time_line() is not None:
+        print(campaign.time_line())
     print(f"campaign {status}: {out}" + (f" (continue with --resume {out})" if status != "finished" else ""))
     return 130 if status == "interrupted" else Exit.OK

@@ -17,12 +17,14 @@ from fuzzer.cases.report import render_report
 from fuzzer.cases.workaround import find_workaround
 from fuzzer.check.pipeline import check_prepared
 from fuzzer.check.result import Expected
+from fuzzer.check.source import prepare
 from fuzzer.converters import CONVERTERS
 from fuzzer.converters.base import Converter
 from fuzzer.converters.onnx_slim import OnnxSlim
 from fuzzer.converters.options import ConverterOptions
 from fuzzer.converters.ort_levels import LEVELS
 from fuzzer.converters.setting import Hints
+from generators.generator import GenOptions, generate
 from oracles.verdict import Symptom
 
 
@@ -82,7 +84,16 @@ def test_a_case_that_killed_its_process_is_not_run_here() -> None:
         ("onnxslim's constant folding off: skipped: the case's process death would take this process with it",))
 
 
-HINTS = (Hints(), Hints(True, ("eliminate_identity", "fuse_bn_into_conv"), "ConstantFolding"))
+def test_ort_optimizer_leaves_out_the_transformers_its_options_disable() -> None:
+    graph = generate(1, GenOptions(nodes=1, include_ops=("pattern_conv_activation",), dtypes=("float32",)))
+    prepared = prepare(graph, 1, {}, 1.0)
+    fired = [check_prepared(prepared, CONVERTERS["ort-optimizer"], {"level": "all", "disabled_optimizers": off})
+             for off in ([], ["ConvActivationFusion"])]
+    assert [r.verdict.symptom for r in fired] == [Symptom.PASS, Symptom.PASS]
+    assert [r.target is not None and "ConvActivationFusion" in r.target.rewrites for r in fired] == [True, False]
+
+
+HINTS = (Hints(), Hints(True, ("eliminate_identity", "fuse_bn_into_conv"), "ConstantFolding", True, 22))
 
 
 @pytest.mark.parametrize("name", list(CONVERTERS))

@@ -30,6 +30,7 @@ MAX_RUNS = 6  # conversions per case (re-tests included): a reduced case convert
 TRY_CHECK = CheckOptions(rerun=False, locate=False, culprit=False)  # only whether the outputs agree counts
 CROSS_CHECKED = " (its cross-check)"
 _OPTIMIZER_LABEL = re.compile(r"ort-optimizer:(\S+)")
+_TYPE_OPSET = re.compile(r"takes tensor\(\w+\) from opset (\d+)\]")  # fuzzer/converters/schema.py's note
 
 
 @dataclass(frozen=True)
@@ -70,7 +71,9 @@ def hints(case: CaseData) -> Hints:
     site = fault_site(case)
     named = next((m.group(1) for label in site.labels for m in [_OPTIMIZER_LABEL.fullmatch(label)] if m), "")
     kernel = case.blame is not None and case.blame.component.key == KERNEL_KEY
-    return Hints(case.verdict.symptom.is_divergence, site.same_bug_passes, named, kernel)
+    typed = _TYPE_OPSET.search(case.verdict.message)
+    return Hints(case.verdict.symptom.is_divergence, site.same_bug_passes, named, kernel,
+                 int(typed.group(1)) if typed else 0)
 
 
 def _try(setting: Setting, case: CaseData, prepared: Expected, own: Converter, known: str | None) -> Tried:

@@ -24,15 +24,19 @@ def exporter_settings(name: str, dynamo: bool, options: Mapping[str, Any], own: 
                       hints: Hints) -> tuple[Setting, ...]:
     """Exporter `name`'s settings, the likeliest to help for the least change first: its `own` flags (one argument),
     the other exporter (the usual way round a wrong translation), the nearest other opsets, and for a divergence the
-    ONNX Runtime levels its model runs at (an optimizer may replace a wrong kernel: first where the blame is one)."""
+    ONNX Runtime levels its model runs at (an optimizer may replace a wrong kernel: first where the blame is one).
+    The opset from which ONNX takes the type a schema error names comes first of all."""
     opset = int(options["opset"])
     levels = tuple(Setting(f"ONNX Runtime's optimizations at level {lv} for the exported model", name, options,
                            session_level_code(lv), lv) for lv in OPTIMIZING_LEVELS) if hints.divergence else ()
     low, high = DYNAMO_OPSETS if dynamo else SCRIPT_OPSETS
-    opsets = tuple(Setting(f"opset {o} instead of {opset}", name, {**options, "opset": o},
-                           export_call(dynamo, o)) for o in nearest_opsets(opset, low, high))
+    typed = hints.type_opset if opset < hints.type_opset <= high else 0
+    first = (Setting(f"opset {typed} instead of {opset}, the first whose schema takes the type", name,
+                     {**options, "opset": typed}, export_call(dynamo, typed)),) if typed else ()
+    opsets = tuple(Setting(f"opset {o} instead of {opset}", name, {**options, "opset": o}, export_call(dynamo, o))
+                   for o in nearest_opsets(opset, low, high) if o != typed)
     other = other_exporter(dynamo, opset, bool(options.get("dynamic")))
-    return (*levels, *own, other, *opsets) if hints.kernel else (*own, other, *opsets, *levels)
+    return (*first, *levels, *own, other, *opsets) if hints.kernel else (*first, *own, other, *opsets, *levels)
 
 
 def other_exporter(dynamo: bool, opset: int, dynamic: bool) -> Setting:

@@ -32,12 +32,14 @@ class Setting:
 class Hints:
     """What a case says about its bug that orders or narrows a converter's settings: whether it is a divergence,
     the passes that show it alone (the cross-checks'), the optimizer ONNX Runtime's bisection named, whether the
-    blame is on ONNX Runtime's kernel (the exported model is right)."""
+    blame is on ONNX Runtime's kernel (the exported model is right), the opset from which ONNX takes the type its
+    schema error names (0: none named)."""
 
     divergence: bool = False
     culprit_passes: tuple[str, ...] = ()
     culprit_optimizer: str = ""
     kernel: bool = False
+    type_opset: int = 0
 
 
 def session_level_code(level: str) -> str:

@@ -39,7 +39,7 @@ def test_the_installed_versions_agree_with_the_lock() -> None:
 
 
 def test_a_mismatch_names_the_library_locked_and_installed() -> None:
-    rows = stack_rows({"numpy": "0.0.1", "onnx": read_lock(PACKAGE_LOCK)["onnx"]}, ("numpy", "onnx", "not-a-dist"))
+    rows = stack_rows({"numpy": "0.0.1", "onnx": read_lock(active_lock())["onnx"]}, ("numpy", "onnx", "not-a-dist"))
     installed = rows[0].installed
     assert mismatches(rows) == [f"numpy: locked 0.0.1, installed {installed}", "not-a-dist: locked nothing, "
                                 "installed nothing"]
@@ -73,7 +73,7 @@ def test_converters_prints_the_stack(capsys: pytest.CaptureFixture[str]) -> None
 
 
 def test_converters_marks_a_mismatch_in_text_and_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    pins = read_lock(PACKAGE_LOCK) | {"onnx": "0.0.1"}
+    pins = read_lock(active_lock()) | {"onnx": "0.0.1"}
     write_lock(tmp_path / "old.lock", pins)
     assert main(["converters", "--lock", str(tmp_path / "old.lock")]) == 0
     lines = capsys.readouterr().out.splitlines()

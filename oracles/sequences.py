@@ -7,7 +7,6 @@ sequence gets a one-sided Fisher exact test: is it in more failing graphs than i
 from __future__ import annotations
 
 import math
-from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -59,22 +58,23 @@ def fisher_greater(a: int, b: int, c: int, d: int) -> float:
 def enrichment(graphs: Iterable[tuple[Iterable[str], bool]], min_failing: int = 2) -> list[Enrichment]:
     """Every sequence seen in at least `min_failing` failing graphs, most significant first (then the largest
     odds ratio, then by name)."""
-    failing: Counter[str] = Counter()
-    passing: Counter[str] = Counter()
+    counts: dict[str, list[int]] = {}
     n_fail = n_pass = 0
     for sequences, failed in graphs:
-        seqs = set(sequences)
-        if failed:
-            n_fail += 1
-            failing.update(seqs)
-        else:
-            n_pass += 1
-            passing.update(seqs)
+        n_fail, n_pass = n_fail + int(failed), n_pass + int(not failed)
+        for seq in set(sequences):
+            counts.setdefault(seq, [0, 0])[0 if failed else 1] += 1
+    return enrichment_of_counts({seq: (a, c) for seq, (a, c) in counts.items()}, n_fail, n_pass, min_failing)
+
+
+def enrichment_of_counts(counts: Mapping[str, tuple[int, int]], n_fail: int, n_pass: int,
+                         min_failing: int = 2) -> list[Enrichment]:
+    """enrichment() from counts: per sequence, the failing and the passing graphs that have it, of n_fail and
+    n_pass graphs in all."""
     rows = []
-    for seq, a in failing.items():
+    for seq, (a, c) in counts.items():
         if a < min_failing:
             continue
-        c = passing[seq]
         b, d = n_fail - a, n_pass - c
         odds = (a + 0.5) * (d + 0.5) / ((b + 0.5) * (c + 0.5))  # Haldane's correction: no division by zero
         rows.append(Enrichment(seq, a, c, n_fail, n_pass, odds, fisher_greater(a, b, c, d)))

@@ -74,10 +74,10 @@ def test_shares_are_of_the_loop_and_start_up_is_shown_apart(tmp_path) -> None:
         db.record_test(TestResult(idx, idx, "torch-onnx-script", "pass", "none", timings=timings, wall_s=wall),
                        session, True)
     db.end_session(session, "finished")
-    with db.conn:  # the clock of the session, set by hand
-        db.conn.execute("UPDATE sessions SET started = 100, ended = 160, last_beat = 160")
-        for idx, (finished, _, _) in enumerate(tests):
-            db.conn.execute("UPDATE tests SET finished = ? WHERE idx = ?", (100 + finished, idx))
+    first = 100 + tests[0][0] - tests[0][1]
+    with db.conn:  # the clock of the session and the span of its tests, set by hand
+        db.conn.execute("UPDATE sessions SET started = 100, ended = 160, last_beat = 160, first_test = ?, "
+                        "last_test = ?", (first, 100 + tests[-1][0]))
     data = summarize(db)
     assert data["worker_wall_s"] == pytest.approx(60.0)
     assert data["edges_s"] == pytest.approx(20.0)

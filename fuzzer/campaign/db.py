@@ -3,7 +3,8 @@
 Tables: meta (the campaign's options and seed base), sessions (one row per run or resume), units (one graph =
 seed_base + index, done once all its converter tests are committed), tests (one row per graph x converter),
 bugs (one row per distinct signature, with its count and first/last seen) and errors (our own bugs, with their
-traceback). A test row and the bug row it touches are committed in one transaction.
+traceback). A test row, the bug row it touches and the running totals it adds to (tallies.py) are committed in one
+transaction.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from fuzzer.campaign import tallies
 from fuzzer.campaign.result import TestResult
 from fuzzer.support.errors import UsageError
 
@@ -52,6 +54,7 @@ class CampaignDB:
 
     def __init__(self, path: Path, create: bool = False) -> None:
         self.path = Path(path)
+        self._started: float | None = None  # the campaign's start, once a test needs it (minutes count from it)
         if not create and not self.path.is_file():
             raise UsageError(f"{self.path.parent}: not a campaign folder (no {DB_NAME})")
         try:
@@ -62,6 +65,7 @@ class CampaignDB:
                 self.conn.executescript(_SCHEMA)
             version = self.get_meta("db_schema")
             self._add_missing_columns()
+            self._fill_tallies(create and version is None)
         except sqlite3.DatabaseError as exc:
             raise UsageError(f"{self.path}: not a readable campaign database ({exc})") from None
         if create and version is None:
@@ -78,6 +82,29 @@ class CampaignDB:
             self.conn.execute("ALTER TABLE units ADD COLUMN sequences TEXT")
         if columns and "value_strategy" not in columns:
             self.conn.execute("ALTER TABLE units ADD COLUMN value_strategy TEXT")
+        sessions = {row[1] for row in self.conn.execute("PRAGMA table_info(sessions)")}
+        if sessions and "first_test" not in sessions:  # the span of each session's tests (status's time shares)
+            self.conn.execute("ALTER TABLE sessions ADD COLUMN first_test REAL")
+            self.conn.execute("ALTER TABLE sessions ADD COLUMN last_test REAL")
+            self.conn.execute("UPDATE sessions SET first_test = (SELECT MIN(finished - wall_s) FROM tests WHERE "
+                              "session = sessions.id), last_test = (SELECT MAX(finished) FROM tests WHERE "
+                              "session = sessions.id)")
+
+    def _fill_tallies(self, new: bool) -> None:
+        """The running totals, filled from the rows once where the database was written before them."""
+        if not {row[1] for row in self.conn.execute("PRAGMA table_info(units)")}:
+            return
+        self.conn.executescript(tallies.SCHEMA)
+        if self.get_meta(tallies.FILLED_META):
+            return
+        with self._transaction():
+            if not new:
+                tallies.fill(self.conn, self.campaign_started())
+            self.set_meta(tallies.FILLED_META, True)
+
+    def campaign_started(self) -> float | None:
+        """When the campaign's first session started (None before it has one)."""
+        return self.conn.execute("SELECT MIN(started) FROM sessions").fetchone()[0]
 
     def close(self) -> None:
         self.conn.close()
@@ -134,7 +161,7 @@ class CampaignDB:
         return out
 
     def done_units(self) -> int:
-        return int(self.conn.execute("SELECT COUNT(*) FROM units WHERE done = 1").fetchone()[0])
+        return tallies.read(self.conn, tallies.Kind.UNITS).get("done", (0, 0, 0.0))[0]
 
     def record_test(self, row: TestResult, session: int, unit_done: bool) -> bool:
         """Commit one test (and its bug row, and the unit's completion) atomically; True for a new signature."""
@@ -157,12 +184,24 @@ class CampaignDB:
                     self.conn.execute("INSERT INTO bugs VALUES (?, ?, ?, ?, 1, ?, ?, ?, ?)",
                                       (row.signature, row.symptom, row.stage, row.converter, now, now, row.seed,
                                        row.case_dir))
+            self._tally(row, session, now)
             if row.cut_from:
                 self.conn.execute("UPDATE bugs SET count = count + 1, last_seen = ? WHERE signature = ?",
                                   (now, row.cut_from))
             if unit_done:
                 self.conn.execute("UPDATE units SET done = 1 WHERE idx = ?", (row.idx,))
+                tallies.bump(self.conn, tallies.unit_rows(self.conn, row.idx))
         return new_bug
+
+    def _tally(self, row: TestResult, session: int, now: float) -> None:
+        if self._started is None:
+            self._started = self.campaign_started() or now
+        minute = int(max(now - self._started, 0.0) // 60)
+        tallies.bump(self.conn, tallies.test_rows(row.converter, row.symptom, row.stage, row.is_bug, row.options,
+                                                  row.timings, row.rewrites, minute))
+        began = now - row.wall_s
+        self.conn.execute("UPDATE sessions SET first_test = MIN(COALESCE(first_test, ?), ?), "
+                          "last_test = MAX(COALESCE(last_test, ?), ?) WHERE id = ?", (began, began, now, now, session))
 
     def adopt_bug(self, signature: str, symptom: str, stage: str, converter: str, seed: int, case_dir: str) -> None:
         """A case folder whose test was never committed (killed in between): keep it, counted 0 times so far."""

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import collections
-import json
 import sys
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TextIO
 
+from fuzzer.campaign import tallies
 from fuzzer.campaign.novelty import DEMOTED_META
 from fuzzer.campaign.result import LOST_SYMPTOMS
 
@@ -46,8 +46,8 @@ class Counts:
     @classmethod
     def from_db(cls, db: CampaignDB) -> Counts:
         counts = cls()
-        for symptom, n in db.conn.execute("SELECT symptom, COUNT(*) FROM tests GROUP BY symptom"):
-            counts.by_symptom[symptom] = n
+        for _, symptom, _, n, _ in tallies.cells(db.conn):
+            counts.by_symptom[symptom] += n
         counts.unique_bugs = db.conn.execute("SELECT COUNT(*) FROM bugs").fetchone()[0]
         counts.own_errors = db.conn.execute("SELECT COUNT(*) FROM errors").fetchone()[0]
         return counts
@@ -106,25 +106,27 @@ class Progress:
 # ---- the summary --------------------------------------------------------------------------------------------
 
 def summarize(db: CampaignDB) -> dict[str, Any]:
-    """Everything `convsmith status` shows, as plain data."""
+    """Everything `convsmith status` shows, as plain data (from the running totals: as quick on a week's database)."""
     conn = db.conn
-    table = [tuple(r) for r in conn.execute(
-        "SELECT converter, symptom, stage, COUNT(*) FROM tests GROUP BY converter, symptom, stage ORDER BY 1, 2, 3")]
+    cells = tallies.cells(conn)
+    table = [(converter, symptom, stage, n) for converter, symptom, stage, n, _ in cells]
     bugs = [dict(zip(("signature", "symptom", "stage", "converter", "count", "case_dir"), r, strict=True))
             for r in conn.execute(
         "SELECT signature, symptom, stage, converter, count, case_dir FROM bugs ORDER BY count DESC, signature")]
-    per_converter = dict(conn.execute("SELECT converter, COUNT(*) FROM tests GROUP BY converter").fetchall())
-    # A test stopped upstream (its source or the export it starts from failed) never exercised its converter.
-    ran = dict(conn.execute("SELECT converter, COUNT(*) FROM tests WHERE stage != 'source' GROUP BY converter"))
+    per_converter: collections.Counter[str] = collections.Counter()
+    ran: collections.Counter[str] = collections.Counter()
+    for converter, _, stage, n, _ in cells:
+        per_converter[converter] += n
+        # A test stopped upstream (its source or the export it starts from failed) never exercised its converter.
+        ran[converter] += n if stage != "source" else 0
     wall, worker_wall, loop_worker_wall = session_walls(conn)
-    shares = collections.Counter()
+    shares: collections.Counter[str] = collections.Counter()
     ahead = 0.0
-    for (timings,) in conn.execute("SELECT timings FROM tests UNION ALL SELECT timings FROM units"):
-        for name, seconds in json.loads(timings).items():
-            if name.startswith(AHEAD):
-                ahead += seconds
-            else:
-                shares[category(name)] += seconds
+    for name, (_, _, seconds) in tallies.read(conn, tallies.Kind.TIMER).items():
+        if name.startswith(AHEAD):
+            ahead += seconds
+        else:
+            shares[category(name)] += seconds
     # Shares are of the loop (each session from its first test's start to its last test's end): start-up (imports,
     # workers, probes) and wind-down are a fixed cost per session, shown apart as `edges_s`.
     measured = sum(shares.values())
@@ -149,21 +151,18 @@ def summarize(db: CampaignDB) -> dict[str, Any]:
         "ahead_share": ahead / total_share,  # feeders' generation, in parallel, per worker wall second
         "sessions": conn.execute("SELECT COUNT(*) FROM sessions").fetchone()[0],
         "demoted": db.get_meta(DEMOTED_META) or [],
-        "values": dict(conn.execute("SELECT value_strategy, COUNT(*) FROM units WHERE value_strategy IS NOT NULL "
-                                    "GROUP BY value_strategy")),
+        "values": {k: n for k, (n, _, _) in sorted(tallies.read(conn, tallies.Kind.VALUES).items())},
     }
 
 
 def session_walls(conn: Any) -> tuple[float, float, float]:
     """Wall seconds of every session, worker seconds of every session, and worker seconds of every session's loop
     (from its first test's start to its last test's end)."""
-    loops = {session: (first, last) for session, first, last in conn.execute(
-        "SELECT session, MIN(finished - wall_s), MAX(finished) FROM tests GROUP BY session")}
     wall = worker_wall = loop_worker_wall = 0.0
-    for session, started, ended, beat, workers in conn.execute(
-            "SELECT id, started, ended, last_beat, workers FROM sessions"):
+    for started, ended, beat, workers, first, last in conn.execute(
+            "SELECT started, ended, last_beat, workers, first_test, last_test FROM sessions"):
         span = max((ended or beat or started) - started, 0.0)
-        first, last = loops.get(session, (started, started))
+        first, last = (first, last) if first is not None else (started, started)
         wall += span
         worker_wall += span * workers
         loop_worker_wall += max(min(last, started + span) - max(first, started), 0.0) * workers

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from fuzzer.campaign import tallies
 from fuzzer.campaign.db import CampaignDB
 from fuzzer.converters.base import Converter
 from fuzzer.converters.upstream import EXPORTERS
@@ -42,11 +43,10 @@ class RewriteCoverage:
 def fired_counts(db: CampaignDB) -> dict[str, tuple[dict[str, int], dict[str, int]]]:
     """Per converter: tests that fired each rewrite, and how many of those were bugs."""
     found: dict[str, tuple[dict[str, int], dict[str, int]]] = defaultdict(lambda: ({}, {}))
-    for converter, name, tests, bugs in db.conn.execute(
-            "SELECT r.converter, r.rewrite, COUNT(*), SUM(t.is_bug) FROM rewrites r JOIN tests t "
-            "ON t.idx = r.idx AND t.converter = r.converter GROUP BY r.converter, r.rewrite"):
+    for key, (tests, bugs, _) in tallies.read(db.conn, tallies.Kind.REWRITE).items():
+        converter, name = key.split("|", 1)
         found[converter][0][name] = tests
-        found[converter][1][name] = int(bugs or 0)
+        found[converter][1][name] = bugs
     return dict(found)
 
 
@@ -66,11 +66,11 @@ def coverage(db: CampaignDB, converters: Mapping[str, Converter]) -> list[Rewrit
 
 def upstream_split(db: CampaignDB) -> dict[str, int]:
     """Tests per exporter model: the exporters' own tests, and the ONNX tools' by the model they started from."""
-    marks = ", ".join("?" * len(EXPORTERS))
-    rows = db.conn.execute(
-        "SELECT COALESCE(json_extract(options, '$.upstream'), converter), COUNT(*) FROM tests WHERE converter IN "
-        f"({marks}) OR json_extract(options, '$.upstream') IS NOT NULL GROUP BY 1", EXPORTERS)
-    return dict(rows.fetchall())
+    split = {key: n for key, (n, _, _) in tallies.read(db.conn, tallies.Kind.UPSTREAM).items()}
+    for converter, _, _, n, _ in tallies.cells(db.conn):
+        if converter in EXPORTERS:
+            split[converter] = split.get(converter, 0) + n
+    return split
 
 
 def format_coverage(rows: list[RewriteCoverage], split: Mapping[str, int]) -> list[str]:

@@ -10,6 +10,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from fuzzer.campaign import tallies
 from fuzzer.campaign.db import CampaignDB
 from fuzzer.campaign.novelty import BOOST, Demotion
 from generators.ops.patterns import Pattern
@@ -31,8 +32,8 @@ class Steering:
     @classmethod
     def from_db(cls, db: CampaignDB) -> Steering:
         """The counts of the sessions before (a resumed campaign)."""
-        rows = db.conn.execute("SELECT converter, rewrite, COUNT(*) FROM rewrites GROUP BY converter, rewrite")
-        return cls(Counter({(converter, name): n for converter, name, n in rows}))
+        fired = tallies.read(db.conn, tallies.Kind.REWRITE)
+        return cls(Counter({tuple(key.split("|", 1)): n for key, (n, _, _) in fired.items()}))  # type: ignore[misc]
 
     def record(self, converter: str, rewrites: Iterable[str]) -> None:
         for name in rewrites:

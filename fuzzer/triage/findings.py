@@ -24,13 +24,19 @@ def load_findings(out_dir: Path, db: CampaignDB) -> list[Finding]:
     """Every bug of the campaign in `out_dir`, from its reduced case where there is one."""
     rows = db.conn.execute("SELECT signature, symptom, stage, converter, count, first_seen, first_seed, case_dir "
                            "FROM bugs ORDER BY first_seen, signature").fetchall()
-    messages = dict(db.conn.execute("SELECT signature, message FROM tests WHERE is_bug = 1 GROUP BY signature"))
     findings = []
     for signature, symptom, stage, converter, count, first_seen, seed, case_dir in rows:
-        base = Finding(signature, converter, stage, symptom, messages.get(signature, ""), None, (), seed, count,
+        base = Finding(signature, converter, stage, symptom, _message(db, signature), None, (), seed, count,
                        first_seen)
         findings.append(_from_case(out_dir, base, case_dir) if case_dir else base)
     return findings
+
+
+def _message(db: CampaignDB, signature: str) -> str:
+    """The message of one test that found the signature (through the index of bug tests by signature)."""
+    row = db.conn.execute("SELECT message FROM tests WHERE is_bug = 1 AND signature = ? LIMIT 1", (signature,))
+    found = row.fetchone()
+    return found[0] if found else ""
 
 
 def _from_case(out_dir: Path, base: Finding, case_dir: str) -> Finding:

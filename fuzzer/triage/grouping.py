@@ -21,12 +21,16 @@ from oracles.rootcause import RootCause
 ExporterBugs = Mapping[tuple[int, str], str]  # (seed, exporter) -> the signature of its bug on that graph
 
 
-def exporter_bugs(db: CampaignDB) -> dict[tuple[int, str], str]:
-    """The bug signature of every test whose converter other converters start from, by (seed, converter)."""
-    marks = ", ".join("?" * len(EXPORTERS))
-    rows = db.conn.execute(f"SELECT seed, converter, signature FROM tests WHERE is_bug = 1 AND converter IN ({marks})",
-                           EXPORTERS)
-    return {(seed, converter): signature for seed, converter, signature in rows}
+def exporter_bugs(db: CampaignDB, findings: Sequence[Finding]) -> dict[tuple[int, str], str]:
+    """The bug signature of the exporter test each ONNX tool's finding started from, by (seed, exporter)."""
+    wanted = sorted({(f.seed, f.upstream) for f in findings if f.upstream in EXPORTERS})
+    found: dict[tuple[int, str], str] = {}
+    for seed, converter in wanted:
+        row = db.conn.execute("SELECT signature FROM tests WHERE seed = ? AND converter = ? AND is_bug = 1",
+                              (seed, converter)).fetchone()
+        if row is not None:
+            found[seed, converter] = row[0]
+    return found
 
 
 def group(findings: Sequence[Finding], exporters: ExporterBugs, known: Iterable[str] = ()) -> list[RootCauseGroup]:

@@ -5,20 +5,20 @@ both read this."""
 
 from __future__ import annotations
 
-import json
 import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fuzzer.campaign import tallies
 from fuzzer.campaign.db import CampaignDB
 from fuzzer.campaign.rewrites import RewriteCoverage, coverage, upstream_split
 from fuzzer.converters import CONVERTERS
 from fuzzer.triage.findings import load_findings
 from fuzzer.triage.grouping import corpus_keys, exporter_bugs, group
 from fuzzer.triage.model import RootCauseGroup
-from oracles.sequences import Enrichment, enrichment, top
+from oracles.sequences import Enrichment, enrichment_of_counts, top
 
 # The published study of 200 ONNX converter failures: shares of symptoms and of the faulty stage.
 STUDY_SYMPTOM_SHARES = {"crash": 0.56, "wrong model": 0.33, "other": 0.11}
@@ -77,11 +77,12 @@ class Triage:
 def triage(out_dir: Path, db: CampaignDB, corpus: Path | None = None, now: float | None = None) -> Triage:
     """The triage of the campaign in `out_dir`; root causes the `corpus` already has are known."""
     findings = load_findings(out_dir, db)
-    groups = tuple(group(findings, exporter_bugs(db), corpus_keys(corpus) if corpus else ()))
+    groups = tuple(group(findings, exporter_bugs(db, findings), corpus_keys(corpus) if corpus else ()))
     now = time.time() if now is None else now
     started = db.conn.execute("SELECT MIN(started) FROM sessions").fetchone()[0] or now
-    tests = db.conn.execute("SELECT COUNT(*) FROM tests").fetchone()[0]
-    stopped = db.conn.execute("SELECT COUNT(*) FROM tests WHERE stage = 'source'").fetchone()[0]
+    cells = tallies.cells(db.conn)
+    tests = sum(n for *_, n, _ in cells)
+    stopped = sum(n for _, _, stage, n, _ in cells if stage == "source")
     headline = Headline(
         tests=tests, tests_run=tests - stopped, signatures=len(findings), root_causes=len(groups),
         new_root_causes=sum(not g.known for g in groups), known_root_causes=sum(g.known for g in groups),
@@ -89,8 +90,8 @@ def triage(out_dir: Path, db: CampaignDB, corpus: Path | None = None, now: float
         unreduced=sum(1 for g in groups if g.representative.case_dir and not g.representative.reduced),
         own_errors=db.conn.execute("SELECT COUNT(*) FROM errors").fetchone()[0],
         unreduced_cases=sum(1 for f in findings if f.case_dir and not f.reduced))
-    tested = enrichment(_unit_sequences(db))
-    return Triage(headline, groups, _timeline(groups, started), _rates(db, started), _symptom_stage(db),
+    tested = _enrichment(db)
+    return Triage(headline, groups, _timeline(groups, started), _rates(db), _symptom_stage(cells),
                   tuple(top(tested)), started, len(tested), tuple(coverage(db, CONVERTERS)), upstream_split(db))
 
 
@@ -106,23 +107,26 @@ def _timeline(groups: tuple[RootCauseGroup, ...], started: float) -> tuple[tuple
     return tuple(points)
 
 
-def _rates(db: CampaignDB, started: float) -> dict[str, tuple[tuple[float, float], ...]]:
-    """Tests per minute of each converter, minute by minute (tests stopped upstream left out)."""
+def _rates(db: CampaignDB) -> dict[str, tuple[tuple[float, float], ...]]:
+    """Tests per minute of each converter, minute by minute since the campaign started (tests stopped upstream
+    left out)."""
     counts: dict[str, Counter[int]] = {}
-    for converter, finished in db.conn.execute("SELECT converter, finished FROM tests WHERE stage != 'source'"):
-        counts.setdefault(converter, Counter())[int(max(finished - started, 0.0) // 60)] += 1
+    for key, (n, _, _) in tallies.read(db.conn, tallies.Kind.MINUTE).items():
+        converter, minute = key.rsplit("|", 1)
+        counts.setdefault(converter, Counter())[int(minute)] += n
     return {c: tuple((float(m), float(n)) for m, n in sorted(per.items())) for c, per in sorted(counts.items())}
 
 
-def _symptom_stage(db: CampaignDB) -> dict[str, dict[str, int]]:
+def _symptom_stage(cells: list[tuple[str, str, str, int, int]]) -> dict[str, dict[str, int]]:
     table: dict[str, dict[str, int]] = {}
-    for symptom, stage, n in db.conn.execute("SELECT symptom, stage, COUNT(*) FROM tests WHERE is_bug = 1 "
-                                             "GROUP BY symptom, stage"):
-        table.setdefault(symptom, {})[stage] = n
+    for _, symptom, stage, _, bugs in cells:
+        if bugs:
+            table.setdefault(symptom, {})[stage] = table.get(symptom, {}).get(stage, 0) + bugs
     return table
 
 
-def _unit_sequences(db: CampaignDB) -> list[tuple[list[str], bool]]:
-    failed = {idx for (idx,) in db.conn.execute("SELECT DISTINCT idx FROM tests WHERE is_bug = 1")}
-    rows = db.conn.execute("SELECT idx, sequences FROM units WHERE sequences IS NOT NULL")
-    return [(json.loads(seqs), idx in failed) for idx, seqs in rows]
+def _enrichment(db: CampaignDB) -> list[Enrichment]:
+    """The operator sequences of the campaign's done graphs, over-represented or not in those with a failing test."""
+    graphs, failing = tallies.read(db.conn, tallies.Kind.GRAPHS).get("all", (0, 0, 0.0))[:2]
+    counts = {seq: (bugs, n - bugs) for seq, (n, bugs, _) in tallies.read(db.conn, tallies.Kind.SEQUENCE).items()}
+    return enrichment_of_counts(counts, failing, graphs - failing)

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from fuzzer.campaign.bisect_queue import BISECT_NICE, POLL_S, BisectQueue
-from fuzzer.cases.bisect_case import blamed_distribution, record_bisection
+from fuzzer.cases.bisect_case import blamed_distribution, record_bisection, repro_detail
 from fuzzer.cases.bisect_search import NotShown, bisect_releases
 from fuzzer.cases.diagnosis import Blame
 from fuzzer.cases.folder import read_case
@@ -322,3 +322,11 @@ def test_the_campaigns_bisections_wait_for_reduction_and_run_in_one_lowest_prior
     queue.close()
     assert (tmp_path / "bisect.log").read_text() == (
         f"{tmp_path / 'case-c'}: not bisected (run `convsmith bisect` on its reduced case)\n")
+
+
+def test_a_runs_detail_is_what_repro_py_observed():
+    divergence = "at the shape:\n  ok   t0: 0 of 2\n  BAD  t1: 2 of 2 out\n    observed: [0.8]\nBUG REPRODUCES\n"
+    assert repro_detail(divergence, "W warning\n") == "BAD  t1: 2 of 2 out"
+    crash = "observed: ValueError: no axes\nexpected: it runs\nBUG REPRODUCES\n"
+    assert repro_detail(crash, "Traceback\nValueError: no axes\n") == "ValueError: no axes"
+    assert repro_detail("", "repro.py: cannot run: no x\n") == "repro.py: cannot run: no x"

@@ -70,9 +70,12 @@ def last_line(text: str, width: int = 200) -> str:
 
 
 def repro_detail(stdout: str, stderr: str) -> str:
-    """What repro.py observed (its "observed: " line), else its last line of output."""
-    observed = [line[len("observed: "):] for line in stdout.splitlines() if line.startswith("observed: ")]
-    return observed[-1][:200] if observed else last_line(stderr) or last_line(stdout)
+    """What repro.py observed: its first out-of-tolerance output ("BAD ..."), else its "observed: " line, else its
+    last line of output."""
+    lines = [line.strip() for line in stdout.splitlines()]
+    picked = [line for line in lines if line.startswith("BAD ")][:1] or [
+        line.removeprefix("observed: ") for line in lines if line.startswith("observed: ")][-1:]
+    return picked[0][:200] if picked else last_line(stderr) or last_line(stdout)
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from fuzzer.campaign.assignment import Assignment
 from fuzzer.campaign.bisect_queue import BisectQueue
@@ -70,6 +71,8 @@ class Campaign:
     # queued ahead (prepare-ahead), so that its latency never stalls one (Supervisor.yield_to_workers).
     yield_cpu: bool = False
     started: float | None = None  # time.monotonic() the time budget counts from (the process's start); None: run()'s
+    engine: str = "local"  # the workers: local processes, or "ray": actors across a Ray cluster (ray_engine.py)
+    ray_address: str | None = None  # the Ray cluster's HOST:PORT; None: one started on this machine
 
     def __post_init__(self) -> None:
         self.registry = self.registry or load_registry(self.spec.worker.registry)
@@ -78,8 +81,7 @@ class Campaign:
         self.scheduler = Scheduler(self.spec, self.db)
         self.recorder = Recorder(self.db, self.log_dir, self.spec.worker.demote_known)
         self.cases = CaseWriter(self.out_dir, self.registry, self.spec.worker)
-        self.supervisor = Supervisor(self.spec.worker, self.log_dir, self, self.mp_context,
-                                     self.preloaded_libraries())
+        self.supervisor = self.start_engine()
         self.stopping = False
         self.last_beat = 0.0
         self.reducer: ReduceQueue | None = None
@@ -145,6 +147,14 @@ class Campaign:
             self.last_beat = time.monotonic()
         if self.progress is not None:
             self.progress.update(self.recorder.counts)
+
+    def start_engine(self) -> Any:
+        """The Supervisor of local worker processes, or the Ray engine (imported only then: Ray is an extra)."""
+        if self.engine == "ray":
+            from fuzzer.campaign.ray_engine import RayEngine
+
+            return RayEngine(self.spec.worker, self.log_dir, self, self.preloaded_libraries(), self.ray_address)
+        return Supervisor(self.spec.worker, self.log_dir, self, self.mp_context, self.preloaded_libraries())
 
     def preloaded_libraries(self) -> list[str]:
         """The campaign's converters' libraries, imported once in the fork server rather than in every worker: a

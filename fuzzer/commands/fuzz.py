@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import importlib.util
 import json
 import os
 import sys
@@ -103,6 +104,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-reduce", action="store_true", help="do not minimize new bug cases in the background")
     parser.add_argument("--reduce-time", type=duration, default=60.0, metavar="DURATION",
                         help="time to minimize each new bug case (seconds)")
+    parser.add_argument("--engine", choices=("local", "ray"), default="local",
+                        help="where the workers run: local processes, or Ray actors across a cluster (make install "
+                        "RAY=1; docs/scale.md)")
+    parser.add_argument("--address", metavar="HOST:PORT", help="the Ray cluster --engine ray joins (default: one "
+                        "started on this machine)")
     parser.add_argument("--bisect", action="store_true", help="bisect each new root cause's reduced case across "
                         "releases of the blamed library (`convsmith bisect`), in one background process at the "
                         "lowest priority, logged in .logs/bisect.log")
@@ -254,7 +260,16 @@ def resumed_campaign(args: argparse.Namespace) -> tuple[Path, CampaignDB, Campai
     return out, db, spec
 
 
+def require_engine(args: argparse.Namespace) -> None:
+    """--engine ray needs Ray installed; --address is Ray's."""
+    if args.address is not None and args.engine != "ray":
+        raise UsageError("--address is the Ray cluster of --engine ray")
+    if args.engine == "ray" and importlib.util.find_spec("ray") is None:
+        raise UsageError("--engine ray needs Ray: make install RAY=1 (or pip install '.[ray]')")
+
+
 def run(args: argparse.Namespace) -> int:
+    require_engine(args)
     with contextlib.ExitStack() as held:
         if args.resume:
             held.enter_context(campaign_lock(args.resume))
@@ -276,7 +291,8 @@ def run_locked(args: argparse.Namespace, out: Path, db: CampaignDB, spec: Campai
     progress = Progress(interval_s=args.log_interval, total=None)
     campaign = Campaign(out, spec, db, args.workers, args.time, progress,
                         reduce_budget_s=None if args.no_reduce else args.reduce_time, yield_cpu=True,
-                        started=process_started(), bisect=args.bisect)
+                        started=process_started(), bisect=args.bisect, engine=args.engine,
+                        ray_address=args.address)
     try:
         status = campaign.run()
     finally:

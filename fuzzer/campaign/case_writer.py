@@ -1,6 +1,7 @@
 """The campaign writes every case folder: those its workers send, and those of tests whose worker was lost (no
 tensors survive a death, so the source is made again here). A failure to write one is our own error, reported as
-an OwnError and never the end of the campaign."""
+an OwnError and never the end of the campaign, but for a full device: that stops the campaign (DiskFull) before the
+test that found the case is recorded, so a resume runs it again and writes its case."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from fuzzer.cases.folder import write_case
 from fuzzer.cases.wire import case_from_message
 from fuzzer.check.pipeline import CheckOptions
 from fuzzer.converters import ConverterRegistry
+from fuzzer.support.errors import DiskFull, is_disk_full
 from generators.ir import Graph
 from oracles.verdict import Verdict
 
@@ -33,7 +35,9 @@ class CaseWriter:
         try:
             case = case_from_message(msg.body)
             write_case(self.out_dir, case, converter=self.registry.get(case.converter))
-        except Exception:
+        except Exception as exc:
+            if is_disk_full(exc):
+                raise DiskFull(f"no space left for the case of unit {idx} in {self.out_dir}") from exc
             return OwnError(idx, seed, msg.converter, Step.CASE.value, "case", "writing a case a worker sent failed",
                             traceback.format_exc())
         return None
@@ -53,6 +57,8 @@ class CaseWriter:
                              collect_versions(converter.distributions), dump, device=self.worker.device,
                              values=values, source=source)
             return write_case(self.out_dir, case, converter=converter).name, None
-        except Exception:  # our code: keep fuzzing, keep the traceback
+        except Exception as exc:  # our code: keep fuzzing, keep the traceback
+            if is_disk_full(exc):
+                raise DiskFull(f"no space left for the case of unit {idx} in {self.out_dir}") from exc
             return None, OwnError(idx, seed, verdict.converter, Step.CASE.value, "case",
                                   "writing the case of a lost worker failed", traceback.format_exc())

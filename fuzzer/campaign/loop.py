@@ -45,8 +45,11 @@ from fuzzer.campaign.scheduler import Scheduler, Unit
 from fuzzer.campaign.spec import LOG_DIR, CampaignSpec, case_folders
 from fuzzer.campaign.supervisor import HOUSEKEEPING_S, Slot, Supervisor
 from fuzzer.converters import ConverterRegistry, load_registry
+from fuzzer.support.errors import DiskFull, is_disk_full
 from fuzzer.support.faults import Fault
 from oracles.verdict import Symptom
+
+DISK_FULL = "disk full"  # the status of a campaign stopped by a full device (resumable once there is space)
 
 # Units queued behind a worker's current one when it prepares ahead: room for its feeder to get through a slow unit
 # (a long input search, a hard graph) before the worker runs dry; a worker's death loses what its feeder holds.
@@ -90,6 +93,7 @@ class Campaign:
         self.tests_started: float | None = None  # the first unit sent
         self.tests_stopped: float | None = None
         self.ended: float | None = None
+        self.disk_full = ""  # what could not be written, once the device is full
         if self.reduce_budget_s is not None:
             worker = self.spec.worker
             config = ReducerConfig(self.reduce_budget_s, worker.registry, worker.timeout_s, worker.memory_mb)
@@ -99,7 +103,7 @@ class Campaign:
     # ---- the loop -----------------------------------------------------------------------------------------
 
     def run(self) -> str:
-        """'finished' (budget spent or all done), 'time' (time budget) or 'interrupted' (Ctrl-C)."""
+        """'finished' (budget spent or all done), 'time' (time budget), 'interrupted' (Ctrl-C) or DISK_FULL."""
         self.recorder.start(self.workers)
         self.recorder.adopt_orphans(self.out_dir)
         self.scheduler.resume()
@@ -122,10 +126,14 @@ class Campaign:
                 self.turn()
         except KeyboardInterrupt:
             status = "interrupted"
+        except Exception as exc:
+            if not is_disk_full(exc):
+                raise
+            status, self.disk_full = DISK_FULL, self.full_message(exc)
         finally:
             self.tests_stopped = self.tests_stopped or time.monotonic()
             self.supervisor.shutdown()
-            self.recorder.end(status)
+            self.end_session(status)
             self.finish_reductions(status)
             if self.bisector is not None:
                 self.bisector.close()
@@ -167,13 +175,25 @@ class Campaign:
         """What reducing every case still waiting would take once the tests end (the budget caps what it keeps)."""
         return 0.0 if self.reducer is None else self.reducer.reserve_s(self.workers)
 
+    def end_session(self, status: str) -> None:
+        """Record the session's end; on a full device that may fail too (the session then reads as cut short)."""
+        try:
+            self.recorder.end(status)
+        except Exception as exc:
+            if not is_disk_full(exc):
+                raise
+            self.disk_full = self.disk_full or self.full_message(exc)
+
+    def full_message(self, exc: BaseException) -> str:
+        return str(exc) if isinstance(exc, DiskFull) else f"no space left in {self.out_dir} ({exc})"
+
     def finish_reductions(self, status: str) -> None:
         """A campaign that ended its tests reduces the waiting cases, one reducer per worker, until its budget ends
         (those left, and all on Ctrl-C, are reduced on resume)."""
         if self.reducer is None:
             return
         try:
-            if status == "interrupted":
+            if status in ("interrupted", DISK_FULL):
                 self.reducer.close(wait_s=0)
             elif self.budget is None:
                 self.reducer.drain(self.workers)

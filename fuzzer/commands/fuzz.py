@@ -298,9 +298,14 @@ def run_locked(args: argparse.Namespace, out: Path, db: CampaignDB, spec: Campai
     finally:
         print(format_summary(summarize(db)))
         result = triage(out, db, args.corpus)
-        write_root_causes(out, result)
+        if not campaign.disk_full:
+            write_root_causes(out, result)
         print(format_triage(result, shown=10))
         db.close()
+    if campaign.disk_full:
+        print(f"convsmith fuzz: {campaign.disk_full}; the campaign stopped with every test recorded so far kept: free "
+              f"some space, then continue it with --resume {out}", file=sys.stderr)
+        return Exit.CANNOT_RUN
     if campaign.reducer is not None:
         print(campaign.reducer.summary())
     if campaign.time_line() is not None:

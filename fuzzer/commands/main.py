@@ -37,7 +37,7 @@ EXIT_CODES = """exit status:
   0  nothing wrong
   1  a bug shows (check finds one, repro reproduces one)
   2  bad usage or input (one line on stderr; nothing is created)
-  3  could not run here (a missing dependency, converter library or device)
+  3  could not run here (a missing dependency, converter library or device; no space left)
   4  a replayed case fails, but not with the bug it was filed for (repro)
   130 interrupted (Ctrl-C)
 """

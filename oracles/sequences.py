@@ -49,10 +49,38 @@ class Enrichment:
 def fisher_greater(a: int, b: int, c: int, d: int) -> float:
     """One-sided Fisher exact p-value of the table [[a, b], [c, d]] having at least `a` in its top-left cell."""
     row, col, total = a + b, a + c, a + b + c + d
-    denominator = math.comb(total, col)
-    top = min(row, col)
-    return min(1.0, sum(math.comb(row, k) * math.comb(total - row, col - k) for k in range(a, top + 1))
-               / denominator)
+    low, top = max(0, col - (total - row)), min(row, col)
+    mode = (row + 1) * (col + 1) // (total + 2)
+    # The hypergeometric terms are summed from `a` away from the mode, so that they only fall and the sum stops
+    # once the rest is negligible: a week's campaign has tables of millions, whose binomial coefficients as
+    # integers took seconds per sequence. Below the mode, the p-value is one less the lower tail.
+    if a > mode:
+        return min(1.0, math.exp(_log_tail(a, top, row, col, total, up=True)))
+    if a <= low:
+        return 1.0
+    return max(0.0, 1.0 - math.exp(_log_tail(a - 1, low, row, col, total, up=False)))
+
+
+def _log_tail(start: int, end: int, row: int, col: int, total: int, up: bool) -> float:
+    """log of the hypergeometric probabilities summed from `start` to `end` (falling terms), in log space."""
+    log_term = _log_comb(row, start) + _log_comb(total - row, col - start) - _log_comb(total, col)
+    log_sum = log_term
+    k = start
+    while k != end:
+        ratio = ((row - k) * (col - k) / ((k + 1) * (total - row - col + k + 1)) if up
+                 else k * (total - row - col + k) / ((row - k + 1) * (col - k + 1)))
+        if ratio <= 0.0:
+            break
+        log_term += math.log(ratio)
+        log_sum = max(log_sum, log_term) + math.log1p(math.exp(-abs(log_sum - log_term)))
+        if log_term < log_sum - 40.0:  # the rest adds under 1e-17 of the sum
+            break
+        k += 1 if up else -1
+    return log_sum
+
+
+def _log_comb(n: int, k: int) -> float:
+    return math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1)
 
 
 def enrichment(graphs: Iterable[tuple[Iterable[str], bool]], min_failing: int = 2) -> list[Enrichment]:

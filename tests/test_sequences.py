@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 
 import hand_graphs
@@ -17,6 +18,24 @@ def test_graph_sequences_are_pairs_and_paths_of_three() -> None:
 def test_fisher_matches_the_textbook_tea_tasting_table() -> None:
     # Fisher's lady tasting tea: 3 of 4 cups right; one-sided p = 17/70.
     assert abs(fisher_greater(3, 1, 1, 3) - 17 / 70) < 1e-12
+
+
+def _fisher_by_integers(a: int, b: int, c: int, d: int) -> float:
+    row, col, total = a + b, a + c, a + b + c + d
+    return sum(math.comb(row, k) * math.comb(total - row, col - k) for k in range(a, min(row, col) + 1)) \
+        / math.comb(total, col)
+
+
+def test_fisher_agrees_with_the_sum_of_binomial_coefficients_on_random_tables() -> None:
+    rng = random.Random(3)
+    for _ in range(500):
+        table = [rng.randint(0, 60) for _ in range(4)]
+        assert math.isclose(fisher_greater(*table), _fisher_by_integers(*table), rel_tol=1e-9, abs_tol=1e-12), table
+
+
+def test_fisher_on_a_weeks_tables_is_one_above_the_expected_count_and_tiny_far_below_it() -> None:
+    assert fisher_greater(10, 500_000, 2_000_000, 1_000) == 1.0  # 10 of 2M failing graphs: far fewer than expected
+    assert fisher_greater(5_000, 10_000, 10_000, 1_000_000) == 0.0  # a third of failing graphs, 1% of passing ones
 
 
 def test_a_planted_pair_is_ranked_first() -> None:

@@ -1,0 +1,179 @@
+"""The Ray engine on a real two-node Ray cluster on the loopback address: a short campaign across both nodes with a
+converter that segfaults, one that hangs and one that allocates without bound (test_isolation's planted ones, in the
+registry `test_ray_engine:RAY_REGISTRY`), the second node killed mid-unit; every (graph, converter) test is recorded
+exactly once with its verdict, and the lost node's unit runs again on the node left.
+
+The kill lands mid-unit by design, not by timing: the second node is started with STALL_ENV naming a file, and the
+planted converter that runs last in each unit touches that file and stalls there (it passes at once elsewhere), so
+the node holds a unit with its other tests recorded when the test kills it.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("ray", reason="the Ray engine's tests need Ray: make install RAY=1")
+
+from test_isolation import FaultyAlloc, FaultyEcho, FaultyHang, FaultySegfault  # noqa: E402
+
+from fuzzer.campaign.assignment import Assignment  # noqa: E402
+from fuzzer.campaign.db import DB_NAME, CampaignDB  # noqa: E402
+from fuzzer.campaign.ray_engine import ENGINE_LOG  # noqa: E402
+from fuzzer.campaign.result import TestResult  # noqa: E402
+from fuzzer.campaign.scheduler import Unit  # noqa: E402
+from fuzzer.campaign.spec import LOG_DIR  # noqa: E402
+from fuzzer.converters import ConverterRegistry  # noqa: E402
+from fuzzer.converters.conversion import Source, TargetRun  # noqa: E402
+from fuzzer.converters.options import ConverterOptions  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+TESTS = ROOT / "tests"
+RAY = str(Path(sys.executable).parent / "ray")
+# A node whose raylet is gone is declared dead after about a second, not the default 15 s or more.
+FAST_HEALTH = {"RAY_health_check_period_ms": "300", "RAY_health_check_failure_threshold": "3",
+               "RAY_health_check_initial_delay_ms": "0", "RAY_health_check_timeout_ms": "300"}
+STALL_ENV = "CONVSMITH_STALL_MARK"
+STALL_S = 2.0  # under the campaign's 3 s timeout: the stall is no hang
+
+
+class PlantedStallOnMarkedNode(FaultyEcho):
+    """Passes like faulty-echo; on a node started with STALL_ENV it first touches that file and stalls."""
+
+    name = "planted-stall"
+
+    def convert_impl(self, source: Source, options: ConverterOptions) -> TargetRun:
+        mark = os.environ.get(STALL_ENV)
+        if mark:
+            Path(mark).touch()
+            time.sleep(STALL_S)
+        return super().convert_impl(source, options)
+
+
+RAY_REGISTRY = ConverterRegistry([FaultySegfault(), FaultyHang(), FaultyAlloc(), FaultyEcho(),
+                                  PlantedStallOnMarkedNode()])
+VERDICTS = {"faulty-segfault": "process_death", "faulty-hang": "hang", "faulty-alloc": "out_of_memory",
+            "faulty-echo": "pass", "planted-stall": "pass"}  # in this order in each unit: the stall last
+UNITS = 6
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """A head and a second node, each started in its own process group (so that one can be killed alone)."""
+
+    address: str
+    head_group: int
+    node_group: int
+    env: dict[str, str]  # what a driver needs to join: the cluster's token
+    stall_mark: Path  # touched by planted-stall on the second node
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def ray_start(args: list[str], env: dict[str, str]) -> int:
+    """Run `ray start` in a new session; its daemons stay in that process group, whose id is returned."""
+    proc = subprocess.Popen([RAY, "start", "--num-cpus=1", "--node-ip-address=127.0.0.1", "--disable-usage-stats",
+                             *args], env=env, start_new_session=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 0, out[-3000:]
+    return proc.pid
+
+
+def kill_group(group: int) -> None:
+    try:
+        os.killpg(group, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+@pytest.fixture
+def cluster() -> Iterator[Cluster]:
+    temp = tempfile.mkdtemp(prefix="cs-ray-")  # short: Ray's socket paths must fit in 107 bytes
+    # Ray's token authentication, with a token of this cluster's own (not the one in ~/.ray a local Ray makes).
+    auth = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}
+    env = dict(os.environ, **FAST_HEALTH, **auth)
+    port = free_port()
+    groups: list[int] = []
+    try:
+        groups.append(ray_start(["--head", f"--port={port}", f"--temp-dir={temp}", "--include-dashboard=false"],
+                                env))
+        mark = Path(temp) / "stalled"
+        groups.append(ray_start([f"--address=127.0.0.1:{port}"], dict(env, **{STALL_ENV: str(mark)})))
+        yield Cluster(f"127.0.0.1:{port}", groups[0], groups[1], auth, mark)
+    finally:
+        for group in reversed(groups):
+            kill_group(group)
+
+
+def recorded(out: Path) -> int:
+    if not (out / DB_NAME).exists():
+        return 0
+    conn = sqlite3.connect(f"file:{out / DB_NAME}?mode=ro", uri=True)
+    try:
+        return int(conn.execute("SELECT COUNT(*) FROM tests").fetchone()[0])
+    except sqlite3.OperationalError:  # tables not made yet
+        return 0
+    finally:
+        conn.close()
+
+
+@pytest.mark.slow
+def test_a_campaign_across_two_nodes_survives_a_lost_node(cluster: Cluster, tmp_path: Path) -> None:
+    out = tmp_path / "campaign"
+    env = dict(os.environ, PYTHONPATH=f"{ROOT}{os.pathsep}{TESTS}", **cluster.env)
+    cmd = [sys.executable, "-m", "fuzzer", "fuzz", "--engine", "ray", "--address", cluster.address, "--workers", "2",
+           "--registry", "test_ray_engine:RAY_REGISTRY", "--converters", ",".join(VERDICTS), "--tests",
+           str(UNITS), "--seed", "100", "--nodes", "3", "--min-nodes", "2", "--timeout", "3s", "--memory-mb", "256",
+           "--no-reduce", "--out", str(out)]
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 240
+        while not cluster.stall_mark.exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert cluster.stall_mark.exists(), "the second node ran no unit"
+        before = recorded(out)
+        kill_group(cluster.node_group)  # mid-unit: the second node's raylet, its actor and that actor's worker
+        output, _ = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, output[-4000:]
+    conn = sqlite3.connect(out / DB_NAME)
+    rows = conn.execute("SELECT idx, converter, symptom FROM tests ORDER BY idx, converter").fetchall()
+    # Each (graph, converter) once, none missing, each with its converter's verdict.
+    assert rows == [(i, c, VERDICTS[c]) for i in range(UNITS) for c in sorted(VERDICTS)]
+    assert conn.execute("SELECT COUNT(*) FROM units WHERE done = 1").fetchone()[0] == UNITS
+    log = (out / LOG_DIR / ENGINE_LOG).read_text()
+    started = [line for line in log.splitlines() if "actor started" in line]
+    lost = [line for line in log.splitlines() if "lost" in line]
+    assert len(started) >= 2 and len(lost) == 1, log
+    assert "rescheduled" in lost[0] and "units []" not in lost[0], log
+    assert 4 <= before < len(rows)  # the lost node's unit had its first four tests recorded, and kept them
+    # What keeps a test from being recorded twice, had a lost node's result come late: the campaign takes a result
+    # only while its unit still waits for it, and the database's key is (graph, converter).
+    rescheduled = int(lost[0].split("units [")[1].split("]")[0].split(",")[0])
+    work = Assignment()
+    work.begin(Unit(rescheduled, 100 + rescheduled, ["planted-stall"]))
+    work.complete("planted-stall")
+    assert not work.takes("faulty-echo") and not work.takes("planted-stall")
+    db = CampaignDB(out / DB_NAME)
+    with pytest.raises(sqlite3.IntegrityError):
+        db.record_test(TestResult.own_error(rescheduled, 100 + rescheduled, "faulty-echo"), 1, False)
+    assert db.conn.execute("SELECT COUNT(*) FROM tests").fetchone()[0] == len(rows)

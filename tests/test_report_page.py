@@ -19,7 +19,7 @@ from fuzzer.campaign.db import DB_NAME, CampaignDB, open_campaign
 from fuzzer.commands.main import main
 from fuzzer.triage.page import write_page
 from fuzzer.triage.pictures import NO_GRAPHVIZ
-from fuzzer.triage.plots import study_shares
+from fuzzer.triage.plots import _binned, _draw_rates, _figure_svg, study_shares
 from fuzzer.triage.view import Triage, triage
 from oracles.sequences import Enrichment
 
@@ -154,3 +154,12 @@ def test_the_study_comparison_counts_shares_of_bug_tests() -> None:
     assert total == 10 and node == 0.7
     assert shares == {"crash": 0.6, "wrong model": 0.4, "other": 0.0}
     assert study_shares({}) == ({"crash": 0.0, "wrong model": 0.0, "other": 0.0}, 0.0, 0)
+
+
+def test_a_weeks_throughput_is_drawn_as_binned_means() -> None:
+    minutes, counts = [float(m) for m in range(5)], [2.0, 4.0, 6.0, 8.0, 1.0]
+    assert _binned(minutes, counts, 1) == (minutes, counts)
+    assert _binned(minutes, counts, 2) == ([0.0, 2.0, 4.0], [3.0, 7.0, 1.0])
+    week = {"torch-onnx-dynamo": tuple((float(m), 10.0) for m in range(7 * 24 * 60))}
+    svg = _figure_svg(lambda figure: _draw_rates(figure, week), "t-")
+    assert "each point: the mean of 42 minutes" in svg and svg.count("<use ") == 0  # no marker per point

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 WRONG_MODEL = Symptom.json_names(Symptom.divergences())
 CRASH = Symptom.json_names(Symptom.crash_like())
 NODE_CONVERSION = "node_conversion"
+MAX_POINTS = 240  # points per converter in the throughput plot
 INSTALL = "the report page needs the report extra: pip install -e '.[report]'"
 
 
@@ -90,13 +91,19 @@ def _draw_timeline(fig: Figure, timeline: Sequence[tuple[float, int, int]], end:
 def _draw_rates(fig: Figure, rates: Mapping[str, Sequence[tuple[float, float]]]) -> None:
     ax = fig.subplots()
     ax.set(xlabel="minutes since the campaign started", ylabel="tests per minute", title="Throughput per converter")
-    last = int(_last_minute(rates))
+    full = int(_last_minute(rates))
+    width = -(-(full + 1) // MAX_POINTS)  # minutes per point: a week is averaged over bins, not drawn minute by minute
+    if width > 1:
+        ax.set(xlabel=f"minutes since the campaign started (each point: the mean of {width} minutes)")
+    marker = {"marker": "o", "markersize": 3} if full < MAX_POINTS else {}
     for converter, points in rates.items():
-        minutes, counts = _zero_filled(points, last)
-        line, = ax.plot(minutes[:last], counts[:last], marker="o", markersize=3, linewidth=1.2, label=converter)
+        minutes, counts = _binned(*_zero_filled(points, full), width)
+        last = len(minutes) - 1
+        line, = ax.plot(minutes[:last], counts[:last], linewidth=1.2, label=converter, **marker)
         # The campaign's last minute is partial (or still running): dashed, so its drop does not read as a stall.
-        ax.plot(minutes[max(last - 1, 0):], counts[max(last - 1, 0):], linestyle="--", marker="o", markersize=3,
-                markerfacecolor="none", linewidth=1.0, color=line.get_color())
+        ax.plot(minutes[max(last - 1, 0):], counts[max(last - 1, 0):], linestyle="--", markerfacecolor="none",
+                linewidth=1.0, color=line.get_color(), **marker)
+    last = full
     ax.set_xlim(-0.3, max(last, 1) + 0.3)  # one minute of data would otherwise get a 0.01-wide axis
     ax.xaxis.get_major_locator().set_params(integer=True)
     if rates:
@@ -104,6 +111,16 @@ def _draw_rates(fig: Figure, rates: Mapping[str, Sequence[tuple[float, float]]])
         ax.legend(loc="best", fontsize=7, frameon=False, ncols=2)
     else:
         _note(ax, "no converter has run a test yet")
+
+
+def _binned(minutes: list[float], counts: list[float], width: int) -> tuple[list[float], list[float]]:
+    """Per bin of `width` minutes: its first minute and the mean tests per minute in it (the last bin may be
+    shorter)."""
+    if width <= 1:
+        return minutes, counts
+    starts = range(0, len(minutes), width)
+    return ([minutes[i] for i in starts],
+            [sum(counts[i:i + width]) / len(counts[i:i + width]) for i in starts])
 
 
 def _zero_filled(points: Sequence[tuple[float, float]], last: int) -> tuple[list[float], list[float]]:

@@ -162,4 +162,5 @@ def test_a_weeks_throughput_is_drawn_as_binned_means() -> None:
     assert _binned(minutes, counts, 2) == ([0.0, 2.0, 4.0], [3.0, 7.0, 1.0])
     week = {"torch-onnx-dynamo": tuple((float(m), 10.0) for m in range(7 * 24 * 60))}
     svg = _figure_svg(lambda figure: _draw_rates(figure, week), "t-")
-    assert "each point: the mean of 42 minutes" in svg and svg.count("<use ") == 0  # no marker per point
+    assert "each point: the mean of 42 minutes" in svg
+    assert svg.count("<use ") < 100  # the axis ticks; a marker per minute would be 10,080

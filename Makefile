@@ -8,11 +8,16 @@ LOCK ?= fuzzer/support/stack.lock
 TORCH ?= torch==2.13.0
 LOCKVENV ?= /tmp/convsmith-lock-venv
 GPU ?=
+# RAY=1: `make install` adds Ray, the extra of `convsmith fuzz --engine ray` (docs/scale.md). `make test` always does,
+# so that the two-node cluster test runs (Ray installs in about 20 s and changes no locked release; the test takes
+# about a minute of one of the two test processes).
+RAY ?=
 TIME ?= 3m
 WORKERS ?= 2
 BIN := $(VENV)/bin
 # Named by the lock's content, so that installing another lock (or a refreshed one) is never skipped.
 STAMP := $(VENV)/.installed-$(shell sha256sum $(LOCK) 2>/dev/null | cut -c1-12)
+RAY_STAMP := $(VENV)/.installed-ray
 
 .PHONY: install lock fuzz test bench lint clean
 
@@ -34,7 +39,13 @@ $(STAMP): $(BIN)/python pyproject.toml $(LOCK)
 	rm -f $(VENV)/.installed*
 	touch $(STAMP)
 
-install: $(STAMP)
+# Ray under the lock's constraints: the releases it shares with the stack stay the locked ones. Redone after a
+# new stack is installed (that removes every stamp), a no-op for pip then.
+$(RAY_STAMP): $(STAMP)
+	$(BIN)/pip install --quiet -c "$(LOCK)" -e ".[ray]"
+	touch $(RAY_STAMP)
+
+install: $(STAMP) $(if $(RAY),$(RAY_STAMP))
 
 # The newest releases that install together (torch as TORCH says), in a throwaway venv, written over LOCK atomically.
 lock:
@@ -56,7 +67,7 @@ fuzz: install
 		$(BIN)/convsmith fuzz --time $(TIME) --workers $(WORKERS) --avoid-unsupported --out bugs; \
 	fi
 
-test: install
+test: install $(RAY_STAMP)
 	$(BIN)/python -m pytest -p no:cacheprovider -n 2
 
 bench: install

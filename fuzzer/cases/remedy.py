@@ -71,6 +71,7 @@ class Workaround:
     converter: str = ""  # the registry converter the re-run used
     options: Mapping[str, Any] = field(default_factory=dict)  # its options, as case.json records options
     code: str = ""  # the line a user changes: "torch.onnx.export(model, args, f, dynamo=True)"
+    level: str = ""  # the ONNX Runtime level the re-run ran the converter's model at ("": the converter's own)
 
     @property
     def found(self) -> bool:
@@ -78,9 +79,10 @@ class Workaround:
 
     def to_json(self) -> dict[str, Any]:
         return {"tried": list(self.tried), "setting": self.setting, "converter": self.converter,
-                "options": dict(self.options), "code": self.code}
+                "options": dict(self.options), "code": self.code, "level": self.level}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Workaround:
         return cls(tuple(str(t) for t in data["tried"]), str(data.get("setting", "")),
-                   str(data.get("converter", "")), dict(data.get("options") or {}), str(data.get("code", "")))
+                   str(data.get("converter", "")), dict(data.get("options") or {}), str(data.get("code", "")),
+                   str(data.get("level", "")))

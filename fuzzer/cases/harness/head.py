@@ -17,8 +17,8 @@ try:
     import onnxruntime as ort
     import torch
     from onnx import numpy_helper
-except ImportError as exc:
-    print(f"repro.py: cannot run: {exc}", file=sys.stderr)
+except Exception as exc:  # missing, or built against another numpy (a SystemError as it loads): not this bug
+    print(f"repro.py: cannot run: {type(exc).__name__}: {exc}", file=sys.stderr)
     sys.exit(3)
 
 HERE = os.path.dirname(os.path.abspath(__file__))

@@ -8,13 +8,14 @@ import dataclasses
 
 import onnx
 import pytest
-from test_whose_bug import PlantedOptimizer, SinAsCosExporter, diagnosed, one_op, sin_as_cos
+from test_whose_bug import KernelFaultScript, PlantedOptimizer, SinAsCosExporter, diagnosed, one_op, sin_as_cos
 
+from fuzzer.cases.blame import KERNEL_KEY
 from fuzzer.cases.case import CaseData
 from fuzzer.cases.remedy import Workaround
 from fuzzer.cases.replay import case_expected
 from fuzzer.cases.report import render_report
-from fuzzer.cases.workaround import find_workaround
+from fuzzer.cases.workaround import find_workaround, runner
 from fuzzer.check.pipeline import check_prepared
 from fuzzer.check.result import Expected
 from fuzzer.check.source import prepare
@@ -41,8 +42,9 @@ def rerun(case: CaseData, found: Workaround, converter: Converter) -> Symptom:
     """The stated workaround run once more here, on the case's own inputs, by the converter it names."""
     prepared = case_expected(case)
     assert isinstance(prepared, Expected)
-    runner = converter if found.converter == converter.name else CONVERTERS[found.converter]
-    return check_prepared(prepared, runner, found.options).verdict.symptom
+    rerunner = runner(found.converter, found.level, converter)
+    assert rerunner is not None
+    return check_prepared(prepared, rerunner, found.options).verdict.symptom
 
 
 @pytest.mark.slow
@@ -112,3 +114,17 @@ def test_every_converters_settings_parse_and_change_something(name: str) -> None
                 parsed = CONVERTERS[setting.converter].options(setting.options)
                 assert parsed != options or setting.level, (name, setting)
 
+
+
+def test_a_runtime_kernel_fault_is_avoided_at_another_level_first() -> None:
+    """The planted kernel computes Sin as Cos in the exporter's own run only: ONNX Runtime at another level (where a
+    fusion would replace a wrong kernel) runs the right model rightly. Blamed on the kernel, levels go first."""
+    exporter = KernelFaultScript()
+    case = diagnosed(one_op("sin"), exporter, {"opset": 17})
+    assert case.blame is not None and case.blame.component.key == KERNEL_KEY
+    setting = "ONNX Runtime's optimizations at level basic for the exported model"
+    assert case.workaround == Workaround(
+        (f"{setting}: passes, re-tested",), setting, "planted-kernel-script",
+        {"opset": 17, "constant_folding": True, "script_module": False, "dynamic": False},
+        "sess_options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_BASIC", "basic")
+    assert rerun(case, case.workaround, exporter) is Symptom.PASS

@@ -62,7 +62,7 @@ def find_workaround(case: CaseData, converter: Converter | None = None) -> Worka
         runs += result.runs
         if result.found:
             return Workaround(tuple(tried), setting.description, setting.converter, dict(setting.options),
-                              setting.code)
+                              setting.code, setting.level)
     return Workaround(tuple(tried))
 
 
@@ -80,7 +80,7 @@ def _try(setting: Setting, case: CaseData, prepared: Expected, own: Converter, k
     """Run one setting, and once more on a fresh source when the outputs agree (a pass must hold twice)."""
     if known is not None and known != PASSES:
         return Tried(f"{setting.description}: {known}{CROSS_CHECKED}", False, 0)
-    converter = runner(setting, own)
+    converter = runner(setting.converter, setting.level, own)
     why = _cannot_run(setting, case, converter)
     if why:
         return Tried(f"{setting.description}: {SKIPPED}{why}", False, 0)
@@ -95,13 +95,13 @@ def _try(setting: Setting, case: CaseData, prepared: Expected, own: Converter, k
     return Tried(f"{setting.description}: {PASSES}, re-tested", True, 2)
 
 
-def runner(setting: Setting, own: Converter) -> Converter | None:
-    """The converter a setting's re-run uses: the case's own entry by its name (a planted one too), else the
-    registry's; its model run at the setting's ONNX Runtime level when it names one."""
-    converter = own if setting.converter == own.name else CONVERTERS.get(setting.converter)
-    if converter is None or setting.level in ("", converter.target_level):
+def runner(name: str, level: str, own: Converter) -> Converter | None:
+    """The converter a setting's (or a workaround's) re-run uses: the case's own entry by its name (a planted one
+    too), else the registry's; its model run at ONNX Runtime `level` when one is named."""
+    converter = own if name == own.name else CONVERTERS.get(name)
+    if converter is None or level in ("", converter.target_level):
         return converter
-    return AtLevel(converter, setting.level)
+    return AtLevel(converter, level)
 
 
 def _cannot_run(setting: Setting, case: CaseData, converter: Converter | None) -> str:

@@ -17,8 +17,8 @@ try:
     import onnxruntime as ort
     import torch
     from onnx import numpy_helper
-except ImportError as exc:
-    print(f"repro.py: cannot run: {exc}", file=sys.stderr)
+except Exception as exc:  # missing, or built against another numpy (a SystemError as it loads): not this bug
+    print(f"repro.py: cannot run: {type(exc).__name__}: {exc}", file=sys.stderr)
     sys.exit(3)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -34,10 +34,11 @@ TOLERANCES = {'float64': (1e-09, 1e-12), 'float32': (0.0001, 1e-06), 'float16': 
 DEVICE = 'cpu'  # where convsmith ran the source model and ONNX Runtime
 DYNAMIC = None  # the dims a dynamic export marks (None: a static export)
 SECOND_SHAPE = False  # test_data_set_1 holds inputs at a second shape the dynamic model must run at too
-DIVERGENCES = ("wrong_shape", "wrong_dtype", "wrong_values")
-LOST = ("process_death", "hang", "out_of_memory")  # the conversion runs in a child, whose end is the evidence
+DIVERGENCES = ('wrong_shape', 'wrong_dtype', 'wrong_values')  # the target runs and its outputs are wrong: in shape, dtype or values
+LOST = ('process_death', 'hang', 'out_of_memory')  # the conversion runs in a child, whose end is the evidence
 CHILD_TIMEOUT_S = 600  # a child still converting then is a hang
 MEMORY_MB = 4096  # an out-of-memory case's child may grow by this much
+ORT_LEVELS = {'disabled': 'ORT_DISABLE_ALL', 'basic': 'ORT_ENABLE_BASIC', 'extended': 'ORT_ENABLE_EXTENDED', 'all': 'ORT_ENABLE_ALL'}  # ONNX Runtime's levels by convsmith's names: the GraphOptimizationLevel member of each
 
 
 def load_tensor(rel):
@@ -48,13 +49,6 @@ def load_tensor(rel):
     if array.dtype.name == "bfloat16":
         return torch.from_numpy(array.astype(np.float32)).to(torch.bfloat16)
     return torch.from_numpy(np.array(array, copy=True))  # keeps 0-d tensors 0-d
-
-
-def _register(module, name, value):
-    if value.is_floating_point():
-        module.register_parameter(name, torch.nn.Parameter(value, requires_grad=False))
-    else:
-        module.register_buffer(name, value)
 
 
 def to_numpy(x):
@@ -80,12 +74,8 @@ def from_ort_value(value):
 
 def run_onnx(data, inputs, level="disabled"):
     """ONNX Runtime on DEVICE, one CPU thread, at an optimization level (as convsmith runs targets)."""
-    levels = {"disabled": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
-              "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
-              "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
-              "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL}
     options = ort.SessionOptions()
-    options.graph_optimization_level = levels[level]
+    options.graph_optimization_level = getattr(ort.GraphOptimizationLevel, ORT_LEVELS[level])
     options.intra_op_num_threads = options.inter_op_num_threads = 1
     options.log_severity_level = 3
     providers = ["CUDAExecutionProvider", "CPUExecutionProvider"] if DEVICE == "cuda" else ["CPUExecutionProvider"]
@@ -161,16 +151,38 @@ def judged(kind):
     return outcome(kind == SYMPTOM)
 
 
+def raised_types(exc):
+    """The type names of `exc` and of the errors it was raised from: a library that wraps the error (torch.onnx's
+    TorchExportError around torch.export's) still raises the one the case was filed for."""
+    names = []
+    while exc is not None and len(names) < 8:
+        names.append(type(exc).__name__)
+        exc = exc.__cause__ or exc.__context__
+    return names
+
+
 def report_crash(exc, expected):
     """What the conversion raised, beside what was expected: 1 when it is the error the case was filed for."""
     if SYMPTOM == "out_of_memory":
         shown = isinstance(exc, MemoryError) or "allocate memory" in str(exc) or "bad_alloc" in str(exc)
     else:
-        shown = SYMPTOM not in DIVERGENCES + LOST and type(exc).__name__ == (EXPECTED_ERROR or type(exc).__name__)
+        shown = SYMPTOM not in DIVERGENCES + LOST and (EXPECTED_ERROR or type(exc).__name__) in raised_types(exc)
     traceback.print_exc()
     print(f"observed: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
     print(f"expected: {expected}")
     return outcome(shown)
+
+
+def exit_status(main):
+    """main's status (run in a child for a lost case); 3 when a library is missing, 2 when a case file is."""
+    try:
+        return in_child(main) if SYMPTOM in LOST else main()
+    except ImportError as exc:  # the converter under test (onnxsim, onnxslim, ...) is not installed
+        print(f"repro.py: cannot run: {exc}", file=sys.stderr)
+        return 3
+    except OSError as exc:  # a file of the case folder is missing or unreadable
+        print(f"repro.py: {exc.strerror}: {exc.filename}", file=sys.stderr)
+        return 2
 
 
 def in_child(main):
@@ -206,12 +218,6 @@ def _limit_memory():
     resource.setrlimit(resource.RLIMIT_AS, (limit, resource.getrlimit(resource.RLIMIT_AS)[1]))
 
 
-def transform(model):
-    """The ONNX-to-ONNX converter under test."""
-    print('repro.py: cannot run: it has no call of torch-onnx-script', file=sys.stderr)
-    raise SystemExit(3)
-
-
 def dynamic_axes():
     """torch.onnx.export's dynamic_axes for DYNAMIC: every marked input and output axis by its dim's name."""
     axes = {}
@@ -223,20 +229,9 @@ def dynamic_axes():
     return axes
 
 
-def dynamic_shapes():
-    """torch.export's dynamic_shapes for DYNAMIC: one Dim per dynamic dim, shared by its axes (Dim.AUTO for the
-    leading-dim hints of a graph with no second shape); None for an input with no dynamic axis."""
-    shapes = {name: {} for name in INPUT_NAMES}
-    for dim in DYNAMIC["dims"]:
-        auto = not DYNAMIC["exact"]
-        spec = torch.export.Dim.AUTO if auto else torch.export.Dim(dim["name"], min=dim["min"], max=dim["max"])
-        for name, axis in dim["axes"]:
-            shapes[name][axis] = spec
-    return tuple(shapes[name] or None for name in INPUT_NAMES)
-
-
 def export_script(module, inputs, opset, constant_folding=True, script_module=False, dynamic=False):
     import io
+
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         if script_module:
@@ -248,40 +243,13 @@ def export_script(module, inputs, opset, constant_folding=True, script_module=Fa
     return onnx.load_from_string(buffer.getvalue())
 
 
-def export_dynamo(module, inputs, opset, optimize=True, dynamic=False):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        program = torch.onnx.export(module, tuple(inputs), dynamo=True, optimize=optimize, opset_version=opset,
-                                    input_names=list(INPUT_NAMES), output_names=list(OUTPUT_NAMES), verbose=False,
-                                    dynamic_shapes=dynamic_shapes() if dynamic else None)
-    return program.model_proto
-
-
-def export_upstream(module, inputs):
-    if OPTIONS.get("upstream") == "onnx-native":  # written by convsmith straight from the graph: the saved model
-        return onnx.load(os.path.join(HERE, "upstream.onnx"))
-    if OPTIONS.get("upstream", "torch-onnx-script") == "torch-onnx-dynamo":
-        return export_dynamo(module, inputs, OPTIONS["opset"])
-    return export_script(module, inputs, OPTIONS["opset"])
-
-
 def convert_and_run(module, inputs):
-    """(target outputs, baseline outputs or None, the target model): what convsmith compared."""
-    if CONVERTER == "torch-onnx-script":
-        model = export_script(module, inputs, OPTIONS["opset"], OPTIONS["constant_folding"],
-                              OPTIONS.get("script_module", False), OPTIONS.get("dynamic", False))
-        data = check_and_serialize(model)
-        return run_onnx(data, inputs), None, data
-    if CONVERTER == "torch-onnx-dynamo":
-        model = export_dynamo(module, inputs, OPTIONS["opset"], OPTIONS["optimize"], OPTIONS.get("dynamic", False))
-        data = check_and_serialize(model)
-        return run_onnx(data, inputs), None, data
-    upstream = check_and_serialize(export_upstream(module, inputs))
-    baseline = run_onnx(upstream, inputs)
-    if CONVERTER == "ort-optimizer":
-        return run_onnx(upstream, inputs, OPTIONS["level"]), baseline, upstream
-    data = check_and_serialize(transform(onnx.load_from_string(upstream)))
-    return run_onnx(data, inputs), baseline, data
+    """torch-onnx-script: (its model's outputs, no baseline, its model)."""
+    model = export_script(module, inputs, OPTIONS["opset"], OPTIONS["constant_folding"],
+                          OPTIONS.get("script_module", False), OPTIONS.get("dynamic", False))
+    data = check_and_serialize(model)
+    return run_onnx(data, inputs), None, data
+
 
 class Repro(torch.nn.Module):
     def __init__(self):
@@ -331,12 +299,4 @@ def main():
 
 
 if __name__ == "__main__":
-    try:
-        status = in_child(main) if SYMPTOM in LOST else main()
-    except ImportError as exc:  # the converter under test (onnxsim, onnxslim, ...) is not installed
-        print(f"repro.py: cannot run: {exc}", file=sys.stderr)
-        status = 3
-    except OSError as exc:  # a file of the case folder is missing or unreadable
-        print(f"repro.py: {exc.strerror}: {exc.filename}", file=sys.stderr)
-        status = 2
-    sys.exit(status)
+    sys.exit(exit_status(main))

@@ -1,7 +1,7 @@
 """The cheapest setting that avoids a case's bug until it is fixed: the case's converter lists the settings a user
 could change (Converter.avoid_settings, cheapest first); they are tried on the reduced case's own inputs and the
 first under which the outputs agree, re-run on a source made afresh ("re-tested"), is the workaround. A setting a
-cross-check already ran is not run again: its outcome is the cross-check's, and one that passed is tried first.
+cross-check already ran is not run again where it failed there; the order stays the converter's, cheapest first.
 At most MAX_RUNS conversions per case, re-tests included."""
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ def find_workaround(case: CaseData, converter: Converter | None = None) -> Worka
     known = checked_outcomes(case.cross_checks or (), converter)
     tried: list[str] = []
     runs = 0
-    for setting in sorted(settings, key=lambda s: known.get(key_of(s, converter)) != PASSES):
+    for setting in settings:  # cheapest first, as the converter lists them; a cross-check spares a failing run
         if runs >= MAX_RUNS:
             tried.append(f"{setting.description}: not tried (at most {MAX_RUNS} runs a case)")
             continue

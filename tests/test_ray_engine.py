@@ -10,6 +10,7 @@ the node holds a unit with its other tests recorded when the test kills it.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import secrets
 import signal
@@ -24,20 +25,21 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from test_isolation import FaultyAlloc, FaultyEcho, FaultyHang, FaultySegfault
 
-pytest.importorskip("ray", reason="the Ray engine's tests need Ray: make install RAY=1")
+from fuzzer.campaign.assignment import Assignment
+from fuzzer.campaign.db import DB_NAME, CampaignDB
+from fuzzer.campaign.result import TestResult
+from fuzzer.campaign.scheduler import Unit
+from fuzzer.campaign.spec import LOG_DIR
+from fuzzer.commands import fuzz
+from fuzzer.commands.main import main
+from fuzzer.converters import ConverterRegistry
+from fuzzer.converters.conversion import Source, TargetRun
+from fuzzer.converters.options import ConverterOptions
 
-from test_isolation import FaultyAlloc, FaultyEcho, FaultyHang, FaultySegfault  # noqa: E402
-
-from fuzzer.campaign.assignment import Assignment  # noqa: E402
-from fuzzer.campaign.db import DB_NAME, CampaignDB  # noqa: E402
-from fuzzer.campaign.ray_engine import ENGINE_LOG  # noqa: E402
-from fuzzer.campaign.result import TestResult  # noqa: E402
-from fuzzer.campaign.scheduler import Unit  # noqa: E402
-from fuzzer.campaign.spec import LOG_DIR  # noqa: E402
-from fuzzer.converters import ConverterRegistry  # noqa: E402
-from fuzzer.converters.conversion import Source, TargetRun  # noqa: E402
-from fuzzer.converters.options import ConverterOptions  # noqa: E402
+needs_ray = pytest.mark.skipif(importlib.util.find_spec("ray") is None,
+                               reason="the Ray engine's tests need Ray: make install RAY=1")
 
 ROOT = Path(__file__).resolve().parents[1]
 TESTS = ROOT / "tests"
@@ -103,6 +105,18 @@ def kill_group(group: int) -> None:
         pass
 
 
+def test_the_engine_flags_are_one_line_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    out = tmp_path / "campaign"
+    assert main(["fuzz", "--address", "127.0.0.1:6379", "--out", str(out)]) == 2
+    assert capsys.readouterr().err.strip() == "convsmith fuzz: --address is the Ray cluster of --engine ray"
+    monkeypatch.setattr(fuzz.importlib.util, "find_spec", lambda name: None)  # a machine without Ray
+    assert main(["fuzz", "--engine", "ray", "--out", str(out)]) == 2
+    assert capsys.readouterr().err.strip() == ("convsmith fuzz: --engine ray needs Ray: make install RAY=1 (or pip "
+                                               "install '.[ray]')")
+    assert not out.exists()
+
+
 @pytest.fixture
 def cluster() -> Iterator[Cluster]:
     temp = tempfile.mkdtemp(prefix="cs-ray-")  # short: Ray's socket paths must fit in 107 bytes
@@ -134,6 +148,7 @@ def recorded(out: Path) -> int:
         conn.close()
 
 
+@needs_ray
 @pytest.mark.slow
 def test_a_campaign_across_two_nodes_survives_a_lost_node(cluster: Cluster, tmp_path: Path) -> None:
     out = tmp_path / "campaign"
@@ -160,6 +175,8 @@ def test_a_campaign_across_two_nodes_survives_a_lost_node(cluster: Cluster, tmp_
     # Each (graph, converter) once, none missing, each with its converter's verdict.
     assert rows == [(i, c, VERDICTS[c]) for i in range(UNITS) for c in sorted(VERDICTS)]
     assert conn.execute("SELECT COUNT(*) FROM units WHERE done = 1").fetchone()[0] == UNITS
+    from fuzzer.campaign.ray_engine import ENGINE_LOG  # Ray is there: the test would have skipped
+
     log = (out / LOG_DIR / ENGINE_LOG).read_text()
     started = [line for line in log.splitlines() if "actor started" in line]
     lost = [line for line in log.splitlines() if "lost" in line]

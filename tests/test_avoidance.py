@@ -11,7 +11,7 @@ from fuzzer.campaign.messages import to_json
 from fuzzer.campaign.result import TestResult
 from fuzzer.campaign.worker import UnitRunner
 from fuzzer.campaign.worker_config import WorkerConfig
-from fuzzer.commands.fuzz import never_generated
+from fuzzer.commands.fuzz_flags import never_generated
 from fuzzer.converters import CONVERTERS
 
 SKIP = {"torch-onnx-script": (("abs", "float32"),)}

@@ -29,9 +29,11 @@ from test_isolation import FaultyAlloc, FaultyEcho, FaultyHang, FaultySegfault
 
 from fuzzer.campaign.assignment import Assignment
 from fuzzer.campaign.db import DB_NAME, CampaignDB
+from fuzzer.campaign.loop import Campaign
 from fuzzer.campaign.result import TestResult
 from fuzzer.campaign.scheduler import Unit
-from fuzzer.campaign.spec import LOG_DIR
+from fuzzer.campaign.spec import LOG_DIR, CampaignSpec
+from fuzzer.campaign.worker_config import WorkerConfig
 from fuzzer.commands import fuzz
 from fuzzer.commands.main import main
 from fuzzer.converters import ConverterRegistry
@@ -194,3 +196,23 @@ def test_a_campaign_across_two_nodes_survives_a_lost_node(cluster: Cluster, tmp_
     with pytest.raises(sqlite3.IntegrityError):
         db.record_test(TestResult.own_error(rescheduled, 100 + rescheduled, "faulty-echo"), 1, False)
     assert db.conn.execute("SELECT COUNT(*) FROM tests").fetchone()[0] == len(rows)
+
+
+@needs_ray
+@pytest.mark.slow
+def test_an_actors_worker_is_recycled_fresh(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker due for recycling is replaced inside its actor by one that starts afresh (no tests counted, no
+    demotions taken as told), so the campaign goes on: one converter, a new worker every second unit."""
+    import fuzzer.campaign.ray_engine as engine
+
+    monkeypatch.setattr(engine, "RECYCLE_AFTER_TESTS", 2)
+    worker = WorkerConfig(out_dir=str(tmp_path), log_dir=str(tmp_path / LOG_DIR),
+                          registry="test_isolation:QUICK_REGISTRY", min_nodes=2, nodes=3, timeout_s=5.0,
+                          check={"input_budget_s": 0.2}, prepare_ahead=False)
+    spec = CampaignSpec(100, ("faulty-echo",), worker, 6)
+    db = CampaignDB(tmp_path / DB_NAME, create=True)
+    db.set_meta("spec", spec.to_json())
+    assert Campaign(tmp_path, spec, db, 1, engine="ray").run() == "finished"  # a Ray instance of its own
+    assert db.conn.execute("SELECT COUNT(*), COUNT(DISTINCT idx) FROM tests").fetchone() == (6, 6)
+    log = (tmp_path / LOG_DIR / engine.ENGINE_LOG).read_text()
+    assert log.count("recycled") >= 2, log

@@ -140,14 +140,19 @@ class RayEngine:
     def worker_gone(self, slot: RemoteSlot, verdict: tuple[Symptom, str], fault: Any) -> None:
         """The actor's worker died or was killed and a fresh one started: a verdict for what it ran."""
         self.listener.released(slot.work.release())
-        was_ready, slot.ready, slot.rss, slot.rss_baseline = slot.ready, False, 0, None
+        work, was_ready = slot.work, slot.ready
+        self.fresh_worker(slot)
         if not was_ready:
             self.start_failures += 1
             if self.start_failures >= MAX_START_FAILURES:
                 raise CampaignError(f"workers fail to start on {slot.where} ({verdict[1]}): see its Ray logs")
             return
         self.start_failures = 0
-        self.listener.lost(slot.work, *verdict, fault)
+        self.listener.lost(work, *verdict, fault)
+
+    def fresh_worker(self, slot: RemoteSlot) -> None:
+        """The actor runs a new worker: it must say it is ready, and has run nothing, been told no demotions."""
+        slot.work, slot.ready, slot.retiring, slot.rss, slot.rss_baseline = Assignment(), False, False, 0, None
 
     def host_lost(self, slot: RemoteSlot, exc: BaseException) -> None:
         """The actor is gone (its node lost): nothing it ran is a verdict; its units run again elsewhere."""
@@ -203,8 +208,9 @@ class RayEngine:
             self.host_lost(slot, exc)
             return
         if verdict is None:
+            self.log(f"worker on {slot.where} recycled; new worker {pid}")
             self.listener.released(slot.work.release())
-            slot.ready, slot.retiring, slot.rss, slot.rss_baseline = False, False, 0, None
+            self.fresh_worker(slot)
             return
         self.log(f"worker on {slot.where} killed: {verdict[1]}; new worker {pid}")
         self.worker_gone(slot, verdict, fault)

@@ -116,6 +116,10 @@ class RayEngine:
         try:
             value = ray.get(ref)
         except RayActorError as exc:
+            if ref is slot.starting:  # it never started (its node died, or the worker cannot be set up there)
+                self.start_failures += 1
+                if self.start_failures >= MAX_START_FAILURES:
+                    raise CampaignError(f"Ray actors fail to start: {str(exc).strip().splitlines()[-1]}") from exc
             self.host_lost(slot, exc)
             return
         if ref is slot.starting:

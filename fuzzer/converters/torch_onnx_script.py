@@ -94,6 +94,7 @@ class TorchOnnxScript(Converter):
             f'torch.onnx.export(module, inputs, "model.onnx", dynamo=False, opset_version={opts.opset}, '
             f"do_constant_folding={opts.constant_folding}, input_names=INPUT_NAMES{names}{axes})",
             'model = onnx.load("model.onnx")'), from_torch=True)
+
     def avoid_settings(self, options: ConverterOptions, hints: Hints) -> tuple[Setting, ...]:
         """Constant folding off, the session's levels (a divergence), the nearest opsets, the dynamo exporter."""
         opts: ScriptOptions = options  # type: ignore[assignment]

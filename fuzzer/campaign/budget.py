@@ -13,10 +13,8 @@ import time
 from dataclasses import dataclass
 
 # At most this share of the budget (and MAX_RESERVE_S) is kept back from the tests for the last reductions: a
-# 3-minute campaign keeps 12 s, an hour 4 minutes. Uncapped, the reserve followed the waiting cases: a 3-minute
-# campaign that found 13 cases in its first minute tested for 81 s of 180, and an hour tested for 42 of 60 minutes.
-# Capped, the 3-minute campaign tested for 155 s (start-up 13 s, on a machine loaded by other jobs) and ended 22 s
-# after its budget, with 3 of its 22 cases reduced and 19 waiting for a resume.
+# 3-minute campaign keeps 12 s, an hour 4 minutes. Uncapped, the reserve followed the waiting cases, and a campaign
+# that found bugs faster than they reduce spent much of its budget reducing instead of testing (docs/campaign.md).
 RESERVE_SHARE = 1 / 15
 MAX_RESERVE_S = 600.0
 UNIT_GRACE_S = 30.0  # units in flight when testing stops get this long (their timeout, if shorter) to finish

@@ -9,8 +9,8 @@ TORCH ?= torch==2.13.0
 LOCKVENV ?= /tmp/convsmith-lock-venv
 GPU ?=
 # RAY=1: `make install` adds Ray, the extra of `convsmith fuzz --engine ray` (docs/scale.md). `make test` always does,
-# so that the two-node cluster test runs (Ray installs in about 20 s and changes no locked release; the test takes
-# about a minute of one of the two test processes).
+# so that the two-node cluster test runs (Ray and what it needs are in the lock too; they install in about 20 s, and
+# the test takes about a minute of one of the two test processes).
 RAY ?=
 TIME ?= 3m
 WORKERS ?= 2
@@ -52,7 +52,7 @@ lock:
 	rm -rf $(LOCKVENV)
 	$(PYTHON) -m venv $(LOCKVENV)
 	$(LOCKVENV)/bin/python -m pip install --quiet --upgrade pip
-	$(LOCKVENV)/bin/pip install --quiet "$(TORCH)" ".[optimizers,dev,report]"
+	$(LOCKVENV)/bin/pip install --quiet "$(TORCH)" ".[optimizers,dev,report,ray]"
 	$(LOCKVENV)/bin/pip install --quiet --no-deps onnx2torch
 	$(LOCKVENV)/bin/python -m fuzzer.support.lock "$(LOCK)"
 	rm -rf $(LOCKVENV)

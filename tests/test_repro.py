@@ -327,3 +327,17 @@ def test_repro_py_exits_4_when_the_bug_is_replaced_by_another_failure(tmp_path: 
     ran = subprocess.run([sys.executable, "-I", "repro.py"], cwd=folder, capture_output=True, text=True, timeout=120)
     assert ran.returncode == 4, ran.stdout[-2000:] + ran.stderr[-2000:]
     assert "FAILS DIFFERENTLY" in ran.stdout
+
+
+@pytest.mark.slow
+def test_repro_py_exits_4_when_it_fails_outside_the_conversion(tmp_path: Path) -> None:
+    """An input file that no longer parses fails repro.py before any conversion: it exits 4 (fails otherwise), never
+    1, which an uncaught exception would give and `convsmith bisect` would read as the bug."""
+    case = next(c for c in ONNX_TOOL_CASES if read_case(c).converter == "ort-optimizer")
+    folder = tmp_path / case.name
+    shutil.copytree(case, folder)
+    (folder / "repro.py").write_text(render_repro(read_case(folder)), encoding="utf-8")  # today's harness
+    (folder / "test_data_set_0" / "input_0.pb").write_bytes(b"\xff not a TensorProto")
+    ran = subprocess.run([sys.executable, "-I", "repro.py"], cwd=folder, capture_output=True, text=True, timeout=120)
+    assert ran.returncode == 4, ran.stdout[-2000:] + ran.stderr[-2000:]
+    assert "repro.py: failed outside the conversion this case was filed for" in ran.stderr

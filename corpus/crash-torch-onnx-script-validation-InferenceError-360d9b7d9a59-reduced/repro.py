@@ -174,7 +174,8 @@ def report_crash(exc, expected):
 
 
 def exit_status(main):
-    """main's status (run in a child for a lost case); 3 when a library is missing, 2 when a case file is."""
+    """main's status (run in a child for a lost case); 3 when a library is missing, 2 when a case file is, 4 when
+    main fails otherwise (an uncaught exception's own status, 1, would read as the bug)."""
     try:
         return in_child(main) if SYMPTOM in LOST else main()
     except ImportError as exc:  # the converter under test (onnxsim, onnxslim, ...) is not installed
@@ -183,6 +184,10 @@ def exit_status(main):
     except OSError as exc:  # a file of the case folder is missing or unreadable
         print(f"repro.py: {exc.strerror}: {exc.filename}", file=sys.stderr)
         return 2
+    except Exception:  # outside the step the bug is in (reading inputs, judging): a failure, but not this bug
+        traceback.print_exc()
+        print("repro.py: failed outside the conversion this case was filed for", file=sys.stderr)
+        return 4
 
 
 def in_child(main):

@@ -1,14 +1,16 @@
 """How a repro.py ends: a lost case converts in a child process, whose end shows the bug; a missing file or library
-is an exit status of its own."""
+is an exit status of its own, and so is any other failure of main (4), which must not read as the bug."""
 import os
 import sys
+import traceback
 
 from fuzzer.cases.harness.head import CHILD_TIMEOUT_S, LOST, MEMORY_MB, SYMPTOM
 from fuzzer.cases.harness.judging import outcome
 
 
 def exit_status(main):
-    """main's status (run in a child for a lost case); 3 when a library is missing, 2 when a case file is."""
+    """main's status (run in a child for a lost case); 3 when a library is missing, 2 when a case file is, 4 when
+    main fails otherwise (an uncaught exception's own status, 1, would read as the bug)."""
     try:
         return in_child(main) if SYMPTOM in LOST else main()
     except ImportError as exc:  # the converter under test (onnxsim, onnxslim, ...) is not installed
@@ -17,6 +19,10 @@ def exit_status(main):
     except OSError as exc:  # a file of the case folder is missing or unreadable
         print(f"repro.py: {exc.strerror}: {exc.filename}", file=sys.stderr)
         return 2
+    except Exception:  # outside the step the bug is in (reading inputs, judging): a failure, but not this bug
+        traceback.print_exc()
+        print("repro.py: failed outside the conversion this case was filed for", file=sys.stderr)
+        return 4
 
 
 def in_child(main):

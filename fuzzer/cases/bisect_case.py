@@ -10,7 +10,6 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
 
 from fuzzer.cases.blame import fault_site, runtime_kernel
@@ -23,6 +22,7 @@ from fuzzer.converters import CONVERTERS
 from fuzzer.converters.describe import Component
 from fuzzer.support.errors import UsageError
 from fuzzer.support.files import atomic_write_text
+from fuzzer.support.lock import installed_version
 from fuzzer.support.release_envs import EnvError, ensure_env
 from oracles.paths import portable
 
@@ -55,12 +55,12 @@ def blamed_distribution(case: CaseData, override: str = "") -> str:
     raise UsageError(f"{case.id}: cannot tell which library holds its bug (blamed on {project}): pass --library DIST")
 
 
-def installed_version(distribution: str) -> str:
+def installed_release(distribution: str) -> str:
     """The working venv's release of `distribution`; a UsageError when it has none."""
-    try:
-        return metadata.version(distribution)
-    except metadata.PackageNotFoundError:
-        raise UsageError(f"{distribution} is not installed in this environment: nothing to bisect from") from None
+    release = installed_version(distribution)
+    if release is None:
+        raise UsageError(f"{distribution} is not installed in this environment: nothing to bisect from")
+    return release
 
 
 def last_line(text: str, width: int = 200) -> str:
@@ -135,4 +135,4 @@ def record_bisection(folder: Path, bisection: Bisection) -> None:
     atomic_write_text(folder / "report.md", portable(render_report(case)))
 
 
-__all__ = ["ReproRunner", "TimedRun", "blamed_distribution", "installed_version", "record_bisection"]
+__all__ = ["ReproRunner", "TimedRun", "blamed_distribution", "installed_release", "record_bisection"]

@@ -14,7 +14,7 @@ from fuzzer.cases.bisect_case import (
     ReproRunner,
     TimedRun,
     blamed_distribution,
-    installed_version,
+    installed_release,
     record_bisection,
 )
 from fuzzer.cases.bisect_search import NotShown, bisect_releases
@@ -44,7 +44,7 @@ def bisect_one(folder: Path, args: argparse.Namespace, plans: dict[str, ReleaseP
     """Bisect one case folder, print each release and the summary, record it; the exit status."""
     case = read_case(folder)
     distribution = blamed_distribution(case, args.library)
-    installed = installed_version(distribution)
+    installed = installed_release(distribution)
     if distribution not in plans:
         plans[distribution] = releases_to_try(distribution, installed, args.releases)
     plan = plans[distribution]

@@ -9,7 +9,6 @@ library inside functions, so a missing library makes that converter unavailable 
 from __future__ import annotations
 
 import importlib
-import importlib.metadata
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -21,6 +20,7 @@ from fuzzer.converters.describe import Component, FaultSite, Snippet
 from fuzzer.converters.dynamic import DynamicAxes
 from fuzzer.converters.options import ConverterOptions
 from fuzzer.converters.setting import Hints, Setting
+from fuzzer.support.lock import installed_version
 from oracles.verdict import Stage
 
 
@@ -133,7 +133,4 @@ class Converter:
 
 
 def distribution_version(name: str) -> str:
-    try:
-        return importlib.metadata.version(name)
-    except importlib.metadata.PackageNotFoundError:
-        return "not installed"
+    return installed_version(name) or "not installed"

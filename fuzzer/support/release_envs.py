@@ -16,13 +16,13 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from email.parser import HeaderParser
-from importlib import metadata
 from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from fuzzer.support.files import STAGING_PREFIX, atomic_publish_dir, make_shared
+from fuzzer.support.lock import installed_version
 from fuzzer.support.releases import Run, captured
 
 DEFAULT_ENVS = Path(".convsmith-cache/envs")
@@ -66,14 +66,6 @@ def load_env(path: Path) -> ReleaseEnv | None:
     except (OSError, ValueError):
         return None
     return ReleaseEnv(path, str(data["distribution"]), str(data["version"]), tuple(data.get("added", ())))
-
-
-def venv_version(name: str) -> str | None:
-    """The version of `name` in the working venv (this process's), or None."""
-    try:
-        return metadata.version(name)
-    except metadata.PackageNotFoundError:
-        return None
 
 
 def folder_versions(folder: Path) -> dict[str, tuple[str, list[str]]]:
@@ -160,7 +152,7 @@ def _remove_stale_builds(final: Path) -> None:
             continue
 
 
-def ensure_env(root: Path, distribution: str, version: str, run: Run = captured, have: VersionOf = venv_version
+def ensure_env(root: Path, distribution: str, version: str, run: Run = captured, have: VersionOf = installed_version
                ) -> ReleaseEnv:
     """The folder of one release, built now if no finished one exists (EnvError when it will not install or
     import)."""

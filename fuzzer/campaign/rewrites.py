@@ -43,8 +43,7 @@ class RewriteCoverage:
 def fired_counts(db: CampaignDB) -> dict[str, tuple[dict[str, int], dict[str, int]]]:
     """Per converter: tests that fired each rewrite, and how many of those were bugs."""
     found: dict[str, tuple[dict[str, int], dict[str, int]]] = defaultdict(lambda: ({}, {}))
-    for key, (tests, bugs, _) in tallies.read(db.conn, tallies.Kind.REWRITE).items():
-        converter, name = key.split("|", 1)
+    for (converter, name), (tests, bugs) in tallies.rewrite_counts(db.conn).items():
         found[converter][0][name] = tests
         found[converter][1][name] = bugs
     return dict(found)

@@ -32,8 +32,7 @@ class Steering:
     @classmethod
     def from_db(cls, db: CampaignDB) -> Steering:
         """The counts of the sessions before (a resumed campaign)."""
-        fired = tallies.read(db.conn, tallies.Kind.REWRITE)
-        return cls(Counter({tuple(key.split("|", 1)): n for key, (n, _, _) in fired.items()}))  # type: ignore[misc]
+        return cls(Counter({pair: n for pair, (n, _) in tallies.rewrite_counts(db.conn).items()}))
 
     def record(self, converter: str, rewrites: Iterable[str]) -> None:
         for name in rewrites:

@@ -87,6 +87,15 @@ def cells(conn: sqlite3.Connection) -> list[tuple[str, str, str, int, int]]:
     return sorted((*json.loads(key), n, bugs) for key, (n, bugs, _) in read(conn, Kind.CELL).items())
 
 
+def rewrite_counts(conn: sqlite3.Connection) -> dict[tuple[str, str], tuple[int, int]]:
+    """(converter, rewrite) -> (tests that fired it, those of them that were bugs)."""
+    counts = {}
+    for key, (n, bugs, _) in read(conn, Kind.REWRITE).items():
+        converter, name = key.split("|", 1)
+        counts[converter, name] = (n, bugs)
+    return counts
+
+
 def fill(conn: sqlite3.Connection, started: float | None) -> None:
     """Build every tally from the database's rows (a database written before the table); `started`: the campaign's
     first session's start (minutes count from it)."""

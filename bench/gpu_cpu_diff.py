@@ -19,10 +19,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from fuzzer.campaign.spec import case_folders  # noqa: E402
-from fuzzer.cases.case_json import CaseError  # noqa: E402
+from fuzzer.cases.case_json import CaseError, reduced_folder  # noqa: E402
 from fuzzer.cases.folder import read_case  # noqa: E402
 from fuzzer.cases.replay import replay_verdict  # noqa: E402
-from fuzzer.triage.findings import reduced_folder  # noqa: E402
 
 CUDA_ONLY, BOTH, DIFFERENT = "cuda only", "both", "differently"
 

@@ -310,11 +310,13 @@ def test_the_campaigns_bisections_wait_for_reduction_and_run_in_one_lowest_prior
     queue.step(now=100.0)
     assert (queue.proc, queue.waiting) == (None, [first, second])
     (first / "case-a-reduced").mkdir()
+    (first / "case-a-reduced" / "case.json").write_text("{}")  # a reduced case is published whole, case.json in it
     queue.step(now=101.0)  # polled at most every POLL_S
     assert queue.proc is None
     queue.step(now=100.0 + POLL_S)
     assert queue.proc is not None and queue.proc.wait(timeout=30) == 0
     (second / "case-b-reduced").mkdir()
+    (second / "case-b-reduced" / "case.json").write_text("{}")
     queue.step(now=100.0 + 2 * POLL_S)
     assert queue.proc.wait(timeout=30) == 0
     assert ran.read_text() == f"{BISECT_NICE} case-a-reduced\n{BISECT_NICE} case-b-reduced\n"

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fuzzer.cases.case_json import reduced_folder
 from fuzzer.support.confine import detach_from_terminal_and_parent, lower_priority
 
 BISECT_NICE = 19  # the lowest priority: a bisection only takes CPU that nothing else wants
@@ -24,15 +25,6 @@ POLL_S = 5.0  # how often the loop looks for reduced cases and a finished proces
 def bisect_command(cases: Sequence[Path]) -> list[str]:
     """The command a batch runs: this convsmith's `bisect` on the reduced case folders."""
     return [sys.executable, "-m", "fuzzer", "bisect", *map(str, cases)]
-
-
-def reduced_folder(case_dir: Path) -> Path | None:
-    """The reduced case a reducer wrote inside `case_dir`, once it is there."""
-    try:
-        found = [p for p in case_dir.iterdir() if p.is_dir() and p.name.endswith("-reduced")]
-    except OSError:
-        return None
-    return found[0] if found else None
 
 
 @dataclass
@@ -100,4 +92,4 @@ class BisectQueue:
             log.write(line + "\n")
 
 
-__all__ = ["BISECT_NICE", "BisectQueue", "bisect_command", "reduced_folder"]
+__all__ = ["BISECT_NICE", "BisectQueue", "bisect_command"]

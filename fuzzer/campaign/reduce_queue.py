@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import IO
 
 from fuzzer.cases.case_head import root_cause_of
-from fuzzer.cases.case_json import CaseError
+from fuzzer.cases.case_json import CaseError, reduced_folder
 from fuzzer.support.confine import detach_from_terminal_and_parent, lower_priority
 
 GRACE_S = 60.0  # on top of a case's budget: the reducer's first start and the final full check
@@ -50,7 +50,7 @@ def _cause(case_dir: Path) -> str:
 
 
 def is_reduced(case_dir: Path) -> bool:
-    return any(p.is_dir() and p.name.endswith("-reduced") for p in case_dir.iterdir())
+    return reduced_folder(case_dir) is not None
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,19 @@ def read_file(folder: Path, rel: str) -> bytes:
         raise CaseError(f"{folder}: cannot read {rel}: {exc.strerror}") from None
 
 
+REDUCED_SUFFIX = "-reduced"  # a case's minimized case is the folder <case>/<id>-reduced inside it
+
+
+def reduced_folder(case_dir: Path) -> Path | None:
+    """The minimized case inside a case folder, once the reducer wrote one (its case.json there)."""
+    try:
+        inside = sorted(case_dir.iterdir())
+    except OSError:  # not a folder, or not yet
+        return None
+    return next((p for p in inside if p.is_dir() and p.name.endswith(REDUCED_SUFFIX) and (p / CASE_JSON).is_file()),
+                None)
+
+
 def case_folder(path: Path) -> Path:
     """The case folder `path` names: the folder itself, or the one holding it when `path` is its case.json."""
     return path.parent if path.name == CASE_JSON else path

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from fuzzer.cases.case import CaseData
+from fuzzer.cases.case_json import REDUCED_SUFFIX
 from fuzzer.check.result import INVALID_INPUTS
 from fuzzer.converters.upstream import NATIVE
 from fuzzer.reduce.isolated import CheckerConfig, IsolatedChecker, Job
@@ -143,7 +144,7 @@ def simplest_options(case: CaseData, checker: IsolatedChecker) -> tuple[dict[str
 
 
 def reduced_id(case_id: str) -> str:
-    return case_id if case_id.endswith("-reduced") else f"{case_id[:150]}-reduced"
+    return case_id if case_id.endswith(REDUCED_SUFFIX) else f"{case_id[:150]}{REDUCED_SUFFIX}"
 
 
 __all__ = ["CheckerConfig", "IsolatedChecker", "Reduction", "ReductionFailed", "reduce_case", "reduced_id",

@@ -6,18 +6,8 @@ from pathlib import Path
 
 from fuzzer.campaign.db import CampaignDB
 from fuzzer.cases.case_head import read_case_head
-from fuzzer.cases.case_json import CASE_JSON, CaseError
+from fuzzer.cases.case_json import CaseError, reduced_folder
 from fuzzer.triage.model import Finding
-
-REDUCED_SUFFIX = "-reduced"
-
-
-def reduced_folder(case_folder: Path) -> Path | None:
-    """The minimized case inside a case folder, when the reducer wrote one."""
-    if not case_folder.is_dir():
-        return None
-    return next((p for p in sorted(case_folder.iterdir()) if p.is_dir() and p.name.endswith(REDUCED_SUFFIX)
-                 and (p / CASE_JSON).is_file()), None)
 
 
 def load_findings(out_dir: Path, db: CampaignDB) -> list[Finding]:

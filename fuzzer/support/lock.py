@@ -15,6 +15,8 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
+from packaging.utils import canonicalize_name
+
 from fuzzer.support.errors import UsageError
 from fuzzer.support.files import atomic_write_text
 
@@ -28,7 +30,7 @@ _PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([A-Za-z0-9][A-Za-z0-9.!+_-]*
 
 def canonical(name: str) -> str:
     """A distribution name as PEP 503 compares them: `ml_dtypes`, `ML-Dtypes` and `ml-dtypes` are one."""
-    return re.sub(r"[-_.]+", "-", name).lower()
+    return canonicalize_name(name)
 
 
 def release(version: str) -> str:

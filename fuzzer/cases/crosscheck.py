@@ -41,7 +41,7 @@ PASS_GROUP = "{}, each pass alone"
 LOST = (Symptom.PROCESS_DEATH, Symptom.HANG, Symptom.OUT_OF_MEMORY)
 DETAIL_CHARS = 100
 
-__all__ = ["CrossCheck", "cross_checks", "outcome"]
+__all__ = ["CrossCheck", "cross_checks", "outcome", "why_not_here"]
 
 
 @dataclass(frozen=True)
@@ -128,18 +128,28 @@ def _opset_for(converter: Converter, opset: Any) -> Any:
 
 def _run(planned: Planned, prepared: Expected, original: Verdict) -> CrossCheck:
     check = CrossCheck(planned.name, "", planned.converter.name, dict(planned.options), planned.group)
-    ok, reason = planned.converter.availability()
-    if not ok:
-        return dataclasses.replace(check, outcome=SKIPPED + _short(reason))
-    if original.symptom in LOST and planned.converter.name == original.converter:
-        return dataclasses.replace(check, outcome=SKIPPED + f"the case's {original.symptom.json_name} would "
-                                   "take this process with it")
-    try:
-        options = planned.converter.options(planned.options)
-    except (TypeError, ValueError) as exc:
-        return dataclasses.replace(check, outcome=SKIPPED + _short(str(exc)))
+    why = why_not_here(planned.converter, planned.options, original)
+    if why:
+        return dataclasses.replace(check, outcome=SKIPPED + why)
+    options = planned.converter.options(planned.options)
     verdict = check_prepared(prepared, planned.converter, options, planned.check_options).verdict
     return dataclasses.replace(check, outcome=outcome(original, verdict), detail=_ort_labels(verdict))
+
+
+def why_not_here(converter: Converter, options: Mapping[str, Any], original: Verdict) -> str:
+    """Why `converter` with `options` cannot rerun a case whose verdict is `original` in this process ("" when it
+    can): its library is missing, the case's own death or hang would take the process with it, or the options do
+    not parse."""
+    ok, reason = converter.availability()
+    if not ok:
+        return _short(reason)
+    if original.symptom in LOST and converter.name == original.converter:
+        return f"the case's {original.symptom.json_name.replace('_', ' ')} would take this process with it"
+    try:
+        converter.options(options)
+    except (TypeError, ValueError) as exc:
+        return _short(str(exc))
+    return ""
 
 
 def outcome(original: Verdict, verdict: Verdict) -> str:

@@ -13,7 +13,7 @@ from typing import Any
 
 from fuzzer.cases.blame import KERNEL_KEY, fault_site
 from fuzzer.cases.case import CaseData
-from fuzzer.cases.crosscheck import LOST, outcome
+from fuzzer.cases.crosscheck import outcome, why_not_here
 from fuzzer.cases.diagnosis import AT_LEVEL, PASSES, SKIPPED, CrossCheck
 from fuzzer.cases.remedy import Workaround
 from fuzzer.cases.replay import case_expected
@@ -81,7 +81,8 @@ def _try(setting: Setting, case: CaseData, prepared: Expected, own: Converter, k
     if known is not None and known != PASSES:
         return Tried(f"{setting.description}: {known}{CROSS_CHECKED}", False, 0)
     converter = runner(setting.converter, setting.level, own)
-    why = _cannot_run(setting, case, converter)
+    why = f"no converter {setting.converter!r} here" if converter is None else \
+        why_not_here(converter, setting.options, case.verdict)
     if why:
         return Tried(f"{setting.description}: {SKIPPED}{why}", False, 0)
     assert converter is not None
@@ -102,22 +103,6 @@ def runner(name: str, level: str, own: Converter) -> Converter | None:
     if converter is None or level in ("", converter.target_level):
         return converter
     return AtLevel(converter, level)
-
-
-def _cannot_run(setting: Setting, case: CaseData, converter: Converter | None) -> str:
-    """Why a setting cannot run in this process ("" when it can)."""
-    if converter is None:
-        return f"no converter {setting.converter!r} here"
-    ok, reason = converter.availability()
-    if not ok:
-        return reason.splitlines()[0][:100]
-    if case.verdict.symptom in LOST and converter.name == case.converter:
-        return f"the case's {case.verdict.symptom.json_name.replace('_', ' ')} would take this process with it"
-    try:
-        converter.options(setting.options)
-    except (TypeError, ValueError) as exc:
-        return str(exc)[:100]
-    return ""
 
 
 def _verdict(prepared: Expected, converter: Converter, options: Mapping[str, Any]) -> Verdict:

@@ -204,8 +204,9 @@ def test_an_actors_worker_is_recycled_fresh(tmp_path: Path, monkeypatch: pytest.
     """A worker due for recycling is replaced inside its actor by one that starts afresh (no tests counted, no
     demotions taken as told), so the campaign goes on: one converter, a new worker every second unit."""
     import fuzzer.campaign.ray_engine as engine
+    import fuzzer.campaign.supervisor as supervision
 
-    monkeypatch.setattr(engine, "RECYCLE_AFTER_TESTS", 2)
+    monkeypatch.setattr(supervision, "RECYCLE_AFTER_TESTS", 2)  # the engines share due_for_recycling
     worker = WorkerConfig(out_dir=str(tmp_path), log_dir=str(tmp_path / LOG_DIR),
                           registry="test_isolation:QUICK_REGISTRY", min_nodes=2, nodes=3, timeout_s=5.0,
                           check={"input_budget_s": 0.2}, prepare_ahead=False)

@@ -15,6 +15,7 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -26,10 +27,10 @@ from fuzzer.campaign.messages import Message, Ready, Stop, decode, encode
 from fuzzer.campaign.ray_engine_host import Report, WorkerHost
 from fuzzer.campaign.supervisor import (
     MAX_START_FAILURES,
-    RECYCLE_AFTER_TESTS,
-    RECYCLE_GROWTH_MB,
     CampaignError,
     Listener,
+    busy_trouble,
+    due_for_recycling,
 )
 from fuzzer.campaign.worker_config import WorkerConfig
 from oracles.verdict import Symptom
@@ -176,8 +177,7 @@ class RayEngine:
             if not slot.ready or slot not in self.slots:
                 continue
             if not slot.retiring:
-                slot.retiring = slot.work.units_done > 0 and (slot.work.tests_done >= RECYCLE_AFTER_TESTS
-                                                              or self.growth(slot) > RECYCLE_GROWTH_MB * 2**20)
+                slot.retiring = due_for_recycling(slot.work, partial(self.growth, slot))
             verdict = self.trouble(slot, now)
             if verdict is not None:
                 self.settle(slot)  # the frames of the pump in flight first: the test may have ended meanwhile
@@ -188,12 +188,7 @@ class RayEngine:
                 self.replace_worker(slot, None)
 
     def trouble(self, slot: RemoteSlot, now: float) -> tuple[Symptom, str] | None:
-        work, timeout_s, memory_mb = slot.work, self.worker.timeout_s, self.worker.memory_mb
-        if work.busy and work.phase is not None and now - work.phase_start > timeout_s:
-            return Symptom.HANG, f"no result after {timeout_s:g} s"
-        if work.busy and memory_mb > 0 and self.growth(slot) > memory_mb * 2**20:
-            return Symptom.OUT_OF_MEMORY, f"resident memory over {memory_mb} MiB"
-        return None
+        return busy_trouble(slot.work, now, self.worker.timeout_s, self.worker.memory_mb, partial(self.growth, slot))
 
     def growth(self, slot: RemoteSlot) -> int:
         if slot.rss and slot.rss_baseline is None:

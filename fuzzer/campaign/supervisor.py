@@ -7,8 +7,9 @@ from __future__ import annotations
 import json
 import multiprocessing
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any, Protocol
@@ -145,7 +146,8 @@ class Supervisor:
             self.last_memory_check = now
         for i, slot in enumerate(list(self.slots)):
             if slot.ready and not slot.retiring:
-                slot.retiring = due_for_recycling(slot, check_memory or not slot.work.busy)
+                slot.retiring = due_for_recycling(slot.work, partial(resident_growth, slot)
+                                                  if check_memory or not slot.work.busy else None)
             if slot.retiring and not slot.work.busy:
                 self.send(slot, Stop())
                 slot.proc.join(timeout=5)
@@ -173,11 +175,8 @@ class Supervisor:
             return Symptom.PROCESS_DEATH, describe_exit(slot.proc.exitcode)
         if not slot.ready and now - slot.started > START_TIMEOUT_S:
             return Symptom.HANG, "worker did not start"
-        if slot.work.busy and slot.work.phase is not None and now - slot.work.phase_start > timeout_s:
-            return Symptom.HANG, f"no result after {timeout_s:g} s"
-        if slot.work.busy and memory_mb > 0 and check_memory and resident_growth(slot) > memory_mb * 2**20:
-            return Symptom.OUT_OF_MEMORY, f"resident memory over {memory_mb} MiB"
-        return None
+        return busy_trouble(slot.work, now, timeout_s, memory_mb,
+                            partial(resident_growth, slot) if check_memory else None)
 
     def start_failed(self, slot: Slot) -> None:
         self.start_failures += 1
@@ -203,14 +202,25 @@ class Supervisor:
             self.kill(slot)
 
 
-def due_for_recycling(slot: Slot, check_memory: bool) -> bool:
-    """A worker that has run enough tests, or (when `check_memory`) grown too large; never a fresh one: it must
-    progress."""
-    if slot.work.units_done == 0:
+def busy_trouble(work: Assignment, now: float, timeout_s: float, memory_mb: int,
+                 growth: Callable[[], int] | None) -> tuple[Symptom, str] | None:
+    """Why a busy worker must go, on any engine: its phase ran past the timeout, or it grew (`growth()`, bytes, when
+    memory is checked) past its memory; None."""
+    if work.busy and work.phase is not None and now - work.phase_start > timeout_s:
+        return Symptom.HANG, f"no result after {timeout_s:g} s"
+    if work.busy and memory_mb > 0 and growth is not None and growth() > memory_mb * 2**20:
+        return Symptom.OUT_OF_MEMORY, f"resident memory over {memory_mb} MiB"
+    return None
+
+
+def due_for_recycling(work: Assignment, growth: Callable[[], int] | None) -> bool:
+    """A worker that has run enough tests, or (`growth()`, bytes, when memory is checked) grown too large; never a
+    fresh one: it must progress."""
+    if work.units_done == 0:
         return False
-    if slot.work.tests_done >= RECYCLE_AFTER_TESTS:
+    if work.tests_done >= RECYCLE_AFTER_TESTS:
         return True
-    return check_memory and resident_growth(slot) > RECYCLE_GROWTH_MB * 2**20
+    return growth is not None and growth() > RECYCLE_GROWTH_MB * 2**20
 
 
 def resident_growth(slot: Slot) -> int:

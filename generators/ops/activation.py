@@ -29,6 +29,7 @@ from generators.ops.base import (
 )
 from generators.ops.discontinuity import Detector, Thresholds, at_zero
 from generators.ops.onnx_nodes import ORT_FLOATS, OnnxCall, axis_of, elementwise
+from generators.ops.tf_sources import TF_FLOATS, TF_NUMERIC
 
 # ONNX Runtime's LeakyRelu, Elu, Selu, Softplus, HardSigmoid, Softsign, PRelu, Gelu, Mish: float and float16 only.
 TRUNCATED_ATTRS = ("torch truncates its float attributes to the integer type (hardtanh(x, -0.5, 0.5) is all zeros): "
@@ -122,6 +123,13 @@ class Gelu(Composite):
     """ONNX's Gelu from opset 20; before it, the erf or tanh formula that exporters emit and ONNX Runtime's
     GeluFusion rewrites (float and float16 only: ONNX Runtime has no float64 Erf)."""
 
+    def tf_source(self, attrs: AttrMap, args: Sequence[str]) -> str | None:
+        # Written out: tf.nn.gelu's constants are float32, off by 5e-9 in its float64 twin.
+        x = args[0]
+        if attrs["approximate"] == "tanh":
+            return f"0.5 * {x} * (1.0 + tf.math.tanh(0.7978845608028654 * ({x} + 0.044715 * {x} * {x} * {x})))"
+        return f"0.5 * {x} * (1.0 + tf.math.erf({x} / 1.4142135623730951))"
+
     def onnx_nodes(self, attrs: AttrMap, call: OnnxCall) -> list[onnx.NodeProto] | None:
         if call.opset >= 20:
             return elementwise(call, "Gelu", approximate=attrs["approximate"])
@@ -142,16 +150,18 @@ class Gelu(Composite):
 def _act(name: str, fn: Callable, dtypes=FLOATS, *, source: str | None = None,
          discontinuity: Detector | None = None, value_range: tuple[float, float] | None = None,
          emits_zeros: bool = False, float32_attrs: tuple[str, ...] = (), onnx: Mapping[str, Any] | None = None,
-         exclusions: Mapping[DType, str] = MappingProxyType({}), **choices: Sequence[Any]) -> type[Activation]:
+         exclusions: Mapping[DType, str] = MappingProxyType({}), tf: str | None = None,
+         tf_types: frozenset[DType] = TF_FLOATS, **choices: Sequence[Any]) -> type[Activation]:
     """One activation. `value_range`: the interval its output always lies in, whatever the input (used to avoid
     infeasible graphs); `emits_zeros`: it maps a whole interval to exactly 0; `float32_attrs`: its attributes that
     ONNX stores as float attributes (OpSpec.float32_attrs); `exclusions`: the dtypes eager runs it for that
-    `dtypes` leaves out, with why; `onnx`: its counterpart's class attributes (onnx_op,
-    onnx_attr_names, onnx_types, onnx_since, bounds; `base` the class that writes it)."""
+    `dtypes` leaves out, with why; `tf`: its TensorFlow source (OpSpec.tf_fn), run for `tf_types`; `onnx`: its
+    counterpart's class attributes (onnx_op, onnx_attr_names, onnx_types, onnx_since, bounds; `base` the class that
+    writes it)."""
     # staticmethod: a detector that is a plain function must not bind to the op as a method.
     body = {"name": name, "fn": staticmethod(fn), "sigs": same_sigs(dtypes), "choices": choices, "source": source,
             "discontinuity": staticmethod(discontinuity), "value_range": value_range, "emits_zeros": emits_zeros,
-            "float32_attrs": float32_attrs, "dtype_exclusions": exclusions}
+            "float32_attrs": float32_attrs, "dtype_exclusions": exclusions, "tf_fn": tf, "tf_types": tf_types}
     counterpart = dict(onnx or {})
     base = counterpart.pop("base", Activation)
     if counterpart or base is not Activation:
@@ -169,6 +179,8 @@ class Softplus(Activation):
 
     def domain_loss(self, attrs: AttrMap, x: torch.Tensor) -> torch.Tensor | None:
         return torch.relu(x.float() * attrs["beta"] - SAFE_EXP_ARG).sum()
+
+    tf_fn = "tf.where({x} * {beta} > {threshold}, {x}, tf.math.softplus({x} * {beta}) / {beta})"
 
     onnx_since = 1
     onnx_types = ORT_F32_F16
@@ -204,6 +216,12 @@ class SoftmaxLike(OpSpec):
     onnx_op: ClassVar[str]
     negate: ClassVar[bool] = False  # softmin is softmax(-x)
 
+    def tf_source(self, attrs: AttrMap, args: Sequence[str]) -> str | None:
+        x = f"-{args[0]}" if self.negate else args[0]
+        # A scalar is its own (only) slice: TensorFlow's softmax wants an axis, so it runs on one element.
+        return (f"tf.reshape({self.tf_fn}(tf.reshape({x}, [1, -1]), axis=-1), []) if len({args[0]}.shape) == 0 "
+                f"else {self.tf_fn}({x}, axis={attrs['dim']})")
+
     def onnx_nodes(self, attrs: AttrMap, call: OnnxCall) -> list[onnx.NodeProto] | None:
         if call.rank == 0:
             return None  # ONNX has no axis in a scalar
@@ -212,10 +230,10 @@ class SoftmaxLike(OpSpec):
         return call.nodes
 
 
-def _softmax(name: str, fn: Callable, value_range: tuple[float, float], onnx_op: str,
+def _softmax(name: str, fn: Callable, value_range: tuple[float, float], onnx_op: str, tf_fn: str,
              negate: bool = False) -> type[SoftmaxLike]:
     return type(name, (SoftmaxLike,), {"name": name, "fn": staticmethod(fn), "value_range": value_range,
-                                       "onnx_op": onnx_op, "negate": negate})
+                                       "onnx_op": onnx_op, "negate": negate, "tf_fn": tf_fn})
 
 
 class Glu(OpSpec):
@@ -237,6 +255,10 @@ class Glu(OpSpec):
 
     def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
         return call("torch.nn.functional.glu", args, dim=attrs["dim"])
+
+    def tf_source(self, attrs: AttrMap, args: Sequence[str]) -> str | None:
+        halves = f"tf.split({args[0]}, 2, axis={attrs['dim']})"
+        return f"{halves}[0] * tf.math.sigmoid({halves}[1])"
 
     onnx_since = 13
     onnx_types = ORT_FLOATS
@@ -271,6 +293,13 @@ class Prelu(OpSpec):
     def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
         return call("torch.nn.functional.prelu", args)
 
+    def tf_source(self, attrs: AttrMap, args: Sequence[str]) -> str | None:
+        x, w = args
+        # The slopes run along axis 1 (one slope for every element below rank 2).
+        slope = (f"(tf.reshape({w}, [-1] + [1] * (len({x}.shape) - 2)) if len({x}.shape) >= 2 "
+                 f"else tf.reshape({w}, []))")
+        return f"tf.where({x} > 0, {x}, {x} * {slope})"
+
     onnx_since = 9
     onnx_types = ORT_F32_F16
 
@@ -291,53 +320,70 @@ SLOPE = {"alpha": "negative_slope"}
 ALPHA = {"alpha": "alpha"}
 OPS: list[type[OpSpec]] = [
     _act("relu", F.relu, FLOATS + INTS, value_range=(0, INF), emits_zeros=True, discontinuity=at_zero(),
-         onnx={"onnx_op": "Relu", "onnx_types": ORT_FLOATS}),  # integer kernels only from opset 14
+         onnx={"onnx_op": "Relu", "onnx_types": ORT_FLOATS},
+         tf="tf.nn.relu({x})", tf_types=TF_NUMERIC),  # integer kernels only from opset 14
     _act("relu6", F.relu6, FLOATS + INTS, value_range=(0, 6), emits_zeros=True,
          discontinuity=Thresholds(((None, 0.0), (None, 6.0))),
          onnx={"base": ClipLike, "bounds": (0, 6), "onnx_types": ORT_FLOATS | {DType.INT32, DType.INT64, DType.INT8,
-                                                                                DType.UINT8}}),
+                                                                                DType.UINT8}},
+         tf="tf.nn.relu6({x})", tf_types=TF_NUMERIC),
     _act("gelu", F.gelu, value_range=(-0.171, INF), approximate=("none", "tanh"),
          onnx={"base": Gelu}),  # no float64 kernel of Erf
-    _act("silu", F.silu, value_range=(-0.279, INF), onnx={"base": Silu, "onnx_types": ORT_FLOATS}),
-    _act("mish", F.mish, value_range=(-0.309, INF), onnx={"onnx_op": "Mish", "onnx_since": 18}),
+    _act("silu", F.silu, value_range=(-0.279, INF), onnx={"base": Silu, "onnx_types": ORT_FLOATS},
+         tf="tf.nn.silu({x})"),
+    _act("mish", F.mish, value_range=(-0.309, INF), onnx={"onnx_op": "Mish", "onnx_since": 18},
+         tf="{x} * tf.math.tanh(tf.math.softplus({x}))"),
     _act("leaky_relu", F.leaky_relu, discontinuity=at_zero(), float32_attrs=("negative_slope",),
          negative_slope=(0.01, 0.0, 0.1, 0.2, 0.5, 1.5, -0.3),
-         onnx={"onnx_op": "LeakyRelu", "onnx_attr_names": SLOPE}),
+         onnx={"onnx_op": "LeakyRelu", "onnx_attr_names": SLOPE},
+         tf="tf.where({x} > 0, {x}, {x} * {negative_slope})"),
     _act("elu", F.elu, float32_attrs=("alpha",), alpha=(1.0, 0.5, 2.0, 0.0),
-         onnx={"onnx_op": "Elu", "onnx_attr_names": ALPHA}),
-    _act("selu", F.selu, onnx={"onnx_op": "Selu"}),  # ONNX's default alpha and gamma are torch's, in float32
+         onnx={"onnx_op": "Elu", "onnx_attr_names": ALPHA},
+         tf="tf.where({x} > 0, {x}, {alpha} * tf.math.expm1({x}))"),
+    _act("selu", F.selu, onnx={"onnx_op": "Selu"},
+         tf="tf.nn.selu({x})"),  # ONNX's default alpha and gamma are torch's, in float32
     _act("celu", F.celu, float32_attrs=("alpha",), alpha=(1.0, 0.5, 2.0),
          onnx={"onnx_op": "Celu", "onnx_attr_names": ALPHA, "onnx_since": 12,
-               "onnx_types": frozenset({DType.FLOAT32})}),
+               "onnx_types": frozenset({DType.FLOAT32})},
+         tf="tf.where({x} > 0, {x}, {alpha} * tf.math.expm1({x} / {alpha}))"),
     Softplus,
     _act("hardswish", F.hardswish, value_range=(-0.375, INF), emits_zeros=True, discontinuity=HARD_KNEES,
-         onnx={"onnx_op": "HardSwish", "onnx_since": 14}),
+         onnx={"onnx_op": "HardSwish", "onnx_since": 14},
+         tf="{x} * tf.nn.relu6({x} + 3) / 6"),
     # relu6(x + 3) / 6 is HardSigmoid with alpha 1/6 (ONNX's default is 0.2) and beta 1/2.
     _act("hardsigmoid", F.hardsigmoid, value_range=(0, 1), emits_zeros=True, discontinuity=HARD_KNEES,
-         onnx={"onnx_op": "HardSigmoid", "onnx_consts": {"alpha": 1 / 6, "beta": 0.5}}),
+         onnx={"onnx_op": "HardSigmoid", "onnx_consts": {"alpha": 1 / 6, "beta": 0.5}},
+         tf="tf.nn.relu6({x} + 3) / 6"),
     _act("hardtanh", F.hardtanh, discontinuity=Thresholds((("min_val", -1.0), ("max_val", 1.0))),
          min_val=(-1.0, -2.0, 0.0, -0.5), max_val=(1.0, 2.0, 6.0, 0.5),
          onnx={"base": ClipLike, "bounds": ("min_val", "max_val"), "onnx_types": ORT_FLOATS},
-         exclusions=excluded(SIGNED_INTS, TRUNCATED_ATTRS)),
+         exclusions=excluded(SIGNED_INTS, TRUNCATED_ATTRS),
+         tf="tf.clip_by_value({x}, {min_val}, {max_val})"),
     _act("softsign", F.softsign, value_range=(-1, 1), onnx={"onnx_op": "Softsign"},
-         exclusions=excluded(INTS, PROMOTES_TO_FLOAT)),
+         exclusions=excluded(INTS, PROMOTES_TO_FLOAT),
+         tf="tf.nn.softsign({x})"),
     _act("tanhshrink", F.tanhshrink, onnx={"base": Tanhshrink, "onnx_types": ORT_FLOATS},
-         exclusions=excluded(INTS, PROMOTES_TO_FLOAT)),
+         exclusions=excluded(INTS, PROMOTES_TO_FLOAT),
+         tf="{x} - tf.math.tanh({x})"),
     _act("threshold", F.threshold, emits_zeros=True, source="torch.nn.functional.threshold",
          discontinuity=Thresholds((("threshold", None),)),
          threshold=(0.0, 0.5, -1.0, 1.0), value=(0.0, -1.0, 2.0, 0.5),
-         onnx={"base": Threshold, "onnx_types": ORT_FLOATS}, exclusions=excluded(SIGNED_INTS, TRUNCATED_ATTRS)),
-    _act("logsigmoid", F.logsigmoid, value_range=(-INF, 0), source="torch.nn.functional.logsigmoid"),
+         onnx={"base": Threshold, "onnx_types": ORT_FLOATS}, exclusions=excluded(SIGNED_INTS, TRUNCATED_ATTRS),
+         tf="tf.where({x} > {threshold}, {x}, tf.cast({value}, {x}.dtype))"),
+    _act("logsigmoid", F.logsigmoid, value_range=(-INF, 0), source="torch.nn.functional.logsigmoid",
+         tf="tf.math.log_sigmoid({x})"),
     # Shrink: x - bias above lambd, x + bias below -lambd, 0 between (lambd and bias are exact in float32). Its
     # float64 kernel in ONNX Runtime 1.32 is off by ~1e-8 (through float32?), so float64 is left out.
     _act("hardshrink", F.hardshrink, emits_zeros=True, source="torch.nn.functional.hardshrink",
          discontinuity=SHRINK_KNEES, lambd=(0.5, 0.0, 0.25, 1.0),
-         onnx={"onnx_op": "Shrink", "onnx_attr_names": {"lambd": "lambd"}}),
+         onnx={"onnx_op": "Shrink", "onnx_attr_names": {"lambd": "lambd"}},
+         tf="tf.where(tf.math.abs({x}) > {lambd}, {x}, tf.zeros_like({x}))"),
     _act("softshrink", F.softshrink, emits_zeros=True, discontinuity=SHRINK_KNEES, lambd=(0.5, 0.0, 0.25, 1.0),
-         onnx={"onnx_op": "Shrink", "onnx_attr_names": {"lambd": "lambd", "bias": "lambd"}}),
-    _softmax("softmax", F.softmax, (0, 1), "Softmax"),
-    _softmax("log_softmax", F.log_softmax, (-INF, 0), "LogSoftmax"),
-    _softmax("softmin", F.softmin, (0, 1), "Softmax", negate=True),
+         onnx={"onnx_op": "Shrink", "onnx_attr_names": {"lambd": "lambd", "bias": "lambd"}},
+         tf="tf.where({x} > {lambd}, {x} - {lambd}, tf.where({x} < -{lambd}, {x} + {lambd}, tf.zeros_like({x})))"),
+    _softmax("softmax", F.softmax, (0, 1), "Softmax", "tf.nn.softmax"),
+    _softmax("log_softmax", F.log_softmax, (-INF, 0), "LogSoftmax", "tf.nn.log_softmax"),
+    _softmax("softmin", F.softmin, (0, 1), "Softmax", "tf.nn.softmax", negate=True),
     Glu,
     Prelu,
 ]

@@ -26,6 +26,7 @@ import z3
 from generators.dtypes import INTS, DType
 from generators.ops.discontinuity import Closeness, Detector
 from generators.ops.onnx_nodes import OLDEST_OPSET, OnnxCall, elementwise
+from generators.ops.tf_sources import TF_FLOATS, from_template
 from generators.terms import eq, mul
 
 Dim = z3.ArithRef
@@ -140,6 +141,12 @@ class OpSpec:
     # Dtypes torch eager runs the op for that `sigs` leaves out on purpose, each with the reason why
     # (tests/test_eager_dtypes.py holds `sigs` and these together to what eager accepts).
     dtype_exclusions: ClassVar[Mapping[DType, str]] = MappingProxyType({})
+    # The dtypes (of the first input, else the output) whose `tf_source` TensorFlow's CPU kernels run, and
+    # compute as `forward` does.
+    tf_types: ClassVar[frozenset[DType]] = TF_FLOATS
+    # The TensorFlow function computing the op, or a template over {x}, {y}, {z} and the attributes
+    # (tf_sources.from_template), which the default `tf_source` fills; None: a class writes `tf_source` or has none.
+    tf_fn: ClassVar[str | None] = None
 
     def needs_nonzero(self, index: int) -> bool:
         """Whether data input `index` must be free of zeros."""
@@ -176,6 +183,20 @@ class OpSpec:
         """This call as one plain-PyTorch expression over the variables `args` (data inputs, then weights),
         for repro.py: it must compute what `forward` computes, bit for bit, with only `torch` imported."""
         raise NotImplementedError(f"operator {self.name} does not write its PyTorch source")
+
+    def tf_source(self, attrs: AttrMap, args: Sequence[str]) -> str | None:
+        """This call as one plain TensorFlow expression over `args` (data inputs, then weights), with only `tf` and
+        `np` in scope, dtype-generic (on float64 inputs it is the float64 twin); None where TensorFlow has none."""
+        return from_template(self.tf_fn, args, attrs) if self.tf_fn else None
+
+    def has_tf_source(self) -> bool:
+        """Whether the operator writes a TensorFlow source (for some attributes, see `tf_source`)."""
+        return self.tf_fn is not None or type(self).tf_source is not OpSpec.tf_source
+
+    def tf_supports(self, attrs: AttrMap, in_dtypes: Sequence[DType]) -> bool:
+        """Whether TensorFlow's CPU kernels run `tf_source` for these data input dtypes (the output's, for an op
+        without data inputs), as `forward` computes."""
+        return bool(in_dtypes) and in_dtypes[0] in self.tf_types
 
     def to_onnx(self, attrs: AttrMap, call: OnnxCall) -> list[onnx.NodeProto] | None:
         """The ONNX node(s) computing what `forward` computes (within the oracle's tolerance) for this node at

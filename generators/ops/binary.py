@@ -20,6 +20,7 @@ from generators.ops.base import (
 )
 from generators.ops.discontinuity import Detector, Division, atan2, comparison, power, sign_bit
 from generators.ops.onnx_nodes import ORT_FLOATS, ORT_NUMERIC
+from generators.ops.tf_sources import TF_FLOATS, TF_NUMERIC, TF_WIDE, nan_kept
 
 # ONNX Runtime's Max, Min and Mod take the 8-bit integers at every opset from 13 (Add, Mul, ... from 14 only).
 ORT_ALL_INTS = ORT_NUMERIC | {DType.INT8, DType.UINT8}
@@ -71,36 +72,51 @@ class Pow(Binary):
 def _bin(name: str, fn: Callable, dtypes=NUMERIC, base: type[Binary] = Binary, keeps_zeros: bool = False, *,
          symbol: str | None = None, discontinuity: Detector | None = None, onnx: str | None = None,
          onnx_types: frozenset[DType] = ORT_NUMERIC, onnx_attrs: Mapping[str, Any] | None = None,
-         exclusions: Mapping[DType, str] = MappingProxyType({})) -> type[Binary]:
+         exclusions: Mapping[DType, str] = MappingProxyType({}), tf: str | None = None,
+         tf_types: frozenset[DType] = TF_FLOATS) -> type[Binary]:
     """One binary op; `onnx`: the ONNX operator (with `onnx_attrs`) computing `fn`, run by ONNX Runtime for
-    `onnx_types`; `exclusions`: the dtypes eager runs it for that `dtypes` leaves out, with why."""
+    `onnx_types`; `exclusions`: the dtypes eager runs it for that `dtypes` leaves out, with why; `tf`: its
+    TensorFlow source (OpSpec.tf_fn), run by TensorFlow's CPU kernels for `tf_types`."""
     # staticmethod: a detector that is a plain function (atan2, power) must not bind to the op as a method.
     return type(name, (base,), {"name": name, "fn": staticmethod(fn), "sigs": same_sigs(dtypes, 2),
                                 "keeps_zeros": keeps_zeros, "symbol": symbol,
                                 "discontinuity": staticmethod(discontinuity), "onnx_op": onnx,
                                 "onnx_since": 1 if onnx else None, "onnx_types": onnx_types,
-                                "onnx_attrs": dict(onnx_attrs or {}), "dtype_exclusions": exclusions})
+                                "onnx_attrs": dict(onnx_attrs or {}), "dtype_exclusions": exclusions,
+                                "tf_fn": tf, "tf_types": tf_types})
 
 
 OPS: list[type[OpSpec]] = [
-    _bin("add", lambda a, b: a + b, ALL, symbol="+", onnx="Add"),  # on bools: or
-    _bin("sub", lambda a, b: a - b, FLOATS + INTS, symbol="-", onnx="Sub"),
-    _bin("mul", lambda a, b: a * b, ALL, keeps_zeros=True, symbol="*", onnx="Mul"),  # on bools: and
+    _bin("add", lambda a, b: a + b, ALL, symbol="+", onnx="Add",
+         tf="tf.math.add", tf_types=TF_NUMERIC),  # on bools: or
+    _bin("sub", lambda a, b: a - b, FLOATS + INTS, symbol="-", onnx="Sub",
+         tf="tf.math.subtract", tf_types=TF_NUMERIC),
+    _bin("mul", lambda a, b: a * b, ALL, keeps_zeros=True, symbol="*", onnx="Mul",
+         tf="tf.math.multiply", tf_types=TF_NUMERIC),  # on bools: and
     _bin("div", lambda a, b: a / b, FLOATS, NonzeroDivisor, symbol="/", discontinuity=Division(), onnx="Div",
-         onnx_types=ORT_FLOATS, exclusions=INTS_PROMOTE),
+         onnx_types=ORT_FLOATS, exclusions=INTS_PROMOTE,
+         tf="tf.math.divide"),
     _bin("floor_divide", lambda a, b: a // b, FLOATS + INTS, NonzeroDivisor, symbol="//",
-         discontinuity=Division(integer=True)),
+         discontinuity=Division(integer=True),
+         tf="tf.math.floordiv", tf_types=TF_NUMERIC),
     # Mod without fmod is Python's %, the divisor's sign, but ONNX takes it for integers only.
     _bin("remainder", lambda a, b: a % b, FLOATS + INTS, NonzeroDivisor, symbol="%",
          discontinuity=Division(integer=True), onnx="Mod", onnx_types=ORT_ALL_INTS - ORT_FLOATS,
-         onnx_attrs={"fmod": 0}),
+         onnx_attrs={"fmod": 0},
+         tf="tf.math.floormod", tf_types=TF_NUMERIC),
     _bin("fmod", torch.fmod, FLOATS + INTS, NonzeroDivisor, discontinuity=Division(integer=True),
-         onnx="Mod", onnx_types=ORT_ALL_INTS, onnx_attrs={"fmod": 1}),
+         onnx="Mod", onnx_types=ORT_ALL_INTS, onnx_attrs={"fmod": 1},
+         tf="tf.truncatemod", tf_types=TF_WIDE),
     _bin("pow", lambda a, b: a**b, FLOATS, Pow, symbol="**", discontinuity=power, onnx="Pow", onnx_types=ORT_FLOATS,
-         exclusions=excluded(INTS, INTEGER_POWERS)),
-    _bin("maximum", torch.maximum, ALL, discontinuity=comparison, onnx="Max", onnx_types=ORT_ALL_INTS),
-    _bin("minimum", torch.minimum, ALL, discontinuity=comparison, onnx="Min", onnx_types=ORT_ALL_INTS),
-    _bin("atan2", torch.atan2, FLOATS, discontinuity=atan2, exclusions=INTS_PROMOTE),
-    _bin("hypot", torch.hypot, FLOATS),
+         exclusions=excluded(INTS, INTEGER_POWERS),
+         tf="tf.math.pow"),
+    _bin("maximum", torch.maximum, ALL, discontinuity=comparison, onnx="Max", onnx_types=ORT_ALL_INTS,
+         tf=nan_kept("tf.math.maximum"), tf_types=TF_NUMERIC),
+    _bin("minimum", torch.minimum, ALL, discontinuity=comparison, onnx="Min", onnx_types=ORT_ALL_INTS,
+         tf=nan_kept("tf.math.minimum"), tf_types=TF_NUMERIC),
+    _bin("atan2", torch.atan2, FLOATS, discontinuity=atan2, exclusions=INTS_PROMOTE,
+         tf="tf.math.atan2"),
+    _bin("hypot", torch.hypot, FLOATS,
+         tf="tf.math.sqrt(tf.math.square({x}) + tf.math.square({y}))"),
     _bin("copysign", torch.copysign, FLOATS, discontinuity=sign_bit, exclusions=INTS_PROMOTE),
 ]

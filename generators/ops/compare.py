@@ -26,6 +26,7 @@ from generators.ops.base import (
 )
 from generators.ops.discontinuity import Detector, Thresholds, comparison, sign_bit
 from generators.ops.onnx_nodes import ORT_FLOATS, ORT_NUMERIC, OnnxCall, elementwise
+from generators.ops.tf_sources import TF_ALL, TF_NUMERIC, like, nan_through
 
 # ONNX Runtime's comparisons and Where take every numeric dtype but bfloat16; Equal takes bool too.
 ORT_COMPARABLE = ORT_NUMERIC | {DType.INT8, DType.UINT8}
@@ -72,14 +73,16 @@ class Logical(Compare):
 
 def _cmp(name: str, fn: Callable, dtypes=ALL, *, symbol: str | None = None, discontinuity: Detector | None = None,
          onnx: str | None = None, onnx_types: frozenset[DType] = ORT_COMPARABLE,
-         base: type[Compare] = Compare) -> type[Compare]:
+         base: type[Compare] = Compare, tf: str | None = None, tf_types: frozenset[DType] = TF_NUMERIC
+         ) -> type[Compare]:
     """One comparison; `onnx`: the ONNX operator computing it, run by ONNX Runtime for `onnx_types` (`base` writes
-    it otherwise)."""
+    it otherwise); `tf`: its TensorFlow source (OpSpec.tf_fn), run for `tf_types`."""
     sigs = tuple(Sig((d, d), DType.BOOL) for d in dtypes)
     # staticmethod: a detector that is a plain function (comparison) must not bind to the op as a method.
     return type(name, (base,), {"name": name, "fn": staticmethod(fn), "sigs": sigs, "symbol": symbol,
                                 "discontinuity": staticmethod(discontinuity), "onnx_op": onnx,
-                                "onnx_since": 1 if onnx else None, "onnx_types": onnx_types})
+                                "onnx_since": 1 if onnx else None, "onnx_types": onnx_types, "tf_fn": tf,
+                                "tf_types": tf_types})
 
 
 class Predicate(OpSpec):
@@ -160,6 +163,13 @@ class IsClose(Compare):
     def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
         return call("torch.isclose", args, rtol=attrs["rtol"], atol=attrs["atol"], equal_nan=attrs["equal_nan"])
 
+    def tf_source(self, attrs: AttrMap, args: Sequence[str]) -> str | None:
+        a, b = args
+        bound = f"{like(attrs['atol'], a)} + {like(attrs['rtol'], a)} * tf.math.abs({b})"
+        close = f"tf.math.logical_or(tf.math.equal({a}, {b}), tf.math.abs({a} - {b}) <= {bound})"
+        both_nan = f"tf.math.logical_and(tf.math.is_nan({a}), tf.math.is_nan({b}))"
+        return f"tf.math.logical_or({close}, {both_nan})" if attrs["equal_nan"] else close
+
 
 class Where(OpSpec):
     """torch.where(cond, a, b): all three broadcast together; output has the value dtype."""
@@ -178,6 +188,11 @@ class Where(OpSpec):
 
     def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
         return call("torch.where", args)
+
+    tf_types = frozenset({DType.BOOL})  # keyed by the condition; tf.where takes every value dtype
+
+    def tf_source(self, attrs: AttrMap, args: Sequence[str]) -> str | None:
+        return f"tf.where({', '.join(args)})"
 
     onnx_since = 9
     onnx_types = frozenset({DType.BOOL})  # keyed by the condition; the values' dtype is checked below
@@ -226,6 +241,17 @@ class Clamp(OpSpec):
         bounds = {side: attrs[side] for side in ("min", "max") if attrs[side] is not None}
         return call("torch.clamp", args, **bounds)
 
+    tf_types = TF_NUMERIC
+
+    def tf_source(self, attrs: AttrMap, args: Sequence[str]) -> str | None:
+        (x,) = args
+        expr = x
+        if attrs["min"] is not None:
+            expr = f"tf.math.maximum({expr}, {like(attrs['min'], x)})"
+        if attrs["max"] is not None:
+            expr = f"tf.math.minimum({expr}, {like(attrs['max'], x)})"
+        return nan_through(x, expr)
+
     onnx_since = 11  # Clip's bounds are inputs of the tensor's dtype (ints too) from 11
     onnx_types = ORT_COMPARABLE
 
@@ -235,25 +261,41 @@ class Clamp(OpSpec):
 
 
 WITH_BOOL = ORT_COMPARABLE | {DType.BOOL}
+# torch.logical_*: nonzero is true, NaN included (as a cast to bool reads it).
+LOGICAL = "tf.math.logical_{}(tf.cast({{x}}, tf.bool), tf.cast({{y}}, tf.bool))"
 OPS: list[type[OpSpec]] = [
-    _cmp("eq", lambda a, b: a == b, symbol="==", discontinuity=comparison, onnx="Equal", onnx_types=WITH_BOOL),
+    _cmp("eq", lambda a, b: a == b, symbol="==", discontinuity=comparison, onnx="Equal", onnx_types=WITH_BOOL,
+         tf="tf.math.equal", tf_types=TF_ALL),
     _cmp("ne", lambda a, b: a != b, symbol="!=", discontinuity=comparison, onnx="Equal", onnx_types=WITH_BOOL,
-         base=NotEqual),
-    _cmp("lt", lambda a, b: a < b, symbol="<", discontinuity=comparison, onnx="Less"),
-    _cmp("le", lambda a, b: a <= b, symbol="<=", discontinuity=comparison, onnx="LessOrEqual"),
-    _cmp("gt", lambda a, b: a > b, symbol=">", discontinuity=comparison, onnx="Greater"),
-    _cmp("ge", lambda a, b: a >= b, symbol=">=", discontinuity=comparison, onnx="GreaterOrEqual"),
-    _cmp("logical_and", torch.logical_and, onnx="And", onnx_types=WITH_BOOL, base=Logical),
-    _cmp("logical_or", torch.logical_or, onnx="Or", onnx_types=WITH_BOOL, base=Logical),
-    _cmp("logical_xor", torch.logical_xor, onnx="Xor", onnx_types=WITH_BOOL, base=Logical),
+         base=NotEqual,
+         tf="tf.math.not_equal", tf_types=TF_ALL),
+    _cmp("lt", lambda a, b: a < b, symbol="<", discontinuity=comparison, onnx="Less",
+         tf="tf.math.less"),
+    _cmp("le", lambda a, b: a <= b, symbol="<=", discontinuity=comparison, onnx="LessOrEqual",
+         tf="tf.math.less_equal"),
+    _cmp("gt", lambda a, b: a > b, symbol=">", discontinuity=comparison, onnx="Greater",
+         tf="tf.math.greater"),
+    _cmp("ge", lambda a, b: a >= b, symbol=">=", discontinuity=comparison, onnx="GreaterOrEqual",
+         tf="tf.math.greater_equal"),
+    _cmp("logical_and", torch.logical_and, onnx="And", onnx_types=WITH_BOOL, base=Logical,
+         tf=LOGICAL.format("and"), tf_types=TF_ALL),
+    _cmp("logical_or", torch.logical_or, onnx="Or", onnx_types=WITH_BOOL, base=Logical,
+         tf=LOGICAL.format("or"), tf_types=TF_ALL),
+    _cmp("logical_xor", torch.logical_xor, onnx="Xor", onnx_types=WITH_BOOL, base=Logical,
+         tf=LOGICAL.format("xor"), tf_types=TF_ALL),
     IsClose,
     Where,
     Clamp,
-    _pred("isnan", torch.isnan, onnx_types=ORT_FLOATS, base=IsNan),
-    _pred("isinf", torch.isinf, onnx_types=ORT_FLOAT_TESTS, base=IsInf, signs=(1, 1)),
-    _pred("isfinite", torch.isfinite, onnx_types=ORT_FLOAT_TESTS, base=IsFinite),
-    _pred("isposinf", torch.isposinf, onnx_types=ORT_FLOAT_TESTS, base=IsInf, signs=(1, 0)),
-    _pred("isneginf", torch.isneginf, onnx_types=ORT_FLOAT_TESTS, base=IsInf, signs=(0, 1)),
+    _pred("isnan", torch.isnan, onnx_types=ORT_FLOATS, base=IsNan,
+          tf_fn="tf.math.is_nan"),
+    _pred("isinf", torch.isinf, onnx_types=ORT_FLOAT_TESTS, base=IsInf, signs=(1, 1),
+          tf_fn="tf.math.is_inf"),
+    _pred("isfinite", torch.isfinite, onnx_types=ORT_FLOAT_TESTS, base=IsFinite,
+          tf_fn="tf.math.is_finite"),
+    _pred("isposinf", torch.isposinf, onnx_types=ORT_FLOAT_TESTS, base=IsInf, signs=(1, 0),
+          tf_fn="tf.math.equal({x}, tf.cast(float('inf'), {x}.dtype))"),
+    _pred("isneginf", torch.isneginf, onnx_types=ORT_FLOAT_TESTS, base=IsInf, signs=(0, 1),
+          tf_fn="tf.math.equal({x}, tf.cast(float('-inf'), {x}.dtype))"),
     _pred("signbit", torch.signbit, FLOATS + SIGNED_INTS, discontinuity=sign_bit,
           exclusions=excluded((DType.UINT8, DType.BOOL), CONSTANT)),
 ]

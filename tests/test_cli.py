@@ -12,10 +12,7 @@ import hand_graphs
 import pytest
 
 from fuzzer.commands.main import COMMANDS, main
-from fuzzer.converters import CONVERTERS
 from fuzzer.support.errors import Exit
-
-ONNX2TORCH_MISSING = not CONVERTERS["onnx2torch"].availability()[0]
 
 # (argv, exit status, a word the one line must hold); GRAPH stands for a valid graph.json.
 BAD_INPUTS = [
@@ -45,8 +42,6 @@ BAD_INPUTS = [
     (["repro", "nowhere"], Exit.USAGE, "not a case folder"),
     (["nosuch"], Exit.USAGE, "invalid choice"),
 ]
-if ONNX2TORCH_MISSING:  # a converter whose library is missing here: could not run, and no empty campaign folder
-    BAD_INPUTS.append((["fuzz", "--converters", "onnx2torch", "--out", "c"], Exit.CANNOT_RUN, "unavailable"))
 
 
 def _tree(root: Path) -> list[str]:

@@ -9,16 +9,17 @@ import onnx
 import pytest
 
 from fuzzer.check.pipeline import CheckOptions, check_prepared, prepare, run_check
-from fuzzer.converters import CONVERTERS, list_converters
+from fuzzer.converters import CONVERTERS, NOT_OFFERED, Role, list_converters
 from fuzzer.converters.conversion import SharedExport, Steps
 from fuzzer.converters.runtime import check_and_serialize, run_model
 from fuzzer.converters.torch_onnx_script import ScriptOptions, export_script
-from fuzzer.converters.upstream import EXPORTERS
+from fuzzer.converters.upstream import upstream_default_opset, upstream_names, upstream_opsets
 from generators.dtypes import DType
 from oracles.taxonomy import Failure, classify
 from oracles.verdict import Stage, Symptom
 
 INFO = {info.name: info for info in list_converters()}
+EXPORTERS = tuple(c.name for c in CONVERTERS.of_role(Role.EXPORTER))
 FAST_CHECK = CheckOptions(rerun=False, locate=False, culprit=False)
 
 
@@ -60,17 +61,30 @@ def test_version_converter_without_adapter_is_unsupported() -> None:
 
 def test_registry_lists_every_converter_with_versions() -> None:
     required = {"torch-onnx-dynamo", "torch-onnx-script", "ort-optimizer", "onnxsim", "onnxslim", "onnxoptimizer",
-                "onnx-version-converter", "onnx2torch"}
+                "onnx-version-converter"}
     assert required <= set(INFO)
     for info in INFO.values():
         assert info.versions and (info.available or info.reason)
 
 
-def test_onnx2torch_reports_why_it_is_unavailable() -> None:
-    info = INFO["onnx2torch"]
-    if info.available:
-        pytest.skip("onnx2torch imports here; covered by the every-converter test")
-    assert "torchvision" in info.reason
+def test_every_converter_declares_its_role_framework_runtime_and_repro_functions() -> None:
+    for conv in CONVERTERS.values():
+        info = conv.info()
+        assert (info.role, info.framework, info.runtime) == (conv.role.value, conv.framework, conv.runtime)
+        assert conv.framework and conv.runtime and conv.repro_conversion, conv.name
+        if conv.role is Role.EXPORTER:
+            assert conv.framework != "onnx" and not conv.repro_upstream_conversion, conv.name
+            assert conv.upstream == bool(conv.repro_upstream_export), conv.name
+        else:
+            assert conv.framework == "onnx" and conv.repro_upstream_conversion and not conv.upstream, conv.name
+    assert [c.name for c in CONVERTERS.upstreams()] == ["torch-onnx-dynamo", "torch-onnx-script"]
+    assert upstream_names() == ("torch-onnx-dynamo", "torch-onnx-script", "onnx-native")
+    assert (upstream_opsets("torch-onnx-dynamo"), upstream_default_opset("torch-onnx-script")) == ((18, 23), 17)
+
+
+def test_onnx2torch_is_not_offered_and_says_why() -> None:
+    assert "onnx2torch" not in CONVERTERS
+    assert dict(NOT_OFFERED)["onnx2torch"].startswith("its import of torchvision fails")
 
 
 def test_options_round_trip_through_json() -> None:
@@ -160,9 +174,9 @@ def test_onnx_to_onnx_converters_share_one_upstream_export_per_source(monkeypatc
     opset; its failure (planted: the exporter fails on any graph holding sin) is shared too, and stays the
     exporter's (Stage.SOURCE)."""
     from fuzzer.check.judge import judge
-    from fuzzer.converters import upstream
+    from fuzzer.converters import torch_onnx_script
 
-    real = upstream.export_script
+    real = torch_onnx_script.export_script
 
     def failing_on_sin(source, options, steps):  # noqa: ANN001, ANN202
         if any(node.op == "sin" for node in source.graph.nodes):
@@ -170,7 +184,7 @@ def test_onnx_to_onnx_converters_share_one_upstream_export_per_source(monkeypatc
                 raise RuntimeError("planted: no symbolic for sin")
         return real(source, options, steps)
 
-    monkeypatch.setattr(upstream, "export_script", failing_on_sin)
+    monkeypatch.setattr(torch_onnx_script, "export_script", failing_on_sin)
     good = prepare(hand_graphs.conv_relu_add(), 0, {}, 1.0)
     g = hand_graphs.GraphBuilder()
     x = g.input((2, 3))

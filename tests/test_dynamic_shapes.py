@@ -21,10 +21,10 @@ from fuzzer.cases.snippet import render_snippet
 from fuzzer.check.judge import judge
 from fuzzer.check.pipeline import CheckOptions, check_prepared, prepare, run_check
 from fuzzer.check.result import CheckResult, Expected
+from fuzzer.converters import CONVERTERS, Role
 from fuzzer.converters.conversion import Source, Steps, TargetRun
 from fuzzer.converters.runtime import check_and_serialize, run_model
 from fuzzer.converters.torch_onnx_script import ScriptOptions, TorchOnnxScript, export_script
-from fuzzer.converters.upstream import EXPORTERS
 from fuzzer.reduce.shrinker import reduce_graph
 from generators.builder import GraphBuilder
 from generators.dtypes import DType
@@ -34,6 +34,8 @@ from generators.materialize import GraphModule, materialize, random_inputs
 from generators.second_shape import second_shape
 from oracles.dynamic import DYNAMIC_SHAPE, SECOND_SHAPE, TRACED_ONLY
 from oracles.verdict import Stage, Symptom
+
+EXPORTERS = tuple(c.name for c in CONVERTERS.of_role(Role.EXPORTER))
 
 QUICK = CheckOptions(rerun=False, locate=False, culprit=False)
 

@@ -15,13 +15,13 @@ from fuzzer.cases.assembly import HARNESS, HarnessError, assemble, parse_module
 from fuzzer.cases.folder import read_case
 from fuzzer.cases.repro import TORCH_SCRIPT, UPSTREAM_SCRIPT, case_values, render_repro
 from fuzzer.converters import CONVERTERS
-from fuzzer.converters.upstream import UPSTREAM_DEFAULT_OPSET, UPSTREAMS
+from fuzzer.converters.upstream import upstream_default_opset, upstream_names
 from oracles.verdict import Symptom
 
 CORPUS = Path(__file__).resolve().parents[1] / "corpus"
 CASES = sorted(p.parent for p in CORPUS.glob("*/case.json"))
 MODULES = sorted(p.stem for p in HARNESS.glob("*.py") if p.stem != "__init__")
-SCRIPT_LIBRARIES = {"numpy", "onnx", "onnxruntime", "torch", "onnxsim", "onnxslim", "onnxoptimizer", "onnx2torch"}
+SCRIPT_LIBRARIES = {"numpy", "onnx", "onnxruntime", "torch", "onnxsim", "onnxslim", "onnxoptimizer"}
 
 
 @pytest.mark.parametrize("name", MODULES)
@@ -51,8 +51,8 @@ def _variants() -> list[tuple[str, object]]:
     made = [(c.id, c) for c in cases]
     for name, converter in CONVERTERS.items():
         options = dataclasses.asdict(converter.options({}))
-        for upstream in UPSTREAMS if "upstream" in options else ("",):
-            opset = UPSTREAM_DEFAULT_OPSET.get(upstream, options.get("opset"))
+        for upstream in upstream_names() if "upstream" in options else ("",):
+            opset = upstream_default_opset(upstream) if upstream else options.get("opset")
             drawn = {**options, "upstream": upstream, "opset": opset} if upstream else options
             case = dataclasses.replace(torch_case, converter=name, converter_options=drawn)
             made.append((f"{name}-{upstream}", case))

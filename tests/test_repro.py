@@ -14,8 +14,9 @@ import pytest
 from hand_graphs import elementwise
 
 from fuzzer.cases.folder import read_case
-from fuzzer.cases.repro import ONNX_TOOLS, identifier, render_module, render_repro
+from fuzzer.cases.repro import identifier, render_module, render_repro
 from fuzzer.commands import main as cli
+from fuzzer.converters import CONVERTERS
 from generators.ir import Graph
 from generators.materialize import materialize, random_inputs
 from oracles.verdict import Stage, Symptom, Verdict
@@ -97,7 +98,7 @@ def _assert_rendered_module_matches(graph: Graph) -> None:
             assert torch.equal(ours.nan_to_num(0.5), theirs.nan_to_num(0.5)), graph.ops()
 
 
-ONNX_TOOL_CASES = [c for c in CASES if read_case(c).converter in ONNX_TOOLS]
+ONNX_TOOL_CASES = [c for c in CASES if CONVERTERS[read_case(c).converter].role.starts_upstream]
 
 
 @pytest.mark.slow

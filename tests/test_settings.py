@@ -16,7 +16,7 @@ from fuzzer.campaign.worker_config import WorkerConfig
 from fuzzer.converters import CONVERTERS, ConverterRegistry
 from fuzzer.converters.conversion import Source, Steps, TargetRun
 from fuzzer.converters.torch_onnx_script import ScriptOptions, TorchOnnxScript
-from fuzzer.converters.upstream import UPSTREAM_OPSETS, UpstreamOptions
+from fuzzer.converters.upstream import UpstreamOptions, upstream_opsets
 from oracles.verdict import Stage
 
 SEEDS = range(200)
@@ -49,7 +49,7 @@ def test_the_drawn_values_cover_each_option_range() -> None:
     assert min(targets) == 7 and max(targets) == 23  # down-conversion too
     for seed in SEEDS:
         options = CONVERTERS["onnxsim"].options_type.draw(seed)
-        low, high = UPSTREAM_OPSETS[options.upstream]
+        low, high = upstream_opsets(options.upstream)
         assert low <= options.opset <= high
 
 

@@ -12,7 +12,7 @@ from typing import Any
 from fuzzer.campaign import tallies
 from fuzzer.campaign.db import CampaignDB
 from fuzzer.converters.base import Converter
-from fuzzer.converters.upstream import EXPORTERS
+from fuzzer.converters.role import Role
 
 
 @dataclass(frozen=True)
@@ -63,11 +63,11 @@ def coverage(db: CampaignDB, converters: Mapping[str, Converter]) -> list[Rewrit
     return rows
 
 
-def upstream_split(db: CampaignDB) -> dict[str, int]:
+def upstream_split(db: CampaignDB, converters: Mapping[str, Converter]) -> dict[str, int]:
     """Tests per exporter model: the exporters' own tests, and the ONNX tools' by the model they started from."""
     split = {key: n for key, (n, _, _) in tallies.read(db.conn, tallies.Kind.UPSTREAM).items()}
     for converter, _, _, n, _ in tallies.cells(db.conn):
-        if converter in EXPORTERS:
+        if converter in converters and converters[converter].role is Role.EXPORTER:
             split[converter] = split.get(converter, 0) + n
     return split
 

@@ -17,7 +17,7 @@ from typing import Any
 from fuzzer.campaign.novelty import SETTING
 from fuzzer.converters.base import Converter
 from fuzzer.converters.runtime import ORT_TYPE_TO_IR
-from fuzzer.converters.upstream import UPSTREAM_OPSETS
+from fuzzer.converters.upstream import upstream_opsets
 from generators.ir import Graph
 
 _BELOW_OPSET = re.compile(r"takes (tensor\(\w+\)) from opset (\d+)\]")  # fuzzer/converters/schema.py's note
@@ -42,7 +42,7 @@ def settled_options(converter: Converter, options: Mapping[str, Any], graph: Gra
     dtypes = {t.dtype.value for t in graph.types.values()}
     # An ONNX tool exports through its upstream: the upstream's setting is the one at fault, at its opsets.
     exporter = options.get("upstream", converter.name)
-    high = UPSTREAM_OPSETS[exporter][1] if exporter in UPSTREAM_OPSETS else converter.options_type.opset_range[1]
+    high = upstream_opsets(exporter)[1] if "upstream" in options else converter.opsets()[1]
     for kind, detail, chance in demoted:
         if kind != SETTING:
             continue

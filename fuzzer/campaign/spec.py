@@ -3,13 +3,14 @@ its files."""
 
 from __future__ import annotations
 
+import functools
 import random
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from fuzzer.campaign.worker_config import WorkerConfig
-from fuzzer.converters.upstream import EXPORTERS
+from fuzzer.converters import load_registry
 
 LOG_DIR = ".logs"
 # A new campaign runs the TorchScript exporter's own test on this share of graphs where the dynamo exporter runs too:
@@ -41,12 +42,18 @@ class CampaignSpec:
                    data.get("max_tests"), float(data.get("script_share", 1.0)))
 
     def converters_for(self, seed: int) -> list[str]:
-        """The converters the graph of `seed` is tested with: every one, but where both exporters run, the
-        TorchScript exporter's own test on `script_share` of the graphs (drawn by the seed alone)."""
-        script = EXPORTERS[0]
-        if not set(EXPORTERS) <= set(self.converters) or random.Random(f"script:{seed}").random() < self.script_share:
+        """The converters the graph of `seed` is tested with: every one, but where a converter runs beside the one
+        that supersedes it (Converter.superseded_by: the TorchScript exporter beside dynamo's), the superseded one's
+        own test on `script_share` of the graphs (drawn by the seed alone)."""
+        if not self._superseded or random.Random(f"script:{seed}").random() < self.script_share:
             return list(self.converters)
-        return [c for c in self.converters if c != script]
+        return [c for c in self.converters if c not in self._superseded]
+
+    @functools.cached_property
+    def _superseded(self) -> frozenset[str]:
+        # Read once: the scheduler asks for every seed, and a registry may be a callable that builds one.
+        registry = load_registry(self.worker.registry)
+        return frozenset(c for c in self.converters if c in registry and registry[c].superseded_by in self.converters)
 
 
 def case_folders(out_dir: Path) -> list[Path]:

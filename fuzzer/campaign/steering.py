@@ -7,18 +7,24 @@ boosts travel with the demotions (fuzzer/campaign/novelty.py), so a unit stays a
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from fuzzer.campaign import tallies
 from fuzzer.campaign.db import CampaignDB
 from fuzzer.campaign.novelty import BOOST, Demotion
+from fuzzer.converters import CONVERTERS
+from fuzzer.converters.base import Converter
 from generators.ops.patterns import Pattern
 from generators.registry import REGISTRY, OpRegistry
 
 FIRED_ENOUGH = 20  # tests of a tool that fired a rewrite before its pattern is drawn as often as any operator
-# The converter whose tests record each pattern rewrite's tool (Rewrite.tool).
-TOOL_CONVERTERS = {"ort": "ort-optimizer", "onnxoptimizer": "onnxoptimizer"}
+
+
+def tool_converters(converters: Mapping[str, Converter] = CONVERTERS) -> dict[str, str]:
+    """The converter whose tests record each pattern rewrite's tool (Rewrite.tool), as each declares it
+    (Converter.rewrite_tool)."""
+    return {c.rewrite_tool: name for name, c in converters.items() if c.rewrite_tool}
 
 
 @dataclass
@@ -27,6 +33,7 @@ class Steering:
 
     fired: Counter[tuple[str, str]] = field(default_factory=Counter)
     registry: OpRegistry = REGISTRY
+    tools: Mapping[str, str] = field(default_factory=tool_converters)
     _boosts: list[Demotion] | None = None
 
     @classmethod
@@ -49,7 +56,7 @@ class Steering:
                 if not isinstance(op, Pattern):
                     continue
                 for rewrite in op.rewrites:
-                    tool = TOOL_CONVERTERS.get(rewrite.tool)
+                    tool = self.tools.get(rewrite.tool)
                     if tool in converters and rewrite.fired_as and self.fired[tool, rewrite.fired_as] < FIRED_ENOUGH:
                         wanted.add(name)
             self._boosts = [(BOOST, name, 1.0) for name in sorted(wanted)]

@@ -14,12 +14,12 @@ from fuzzer.campaign.unit_graph import op_dtype_pairs
 from fuzzer.converters import DEFAULT_REGISTRY, load_registry
 from fuzzer.converters.base import Converter
 from fuzzer.converters.upstream import (
-    EXPORTERS,
     NATIVE,
-    UPSTREAM_DEFAULT_OPSET,
     native_choice,
     native_seed,
     starts_upstream,
+    upstream_default_opset,
+    upstream_exporters,
 )
 from fuzzer.support.confine import DEFAULT_MEMORY_MB
 from generators.dtypes import DType
@@ -128,9 +128,9 @@ class WorkerConfig:
         upstream = options.get("upstream")
         if upstream is None or "upstream" in pinned or graph is None or not self._refuses(upstream, graph):
             return options
-        for other in EXPORTERS:
+        for other in (c.name for c in upstream_exporters()):
             if other != upstream and not self._refuses(other, graph):
-                opset = pinned.get("opset", UPSTREAM_DEFAULT_OPSET[other])
+                opset = pinned.get("opset", upstream_default_opset(other))
                 return converter.options_type.draw(seed, {**pinned, "upstream": other, "opset": opset}).to_json()
         return options
 

@@ -1,6 +1,9 @@
-"""Cross-checks of a case: its graph and inputs through the other exporter, ONNX Runtime at each optimization level,
+"""Cross-checks of a case: its graph and inputs through the other exporters, ONNX Runtime at each optimization level,
 each onnxoptimizer pass alone, or the exporter an ONNX tool started from; each says whether the case's bug shows
-there, which tells whose bug it is (the exporter's, the runtime optimizer's, one pass's, or the tool's)."""
+there, which tells whose bug it is (the exporter's, the runtime optimizer's, one pass's, or the tool's). Which checks
+a case gets is read off its converter's declarations (role, runtime, level_option, pass_names), never its name:
+an exporter is checked by every other registered exporter that can express the case's graph, whatever its
+framework."""
 
 from __future__ import annotations
 
@@ -30,7 +33,8 @@ from fuzzer.converters.base import Converter
 from fuzzer.converters.conversion import Steps, TargetRun, UpstreamError
 from fuzzer.converters.ort_levels import LEVELS, OPTIMIZING_LEVELS
 from fuzzer.converters.ort_optimizer import OrtOptimizer
-from fuzzer.converters.upstream import EXPORTERS, NATIVE, export_upstream
+from fuzzer.converters.role import Role
+from fuzzer.converters.upstream import NATIVE, export_upstream
 from fuzzer.support.device import require_device
 from oracles.rootcause import error_class
 from oracles.verdict import Symptom, Verdict
@@ -64,42 +68,44 @@ def cross_checks(case: CaseData, converter: Converter | None = None) -> tuple[Cr
     if not isinstance(prepared, Expected) or converter is None:
         return ()  # the source itself fails: nothing converts anywhere
     checks = [_run(p, prepared, case.verdict) for p in plan(case, converter)]
-    if case.converter == "ort-optimizer":
-        checks = _with_ort_culprit(checks, case, prepared)
+    if converter.level_option:
+        checks = _with_ort_culprit(checks, case, prepared, converter)
     return tuple(checks)
 
 
 def plan(case: CaseData, converter: Converter) -> list[Planned]:
     """The cross-checks of a case, by its converter (see the module docstring)."""
     options = dict(case.converter_options)
-    if case.converter in EXPORTERS:
-        return list(_exporter_plan(case, options))
+    if converter.role is Role.EXPORTER:
+        return list(_exporter_plan(case, converter, options))
     # The exporter an ONNX tool started from, alone; a native model has none (its baseline had a second opinion).
-    planned = [] if options.get("upstream") in (None, NATIVE) else [_before_tool(case, options)]
-    if case.converter == "ort-optimizer":
-        planned += [Planned(AT_LEVEL.format(lv), CONVERTERS[case.converter], {**options, "level": lv},
-                            check_options=_culprit_options(case, lv)) for lv in OPTIMIZING_LEVELS]
+    planned = [] if options.get("upstream") in (None, NATIVE) else [_before_tool(converter, options)]
+    if converter.level_option:
+        planned += [Planned(AT_LEVEL.format(lv), converter, {**options, converter.level_option: lv},
+                            check_options=_culprit_options(case, converter, lv)) for lv in OPTIMIZING_LEVELS]
     if converter.pass_names(converter.options(options)) is not None and len(options.get("passes") or ()) != 1:
         planned += list(_pass_plan(converter, options))
     return planned
 
 
-def _exporter_plan(case: CaseData, options: dict[str, Any]) -> Iterator[Planned]:
-    """The other exporter; for a divergence, the same exporter's model run at each ONNX Runtime level."""
-    other = CONVERTERS[EXPORTERS[1 - EXPORTERS.index(case.converter)]]
+def _exporter_plan(case: CaseData, own: Converter, options: dict[str, Any]) -> Iterator[Planned]:
+    """Every other exporter that can express the graph (of any framework); for a divergence of a model that runs on
+    ONNX Runtime, the same exporter's model run at each ONNX Runtime level."""
     # A dynamic case's other export is dynamic too, checked at the case's own second shape.
     dynamic = {"dynamic": True} if options.get("dynamic") else {}
-    yield Planned(OTHER_EXPORTER.format(other.name), other, {"opset": _opset_for(other, options.get("opset")),
-                                                             **dynamic})
-    if case.verdict.symptom.is_divergence:
-        own = CONVERTERS[case.converter]
+    for other in CONVERTERS.of_role(Role.EXPORTER):
+        if other.name != own.name and other.expresses(case.graph):
+            yield Planned(OTHER_EXPORTER.format(other.name), other,
+                          {"opset": _opset_for(other, options.get("opset")), **dynamic})
+    if case.verdict.symptom.is_divergence and own.runtime == "onnxruntime":
         for level in LEVELS:
             yield Planned(AT_LEVEL.format(level), AtLevel(own, level), options)
 
 
-def _before_tool(case: CaseData, options: dict[str, Any]) -> Planned:
-    """The exporter an ONNX tool started from, alone: it passes when the model was right before the tool."""
-    name = BEFORE_ORT if case.converter == "ort-optimizer" else BEFORE_TOOL
+def _before_tool(converter: Converter, options: dict[str, Any]) -> Planned:
+    """The exporter an ONNX tool started from, alone: it passes when the model was right before the tool (for a
+    tool that is ONNX Runtime's level, that model at the disabled level)."""
+    name = BEFORE_ORT if converter.level_option else BEFORE_TOOL
     upstream = CONVERTERS[options["upstream"]]
     return Planned(name, upstream, {"opset": _opset_for(upstream, options.get("opset"))})
 
@@ -114,9 +120,9 @@ def _pass_plan(converter: Converter, options: dict[str, Any]) -> Iterator[Planne
         yield Planned(f"{converter.name} pass {name} alone", converter, {**options, "passes": [name]}, group=group)
 
 
-def _culprit_options(case: CaseData, level: str) -> CheckOptions:
+def _culprit_options(case: CaseData, converter: Converter, level: str) -> CheckOptions:
     """At the case's own level, let ONNX Runtime's bisection name the optimizer (divergences only)."""
-    own = level == case.converter_options.get("level")
+    own = level == case.converter_options.get(converter.level_option)
     return dataclasses.replace(CROSS_CHECK, culprit=True) if own else CROSS_CHECK
 
 
@@ -194,19 +200,20 @@ def _culprit_text(labels: Sequence[str]) -> str:
     return f"lowest level showing it: {level}; {named}"
 
 
-def _with_ort_culprit(checks: list[CrossCheck], case: CaseData, prepared: Expected) -> list[CrossCheck]:
+def _with_ort_culprit(checks: list[CrossCheck], case: CaseData, prepared: Expected,
+                      converter: Converter) -> list[CrossCheck]:
     """A crash at graph optimization has no run for follow_up's bisection: bisect the optimizers here, with the
     crash as the symptom, and note it on the case's own level."""
     if case.verdict.symptom is not Symptom.CRASH or case.verdict.stage.value != "graph_optimization":
         return checks
-    detail = _crash_culprit(case, prepared)
-    level = case.converter_options.get("level")
-    return [dataclasses.replace(c, detail=detail) if c.options.get("level") == level and c.outcome == SAME_BUG
+    detail = _crash_culprit(case, prepared, converter)
+    key = converter.level_option
+    level = case.converter_options.get(key)
+    return [dataclasses.replace(c, detail=detail) if c.options.get(key) == level and c.outcome == SAME_BUG
             and c.converter == case.converter else c for c in checks]
 
 
-def _crash_culprit(case: CaseData, prepared: Expected) -> str:
-    converter = CONVERTERS[case.converter]
+def _crash_culprit(case: CaseData, prepared: Expected, converter: Converter) -> str:
     options = converter.options(case.converter_options)
     if not isinstance(converter, OrtOptimizer) or not converter.availability()[0]:
         return ""

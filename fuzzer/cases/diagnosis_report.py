@@ -19,10 +19,10 @@ from fuzzer.cases.diagnosis import (
 )
 from fuzzer.cases.remedy import Bisection, Workaround
 from fuzzer.converters.ort_levels import LEVELS
-from fuzzer.converters.upstream import EXPORTERS
 
 NAMES_SHOWN = 6  # a family line names at most this many members per outcome
-OWN_RUN = AT_LEVEL.format("disabled")  # an exporter case's cross-check that is the case's own run
+OWN_RUN = AT_LEVEL.format("disabled")  # an exporter case's cross-check that is the case's own run (only theirs)
+OTHER_SUFFIX = OTHER_EXPORTER.format("")
 LEVEL_NAMES = frozenset(AT_LEVEL.format(level) for level in LEVELS)
 
 
@@ -120,10 +120,11 @@ def _family(group: str, members: Sequence[CrossCheck]) -> str:
 def _reading(case: Any, tool: str) -> str:
     """One sentence on what the cross-checks say, where a plain rule reads them; else ""."""
     by_name = {c.name: c.outcome for c in case.cross_checks}
-    other = next((o for n, o in by_name.items() if n in {OTHER_EXPORTER.format(e) for e in EXPORTERS}), None)
+    others = [o for n, o in by_name.items() if n.endswith(OTHER_SUFFIX)]
+    other = PASSES if PASSES in others else SAME_BUG if others and set(others) == {SAME_BUG} else None
     before = by_name.get(BEFORE_TOOL) or by_name.get(BEFORE_ORT)
     levels = [o for n, o in by_name.items() if n in LEVEL_NAMES]
-    exporter = case.converter in EXPORTERS
+    exporter = OWN_RUN in by_name  # an exporter's divergence: its model rerun at every level, its own included
     if _gone(case):
         return "The case's own conversion no longer shows its bug here: there is nothing to attribute."
     said = []
@@ -150,7 +151,7 @@ def _reading(case: Any, tool: str) -> str:
 def _gone(case: Any) -> bool:
     """An exporter case whose own run (its model at ONNX Runtime's disabled level) passes now."""
     own = [c.outcome for c in case.cross_checks if c.name == OWN_RUN]
-    return case.converter in EXPORTERS and own == [PASSES]
+    return own == [PASSES]
 
 
 def _fix(case: Any) -> str:

@@ -13,14 +13,12 @@ import keyword
 import re
 from typing import Any
 
-from fuzzer.cases.assembly import assemble, harness
-from fuzzer.cases.harness import export as export_harness
-from fuzzer.cases.harness import from_torch as from_torch_harness
-from fuzzer.cases.harness import from_upstream as from_upstream_harness
+from fuzzer.cases.assembly import Module, assemble, harness
 from fuzzer.converters import CONVERTERS
-from fuzzer.converters.base import Converter
+from fuzzer.converters.base import TORCH_HARNESS, UPSTREAM_HARNESS, Converter
+from fuzzer.converters.native import NATIVE
 from fuzzer.converters.ort_levels import ORT_LEVEL_MEMBERS
-from fuzzer.converters.upstream import starts_upstream
+from fuzzer.converters.role import Role
 from fuzzer.support.confine import DEFAULT_MEMORY_MB
 from generators.ir import Graph
 from generators.registry import REGISTRY, OpRegistry
@@ -60,14 +58,16 @@ def render_module(graph: Graph, registry: OpRegistry = REGISTRY) -> str:
 
 # ---- the script ------------------------------------------------------------------------------------------------
 
-# ONNX-to-ONNX converters: their repro.py starts from the saved upstream.onnx and needs no torch.
 _HARNESS_LIBS = frozenset({"torch", "torch.onnx", "onnx", "onnxruntime", "numpy"})  # named in every script
-ONNX_TOOLS = frozenset(name for name, converter in CONVERTERS.items() if starts_upstream(converter))
 HANG_AFTER_S = re.compile(r"no result after (\d+(?:\.\d+)?) s")
 LOST_CHILD_TIMEOUT_S = 600  # a death case's child that neither dies nor ends by then fails otherwise
-# The harness modules of each kind of repro.py, head first, read once: a campaign renders what it started with.
-TORCH_SCRIPT = harness(("head", "torch_tensors", "runtime", "judging", "child", "export", "from_torch"))
-UPSTREAM_SCRIPT = harness(("head", "numpy_tensors", "runtime", "judging", "child", "from_upstream"))
+# The harness modules of the two usual kinds of repro.py, head first, read once: a campaign renders what it started
+# with. A converter that declares other modules (Converter.source_harness) has them read on first use.
+TORCH_SCRIPT = harness(TORCH_HARNESS)
+UPSTREAM_SCRIPT = harness(UPSTREAM_HARNESS)
+UPSTREAM_AS_SAVED = "upstream_as_saved"  # the native model, remade from the saved upstream.onnx
+# How a script's model part is written, by the framework its source model is in.
+MODEL_RENDERERS = {"pytorch": render_module}
 
 
 def render_transform(case: Any, converter: Converter | None = None) -> str:
@@ -116,25 +116,52 @@ def case_values(case: Any) -> dict[str, str]:
     return {name: repr(value) for name, value in values.items()}
 
 
+def _parsed(names: tuple[str, ...]) -> tuple[Module, ...]:
+    """The harness modules `names`, parsed (the two usual sets once for all)."""
+    known = {TORCH_HARNESS: TORCH_SCRIPT, UPSTREAM_HARNESS: UPSTREAM_SCRIPT}
+    return known[names] if names in known else harness(names)
+
+
+def upstream_export(options: Any) -> str:
+    """The harness function that remakes the model an ONNX tool received, for its options (the upstream exporter's
+    declared one; the saved upstream.onnx for the native model or an exporter not registered here)."""
+    upstream = options.get("upstream")
+    exporter = CONVERTERS.get(upstream) if upstream and upstream != NATIVE else None
+    return (exporter.repro_upstream_export if exporter else "") or UPSTREAM_AS_SAVED
+
+
+def _source_framework(converter: Converter, options: Any) -> str:
+    """The framework of the model a script starts from: an exporter's own, an ONNX tool's upstream exporter's."""
+    if converter.role is Role.EXPORTER:
+        return converter.framework
+    exporter = CONVERTERS.get(options.get("upstream", ""))
+    return exporter.framework if exporter is not None else "pytorch"
+
+
 def render_repro(case: Any, converter: Converter | None = None) -> str:
-    """The standalone repro.py of a CaseData (see module doc): from the saved upstream model, without torch, for an
-    ONNX-to-ONNX converter; from the graph written as plain PyTorch otherwise. `converter`: the registry entry the
-    case was found with, when it is not one of CONVERTERS."""
+    """The standalone repro.py of a CaseData (see module doc): from the saved upstream model, without torch, for a
+    converter that starts from one (Converter.role); from the graph written in its framework otherwise, with the
+    harness modules and functions the converter declares. `converter`: the registry entry the case was found with,
+    when it is not one of CONVERTERS."""
     verdict = case.verdict
     converter = converter or CONVERTERS.get(case.converter)
-    from_upstream = converter is not None and starts_upstream(converter) and case.upstream_model is not None
-    extra = "".join(f", {lib}" for lib in (converter.libraries if converter else ()) if lib not in _HARNESS_LIBS)
+    if converter is None:
+        raise ValueError(f"{case.id}: no converter {case.converter!r} is registered to write its repro.py")
+    from_upstream = (converter.role.starts_upstream and case.upstream_model is not None
+                     and bool(converter.repro_upstream_conversion))
+    extra = "".join(f", {lib}" for lib in converter.libraries if lib not in _HARNESS_LIBS)
     opening = {"title": f"convsmith case {case.id}: {verdict.symptom.json_name} in {case.converter} "
                         f"({verdict.stage.value})",
                "libs": ("" if from_upstream else "torch, ") + f"onnx, onnxruntime, numpy{extra}"}
     rendered = {"transform": render_transform(case, converter)}
     if from_upstream:
-        chosen = {"convert_and_run": from_upstream_harness.conversion(case.converter).__name__}
-        return assemble(UPSTREAM_SCRIPT, case_values(case), opening, chosen, rendered)
-    chosen = {"convert_and_run": from_torch_harness.conversion(case.converter).__name__,
-              "export_upstream": export_harness.upstream_export(case.converter_options).__name__}
-    rendered["Repro"] = render_module(case.graph)
-    return assemble(TORCH_SCRIPT, case_values(case), opening, chosen, rendered)
+        chosen = {"convert_and_run": converter.repro_upstream_conversion}
+        return assemble(_parsed(converter.upstream_harness), case_values(case), opening, chosen, rendered)
+    chosen = {"convert_and_run": converter.repro_conversion}
+    if converter.role.starts_upstream:
+        chosen["export_upstream"] = upstream_export(case.converter_options)
+    rendered["Repro"] = MODEL_RENDERERS[_source_framework(converter, case.converter_options)](case.graph)
+    return assemble(_parsed(converter.source_harness), case_values(case), opening, chosen, rendered)
 
 
 __all__ = ["render_module", "render_repro"]

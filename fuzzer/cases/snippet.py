@@ -12,12 +12,12 @@ from typing import Any
 
 import numpy as np
 
-from fuzzer.cases.repro import ONNX_TOOLS, identifier, render_module
+from fuzzer.cases.repro import identifier, render_module
 from fuzzer.converters import CONVERTERS
 from fuzzer.converters.describe import Snippet
 from fuzzer.converters.dynamic import DynamicAxes
 from fuzzer.converters.ort_levels import ORT_LEVEL_MEMBERS
-from fuzzer.converters.upstream import EXPORTERS
+from fuzzer.converters.role import Role
 from oracles.compare import DEFAULT_TOLERANCES
 from oracles.dynamic import at_second_shape
 
@@ -27,8 +27,8 @@ CHECKER = ("onnx.checker.check_model(model, full_check=True)",
 
 
 def render_snippet(case: Any) -> str | None:
-    """The snippet of a CaseData, or None where it cannot be short (bfloat16 fed to ONNX Runtime, onnx2torch) or
-    the case holds no tensors (a worker died before it could save them)."""
+    """The snippet of a CaseData, or None where it cannot be short (bfloat16 fed to ONNX Runtime, a converter with
+    no snippet) or the case holds no tensors (a worker died before it could save them)."""
     converter = CONVERTERS.get(case.converter)
     has_data = len(case.inputs) == len(case.graph.inputs) and set(case.weights) == set(case.graph.weights)
     if converter is None or not has_data:
@@ -42,12 +42,12 @@ def render_snippet(case: Any) -> str | None:
     runs_ort = case.verdict.stage.value != "validation" or case.verdict.symptom.is_divergence
     if runs_ort and any(x.dtype.name == "bfloat16" for x in case.inputs):
         return None
-    if case.converter in ONNX_TOOLS and case.upstream_model is not None:
+    if converter.role.starts_upstream and case.upstream_model is not None:
         return _from_upstream(case, call, runs_ort)
     if not call.from_torch:
-        if case.converter_options.get("upstream", "torch-onnx-script") not in EXPORTERS:
+        exporter = CONVERTERS.get(case.converter_options.get("upstream", ""))
+        if exporter is None or exporter.role is not Role.EXPORTER:
             return None  # a native model is shown from its saved upstream.onnx only: no exporter makes it
-        exporter = CONVERTERS[case.converter_options.get("upstream", "torch-onnx-script")]
         upstream = exporter.snippet(exporter.options({"opset": case.converter_options.get("opset", 17)}))
         call = Snippet(upstream.imports + call.imports, upstream.lines + call.lines, call.level, True)
     return _from_torch(case, call, runs_ort)

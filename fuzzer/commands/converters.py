@@ -8,7 +8,7 @@ import dataclasses
 import json
 from pathlib import Path
 
-from fuzzer.converters import list_converters
+from fuzzer.converters import NOT_OFFERED, ConverterInfo, list_converters
 from fuzzer.converters.stack import StackRow, libraries_under_test, mismatches, stack_rows
 from fuzzer.support.lock import active_lock, locked_versions
 
@@ -47,6 +47,11 @@ def stack_lines(lock: str, rows: list[StackRow]) -> list[str]:
     return lines
 
 
+def _kind(info: ConverterInfo) -> str:
+    """'exporter, pytorch -> onnxruntime'."""
+    return f"{info.role}, {info.framework} -> {info.runtime}"
+
+
 def run(args: argparse.Namespace) -> int:
     infos = list_converters()
     lock_path = args.lock if args.lock is not None else active_lock()
@@ -54,13 +59,18 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         stack = [{**dataclasses.asdict(r), "agrees": r.agrees} for r in rows]
         print(json.dumps({"converters": [dataclasses.asdict(i) for i in infos],
+                          "not_offered": [{"name": n, "reason": r} for n, r in NOT_OFFERED],
                           "stack": {"lock": shown_path(lock_path), "libraries": stack}}, indent=1))
         return 0
-    width = max(len(i.name) for i in infos)
+    width = max(len(name) for name in [*(i.name for i in infos), *(n for n, _ in NOT_OFFERED)])
+    kind = max(len(_kind(i)) for i in infos)
     for info in infos:
         versions = ", ".join(f"{k} {v}" for k, v in info.versions.items())
         state = "available" if info.available else f"unavailable: {info.reason}"
-        print(f"{info.name:<{width}}  {state}" + (f"  [{versions}]" if info.available and versions else ""))
+        print(f"{info.name:<{width}}  {_kind(info):<{kind}}  {state}"
+              + (f"  [{versions}]" if info.available and versions else ""))
+    for name, reason in NOT_OFFERED:
+        print(f"{name:<{width}}  not offered: {reason}")
     print()
     print("\n".join(stack_lines(shown_path(lock_path), rows)))
     return 0

@@ -14,33 +14,72 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
+import onnx
 
-from fuzzer.converters.conversion import Source, TargetRun
+from fuzzer.converters.conversion import Source, Steps, TargetRun
 from fuzzer.converters.describe import Component, FaultSite, Snippet
 from fuzzer.converters.dynamic import DynamicAxes
 from fuzzer.converters.options import ConverterOptions
+from fuzzer.converters.role import Role
 from fuzzer.converters.setting import Hints, Setting
 from fuzzer.support.lock import installed_version
+from generators.ir import Graph
+from generators.ops.base import OpSpec
+from generators.registry import REGISTRY
 from oracles.verdict import Stage
+
+# The harness modules (fuzzer/cases/harness/) of a repro.py that starts from a PyTorch source model, head first.
+TORCH_HARNESS = ("head", "torch_tensors", "runtime", "judging", "child", "export", "from_torch")
+# Those of a repro.py that starts from the saved upstream.onnx and needs no torch.
+UPSTREAM_HARNESS = ("head", "numpy_tensors", "runtime", "judging", "child", "from_upstream")
 
 
 @dataclass(frozen=True)
 class ConverterInfo:
-    """What list_converters reports: name, whether it can run here and why not, library versions."""
+    """What list_converters reports: name, role, framework and runtime, whether it can run here and why not,
+    library versions."""
 
     name: str
     available: bool
     reason: str
     versions: Mapping[str, str]
+    role: str = ""
+    framework: str = ""
+    runtime: str = ""
 
 
 class Converter:
-    """Base class: subclasses set the class attributes and implement `convert_impl`.
+    """Base class: subclasses set the class attributes and implement `convert_impl`. Everything the rest of
+    convsmith asks of a converter (which upstreams exist, its cross-checks, its repro.py, its grouping) is read off
+    these declarations, never off its name.
 
     `divergence_stage` is the stage a wrong output is blamed on (the step that changed the model).
     """
 
     name: ClassVar[str]
+    role: ClassVar[Role] = Role.EXPORTER
+    framework: ClassVar[str] = "pytorch"  # what its input model is written in ("pytorch", "tensorflow", "onnx")
+    runtime: ClassVar[str] = "onnxruntime"  # what its output runs on ("onnxruntime", "pytorch", "tflite", ...)
+    # An exporter whose export the ONNX tools can start from (see export_upstream_model), at its options' opsets.
+    upstream: ClassVar[bool] = False
+    # A converter kept beside a newer one of its role and framework (TorchScript's exporter beside dynamo's): the
+    # newer one's name. Where both run, a campaign tests this one on a share of graphs only and draws it less often
+    # as the ONNX tools' upstream.
+    superseded_by: ClassVar[str] = ""
+    # The option naming the ONNX Runtime level its model runs at ("level"): its cross-checks rerun a case at every
+    # level, and ONNX Runtime's bisection names the optimizer.
+    level_option: ClassVar[str] = ""
+    # The Rewrite.tool of pattern operators (generators/ops/patterns.py) whose rewrites this converter records.
+    rewrite_tool: ClassVar[str] = ""
+    # repro.py: the harness modules of a script that starts from the source model (head first; its model part is
+    # rendered for `framework`) and of one that starts from the saved upstream.onnx, the harness functions that take
+    # convert_and_run's place in each, and an upstream exporter's function that remakes the model the ONNX tools
+    # received.
+    source_harness: ClassVar[tuple[str, ...]] = TORCH_HARNESS
+    upstream_harness: ClassVar[tuple[str, ...]] = UPSTREAM_HARNESS
+    repro_conversion: ClassVar[str] = ""
+    repro_upstream_conversion: ClassVar[str] = ""
+    repro_upstream_export: ClassVar[str] = ""
     libraries: ClassVar[tuple[str, ...]]  # import names that must work
     distributions: ClassVar[tuple[str, ...]]  # package names whose versions key bug cases and probe caches
     options_type: ClassVar[type[ConverterOptions]]
@@ -54,6 +93,27 @@ class Converter:
     project: ClassVar[str] = ""  # who maintains it ("PyTorch"): the name of its project ("" uses `name`)
     tracker: ClassVar[str] = ""  # where its maintainers take bug reports
     distribution: ClassVar[str] = ""  # the pip distribution holding its own code (what a bisection installs)
+
+    def expressible(self, op: OpSpec) -> bool:
+        """Whether this converter's framework can write operator `op` (a graph with any other is never its test)."""
+        return True
+
+    def expresses(self, graph: Graph) -> bool:
+        """Whether every operator of `graph` is expressible."""
+        return all(self.expressible(REGISTRY[node.op]) for node in graph.nodes)
+
+    def export_upstream_model(self, source: Source, opset: int, steps: Steps) -> onnx.ModelProto:
+        """An upstream exporter's model of `source` at `opset`, as the ONNX tools receive it (failures as
+        StageError, each step under its stage in `steps`)."""
+        raise NotImplementedError(f"{self.name} exports no upstream model")
+
+    def opsets(self) -> tuple[int, int]:
+        """The opsets its options take, lowest and highest."""
+        return self.options_type.opset_range
+
+    def default_opset(self) -> int:
+        """The opset its default options export at (an upstream's when none is drawn)."""
+        return int(self.options_type().to_json().get("opset", self.options_type.opset_range[1]))
 
     def snippet(self, options: ConverterOptions, dynamic: DynamicAxes | None = None) -> Snippet:
         """The converter's call as a report snippet writes it (see Snippet); an exporter whose `dynamic` option is on
@@ -108,7 +168,7 @@ class Converter:
 
     def info(self) -> ConverterInfo:
         ok, reason = self.availability()
-        return ConverterInfo(self.name, ok, reason, self.versions())
+        return ConverterInfo(self.name, ok, reason, self.versions(), self.role.value, self.framework, self.runtime)
 
     def options(self, data: ConverterOptions | Mapping[str, Any] | None = None) -> ConverterOptions:
         """Options from an instance, a JSON mapping or None (defaults); the wrong type raises TypeError."""

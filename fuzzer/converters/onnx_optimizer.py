@@ -20,6 +20,7 @@ class OnnxOptimizerOptions(UpstreamOptions):
 
 class OnnxOptimizer(OnnxPassConverter):
     name = "onnxoptimizer"
+    rewrite_tool = "onnxoptimizer"
     display_name = "onnxoptimizer"
     project = "onnxoptimizer"
     distribution = "onnxoptimizer"

@@ -16,9 +16,10 @@ from fuzzer.converters.conversion import Source, Steps, TargetRun
 from fuzzer.converters.describe import Component, FaultSite, Snippet
 from fuzzer.converters.options import ConverterOptions
 from fuzzer.converters.ort_levels import LEVELS, OPTIMIZING_LEVELS
+from fuzzer.converters.role import Role
 from fuzzer.converters.runtime import graph_transformers, logged_session, make_session, run_session
 from fuzzer.converters.setting import Hints, Setting, session_level_code
-from fuzzer.converters.upstream import UPSTREAMS, UpstreamOptions, export_upstream
+from fuzzer.converters.upstream import UpstreamChoices, UpstreamOptions, export_upstream
 from oracles.verdict import Stage
 
 # Transformer and rewrite-rule names from onnxruntime/core/optimizer/graph_transformer_utils.cc (ORT has no
@@ -44,7 +45,7 @@ ORT_OPTIMIZERS: tuple[str, ...] = (
 
 @dataclass(frozen=True)
 class OrtOptimizerOptions(UpstreamOptions):
-    choices = {"upstream": UPSTREAMS, "level": LEVELS}
+    choices = UpstreamChoices(level=LEVELS)
     space = {"level": OPTIMIZING_LEVELS}  # disabled is the reference every level is compared with
     level: str = "all"
     # Transformers the session leaves out (InferenceSession's disabled_optimizers): a workaround's setting, never
@@ -58,6 +59,14 @@ Diverges = Callable[[tuple[np.ndarray, ...]], bool]
 
 class OrtOptimizer(Converter):
     name = "ort-optimizer"
+    role = Role.ONNX_TOOL
+    framework = "onnx"
+    runtime = "onnxruntime"
+    level_option = "level"
+    rewrite_tool = "ort"
+    # Its call is the session's level: the model goes through unchanged, run at the level and with optimizations off.
+    repro_conversion = "optimize_in_session"
+    repro_upstream_conversion = "optimize_upstream_in_session"
     display_name = "ONNX Runtime graph optimizations"
     project = "ONNX Runtime"
     distribution = "onnxruntime"

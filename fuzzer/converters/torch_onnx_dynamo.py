@@ -22,6 +22,7 @@ from fuzzer.converters.describe import Component, FaultSite, Snippet
 from fuzzer.converters.dynamic import DynamicAxes
 from fuzzer.converters.exporter_settings import DYNAMO_OPSETS, export_call, exporter_settings
 from fuzzer.converters.options import ConverterOptions
+from fuzzer.converters.role import Role
 from fuzzer.converters.runtime import check_and_serialize, run_model
 from fuzzer.converters.setting import Hints, Setting
 from oracles.verdict import Stage
@@ -101,6 +102,12 @@ def export_dynamo(source: Source, options: DynamoOptions, steps: Steps,
 
 class TorchOnnxDynamo(Converter):
     name = "torch-onnx-dynamo"
+    role = Role.EXPORTER
+    framework = "pytorch"
+    runtime = "onnxruntime"
+    upstream = True
+    repro_conversion = "export_and_run_dynamo"
+    repro_upstream_export = "upstream_by_dynamo"
     display_name = "torch.onnx.export (dynamo)"
     project = "PyTorch"
     distribution = "torch"
@@ -142,6 +149,10 @@ class TorchOnnxDynamo(Converter):
 
         names = (key for key in _registration.ONNXRegistry.from_torchlib().functions if isinstance(key, str))
         return frozenset(name.split(".")[0] for name in names if name.startswith("aten::"))
+
+    def export_upstream_model(self, source: Source, opset: int, steps: Steps) -> onnx.ModelProto:
+        """The dynamo export at `opset`, optimized (as torch.onnx.export's default is)."""
+        return export_dynamo(source, DynamoOptions(opset=opset, optimize=True), steps)
 
     def convert_impl(self, source: Source, options: DynamoOptions) -> TargetRun:
         return share_export(source, self.name, options, lambda: self._convert(source, options))

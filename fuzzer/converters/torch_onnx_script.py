@@ -15,6 +15,7 @@ from fuzzer.converters.describe import Component, FaultSite, Snippet
 from fuzzer.converters.dynamic import DynamicAxes
 from fuzzer.converters.exporter_settings import SCRIPT_OPSETS, export_call, exporter_settings
 from fuzzer.converters.options import ConverterOptions
+from fuzzer.converters.role import Role
 from fuzzer.converters.runtime import check_and_serialize, run_model
 from fuzzer.converters.setting import Hints, Setting
 from oracles.taxonomy import Failure
@@ -72,6 +73,13 @@ def raised_while_tracing(exc: BaseException) -> bool:
 
 class TorchOnnxScript(Converter):
     name = "torch-onnx-script"
+    role = Role.EXPORTER
+    framework = "pytorch"
+    runtime = "onnxruntime"
+    upstream = True
+    superseded_by = "torch-onnx-dynamo"  # torch 2.11 deprecated the TorchScript exporter
+    repro_conversion = "export_and_run_script"
+    repro_upstream_export = "upstream_by_script"
     display_name = "torch.onnx.export (TorchScript)"
     project = "PyTorch"
     distribution = "torch"
@@ -114,6 +122,10 @@ class TorchOnnxScript(Converter):
 
         return frozenset(name for name in registration.registry._registry if name.startswith("aten::"))
     options_type = ScriptOptions
+
+    def export_upstream_model(self, source: Source, opset: int, steps: Steps) -> onnx.ModelProto:
+        """The TorchScript export at `opset`, its other options at their defaults."""
+        return export_script(source, ScriptOptions(opset=opset), steps)
 
     def convert_impl(self, source: Source, options: ScriptOptions) -> TargetRun:
         return share_export(source, self.name, options, lambda: self._convert(source, options))

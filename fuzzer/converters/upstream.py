@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -20,33 +20,64 @@ from fuzzer.converters.base import Converter
 from fuzzer.converters.conversion import SharedExport, Source, StageError, Steps, TargetRun, UpstreamError
 from fuzzer.converters.native import NATIVE, native_model, second_opinion
 from fuzzer.converters.options import ConverterOptions
+from fuzzer.converters.registry import default_registry
+from fuzzer.converters.role import Role
 from fuzzer.converters.runtime import check_and_serialize, run_model, run_onnx_target
-from fuzzer.converters.torch_onnx_dynamo import DynamoOptions, export_dynamo
-from fuzzer.converters.torch_onnx_script import ScriptOptions, export_script
 from generators.ir import Graph
 from generators.onnx_native import NATIVE_OPSETS, native_opsets
 from oracles.verdict import Stage
 
-EXPORTERS = ("torch-onnx-script", "torch-onnx-dynamo")
-UPSTREAMS = (*EXPORTERS, NATIVE)
-# Each upstream's opsets and the one it starts at by default.
-UPSTREAM_OPSETS = {"torch-onnx-script": ScriptOptions.opset_range, "torch-onnx-dynamo": DynamoOptions.opset_range,
-                   NATIVE: NATIVE_OPSETS}
-# An exporter upstream's opset is drawn as that exporter's own test of the seed draws it (the same share of each
-# opset), so that where that test's options are an upstream's, the ONNX tools start from its export (share_export).
-EXPORTER_OPTIONS: dict[str, type[ConverterOptions]] = {"torch-onnx-script": ScriptOptions,
-                                                       "torch-onnx-dynamo": DynamoOptions}
-UPSTREAM_DEFAULT_OPSET = {"torch-onnx-script": ScriptOptions().opset, "torch-onnx-dynamo": DynamoOptions().opset,
-                          NATIVE: 17}
-
-
-USUAL_UPSTREAM_SHARE = 2 / 3  # of drawn exporters, the dynamo exporter
+NATIVE_DEFAULT_OPSET = 17
+# Of a drawn exporter upstream, the weight of one superseded by another (Converter.superseded_by) against one not:
+# of the two torch.onnx exporters, dynamo is drawn two times in three (torch 2.11 deprecated TorchScript's).
+SUPERSEDED_WEIGHT = 0.5
 # Of drawn settings for a graph every node of which has an ONNX counterpart, those starting from the native model.
 NATIVE_UPSTREAM_SHARE = 0.25
 # Of a campaign's seeds (where it runs an ONNX tool), those whose graph is generated from the operators with an ONNX
 # counterpart, so that its ONNX tools start from the native model: a random graph of every operator almost never
 # consists of such operators alone.
 NATIVE_SEED_SHARE = 0.25
+
+
+def upstream_exporters() -> tuple[Converter, ...]:
+    """The registered exporters an ONNX tool can start from (Converter.upstream), read from the registry when
+    called: the registry imports this module."""
+    return default_registry().upstreams()
+
+
+def upstream_names() -> tuple[str, ...]:
+    """Every upstream an ONNX tool's options can name: the upstream exporters, then the native model."""
+    return (*(c.name for c in upstream_exporters()), NATIVE)
+
+
+def upstream_opsets(upstream: str) -> tuple[int, int]:
+    """The opsets `upstream` can export, lowest and highest (ValueError for an unknown upstream)."""
+    return NATIVE_OPSETS if upstream == NATIVE else _upstream_exporter(upstream).opsets()
+
+
+def upstream_default_opset(upstream: str) -> int:
+    """The opset `upstream` exports at when none is asked for."""
+    return NATIVE_DEFAULT_OPSET if upstream == NATIVE else _upstream_exporter(upstream).default_opset()
+
+
+def _upstream_exporter(name: str) -> Converter:
+    found = {c.name: c for c in upstream_exporters()}
+    if name not in found:
+        raise ValueError(f"unknown upstream exporter {name!r}; known: {upstream_names()}")
+    return found[name]
+
+
+def draw_exporter(rng: random.Random) -> str:
+    """An upstream exporter drawn with one `rng.random()`: the current ones first, each of weight 1, then the
+    superseded ones, each of weight SUPERSEDED_WEIGHT."""
+    ordered = sorted(upstream_exporters(), key=lambda c: bool(c.superseded_by))
+    weights = [SUPERSEDED_WEIGHT if c.superseded_by else 1.0 for c in ordered]
+    at, point = 0.0, rng.random() * sum(weights)
+    for converter, weight in zip(ordered, weights, strict=True):
+        at += weight
+        if point < at:
+            return converter.name
+    return ordered[-1].name
 
 
 def native_seed(seed: int) -> bool:
@@ -60,28 +91,45 @@ def native_choice(graph: Graph, pinned: Mapping[str, Any]) -> dict[str, Any] | N
     opsets = _native_opsets(graph, pinned)
     if not opsets:
         return None
-    default = UPSTREAM_DEFAULT_OPSET[NATIVE]
+    default = NATIVE_DEFAULT_OPSET
     return {**pinned, "upstream": NATIVE, "opset": default if default in opsets else opsets[0]}
+
+
+class UpstreamChoices(Mapping[str, tuple[str, ...]]):
+    """An ONNX tool's option choices: "upstream" read off the registry when asked (the registry imports the tools'
+    modules, so their choices cannot be a table made at import), and `fixed` ones as given."""
+
+    def __init__(self, **fixed: tuple[str, ...]) -> None:
+        self._fixed = dict(fixed)
+
+    def __getitem__(self, name: str) -> tuple[str, ...]:
+        return upstream_names() if name == "upstream" else self._fixed[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(("upstream", *self._fixed))
+
+    def __len__(self) -> int:
+        return 1 + len(self._fixed)
 
 
 @dataclass(frozen=True)
 class UpstreamOptions(ConverterOptions):
     """Options of a converter that starts from an exporter's model: which exporter, at which of its opsets."""
 
-    choices = {"upstream": UPSTREAMS}
+    choices = UpstreamChoices()
     upstream: str = "torch-onnx-script"
     opset: int = 17
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        low, high = UPSTREAM_OPSETS[self.upstream]
+        low, high = upstream_opsets(self.upstream)
         if not low <= self.opset <= high:
             raise ValueError(f"option opset={self.opset}: the {self.upstream} upstream exports opsets {low} to {high}")
 
     @classmethod
     def candidates(cls, name: str, drawn: Mapping[str, Any]) -> tuple[Any, ...]:
         if name == "opset":
-            low, high = UPSTREAM_OPSETS[drawn.get("upstream", UpstreamOptions.upstream)]
+            low, high = upstream_opsets(drawn.get("upstream", UpstreamOptions.upstream))
             return tuple(range(low, high + 1))
         return super().candidates(name, drawn)
 
@@ -95,13 +143,14 @@ class UpstreamOptions(ConverterOptions):
         opsets = _native_opsets(graph, shared)
         if "upstream" not in shared and opsets and rng.random() < NATIVE_UPSTREAM_SHARE:
             shared["upstream"] = NATIVE
-        if "upstream" not in shared:  # mostly the exporter torch maintains (torch 2.11 deprecated TorchScript's)
-            shared["upstream"] = "torch-onnx-dynamo" if rng.random() < USUAL_UPSTREAM_SHARE else "torch-onnx-script"
+        if "upstream" not in shared:  # mostly the exporters not superseded by another
+            shared["upstream"] = draw_exporter(rng)
         if "opset" not in shared and shared["upstream"] == NATIVE and opsets:
-            default = UPSTREAM_DEFAULT_OPSET[NATIVE]
+            default = NATIVE_DEFAULT_OPSET
             shared["opset"] = default if default in opsets and rng.random() < 0.5 else rng.choice(opsets)
         if "opset" not in shared:
-            shared["opset"] = EXPORTER_OPTIONS[shared["upstream"]].draw(seed).opset  # type: ignore[attr-defined]
+            exporter = _upstream_exporter(shared["upstream"])
+            shared["opset"] = exporter.options_type.draw(seed).opset  # type: ignore[attr-defined]
         return super().draw(seed, shared)
 
 
@@ -128,8 +177,8 @@ def export_upstream(source: Source, exporter: str, opset: int, steps: Steps, run
 
     With `run`, the export is made once per source and shared (its steps are timed where it was made): the
     exporters are deterministic, and five ONNX-to-ONNX converters used to export the same graph five times."""
-    if exporter not in UPSTREAMS:
-        raise ValueError(f"unknown upstream exporter {exporter!r}; known: {UPSTREAMS}")
+    if exporter not in upstream_names():
+        raise ValueError(f"unknown upstream exporter {exporter!r}; known: {upstream_names()}")
     if not run:
         return _export(source, exporter, opset, steps, run=False)
     key = (exporter, opset)
@@ -156,10 +205,8 @@ def _export(source: Source, exporter: str, opset: int, steps: Steps, run: bool) 
     try:
         if exporter == NATIVE:
             model = native_model(source, opset, own)
-        elif exporter == "torch-onnx-script":
-            model = export_script(source, ScriptOptions(opset=opset), own)
         else:
-            model = export_dynamo(source, DynamoOptions(opset=opset, optimize=True), own)
+            model = _upstream_exporter(exporter).export_upstream_model(source, opset, own)
         data = check_and_serialize(model, own)
         outputs, dtypes = run_model(data, source, own) if run else ((), ())
         if run and exporter == NATIVE:  # no exporter vouches for a native model: ONNX's reference evaluator does
@@ -173,14 +220,19 @@ def _export(source: Source, exporter: str, opset: int, steps: Steps, run: bool) 
 
 
 def starts_upstream(converter: Converter) -> bool:
-    """Whether `converter` is an ONNX tool, starting from an upstream model (its options name the upstream)."""
-    return issubclass(converter.options_type, UpstreamOptions)
+    """Whether `converter` starts from an upstream model (an ONNX tool or importer: its options name the upstream)."""
+    return converter.role.starts_upstream
 
 
 class OnnxPassConverter(Converter):
     """An ONNX-to-ONNX converter: export upstream, transform (tagged `transform_stage`), check and run the result
     like any target, and judge it against the unconverted model's run (the baseline)."""
 
+    role = Role.ONNX_TOOL
+    framework = "onnx"
+    runtime = "onnxruntime"
+    repro_conversion = "transform_export"
+    repro_upstream_conversion = "transform_upstream"
     transform_stage: Stage = Stage.GRAPH_OPTIMIZATION
     divergence_stage = Stage.GRAPH_OPTIMIZATION
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from fuzzer.campaign.db import CampaignDB
 from fuzzer.cases.case_head import root_cause_of
-from fuzzer.converters.upstream import EXPORTERS
+from fuzzer.converters.upstream import upstream_exporters
 from fuzzer.triage.model import Finding, RootCauseGroup
 from oracles.naming import squash_operator
 from oracles.rootcause import RootCause
@@ -23,7 +23,8 @@ ExporterBugs = Mapping[tuple[int, str], str]  # (seed, exporter) -> the signatur
 
 def exporter_bugs(db: CampaignDB, findings: Sequence[Finding]) -> dict[tuple[int, str], str]:
     """The bug signature of the exporter test each ONNX tool's finding started from, by (seed, exporter)."""
-    wanted = sorted({(f.seed, f.upstream) for f in findings if f.upstream in EXPORTERS})
+    exporters = {c.name for c in upstream_exporters()}
+    wanted = sorted({(f.seed, f.upstream) for f in findings if f.upstream in exporters})
     found: dict[tuple[int, str], str] = {}
     for seed, converter in wanted:
         row = db.conn.execute("SELECT signature FROM tests WHERE seed = ? AND converter = ? AND is_bug = 1",

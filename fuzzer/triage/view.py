@@ -92,7 +92,8 @@ def triage(out_dir: Path, db: CampaignDB, corpus: Path | None = None, now: float
         unreduced_cases=sum(1 for f in findings if f.case_dir and not f.reduced))
     tested = _enrichment(db)
     return Triage(headline, groups, _timeline(groups, started), _rates(db), _symptom_stage(cells),
-                  tuple(top(tested)), started, len(tested), tuple(coverage(db, CONVERTERS)), upstream_split(db))
+                  tuple(top(tested)), started, len(tested), tuple(coverage(db, CONVERTERS)),
+                  upstream_split(db, CONVERTERS))
 
 
 def _timeline(groups: tuple[RootCauseGroup, ...], started: float) -> tuple[tuple[float, int, int], ...]:

@@ -69,14 +69,7 @@ def upstream_as_saved(module, inputs):
     return onnx.load(os.path.join(HERE, "upstream.onnx"))
 
 
-UPSTREAM_EXPORTS = {"torch-onnx-script": upstream_by_script, "torch-onnx-dynamo": upstream_by_dynamo,
-                    "onnx-native": upstream_as_saved}
-
-
-def upstream_export(options):
-    """How the model an ONNX-to-ONNX tool received was made, for the case's OPTIONS."""
-    return UPSTREAM_EXPORTS[options.get("upstream", "torch-onnx-script")]
-
-
 def export_upstream(module, inputs):
-    return upstream_export(OPTIONS)(module, inputs)
+    """The model an ONNX-to-ONNX tool received: the script defines it as one of the above, the one the case's
+    upstream names (Converter.repro_upstream_export; upstream_as_saved for the native model)."""
+    raise NotImplementedError(f"repro.py names no upstream export of {OPTIONS.get('upstream')}")

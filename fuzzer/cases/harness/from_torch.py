@@ -44,17 +44,10 @@ def transform_export(module, inputs):
     return run_onnx(data, inputs), baseline, data
 
 
-CONVERSIONS = {"torch-onnx-script": export_and_run_script, "torch-onnx-dynamo": export_and_run_dynamo,
-               "ort-optimizer": optimize_in_session}
-
-
-def conversion(converter):
-    """What convert_and_run does for `converter`: one of the above, an ONNX-to-ONNX tool's unless named."""
-    return CONVERSIONS.get(converter, transform_export)
-
-
 def convert_and_run(module, inputs):
-    return conversion(CONVERTER)(module, inputs)
+    """The case's conversion: the script defines it as one of the above, the one its converter names
+    (Converter.repro_conversion)."""
+    raise NotImplementedError(f"repro.py names no conversion of {CONVERTER}")
 
 
 class Repro(torch.nn.Module):

@@ -26,16 +26,10 @@ def transform_upstream(upstream, inputs):
     return run_onnx(check_and_serialize(model), inputs), baseline
 
 
-CONVERSIONS = {"ort-optimizer": optimize_upstream_in_session}
-
-
-def conversion(converter):
-    """What convert_and_run does for `converter`: one of the above, an ONNX-to-ONNX tool's unless named."""
-    return CONVERSIONS.get(converter, transform_upstream)
-
-
 def convert_and_run(upstream, inputs):
-    return conversion(CONVERTER)(upstream, inputs)
+    """The case's conversion: the script defines it as one of the above, the one its converter names
+    (Converter.repro_upstream_conversion)."""
+    raise NotImplementedError(f"repro.py names no conversion of {CONVERTER}")
 
 
 def main():

@@ -3,6 +3,7 @@ float64 twin against torch's; a whole random graph rendered by generators/tf_mod
 
 from __future__ import annotations
 
+import json
 import re
 from types import ModuleType
 
@@ -115,3 +116,17 @@ def test_tf_unsupported_names_a_dtype_tensorflow_has_no_kernel_for() -> None:
 
 def test_at_least_a_hundred_operators_have_a_tensorflow_source() -> None:
     assert len(TF_OPS) >= 100
+
+
+def test_convsmith_ops_shows_the_tensorflow_column_and_count(capsys: pytest.CaptureFixture[str]) -> None:
+    from fuzzer.commands.main import main
+
+    assert main(["ops"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    rows = {line.split()[0]: line.split() for line in lines[:-1]}
+    assert rows["sin"][4] == "tf" and rows["copysign"][4] == "--"
+    count = int(re.search(r"(\d+) with a TensorFlow source$", lines[-1]).group(1))
+    assert count == len(TF_OPS) >= 100
+    assert main(["ops", "--json"]) == 0
+    table = json.loads(capsys.readouterr().out)
+    assert sum(row["tensorflow"] for row in table) == count

@@ -11,7 +11,9 @@ from fuzzer.support.errors import UsageError
 from generators.registry import REGISTRY
 
 NAME = "ops"
-HELP = "list every operator with its family and the dtypes it accepts"
+HELP = "list every operator with its family, the dtypes it accepts and its ONNX and TensorFlow counterparts"
+# The counterpart columns of the table: the JSON key and the label shown where the operator has one.
+SOURCE_COLUMNS = (("onnx", "onnx"), ("tensorflow", "tf"))
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -30,15 +32,19 @@ def run(args: argparse.Namespace) -> int:
         return print_coverage(args.json, Path(args.coverage) if args.coverage else None)
     rows = [op for op in REGISTRY.values() if args.family in (None, op.family)]
     table = [{"name": op.name, "family": op.family, "inputs": op.arity,
-              "dtypes": sorted({d.value for s in op.sigs for d in s.ins} | {s.out.value for s in op.sigs})}
+              "dtypes": sorted({d.value for s in op.sigs for d in s.ins} | {s.out.value for s in op.sigs}),
+              "onnx": op.onnx_since is not None, "tensorflow": op.has_tf_source()}
              for op in rows]
     if args.json:
         print(json.dumps(table, indent=1))
         return 0
     width = max((len(op.name) for op in rows), default=4)
     for row in table:
-        print(f"{row['name']:<{width}}  {row['family']:<10}  inputs={row['inputs']}  {','.join(row['dtypes'])}")
-    print(f"{len(rows)} operators")
+        sources = "  ".join(label if row[key] else "-" * len(label) for key, label in SOURCE_COLUMNS)
+        print(f"{row['name']:<{width}}  {row['family']:<10}  inputs={row['inputs']}  {sources}  "
+              f"{','.join(row['dtypes'])}")
+    print(f"{len(rows)} operators, {sum(r['onnx'] for r in table)} with an ONNX counterpart, "
+          f"{sum(r['tensorflow'] for r in table)} with a TensorFlow source")
     return 0
 
 

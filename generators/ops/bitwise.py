@@ -24,6 +24,7 @@ from generators.ops.base import (
     same_sigs,
 )
 from generators.ops.onnx_nodes import OnnxCall, elementwise
+from generators.ops.tf_sources import TF_FLOATS, TF_NUMERIC
 
 BITS = {DType.INT8: 8, DType.UINT8: 8, DType.INT32: 32, DType.INT64: 64}
 
@@ -43,13 +44,15 @@ class Bitwise(BroadcastBinary):
     onnx_since = 18  # BitwiseAnd/Or/Xor
     onnx_types = frozenset(INTS + (DType.BOOL,))
     onnx_op: ClassVar[str]  # the ONNX logical op (And, Or, Xor) of bools; "Bitwise" + it for integers
+    tf_types = TF_NUMERIC - TF_FLOATS  # tf.bitwise takes integers only (a bool's & is logical)
 
     def onnx_nodes(self, attrs: AttrMap, call: OnnxCall) -> list[onnx.NodeProto] | None:
         return elementwise(call, self.onnx_op if call.dtype is DType.BOOL else f"Bitwise{self.onnx_op}")
 
 
 def _bitwise(name: str, fn: Callable, symbol: str, onnx_op: str) -> type[Bitwise]:
-    return type(name, (Bitwise,), {"name": name, "fn": staticmethod(fn), "symbol": symbol, "onnx_op": onnx_op})
+    return type(name, (Bitwise,), {"name": name, "fn": staticmethod(fn), "symbol": symbol, "onnx_op": onnx_op,
+                                   "tf_fn": f"tf.bitwise.bitwise_{name.removeprefix('bitwise_')}"})
 
 
 class Shift(OpSpec):
@@ -77,6 +80,7 @@ class Shift(OpSpec):
     onnx_since = 11
     onnx_types = frozenset({DType.UINT8})  # BitShift is for unsigned integers only (torch's >> is arithmetic)
     direction: ClassVar[str]
+    tf_types = TF_NUMERIC - TF_FLOATS
 
     def onnx_nodes(self, attrs: AttrMap, call: OnnxCall) -> list[onnx.NodeProto] | None:
         amount = call.const(attrs["amount"], DType.UINT8)
@@ -85,7 +89,9 @@ class Shift(OpSpec):
 
 
 def _shift(name: str, fn: Callable, symbol: str, direction: str) -> type[Shift]:
-    return type(name, (Shift,), {"name": name, "fn": staticmethod(fn), "symbol": symbol, "direction": direction})
+    tf_fn = f"tf.bitwise.{direction.lower()}_shift({{x}}, tf.cast({{amount}}, {{x}}.dtype))"
+    return type(name, (Shift,), {"name": name, "fn": staticmethod(fn), "symbol": symbol, "direction": direction,
+                                 "tf_fn": tf_fn})
 
 
 OPS: list[type[OpSpec]] = [

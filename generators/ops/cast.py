@@ -15,6 +15,7 @@ from generators.dtypes import ALL, DType
 from generators.ops import discontinuity as detectors
 from generators.ops.base import ANY_RANK, AttrMap, Build, BuildContext, OpSpec, Sig, SymTensor, clamp_penalty
 from generators.ops.onnx_nodes import ORT_NUMERIC, OnnxCall, element_type, elementwise
+from generators.ops.tf_sources import TF_ALL, tf_dtype
 
 # Cast converts between every dtype but bfloat16 (left out of native models: ONNX's reference evaluator cannot
 # check it); float to integer truncates towards zero, as torch does, on the values the input search allows.
@@ -51,6 +52,10 @@ class Cast(OpSpec):
         return f"{x}.to({DType(attrs['to']).torch!r})"
 
     onnx_types = ORT_CASTABLE
+    tf_types = TF_ALL
+
+    def tf_source(self, attrs: AttrMap, args: Sequence[str]) -> str | None:
+        return f"tf.cast({args[0]}, {tf_dtype(attrs['to'])})"
 
     def onnx_nodes(self, attrs: AttrMap, call: OnnxCall) -> list[onnx.NodeProto] | None:
         return elementwise(call, "Cast", to=element_type(DType(attrs["to"])))

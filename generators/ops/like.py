@@ -22,6 +22,7 @@ from generators.ops.base import (
     same_sigs,
 )
 from generators.ops.onnx_nodes import OnnxCall
+from generators.ops.tf_sources import TF_ALL, like
 
 # The fill values full_like picks from, by kind of dtype (every one is exact in every dtype of its kind).
 FLOAT_FILLS = (0.5, -1.0, 2.0, 0.0)
@@ -53,6 +54,12 @@ class Like(OpSpec):
 
     def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
         return call(f"torch.{self.name}", args)
+
+    tf_types = TF_ALL
+
+    def tf_source(self, attrs: AttrMap, args: Sequence[str]) -> str | None:
+        (x,) = args
+        return f"tf.fill(tf.shape({x}), {like(self.fill(attrs), x)})"
 
     def onnx_nodes(self, attrs: AttrMap, call: OnnxCall) -> list[onnx.NodeProto] | None:
         value = numpy_helper.from_array(np.asarray([self.fill(attrs)], dtype=call.dtype.numpy))

@@ -30,6 +30,7 @@ from generators.ops.base import (
 )
 from generators.ops.discontinuity import IndexTie, MinMax
 from generators.ops.onnx_nodes import ORT_FLOATS, ORT_NUMERIC, OnnxCall
+from generators.ops.tf_sources import TF_ALL, TF_NUMERIC, tf_axes
 from generators.ops.ties import settle_tied_indices
 
 TINY = 1e-3
@@ -67,6 +68,10 @@ def reduced_axes(dim: Dims, rank: int) -> tuple[int, ...]:
 
 def reduced_shape(shape: tuple, axes: tuple[int, ...], keepdim: bool) -> tuple:
     return tuple(1 if i in axes else d for i, d in enumerate(shape) if keepdim or i not in axes)
+
+
+# torch's integer and bool sums and products accumulate in int64.
+INT64_OPERAND = "({x} if {x}.dtype.is_floating else tf.cast({x}, tf.int64))"
 
 
 class Reduce(OpSpec):
@@ -119,6 +124,21 @@ class Reduce(OpSpec):
     onnx_op: ClassVar[str | None] = None
     onnx_axes_input_since: ClassVar[int] = 18
     onnx_widen: ClassVar[bool] = False
+    # The TensorFlow reduction computing the op (tf.math.reduce_sum ...), and a template over {x} for its operand
+    # (the cast that torch's integer sums make); None: none does.
+    tf_reduce: ClassVar[str | None] = None
+    tf_operand: ClassVar[str] = "{x}"
+
+    def has_tf_source(self) -> bool:
+        return self.tf_reduce is not None
+
+    def tf_source(self, attrs: AttrMap, args: Sequence[str]) -> str | None:
+        if self.tf_reduce is None:
+            return None
+        (x,) = args
+        axis = tf_axes(x, attrs["dim"])
+        keep = f", keepdims={attrs['keepdim']}" if self.has_keepdim else ""
+        return f"{self.tf_reduce}({self.tf_operand.format(x=x)}, axis={axis}{keep})"
 
     def onnx_nodes(self, attrs: AttrMap, call: OnnxCall) -> list[onnx.NodeProto] | None:
         if self.onnx_op is None:
@@ -142,6 +162,8 @@ class Sum(Reduce):
     onnx_op, onnx_axes_input_since, onnx_widen = "ReduceSum", 13, True
     onnx_since, onnx_types = 1, ORT_WIDENED
 
+    tf_reduce, tf_operand, tf_types = "tf.math.reduce_sum", INT64_OPERAND, TF_ALL
+
     def fn(self, x, dim, keepdim, attrs):
         return torch.sum(x, dim=dim, keepdim=keepdim)
 
@@ -152,6 +174,8 @@ class Mean(Reduce):
     sigs = same_sigs(FLOATS)
     onnx_op, onnx_since, onnx_types = "ReduceMean", 1, ORT_FLOATS
 
+    tf_reduce = "tf.math.reduce_mean"
+
     def fn(self, x, dim, keepdim, attrs):
         return torch.mean(x, dim=dim, keepdim=keepdim)
 
@@ -161,6 +185,8 @@ class Amax(Reduce):
     torch_fn = staticmethod(torch.amax)
     sigs = same_sigs(ALL)
     onnx_op, onnx_since, onnx_types = "ReduceMax", 1, ORT_ORDERED
+
+    tf_reduce, tf_types = "tf.math.reduce_max", TF_NUMERIC
 
     def fn(self, x, dim, keepdim, attrs):
         return torch.amax(x, dim=() if dim is None else dim, keepdim=keepdim)
@@ -173,6 +199,8 @@ class Amin(Amax):
     name = "amin"
     torch_fn = staticmethod(torch.amin)
     onnx_op = "ReduceMin"
+
+    tf_reduce = "tf.math.reduce_min"
 
     def fn(self, x, dim, keepdim, attrs):
         return torch.amin(x, dim=() if dim is None else dim, keepdim=keepdim)
@@ -187,6 +215,8 @@ class Prod(Reduce):
     multi = False
     full_keepdim = False
     onnx_op, onnx_widen, onnx_since, onnx_types = "ReduceProd", True, 1, ORT_WIDENED
+
+    tf_reduce, tf_operand, tf_types = "tf.math.reduce_prod", INT64_OPERAND, TF_ALL
 
     def fn(self, x, dim, keepdim, attrs):
         return torch.prod(x) if dim is None else torch.prod(x, dim=dim, keepdim=keepdim)
@@ -301,6 +331,8 @@ class LogSumExp(Reduce):
     onnx_op, onnx_since, onnx_types = "ReduceLogSumExp", 1, frozenset({DType.FLOAT32, DType.FLOAT64})
     full = False  # torch.logsumexp requires dim
 
+    tf_reduce = "tf.math.reduce_logsumexp"
+
     def fn(self, x, dim, keepdim, attrs):
         return torch.logsumexp(x, dim=dim, keepdim=keepdim)
 
@@ -388,6 +420,9 @@ class Any_(Reduce):
     # uint8 keeps its dtype in torch.any/all (a legacy rule converters may miss).
     sigs = tuple(Sig((d,), DType.UINT8 if d is DType.UINT8 else DType.BOOL) for d in ALL)
 
+    # torch keeps uint8 for a uint8 input, which TensorFlow's bool reductions cannot.
+    tf_reduce, tf_operand, tf_types = "tf.math.reduce_any", "tf.cast({x}, tf.bool)", TF_ALL - {DType.UINT8}
+
     def fn(self, x, dim, keepdim, attrs):
         return torch.any(x, dim=dim, keepdim=keepdim)
 
@@ -395,6 +430,8 @@ class Any_(Reduce):
 class All(Any_):
     name = "all"
     torch_fn = staticmethod(torch.all)
+
+    tf_reduce = "tf.math.reduce_all"
 
     def fn(self, x, dim, keepdim, attrs):
         return torch.all(x, dim=dim, keepdim=keepdim)
@@ -406,6 +443,8 @@ class CountNonzero(Reduce):
     torch_fn = staticmethod(torch.count_nonzero)
     sigs = _to_int64(ALL)
     has_keepdim = False
+
+    tf_reduce, tf_types = "tf.math.count_nonzero", TF_ALL
 
     def fn(self, x, dim, keepdim, attrs):
         return torch.count_nonzero(x, dim=dim)

@@ -29,6 +29,7 @@ from generators.ops.base import (
 )
 from generators.ops.discontinuity import at_zero
 from generators.ops.onnx_nodes import ORT_FLOATS, OnnxCall
+from generators.ops.tf_sources import TF_NUMERIC
 from generators.ops.unary import TINY, Unary
 
 
@@ -44,6 +45,7 @@ class LogAddExp(SpecialBinary):
     """log(exp(a) + exp(b)), computed without overflow."""
 
     name = "logaddexp"
+    tf_fn = "tf.math.maximum({x}, {y}) + tf.math.log1p(tf.math.exp(-tf.math.abs({x} - {y})))"
     fn = staticmethod(torch.logaddexp)
     dtype_exclusions = MappingProxyType({})  # no integer kernel
 
@@ -52,6 +54,8 @@ class LogAddExp2(SpecialBinary):
     """log2(2**a + 2**b)."""
 
     name = "logaddexp2"
+    tf_fn = ("tf.math.maximum({x}, {y})"
+             " + tf.math.log1p(tf.math.pow(tf.cast(2, {x}.dtype), -tf.math.abs({x} - {y}))) / 0.6931471805599453")
     fn = staticmethod(torch.logaddexp2)
     dtype_exclusions = MappingProxyType({})
 
@@ -60,6 +64,7 @@ class XLogY(SpecialBinary):
     """x * log(y), 0 where x is 0: y must stay positive (log's pole at 0, NaN below)."""
 
     name = "xlogy"
+    tf_fn = "tf.where(tf.math.is_nan({y}), {y}, tf.math.xlogy({x}, {y}))"
     fn = staticmethod(torch.xlogy)
     input_domain = (None, (TINY, float("inf")))
 
@@ -71,6 +76,8 @@ class Heaviside(SpecialBinary):
     """The step function: 0 below 0, 1 above, `values` at exactly 0 (integers and bools too)."""
 
     name = "heaviside"
+    tf_fn = "tf.where(tf.math.equal({x}, 0), {y}, tf.cast({x} > 0, {x}.dtype))"
+    tf_types = TF_NUMERIC
     fn = staticmethod(torch.heaviside)
     sigs = same_sigs(ALL, 2)
     dtype_exclusions = MappingProxyType({})
@@ -82,6 +89,8 @@ class Sinc(Unary):
     """sin(pi x) / (pi x), 1 at 0."""
 
     name = "sinc"
+    tf_fn = ("tf.where(tf.math.equal({x}, 0), tf.ones_like({x}),"
+             " tf.math.sin(3.141592653589793 * {x}) / (3.141592653589793 * {x}))")
     family = "special"
     fn = staticmethod(torch.sinc)
     sigs = same_sigs(FLOATS)
@@ -107,12 +116,14 @@ class AngleConversion(Unary):
 
 class Deg2Rad(AngleConversion):
     name = "deg2rad"
+    tf_fn = "{x} * (3.141592653589793 / 180)"
     fn = staticmethod(torch.deg2rad)
     factor = math.pi / 180.0
 
 
 class Rad2Deg(AngleConversion):
     name = "rad2deg"
+    tf_fn = "{x} * (180 / 3.141592653589793)"
     fn = staticmethod(torch.rad2deg)
     factor = 180.0 / math.pi
 

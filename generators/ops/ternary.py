@@ -21,6 +21,7 @@ from generators.ops.base import (
     same_sigs,
 )
 from generators.ops.onnx_nodes import ORT_NUMERIC, OnnxCall
+from generators.ops.tf_sources import TF_NUMERIC
 
 TINY = 1e-3
 
@@ -62,6 +63,9 @@ class AddCMul(Ternary):
     def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
         return call("torch.addcmul", args, value=attrs["value"])
 
+    tf_types = TF_NUMERIC
+    tf_fn = "{x} + {value} * {y} * {z}"
+
     onnx_since = 1
     onnx_types = ORT_NUMERIC
 
@@ -91,6 +95,8 @@ class AddCDiv(Ternary):
     def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
         return call("torch.addcdiv", args, value=attrs["value"])
 
+    tf_fn = "{x} + {value} * ({y} / {z})"
+
 
 class Lerp(Ternary):
     """start + weight * (end - start) with a tensor weight (torch switches formulas at weight 0.5)."""
@@ -100,6 +106,8 @@ class Lerp(Ternary):
 
     def forward(self, attrs: AttrMap, start: torch.Tensor, end: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
         return torch.lerp(start, end, weight)
+
+    tf_fn = "{x} + {z} * ({y} - {x})"
 
     def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
         return call("torch.lerp", args)

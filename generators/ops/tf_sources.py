@@ -70,3 +70,11 @@ def nan_kept(fn: str) -> str:
 def nan_through(x: str, expr: str) -> str:
     """`expr` where `x` is not NaN, else NaN, as torch's clamps and max-like ops propagate it."""
     return f"tf.where(tf.math.not_equal({x}, {x}), {x}, {expr})"
+
+
+def tf_axes(x: str, dim: Any) -> str:
+    """A torch `dim` (None, an int or a tuple) as a TensorFlow `axis` for tensor `x`; torch also reduces a scalar
+    along dim 0 or -1, where TensorFlow wants no axis."""
+    if dim is None:
+        return "None"
+    return f"None if len({x}.shape) == 0 else {tf_literal(list(dim) if isinstance(dim, tuple) else dim)}"

@@ -173,11 +173,14 @@ class UnitRunner:
         opts, known_cause = settled_options(converter, self.config.options_for(converter, seed, graph), graph, seed,
                                             demoted)
         known = self.config.known_unsupported(graph, name, opts)
-        if known or known_cause:  # the probe, or a setting demotion, already knows: a test that never ran
-            label = "skipped-known-unsupported" if known else SKIPPED
+        unwritable = self.config.inexpressible(graph, converter, opts)
+        if known or known_cause or unwritable:  # the probe, a setting demotion or the framework knows: never run
+            label = ("skipped-known-unsupported" if known else "skipped-inexpressible" if unwritable and not known_cause
+                     else SKIPPED)
             verdict = Verdict(Symptom.UNSUPPORTED, Stage.SOURCE, name, labels=(label,),
-                              message=known_cause or "the probe found these (operator, dtype) pairs unsupported: "
-                                      + ", ".join(f"{op} {dtype}" for op, dtype in known))
+                              message=known_cause or (f"its framework cannot express {', '.join(unwritable)}"
+                                                      if unwritable else "the probe found these (operator, dtype) "
+                                                      "pairs unsupported: " + ", ".join(f"{o} {d}" for o, d in known)))
             self.hold(TestResult.of_verdict(idx, seed, verdict, opts, wall_s=time.perf_counter() - start))
             return
         try:

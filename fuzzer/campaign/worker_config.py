@@ -26,11 +26,16 @@ from generators.dtypes import DType
 from generators.generator import GenOptions
 from generators.ir import Graph
 from generators.onnx_native import native_gen_options
+from generators.registry import REGISTRY as OPS
 from generators.values import ValueStrategy, draw_strategy
 
 # The share of graphs kept free of every pair a probed converter refuses, so that converter is tested too; the
 # rest hold anything, and only the refusing converter's test is skipped.
 SPARED_SHARE = 0.5
+# Of a campaign's seeds (where it runs a converter whose framework cannot express every operator), those whose graph
+# is generated from the operators one such converter expresses (Converter.expressible), so that it is tested: a
+# random graph of every operator would seldom be one it can take.
+EXPRESSIBLE_SEED_SHARE = 0.25
 
 
 @dataclass(frozen=True)
@@ -86,6 +91,13 @@ class WorkerConfig:
             return []
         return sorted(pair for pair in op_dtype_pairs(graph) if pair in own or pair in upstream)
 
+    def inexpressible(self, graph: Graph, converter: Converter, options: Mapping[str, Any]) -> list[str]:
+        """The graph's operators that `converter`, or the upstream exporter it starts from, cannot express (its
+        framework has no such operator): its test of the graph is never run."""
+        upstream = load_registry(self.registry).get(options.get("upstream", ""))
+        judges = [c for c in (converter, upstream) if c is not None]
+        return sorted({n.op for n in graph.nodes if not all(c.expressible(OPS[n.op]) for c in judges)})
+
     @functools.cached_property
     def _skip_sets(self) -> dict[str, frozenset[tuple[str, str]]]:
         # Built once: the probe's lists hold hundreds of pairs, and a set of them per test cost 0.1 ms.
@@ -111,7 +123,30 @@ class WorkerConfig:
         registry = load_registry(self.registry) if self.converters and native_seed(seed) else {}
         if any(starts_upstream(registry[name]) for name in self.converters if name in registry):
             return native_gen_options(opts) or opts
-        return opts
+        return self._narrowed(opts, seed)
+
+    def _narrowed(self, opts: GenOptions, seed: int) -> GenOptions:
+        """On EXPRESSIBLE_SEED_SHARE of seeds, `opts` narrowed to the operators one of the campaign's narrower
+        converters can express (which one: drawn by the seed)."""
+        narrow = self._expressible_ops
+        rng = random.Random(f"expressible:{seed}")
+        if not narrow or rng.random() >= EXPRESSIBLE_SEED_SHARE:
+            return opts
+        ops = narrow[rng.choice(sorted(narrow))]
+        allowed = tuple(op for op in ops if op in (opts.include_ops or ops) and op not in opts.exclude_ops)
+        return dataclasses.replace(opts, include_ops=allowed, exclude_ops=()) if allowed else opts
+
+    @functools.cached_property
+    def _expressible_ops(self) -> dict[str, tuple[str, ...]]:
+        # Per campaign converter that cannot express every operator, those it can: asked once per worker.
+        registry = load_registry(self.registry) if self.converters else {}
+        found = {}
+        for name in self.converters:
+            if name in registry:
+                ops = tuple(op for op in OPS if registry[name].expressible(OPS[op]))
+                if len(ops) < len(OPS):
+                    found[name] = ops
+        return found
 
     def options_for(self, converter: Converter, seed: int, graph: Graph | None = None) -> dict[str, Any]:
         """The converter options of the test of `seed` under `converter`, as JSON (recorded with its result). An

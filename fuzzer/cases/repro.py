@@ -86,6 +86,20 @@ def render_transform(case: Any, converter: Converter | None = None) -> str:
     return "\n".join(lines + [f"    {line}" for line in body]) + "\n"
 
 
+def render_export(case: Any, converter: Converter | None) -> str:
+    """`export(module, inputs)`: the exporter's own call as its snippet writes it (for Converter.repro_conversion
+    "export_and_run_snippet")."""
+    try:
+        call = converter.snippet(converter.options(case.converter_options)) if converter else None
+    except NotImplementedError:
+        call = None
+    body = ([*call.imports, *call.lines, "return model"] if call is not None and call.from_torch else
+            [f"print('repro.py: cannot run: it has no call of {case.converter}', file=sys.stderr)",
+             "raise SystemExit(3)"])
+    lines = ["def export(module, inputs):", '    """The exporter under test, as its report snippet calls it."""']
+    return "\n".join(lines + [f"    {line}" for line in body]) + "\n"
+
+
 def expected_error(message: str) -> str:
     """'onnx.onnx_cpp2py_export.shape_inference.InferenceError: ...' -> 'InferenceError'."""
     head = message.split(":", 1)[0].strip()
@@ -116,6 +130,14 @@ def case_values(case: Any) -> dict[str, str]:
     return {name: repr(value) for name, value in values.items()}
 
 
+class _NoCall(Converter):
+    """Stands in for a converter that declares no repro.py call (or is not registered here)."""
+
+    name = "no-call"
+    libraries = ()
+    repro_conversion = "no_conversion"
+
+
 def _parsed(names: tuple[str, ...]) -> tuple[Module, ...]:
     """The harness modules `names`, parsed (the two usual sets once for all)."""
     known = {TORCH_HARNESS: TORCH_SCRIPT, UPSTREAM_HARNESS: UPSTREAM_SCRIPT}
@@ -144,24 +166,23 @@ def render_repro(case: Any, converter: Converter | None = None) -> str:
     harness modules and functions the converter declares. `converter`: the registry entry the case was found with,
     when it is not one of CONVERTERS."""
     verdict = case.verdict
-    converter = converter or CONVERTERS.get(case.converter)
-    if converter is None:
-        raise ValueError(f"{case.id}: no converter {case.converter!r} is registered to write its repro.py")
-    from_upstream = (converter.role.starts_upstream and case.upstream_model is not None
-                     and bool(converter.repro_upstream_conversion))
-    extra = "".join(f", {lib}" for lib in converter.libraries if lib not in _HARNESS_LIBS)
+    found = converter or CONVERTERS.get(case.converter)
+    # A converter that declares no call a script can make (or is not registered here): the script says so, exit 3.
+    plan = found if found is not None and found.repro_conversion else _NoCall()
+    from_upstream = (plan.role.starts_upstream and case.upstream_model is not None
+                     and bool(plan.repro_upstream_conversion))
+    extra = "".join(f", {lib}" for lib in (found.libraries if found else ()) if lib not in _HARNESS_LIBS)
     opening = {"title": f"convsmith case {case.id}: {verdict.symptom.json_name} in {case.converter} "
                         f"({verdict.stage.value})",
                "libs": ("" if from_upstream else "torch, ") + f"onnx, onnxruntime, numpy{extra}"}
-    rendered = {"transform": render_transform(case, converter)}
+    rendered = {"transform": render_transform(case, found), "export": render_export(case, found)}
     if from_upstream:
-        chosen = {"convert_and_run": converter.repro_upstream_conversion}
-        return assemble(_parsed(converter.upstream_harness), case_values(case), opening, chosen, rendered)
-    chosen = {"convert_and_run": converter.repro_conversion}
-    if converter.role.starts_upstream:
+        chosen = {"convert_and_run": plan.repro_upstream_conversion}
+        return assemble(_parsed(plan.upstream_harness), case_values(case), opening, chosen, rendered)
+    chosen = {"convert_and_run": plan.repro_conversion}
+    if plan.role.starts_upstream:
         chosen["export_upstream"] = upstream_export(case.converter_options)
-    rendered["Repro"] = MODEL_RENDERERS[_source_framework(converter, case.converter_options)](case.graph)
-    return assemble(_parsed(converter.source_harness), case_values(case), opening, chosen, rendered)
-
+    rendered["Repro"] = MODEL_RENDERERS[_source_framework(plan, case.converter_options)](case.graph)
+    return assemble(_parsed(plan.source_harness), case_values(case), opening, chosen, rendered)
 
 __all__ = ["render_module", "render_repro"]

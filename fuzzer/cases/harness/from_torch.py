@@ -10,7 +10,7 @@ from fuzzer.cases.harness.child import exit_status
 from fuzzer.cases.harness.export import export_dynamo, export_script, export_upstream
 from fuzzer.cases.harness.head import CASE, CONVERTER, DEVICE, INPUT_NAMES, OPTIONS, OUTPUT_NAMES, SECOND_SHAPE
 from fuzzer.cases.harness.judging import judge, judged, report_crash
-from fuzzer.cases.harness.runtime import check_and_serialize, run_onnx, transform
+from fuzzer.cases.harness.runtime import check_and_serialize, export, run_onnx, transform
 from fuzzer.cases.harness.torch_tensors import load_tensor, to_numpy
 
 
@@ -27,6 +27,18 @@ def export_and_run_dynamo(module, inputs):
     model = export_dynamo(module, inputs, OPTIONS["opset"], OPTIONS["optimize"], OPTIONS.get("dynamic", False))
     data = check_and_serialize(model)
     return run_onnx(data, inputs), None, data
+
+
+def export_and_run_snippet(module, inputs):
+    """An exporter called as its snippet calls it: (its model's outputs, no baseline, its model)."""
+    data = check_and_serialize(export(module, tuple(inputs)))
+    return run_onnx(data, inputs), None, data
+
+
+def no_conversion(module, inputs):
+    """A converter that declares no call a script can make: repro.py cannot run here."""
+    print(f"repro.py: cannot run: it has no call of {CONVERTER}", file=sys.stderr)
+    raise SystemExit(3)
 
 
 def optimize_in_session(module, inputs):

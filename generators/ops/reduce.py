@@ -30,7 +30,7 @@ from generators.ops.base import (
 )
 from generators.ops.discontinuity import IndexTie, MinMax
 from generators.ops.onnx_nodes import ORT_FLOATS, ORT_NUMERIC, OnnxCall
-from generators.ops.tf_sources import TF_ALL, TF_NUMERIC, tf_axes
+from generators.ops.tf_sources import INT64_OPERAND, TF_ALL, TF_NUMERIC, tf_axes
 from generators.ops.ties import settle_tied_indices
 
 TINY = 1e-3
@@ -68,10 +68,6 @@ def reduced_axes(dim: Dims, rank: int) -> tuple[int, ...]:
 
 def reduced_shape(shape: tuple, axes: tuple[int, ...], keepdim: bool) -> tuple:
     return tuple(1 if i in axes else d for i, d in enumerate(shape) if keepdim or i not in axes)
-
-
-# torch's integer and bool sums and products accumulate in int64.
-INT64_OPERAND = "({x} if {x}.dtype.is_floating else tf.cast({x}, tf.int64))"
 
 
 class Reduce(OpSpec):

@@ -30,6 +30,15 @@ from generators.ops.base import (
     same_sigs,
 )
 from generators.ops.onnx_nodes import ORT_NUMERIC, OnnxCall, axis_of
+from generators.ops.tf_sources import (
+    INT64_OPERAND,
+    TF_ALL,
+    TF_NUMERIC,
+    TNP,
+    shape_around,
+    tf_call,
+    trailing_pads,
+)
 
 POS_RANK = (1, 2, 3, 4, 5)
 MAX_RANK = 5
@@ -65,6 +74,7 @@ class ShapeOp(OpSpec):
     sigs = same_sigs(ALL)
     ranks = (ANY_RANK,)
     onnx_types = ORT_ANY
+    tf_types = TF_ALL
 
 
 class ToShape(ShapeOp):
@@ -162,6 +172,9 @@ class Reshape(ShapeOp):
     def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
         return method(args[0], "reshape", attrs["shape"])
 
+    def tf_source(self, attrs: AttrMap, args: Sequence[str]) -> str | None:
+        return tf_call("tf.reshape", args, attrs["shape"])
+
 
 class View(Reshape):
     """x.contiguous().view(shape): the view idiom (contiguous because the input may be a transpose)."""
@@ -200,6 +213,9 @@ class Unflatten(ToShape):
     def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
         return method(args[0], "unflatten", attrs["dim"], attrs["sizes"])
 
+    def tf_source(self, attrs: AttrMap, args: Sequence[str]) -> str | None:
+        return f"tf.reshape({args[0]}, {shape_around(args[0], attrs['dim'], attrs['dim'], attrs['sizes'])})"
+
 
 class Flatten(ToShape):
     """torch.flatten(x, start_dim, end_dim)."""
@@ -221,6 +237,9 @@ class Flatten(ToShape):
 
     def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
         return call("torch.flatten", args, attrs["start_dim"], attrs["end_dim"])
+
+    def tf_source(self, attrs: AttrMap, args: Sequence[str]) -> str | None:
+        return f"tf.reshape({args[0]}, {shape_around(args[0], attrs['start_dim'], attrs['end_dim'], [-1])})"
 
 
 # ---- axis order ---------------------------------------------------------------------------------
@@ -258,6 +277,9 @@ class Transpose(Transposing):
     def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
         return maybe_contiguous_source(method(args[0], "transpose", attrs["dim0"], attrs["dim1"]), attrs)
 
+    def tf_source(self, attrs: AttrMap, args: Sequence[str]) -> str | None:
+        return tf_call(f"{TNP}.swapaxes", args, attrs["dim0"], attrs["dim1"])
+
     def perm(self, attrs: AttrMap, rank: int) -> list[int]:
         order = list(range(rank))
         d0, d1 = axis_of(attrs["dim0"], rank), axis_of(attrs["dim1"], rank)
@@ -280,6 +302,9 @@ class T(Transposing):
     def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
         return method(args[0], "t")
 
+    def tf_source(self, attrs: AttrMap, args: Sequence[str]) -> str | None:
+        return tf_call("tf.transpose", args)  # reverses every dim: t() of rank 0-2
+
     def perm(self, attrs: AttrMap, rank: int) -> list[int]:
         return list(range(rank))[::-1]
 
@@ -301,6 +326,10 @@ class Permute(Transposing):
 
     def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
         return maybe_contiguous_source(method(args[0], "permute", attrs["perm"]), attrs)
+
+    def tf_source(self, attrs: AttrMap, args: Sequence[str]) -> str | None:
+        rank = len(attrs["perm"])
+        return tf_call("tf.transpose", args, perm=[p % rank for p in attrs["perm"]])
 
     def perm(self, attrs: AttrMap, rank: int) -> list[int]:
         return [axis_of(p, rank) for p in attrs["perm"]]
@@ -333,6 +362,9 @@ class Movedim(Transposing):
 
     def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
         return call("torch.movedim", args, attrs["source"], attrs["destination"])
+
+    def tf_source(self, attrs: AttrMap, args: Sequence[str]) -> str | None:
+        return tf_call(f"{TNP}.moveaxis", args, attrs["source"], attrs["destination"])
 
     def perm(self, attrs: AttrMap, rank: int) -> list[int]:
         """As `build` orders the axes: each source lands at its destination, the rest keep their order."""
@@ -372,6 +404,13 @@ class Squeeze(ShapeOp):
     def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
         return method(args[0], "squeeze") if attrs["dim"] is None else method(args[0], "squeeze", attrs["dim"])
 
+    def tf_source(self, attrs: AttrMap, args: Sequence[str]) -> str | None:
+        x, dim = args[0], attrs["dim"]
+        if dim is None or isinstance(dim, tuple):
+            return tf_call("tf.squeeze", args, **({} if dim is None else {"axis": dim}))
+        # torch leaves a dim that is not 1 alone, where tf.squeeze raises.
+        return f"({tf_call('tf.squeeze', args, axis=dim)} if {x}.shape[{dim}] == 1 else {x})"
+
     onnx_since = 13  # axes as an input
 
     def onnx_nodes(self, attrs: AttrMap, call: OnnxCall) -> list[onnx.NodeProto] | None:
@@ -401,6 +440,9 @@ class Unsqueeze(ShapeOp):
 
     def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
         return method(args[0], "unsqueeze", attrs["dim"])
+
+    def tf_source(self, attrs: AttrMap, args: Sequence[str]) -> str | None:
+        return tf_call("tf.expand_dims", args, axis=attrs["dim"])
 
     onnx_since = 13  # axes as an input
 
@@ -436,6 +478,12 @@ class Expand(ShapeOp):
 
     def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
         return method(args[0], "expand", attrs["sizes"])
+
+    def tf_source(self, attrs: AttrMap, args: Sequence[str]) -> str | None:
+        sizes = attrs["sizes"]
+        # -1 keeps the input's dim (aligned from the back), which tf.broadcast_to spells as that size.
+        dims = [f"{args[0]}.shape[{i - len(sizes)}]" if s == -1 else str(s) for i, s in enumerate(sizes)]
+        return f"tf.broadcast_to({args[0]}, [{', '.join(dims)}])"
 
     onnx_since = 8
 
@@ -482,6 +530,9 @@ class Cat(ShapeOp):
     def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
         return f"torch.cat(({', '.join(args)}), dim={literal(attrs['dim'])})"
 
+    def tf_source(self, attrs: AttrMap, args: Sequence[str]) -> str | None:
+        return f"tf.concat([{', '.join(args)}], axis={attrs['dim']})"
+
     onnx_since = 4
 
     def onnx_nodes(self, attrs: AttrMap, call: OnnxCall) -> list[onnx.NodeProto] | None:
@@ -523,6 +574,9 @@ class Stack(ShapeOp):
 
     def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
         return f"torch.stack(({', '.join(args)}), dim={literal(attrs['dim'])})"
+
+    def tf_source(self, attrs: AttrMap, args: Sequence[str]) -> str | None:
+        return f"tf.stack([{', '.join(args)}], axis={attrs['dim']})"
 
     onnx_since = 13  # Unsqueeze's axes as an input
 
@@ -586,6 +640,13 @@ class Split(Splitting):
     def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
         return call("torch.split", args, attrs["split"], dim=attrs["dim"])
 
+    def tf_source(self, attrs: AttrMap, args: Sequence[str]) -> str | None:
+        size, dim = attrs["split"], attrs["dim"]
+        if isinstance(size, tuple):
+            return tf_call("tf.split", args, size, axis=dim)
+        n = f"{args[0]}.shape[{dim}]"  # pieces of `size`, the last one shorter
+        return f"tf.split({args[0]}, [min({size}, {n} - i) for i in range(0, {n}, {size})], axis={dim})"
+
 
 class Chunk(Splitting):
     """torch.chunk(x, chunks, dim): may yield fewer than `chunks` pieces, which converters get wrong."""
@@ -607,6 +668,11 @@ class Chunk(Splitting):
 
     def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
         return call("torch.chunk", args, attrs["chunks"], dim=attrs["dim"])
+
+    def tf_source(self, attrs: AttrMap, args: Sequence[str]) -> str | None:
+        dim, n = attrs["dim"], f"{args[0]}.shape[{attrs['dim']}]"
+        size = f"-(-{n} // {attrs['chunks']})"  # torch's pieces: ceil(n / chunks) each, the last one shorter
+        return f"tf.split({args[0]}, [min({size}, {n} - i) for i in range(0, {n}, {size})], axis={dim})"
 
 
 class TensorSplit(Splitting):
@@ -635,6 +701,15 @@ class TensorSplit(Splitting):
     def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
         return call("torch.tensor_split", args, attrs["split"], dim=attrs["dim"])
 
+    def tf_source(self, attrs: AttrMap, args: Sequence[str]) -> str | None:
+        x, split, dim = args[0], attrs["split"], attrs["dim"]
+        if isinstance(split, tuple):  # cut points, clamped like Python slices (as torch's are)
+            bounds = ["", *map(str, split), ""]
+            pieces = [index_source(x, dim, f"{a}:{b}") for a, b in itertools.pairwise(bounds)]
+            return f"({', '.join(pieces)},)"
+        n = f"{x}.shape[{dim}]"  # the first n % split pieces get one more
+        return f"tf.split({x}, [{n} // {split} + (i < {n} % {split}) for i in range({split})], axis={dim})"
+
 
 class Unbind(ShapeOp):
     """torch.unbind(x, dim): one output per slice of a small dim."""
@@ -656,6 +731,9 @@ class Unbind(ShapeOp):
 
     def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
         return call("torch.unbind", args, dim=attrs["dim"])
+
+    def tf_source(self, attrs: AttrMap, args: Sequence[str]) -> str | None:
+        return tf_call("tf.unstack", args, axis=attrs["dim"])
 
     onnx_since = 13
 
@@ -699,6 +777,10 @@ class Narrow(ShapeOp):
 
     def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
         return call("torch.narrow", args, attrs["dim"], attrs["start"], attrs["length"])
+
+    def tf_source(self, attrs: AttrMap, args: Sequence[str]) -> str | None:
+        start, stop = attrs["start"], attrs["start"] + attrs["length"]
+        return index_source(args[0], attrs["dim"], f"{start}:{'' if start < 0 <= stop else stop}")
 
     onnx_since = 10  # starts, ends, axes and steps as inputs
 
@@ -751,6 +833,9 @@ class Slice(ShapeOp):
         window = f"{'' if start is None else literal(start)}:{'' if stop is None else literal(stop)}"
         return index_source(args[0], attrs["axis"], window if step == 1 else f"{window}:{literal(step)}")
 
+    def tf_source(self, attrs: AttrMap, args: Sequence[str]) -> str | None:
+        return self.torch_source(attrs, args)  # Python slicing reads the same on a tf.Tensor
+
     onnx_since = 10
 
     def onnx_nodes(self, attrs: AttrMap, call: OnnxCall) -> list[onnx.NodeProto] | None:
@@ -788,6 +873,9 @@ class Select(ShapeOp):
     def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
         if not attrs["indexing"]:
             return method(args[0], "select", attrs["dim"], attrs["index"])
+        return index_source(args[0], attrs["dim"], literal(attrs["index"]))
+
+    def tf_source(self, attrs: AttrMap, args: Sequence[str]) -> str | None:
         return index_source(args[0], attrs["dim"], literal(attrs["index"]))
 
     onnx_since = 13
@@ -843,6 +931,15 @@ class Pad(ShapeOp):
             return call("torch.nn.functional.pad", args, attrs["pad"], mode="constant", value=attrs["value"])
         return call("torch.nn.functional.pad", args, attrs["pad"], mode=attrs["mode"])
 
+    # tf.pad's modes are constant, REFLECT and SYMMETRIC: replicate and circular have no counterpart.
+    tf_mode: ClassVar[bool] = True
+
+    def has_tf_source(self) -> bool:
+        return self.tf_mode
+
+    def tf_source(self, attrs: AttrMap, args: Sequence[str]) -> str | None:
+        return trailing_pads(args[0], attrs["pad"], attrs.get("value"), attrs["mode"]) if self.tf_mode else None
+
     onnx_since = 11  # pads (negative ones crop) and the constant as inputs
     onnx_mode: ClassVar[str] = "constant"  # ONNX's name of the mode: edge for replicate, wrap for circular
 
@@ -892,6 +989,7 @@ class PadReflect(Pad):
 
 class PadReplicate(Pad):
     name = "pad_replicate"
+    tf_mode = False
     mode, onnx_mode = "replicate", "edge"
     sigs = same_sigs(ALL[:-1])  # no bool kernel
     ranks = ((2, 3, 4, 5),)
@@ -899,6 +997,7 @@ class PadReplicate(Pad):
 
 class PadCircular(Pad):
     name = "pad_circular"
+    tf_mode = False
     mode, onnx_mode = "circular", "wrap"
     onnx_since = 19
     ranks = ((2, 3, 4, 5),)
@@ -930,6 +1029,9 @@ class Tile(ShapeOp):
 
     def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
         return call("torch.tile", args, attrs["reps"])
+
+    def tf_source(self, attrs: AttrMap, args: Sequence[str]) -> str | None:
+        return tf_call(f"{TNP}.tile", args, attrs["reps"])  # numpy's tile pads reps or dims with leading 1s
 
     onnx_since = 6
 
@@ -979,6 +1081,9 @@ class Flip(ShapeOp):
     def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
         return call("torch.flip", args, attrs["dims"])
 
+    def tf_source(self, attrs: AttrMap, args: Sequence[str]) -> str | None:
+        return tf_call("tf.reverse", args, axis=attrs["dims"])
+
     onnx_since = 10
 
     def onnx_nodes(self, attrs: AttrMap, call: OnnxCall) -> list[onnx.NodeProto] | None:
@@ -1011,6 +1116,12 @@ class Roll(ShapeOp):
             return call("torch.roll", args, attrs["shifts"])
         return call("torch.roll", args, attrs["shifts"], attrs["dims"])
 
+    def tf_source(self, attrs: AttrMap, args: Sequence[str]) -> str | None:
+        x = args[0]
+        if attrs["dims"] is None:  # torch rolls the flattened tensor
+            return f"tf.reshape(tf.roll(tf.reshape({x}, [-1]), {attrs['shifts']}, axis=0), tf.shape({x}))"
+        return tf_call("tf.roll", args, shift=attrs["shifts"], axis=attrs["dims"])
+
 
 class Rot90(ShapeOp):
     """torch.rot90(x, k, dims): odd k swaps the two dims."""
@@ -1034,6 +1145,9 @@ class Rot90(ShapeOp):
     def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
         return call("torch.rot90", args, attrs["k"], attrs["dims"])
 
+    def tf_source(self, attrs: AttrMap, args: Sequence[str]) -> str | None:
+        return tf_call(f"{TNP}.rot90", args, attrs["k"], axes=attrs["dims"])
+
 
 # ---- triangles and diagonals ----------------------------------------------------------------------
 
@@ -1052,6 +1166,11 @@ class Tril(ShapeOp):
 
     def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
         return call("torch.tril", args, attrs["diagonal"])
+
+    tf_types = TF_NUMERIC  # numpy's tril/triu have no bool kernel in TensorFlow
+
+    def tf_source(self, attrs: AttrMap, args: Sequence[str]) -> str | None:
+        return tf_call(f"{TNP}.{self.name}", args, attrs["diagonal"])
 
     onnx_since = 14
     onnx_types = ORT_NUMERIC | {DType.BOOL}  # no 8-bit kernels of Trilu
@@ -1099,6 +1218,9 @@ class Diagonal(ShapeOp):
     def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
         return call("torch.diagonal", args, offset=attrs["offset"], dim1=attrs["dim1"], dim2=attrs["dim2"])
 
+    def tf_source(self, attrs: AttrMap, args: Sequence[str]) -> str | None:
+        return tf_call(f"{TNP}.diagonal", args, offset=attrs["offset"], axis1=attrs["dim1"], axis2=attrs["dim2"])
+
 
 # ---- scans --------------------------------------------------------------------------------------
 
@@ -1126,6 +1248,15 @@ class Cumsum(ShapeOp):
 
     def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
         return call(function_source(type(self).fn), args, attrs["dim"])
+
+    # torch scans float16/bfloat16 in float32, TensorFlow in the half type itself (cumsum then differs by ~1e-1).
+    tf_types = TF_ALL - {DType.FLOAT16, DType.BFLOAT16}
+
+    def tf_source(self, attrs: AttrMap, args: Sequence[str]) -> str | None:
+        x = args[0]
+        scan = f"tf.math.{self.name}({INT64_OPERAND.format(x=x)}, axis={attrs['dim']})"
+        # A scalar's scan is the scalar (in int64 for ints), where TensorFlow wants an axis.
+        return f"({INT64_OPERAND.format(x=x)} if len({x}.shape) == 0 else {scan})"
 
     onnx_since = 11
     # Integers and bools accumulate in int64 (cast first); CumSum has a float16 kernel only from opset 14.

@@ -78,3 +78,29 @@ def tf_axes(x: str, dim: Any) -> str:
     if dim is None:
         return "None"
     return f"None if len({x}.shape) == 0 else {tf_literal(list(dim) if isinstance(dim, tuple) else dim)}"
+
+
+# torch's integer and bool sums, products and scans accumulate in int64.
+INT64_OPERAND = "({x} if {x}.dtype.is_floating else tf.cast({x}, tf.int64))"
+TNP = "tf.experimental.numpy"  # numpy's semantics where torch follows numpy (tile, rot90, tril, moveaxis ...)
+
+
+def shape_around(x: str, first: int, last: int, middle: Sequence[Any]) -> str:
+    """`[*x.shape[:first], <middle>, *x.shape[last + 1:]]`: the new shape of a reshape replacing dims first..last
+    (torch dims, negative counting from the back) of `x` by `middle`, for a rank read at run time."""
+    head = f"*{x}.shape[:{first}], " if first else ""
+    tail = f", *{x}.shape[{last + 1}:]" if last != -1 else ""
+    return f"[{head}{', '.join(map(tf_literal, middle))}{tail}]"
+
+
+def trailing_pads(x: str, pad: Sequence[int], value: Any, mode: str) -> str:
+    """tf.pad of torch's F.pad list (pairs from the last dim back); negative pads crop first, as torch's do."""
+    pairs = [(pad[i], pad[i + 1]) for i in range(0, len(pad), 2)][::-1]
+    cropped = x
+    if any(a < 0 or b < 0 for a, b in pairs):
+        items = [f"{max(-a, 0) or ''}:{-max(-b, 0) or ''}" for a, b in pairs]
+        cropped = f"{x}[..., {', '.join(items)}]"
+    widths = tf_literal([[max(a, 0), max(b, 0)] for a, b in pairs])
+    lead = f"[[0, 0]] * (len({x}.shape) - {len(pairs)}) + {widths}"
+    fill = f", constant_values={like(value, x)}" if mode == "constant" else f", mode={mode.upper()!r}"
+    return f"tf.pad({cropped}, {lead}{fill})"

@@ -27,11 +27,13 @@ from generators.ops.base import (
     same_sigs,
 )
 from generators.ops.onnx_nodes import ORT_FLOATS, ORT_NUMERIC, OnnxCall, elementwise
+from generators.ops.tf_sources import TF_FLOATS, TF_NUMERIC, TF_WIDE_INTS, TNP, like, tf_call
 
 # int8/uint8 products accumulate in the same narrow type and wrap around; converters widen. Left out.
 MATMUL_DTYPES = FLOATS + (DType.INT32, DType.INT64)
 NARROW = excluded((DType.INT8, DType.UINT8), NARROW_INT_PRODUCTS)
 MATRIX_RANKS = (1, 2, 3, 4, 5)
+TF_MATMUL = TF_FLOATS | TF_WIDE_INTS  # TensorFlow's MatMul/Einsum kernels (no 8-bit, none for bool)
 BATCHED_RANKS = (2, 3, 4, 5)
 
 
@@ -77,6 +79,8 @@ class MatProduct(OpSpec):
     def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
         return call(function_source(type(self).fn), args)
 
+    tf_types, tf_fn = TF_MATMUL, "tf.linalg.matmul"
+
     # MatMul is numpy's matmul, torch's rule for every rank pairing (1-D promoted then squeezed, batches broadcast).
     onnx_since = 1
     onnx_types = ORT_NUMERIC
@@ -95,6 +99,8 @@ class Matmul(MatProduct):
     def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
         a, b = args
         return f"{a} @ {b}"
+
+    tf_fn = f"{TNP}.matmul"  # numpy's matmul promotes and squeezes 1-D operands as torch's does; tf.linalg's not
 
 
 class Mm(MatProduct):
@@ -118,12 +124,14 @@ class Mv(MatProduct):
     name = "mv"
     ranks = ((2,), (1,))
     fn = staticmethod(torch.mv)
+    tf_fn = "tf.linalg.matvec"
 
 
 class Dot(MatProduct):
     name = "dot"
     ranks = ((1,), (1,))
     fn = staticmethod(torch.dot)
+    tf_fn = "tf.tensordot({x}, {y}, axes=1)"
 
 
 class Outer(MatProduct):
@@ -134,6 +142,9 @@ class Outer(MatProduct):
     sigs = same_sigs(ALL, 2)
     dtype_exclusions = MappingProxyType({})
     fn = staticmethod(torch.outer)
+    # A column times a row; bools have no TensorFlow multiply, so `and` spells theirs.
+    tf_types = TF_NUMERIC | {DType.BOOL}
+    tf_fn = "tf.logical_and({x}[:, None], {y}) if {x}.dtype == tf.bool else {x}[:, None] * {y}"
 
     def build(self, ctx: BuildContext, a: SymTensor, b: SymTensor) -> Build:
         return Build([SymTensor((a.shape[0], b.shape[0]), a.dtype)])
@@ -172,6 +183,13 @@ class Linear(OpSpec):
     def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
         return call("torch.nn.functional.linear", args)  # the bias is there when attrs["bias"] is
 
+    tf_types = TF_MATMUL
+
+    def tf_source(self, attrs: AttrMap, args: Sequence[str]) -> str | None:
+        x, w, *bias = args  # numpy's matmul takes a 1-D x as torch's linear does
+        product = f"{TNP}.matmul({x}, tf.transpose({w}))"
+        return f"{product} + {bias[0]}" if bias else product
+
     onnx_since = 1
     onnx_types = ORT_NUMERIC
 
@@ -209,6 +227,14 @@ class AddMm(OpSpec):
 
     def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
         return call(function_source(type(self).fn), args, beta=attrs["beta"], alpha=attrs["alpha"])
+
+    tf_types = TF_MATMUL
+
+    def tf_source(self, attrs: AttrMap, args: Sequence[str]) -> str | None:
+        c, a, b = args
+        product = f"{like(attrs['alpha'], a)} * tf.linalg.matmul({a}, {b})"
+        # torch ignores the input under beta 0 (its NaN and inf do not propagate), and it only broadcasts.
+        return product if attrs["beta"] == 0 else f"{like(attrs['beta'], c)} * {c} + {product}"
 
     onnx_since = 1
     onnx_types = ORT_FLOATS  # Gemm is float-only; alpha and beta are exact in float32
@@ -276,6 +302,11 @@ class Einsum(OpSpec):
 
     def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
         return call("torch.einsum", [literal(attrs["equation"]), *args])
+
+    tf_types = TF_MATMUL
+
+    def tf_source(self, attrs: AttrMap, args: Sequence[str]) -> str | None:
+        return tf_call("tf.einsum", [repr(attrs["equation"]), *args])
 
     onnx_since = 12
     onnx_types = ORT_NUMERIC

@@ -26,6 +26,7 @@ from generators.ops.base import (
     same_sigs,
 )
 from generators.ops.onnx_nodes import ORT_FLOATS, OnnxCall
+from generators.ops.tf_sources import tf_literal
 
 EPS = (1e-5, 1e-3, 0.1)
 MOMENTUM = (0.1, 0.0, 0.5)  # F.batch_norm takes no None (that is only the nn module's)
@@ -90,12 +91,28 @@ def last_dims_source(x: str, count: int) -> str:
     return f"{x}.shape[{-count}:]"
 
 
+def tf_normalized(x: str, stats: str, weights: Sequence[str], eps: float) -> str:
+    """tf.nn.batch_normalization of `x` by the (mean, variance) pair `stats`, scaled and shifted by `weights`
+    (scale then offset, 'None' where absent)."""
+    scale, offset = weights
+    return (f"tf.nn.batch_normalization({x}, *{stats}, offset={offset}, scale={scale}, "
+            f"variance_epsilon={tf_literal(eps)})")
+
+
+def tf_channels(x: str, w: str) -> str:
+    """A per-channel weight `w` shaped to broadcast over NC... `x` (its dim 1); 'None' stays None."""
+    return w if w == "None" else f"tf.reshape({w}, [-1] + [1] * (len({x}.shape) - 2))"
+
+
 class Norm(OpSpec):
     family = "norm"
     unit_scale = True
     sigs = same_sigs(FLOATS)
     # Exported as ONNX normalizations whose epsilon is a float attribute (Batch-, Instance-, Layer-, Group-, RMS-).
     float32_attrs: ClassVar[tuple[str, ...]] = ("eps",)
+    # torch normalizes float16/bfloat16 in float32, tf.nn.batch_normalization in the half type (off by up to 1.2
+    # relative in bfloat16): only the wide floats have a TensorFlow source that matches.
+    tf_types = frozenset({DType.FLOAT32, DType.FLOAT64})
 
 
 class BatchNorm(Norm):
@@ -123,6 +140,15 @@ class BatchNorm(Norm):
         weights = split_weight_names(ws, not attrs["batch_stats"], attrs["affine"])
         return call(functional_source(F.batch_norm), [x, *weights], training=attrs["batch_stats"],
                     momentum=attrs["momentum"], eps=attrs["eps"])
+
+    def tf_source(self, attrs: AttrMap, args: Sequence[str]) -> str | None:
+        x, *ws = args
+        mean, var, weight, bias = (tf_channels(x, w) for w in split_weight_names(ws, not attrs["batch_stats"],
+                                                                                 attrs["affine"]))
+        # Batch statistics: the biased variance over every dim but the channels, as torch normalizes by.
+        stats = (f"tf.nn.moments({x}, axes=[0, *range(2, len({x}.shape))], keepdims=True)" if attrs["batch_stats"]
+                 else f"({mean}, {var})")
+        return tf_normalized(x, stats, [weight, bias], attrs["eps"])
 
     onnx_since = 9
     onnx_types = ORT_FLOATS
@@ -201,6 +227,12 @@ class LayerNorm(Norm):
         x, *ws = args  # weight and bias, weight only, or neither
         return call(functional_source(F.layer_norm), [x, last_dims_source(x, attrs["normalized_dims"]), *ws],
                     eps=attrs["eps"])
+
+    def tf_source(self, attrs: AttrMap, args: Sequence[str]) -> str | None:
+        x, *ws = args
+        axes = list(range(-attrs["normalized_dims"], 0))
+        weights = (list(ws) + ["None", "None"])[:2]
+        return tf_normalized(x, f"tf.nn.moments({x}, axes={axes}, keepdims=True)", weights, attrs["eps"])
 
     onnx_since = 1
     onnx_types = ORT_FLOATS

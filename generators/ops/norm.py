@@ -277,6 +277,14 @@ class RmsNorm(LayerNorm):
         return call(functional_source(F.rms_norm), [x, last_dims_source(x, attrs["normalized_dims"]), *ws],
                     eps=attrs["eps"])
 
+    def tf_source(self, attrs: AttrMap, args: Sequence[str]) -> str | None:
+        x, *ws = args
+        axes = list(range(-attrs["normalized_dims"], 0))
+        # No eps: torch adds the dtype's machine epsilon (float64's in the twin).
+        eps = tf_literal(attrs["eps"]) if attrs["eps"] is not None else f"np.finfo({x}.dtype.as_numpy_dtype).eps"
+        scaled = f"{x} * tf.math.rsqrt(tf.math.reduce_mean(tf.math.square({x}), axis={axes}, keepdims=True) + {eps})"
+        return f"{scaled} * {ws[0]}" if ws else scaled
+
 
 class GroupNorm(Norm):
     """F.group_norm; channels divisible by the groups (one group per channel is an option)."""

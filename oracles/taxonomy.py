@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import re
 import traceback
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from oracles.paths import portable
@@ -67,9 +68,12 @@ def innermost_frame(exc: BaseException) -> str:
     return f"{code.co_filename}:{tb.tb_lineno} in {code.co_name}"
 
 
-def classify(failure: Failure) -> Symptom:
-    """Unsupported when a documented not-implemented message; invalid model when validation or load refuses."""
+def classify(failure: Failure, unsupported: Sequence[str] = ()) -> Symptom:
+    """Unsupported when a documented not-implemented message (or one of `unsupported`, the converter's own); invalid
+    model when validation or load refuses."""
     if failure.exc_type.endswith(UNSUPPORTED_TYPES) or any(p.search(failure.message) for p in UNSUPPORTED_PATTERNS):
+        return Symptom.UNSUPPORTED
+    if any(re.search(p, failure.message, re.IGNORECASE) for p in unsupported):
         return Symptom.UNSUPPORTED
     if failure.exc_type.endswith("MemoryError"):
         return Symptom.OUT_OF_MEMORY
@@ -78,10 +82,11 @@ def classify(failure: Failure) -> Symptom:
     return Symptom.CRASH
 
 
-def failure_verdict(converter: str, failure: Failure) -> Verdict:
-    """The verdict of a converter's own failure."""
+def failure_verdict(converter: str, failure: Failure, unsupported: Sequence[str] = ()) -> Verdict:
+    """The verdict of a converter's own failure; `unsupported`: the converter's documented not-implemented messages
+    (regular expressions), beside those every library shares."""
     signature = crash_signature(converter, failure.stage, failure.exc_type, failure.message, failure.frame)
-    return Verdict(classify(failure), failure.stage, converter, signature=signature,
+    return Verdict(classify(failure, unsupported), failure.stage, converter, signature=signature,
                    message=portable(f"{failure.exc_type}: {failure.message}")[:MESSAGE_LIMIT])
 
 

@@ -21,7 +21,9 @@ from oracles.verdict import Symptom
 CORPUS = Path(__file__).resolve().parents[1] / "corpus"
 CASES = sorted(p.parent for p in CORPUS.glob("*/case.json"))
 MODULES = sorted(p.stem for p in HARNESS.glob("*.py") if p.stem != "__init__")
-SCRIPT_LIBRARIES = {"numpy", "onnx", "onnxruntime", "torch", "onnxsim", "onnxslim", "onnxoptimizer"}
+# What a script may import: the stack every script uses, and the libraries of the converters it may call.
+SCRIPT_LIBRARIES = {"numpy", "onnx", "onnxruntime", "torch"} | {lib.split(".")[0] for converter in CONVERTERS.values()
+                                                              for lib in converter.libraries}
 
 
 @pytest.mark.parametrize("name", MODULES)

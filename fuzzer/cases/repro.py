@@ -9,7 +9,6 @@ onnxruntime and numpy (plus the ONNX optimizer under test, if any), never convsm
 
 from __future__ import annotations
 
-import keyword
 import re
 from typing import Any
 
@@ -21,40 +20,9 @@ from fuzzer.converters.ort_levels import ORT_LEVEL_MEMBERS
 from fuzzer.converters.role import Role
 from fuzzer.support.confine import DEFAULT_MEMORY_MB
 from generators.ir import Graph
-from generators.registry import REGISTRY, OpRegistry
+from generators.torch_source import identifier, render_module
 from oracles.compare import DEFAULT_TOLERANCES
 from oracles.verdict import Symptom
-
-# ---- rendering the module -----------------------------------------------------------------------------------
-
-def identifier(name: str) -> str:
-    text = re.sub(r"\W", "_", name)
-    if not text or text[0].isdigit() or keyword.iskeyword(text):
-        text = f"v_{text}"
-    return text
-
-
-def render_module(graph: Graph, registry: OpRegistry = REGISTRY) -> str:
-    """`class Repro(torch.nn.Module)`: weights loaded from weights/<name>.pb, in forward one line per node, each
-    the operator's own plain-PyTorch source."""
-    names = {n: identifier(n) for n in graph.types}
-    lines = ["class Repro(torch.nn.Module):", "    def __init__(self):", "        super().__init__()"]
-    for w in graph.weights:
-        lines.append(f"        _register(self, {w!r}, load_tensor('weights/{w}.pb'))")
-    args = ", ".join(names[n] for n in graph.inputs)
-    lines += ["", f"    def forward(self, {args}):"]
-    for w in graph.weights:
-        lines.append(f"        {names[w]} = self.{w}")
-    for node in graph.nodes:
-        op = registry[node.op]
-        expr = op.torch_source(node.attrs, [names[n] for n in node.inputs])
-        # A one-piece split or unbind still returns a tuple: its one output is unpacked from it.
-        targets = ", ".join(names[o] for o in node.outputs) + ("," if op.returns_sequence and len(node.outputs) == 1
-                                                              else "")
-        lines.append(f"        {targets} = {expr}  # {node.op}")
-    lines.append(f"        return ({''.join(names[o] + ', ' for o in graph.outputs)})")
-    return "\n".join(lines) + "\n"
-
 
 # ---- the script ------------------------------------------------------------------------------------------------
 
@@ -66,8 +34,6 @@ LOST_CHILD_TIMEOUT_S = 600  # a death case's child that neither dies nor ends by
 TORCH_SCRIPT = harness(TORCH_HARNESS)
 UPSTREAM_SCRIPT = harness(UPSTREAM_HARNESS)
 UPSTREAM_AS_SAVED = "upstream_as_saved"  # the native model, remade from the saved upstream.onnx
-# How a script's model part is written, by the framework its source model is in.
-MODEL_RENDERERS = {"pytorch": render_module}
 
 
 def render_transform(case: Any, converter: Converter | None = None) -> str:
@@ -152,12 +118,21 @@ def upstream_export(options: Any) -> str:
     return (exporter.repro_upstream_export if exporter else "") or UPSTREAM_AS_SAVED
 
 
+def _source_exporter(converter: Converter, options: Any) -> Converter | None:
+    """The exporter of the model a script starts from: the converter itself, an ONNX tool's upstream exporter, or
+    None (the native model, written from PyTorch's graph in a script that starts from the source)."""
+    return converter if converter.role is Role.EXPORTER else CONVERTERS.get(options.get("upstream", ""))
+
+
 def _source_framework(converter: Converter, options: Any) -> str:
-    """The framework of the model a script starts from: an exporter's own, an ONNX tool's upstream exporter's."""
-    if converter.role is Role.EXPORTER:
-        return converter.framework
-    exporter = CONVERTERS.get(options.get("upstream", ""))
+    exporter = _source_exporter(converter, options)
     return exporter.framework if exporter is not None else "pytorch"
+
+
+def _source_model(converter: Converter, options: Any, graph: Graph) -> dict[str, str]:
+    """The script's model part, as the exporter of the model it starts from writes it (Converter.repro_model)."""
+    exporter = _source_exporter(converter, options)
+    return dict(exporter.repro_model(graph)) if exporter is not None else {"Repro": render_module(graph)}
 
 
 def render_repro(case: Any, converter: Converter | None = None) -> str:
@@ -174,7 +149,8 @@ def render_repro(case: Any, converter: Converter | None = None) -> str:
     extra = "".join(f", {lib}" for lib in (found.libraries if found else ()) if lib not in _HARNESS_LIBS)
     opening = {"title": f"convsmith case {case.id}: {verdict.symptom.json_name} in {case.converter} "
                         f"({verdict.stage.value})",
-               "libs": ("" if from_upstream else "torch, ") + f"onnx, onnxruntime, numpy{extra}"}
+               "libs": ("torch, " if not from_upstream and _source_framework(plan, case.converter_options) == "pytorch"
+                        else "") + f"onnx, onnxruntime, numpy{extra}"}
     rendered = {"transform": render_transform(case, found), "export": render_export(case, found)}
     if from_upstream:
         chosen = {"convert_and_run": plan.repro_upstream_conversion}
@@ -182,7 +158,7 @@ def render_repro(case: Any, converter: Converter | None = None) -> str:
     chosen = {"convert_and_run": plan.repro_conversion}
     if plan.role.starts_upstream:
         chosen["export_upstream"] = upstream_export(case.converter_options)
-    rendered["Repro"] = MODEL_RENDERERS[_source_framework(plan, case.converter_options)](case.graph)
+    rendered.update(_source_model(plan, case.converter_options, case.graph))
     return assemble(_parsed(plan.source_harness), case_values(case), opening, chosen, rendered)
 
-__all__ = ["render_module", "render_repro"]
+__all__ = ["identifier", "render_module", "render_repro"]

@@ -68,7 +68,8 @@ def _judge_second_shape(second: Expected, model: bytes, converter: Converter,
         outputs, dtypes = run_model(model, second.source, steps, level, load_stage=load_stage)
     except StageError as exc:
         add_timings(timings, steps.timings, "second.")
-        return CheckResult(failure_verdict(converter.name, exc.failure), {}, second, failure=exc.failure)
+        return CheckResult(failure_verdict(converter.name, exc.failure, converter.unsupported_messages), {}, second,
+                           failure=exc.failure)
     add_timings(timings, steps.timings, "second.")
     run = TargetRun(outputs, dtypes, dict(steps.timings), model=model)
     with timer(timings, "second.oracle"):
@@ -86,7 +87,7 @@ def _judge_run(expected: Expected, converter: Converter, produce: Callable[[], T
     try:
         run = produce()
     except StageError as exc:
-        verdict = failure_verdict(converter.name, exc.failure)
+        verdict = failure_verdict(converter.name, exc.failure, converter.unsupported_messages)
         if verdict.stage is Stage.VALIDATION:  # a schema type error says from which opset the type is allowed
             verdict = dataclasses.replace(verdict, message=verdict.message + schema_note(verdict.message))
         return CheckResult(verdict, timings, expected, failure=exc.failure, failed_model=exc.model)

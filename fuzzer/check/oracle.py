@@ -23,7 +23,8 @@ def oracle(expected: Expected, run: TargetRun, converter: Converter) -> Verdict:
     producer = graph.producer()
     source = SourceSide(tuple(graph.outputs), expected.source.output_dtypes,
                         tuple(producer[o].op if o in producer else None for o in graph.outputs),
-                        expected.eager, expected.reference, expected.valid_inputs)
+                        expected.eager, expected.reference if run.reference is None else run.reference,
+                        expected.valid_inputs)
     target = TargetSide(converter.name, converter.divergence_stage, tuple(run.outputs), tuple(run.output_dtypes),
                         None if run.baseline is None else tuple(run.baseline),
                         None if run.baseline_dtypes is None else tuple(run.baseline_dtypes))

@@ -26,6 +26,7 @@ from fuzzer.support.lock import installed_version
 from generators.ir import Graph
 from generators.ops.base import OpSpec
 from generators.registry import REGISTRY
+from generators.torch_source import render_module
 from oracles.verdict import Stage
 
 # The harness modules (fuzzer/cases/harness/) of a repro.py that starts from a PyTorch source model, head first.
@@ -90,6 +91,9 @@ class Converter:
     # The ONNX Runtime level its target model runs at (a cross-check's AtLevel runs an exporter's at another).
     target_level: ClassVar[str] = "disabled"
 
+    # Its library's documented "not implemented" messages (regular expressions) beside those oracles/taxonomy.py
+    # knows for every library: a failure with one is unsupported, counted and never filed.
+    unsupported_messages: ClassVar[tuple[str, ...]] = ()
     project: ClassVar[str] = ""  # who maintains it ("PyTorch"): the name of its project ("" uses `name`)
     tracker: ClassVar[str] = ""  # where its maintainers take bug reports
     distribution: ClassVar[str] = ""  # the pip distribution holding its own code (what a bisection installs)
@@ -101,6 +105,11 @@ class Converter:
     def expresses(self, graph: Graph) -> bool:
         """Whether every operator of `graph` is expressible."""
         return all(self.expressible(REGISTRY[node.op]) for node in graph.nodes)
+
+    def repro_model(self, graph: Graph) -> Mapping[str, str]:
+        """The definitions a repro.py that starts from the source model has its model in (name: source), as this
+        exporter's framework writes the graph: PyTorch's `Repro` module by default."""
+        return {"Repro": render_module(graph)}
 
     def export_upstream_model(self, source: Source, opset: int, steps: Steps) -> onnx.ModelProto:
         """An upstream exporter's model of `source` at `opset`, as the ONNX tools receive it (failures as

@@ -7,19 +7,21 @@ library; `list_converters()` says which entries can run here and why not.
 from __future__ import annotations
 
 from fuzzer.converters.base import Converter, ConverterInfo
+from fuzzer.converters.onnx2tf_importer import Onnx2Tf
 from fuzzer.converters.onnx_optimizer import OnnxOptimizer
 from fuzzer.converters.onnx_simplifier import OnnxSim
 from fuzzer.converters.onnx_slim import OnnxSlim
 from fuzzer.converters.ort_optimizer import OrtOptimizer
 from fuzzer.converters.registry import DEFAULT_REGISTRY, ConverterRegistry, load_registry
 from fuzzer.converters.role import Role
+from fuzzer.converters.tf2onnx_exporter import Tf2Onnx
 from fuzzer.converters.torch_onnx_dynamo import TorchOnnxDynamo
 from fuzzer.converters.torch_onnx_script import TorchOnnxScript
 from fuzzer.converters.version_converter import OnnxVersionConverter
 
 CONVERTERS = ConverterRegistry([
     TorchOnnxDynamo(), TorchOnnxScript(), OrtOptimizer(), OnnxSim(), OnnxSlim(), OnnxOptimizer(),
-    OnnxVersionConverter(),
+    OnnxVersionConverter(), Tf2Onnx(), Onnx2Tf(),
 ])
 
 # Converters convsmith knows of but does not offer, and why (`convsmith converters` prints them).

@@ -1,0 +1,55 @@
+"""onnx2tf in a repro.py that starts from upstream.onnx: the model converted into TensorFlow as convsmith converted it,
+run as its Keras model or its float32 TFLite model (LiteRT), against upstream.onnx run in ONNX Runtime."""
+import os
+
+import numpy as np
+
+from fuzzer.cases.harness.head import OPTIONS
+from fuzzer.cases.harness.numpy_tensors import to_numpy
+from fuzzer.cases.harness.runtime import run_onnx
+
+
+def convert_with_onnx2tf(upstream, inputs):
+    """onnx2tf: (its model's outputs, upstream.onnx's outputs with optimizations off)."""
+    import tempfile
+
+    import onnx
+    import onnx2tf
+
+    baseline = run_onnx(upstream, inputs)
+    model = onnx.load_from_string(upstream)
+    input_names = [i.name for i in model.graph.input]
+    with tempfile.TemporaryDirectory() as out:
+        path = os.path.join(out, "model.onnx")
+        with open(path, "wb") as handle:
+            handle.write(upstream)
+        keras_model = onnx2tf.convert(input_onnx_file_path=path, output_folder_path=out, non_verbose=True,
+                                      keep_shape_absolutely_input_names=input_names,
+                                      not_use_onnxsim=not OPTIONS["onnxsim"],
+                                      copy_onnx_input_output_names_to_tflite=OPTIONS["target"] == "tflite")
+        arrays = dict(zip(input_names, inputs))
+        if OPTIONS["target"] == "tflite":
+            from ai_edge_litert.interpreter import Interpreter
+
+            interpreter = Interpreter(model_path=os.path.join(out, "model_float32.tflite"))
+            interpreter.allocate_tensors()
+            for detail in interpreter.get_input_details():
+                interpreter.set_tensor(detail["index"], arrays[detail["name"]])
+            interpreter.invoke()
+            found = {d["name"]: interpreter.get_tensor(d["index"]) for d in interpreter.get_output_details()}
+            names = [o.name for o in model.graph.output]
+            outputs = ([found[n] for n in names] if all(n in found for n in names) else  # else Identity, Identity_1...
+                       [found[n] for n in sorted(found, key=lambda n: int(n.rpartition("_")[2]) if "_" in n else 0)])
+        else:
+            names = [t.name.split(":")[0] for t in keras_model.inputs]
+            values = [arrays[n] for n in names] if all(n in arrays for n in names) else list(inputs)
+            result = keras_model(values if len(values) > 1 else values[0])
+            outputs = list(result) if isinstance(result, (tuple, list)) else [result]
+    return [channels_first(to_numpy(np.asarray(y)), b.shape) for y, b in zip(outputs, baseline)], baseline
+
+
+def channels_first(array, shape):
+    """An output onnx2tf left channels-last (its documented NHWC layout) moved back to the ONNX model's NCHW."""
+    last = (shape[0], *shape[2:], shape[1]) if len(shape) >= 3 else shape
+    return np.moveaxis(array, -1, 1) if array.shape != tuple(shape) and array.shape == last else array
+

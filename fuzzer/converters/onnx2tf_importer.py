@@ -1,0 +1,167 @@
+"""onnx2tf: the upstream ONNX model converted into TensorFlow (the Keras model onnx2tf returns, or the float32 TFLite
+model it writes), run there and judged against the upstream model's run in ONNX Runtime with optimizations off.
+
+onnx2tf moves NCHW inputs to NHWC unless told to keep them: every input is kept at its ONNX shape
+(`keep_shape_absolutely_input_names`), so the outputs compare with the upstream model's as they are.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import onnx
+
+from fuzzer.converters.base import UPSTREAM_HARNESS, Converter
+from fuzzer.converters.conversion import Source, Steps, TargetRun
+from fuzzer.converters.describe import Component, FaultSite, Snippet
+from fuzzer.converters.options import ConverterOptions
+from fuzzer.converters.role import Role
+from fuzzer.converters.setting import Hints, Setting
+from fuzzer.converters.tf2onnx_exporter import quiet_availability, quiet_tensorflow, source_arrays
+from fuzzer.converters.upstream import UpstreamChoices, UpstreamOptions, export_upstream
+from fuzzer.support.quiet import library_output
+from oracles.verdict import Stage
+
+TARGETS = ("keras", "tflite")
+
+
+@dataclass(frozen=True)
+class Onnx2TfOptions(UpstreamOptions):
+    """Which of onnx2tf's outputs runs (its Keras model in TensorFlow, or its float32 .tflite in LiteRT), and
+    whether onnx2tf first simplifies the model with onnxsim (its default)."""
+
+    choices = UpstreamChoices(target=TARGETS)
+    target: str = "keras"
+    onnxsim: bool = True
+
+
+class Onnx2Tf(Converter):
+    name = "onnx2tf"
+    display_name = "onnx2tf"
+    project = "onnx2tf"
+    distribution = "onnx2tf"
+    tracker = "https://github.com/PINTO0309/onnx2tf/issues"
+    role = Role.IMPORTER
+    framework = "onnx"
+    runtime = "tensorflow"
+    libraries = ("onnx2tf", "tensorflow", "ai_edge_litert", "onnxruntime")
+    distributions = ("onnx", "onnxruntime", "onnx2tf", "tensorflow", "tf-keras", "ai-edge-litert")
+    options_type = Onnx2TfOptions
+    # The .tflite needs TensorFlow's own kernels (the Flex delegate), which LiteRT's interpreter does not link.
+    unsupported_messages = (r"Select TensorFlow op\(s\), included in the given model, is\(are\) not supported",)
+    upstream_harness = (*UPSTREAM_HARNESS, "onnx2tf_run")
+    repro_conversion = "no_conversion"
+    repro_upstream_conversion = "convert_with_onnx2tf"
+
+    def availability(self) -> tuple[bool, str]:
+        return quiet_availability(self)
+
+    def snippet(self, options: ConverterOptions) -> Snippet:
+        opts: Onnx2TfOptions = options  # type: ignore[assignment]
+        return Snippet(("import onnx2tf",), (convert_line(opts),))
+
+    def component(self, site: FaultSite) -> Component:
+        where = "its TFLite model (LiteRT)" if site.options.get("target") == "tflite" else "its Keras model"
+        return self.own_component(f"onnx2tf: the conversion {site.named()}, run as {where}")
+
+    def avoid_settings(self, options: ConverterOptions, hints: Hints) -> tuple[Setting, ...]:
+        """onnx2tf's own onnxsim pass off, then the other of its outputs."""
+        opts: Onnx2TfOptions = options  # type: ignore[assignment]
+        changes: list[tuple[str, dict[str, Any]]] = []
+        if opts.onnxsim:
+            changes.append(("onnx2tf without its onnxsim pass (not_use_onnxsim=True)", {"onnxsim": False}))
+        other = "keras" if opts.target == "tflite" else "tflite"
+        changes.append((f"onnx2tf's {other} model", {"target": other}))
+        out = []
+        for what, changed in changes:
+            new = Onnx2TfOptions(**{**opts.to_json(), **changed})
+            out.append(Setting(what, self.name, new.to_json(), convert_line(new)))
+        return tuple(out)
+
+    def convert_impl(self, source: Source, options: Onnx2TfOptions) -> TargetRun:  # type: ignore[override]
+        quiet_tensorflow()
+        steps = Steps()
+        up = export_upstream(source, options.upstream, options.opset, steps)
+        names = [i.name for i in up.model.graph.input]
+        arrays = dict(zip(names, source_arrays(source), strict=True))
+        with tempfile.TemporaryDirectory(prefix="convsmith-onnx2tf-") as folder:
+            path = os.path.join(folder, "model.onnx")
+            with open(path, "wb") as handle:
+                handle.write(up.data)
+            with steps.at(Stage.NODE_CONVERSION, "convert"):
+                keras = convert(path, folder, names, options)
+            with steps.at(Stage.RUNTIME_EXECUTION, "runtime"):
+                if options.target == "tflite":
+                    results = run_tflite(os.path.join(folder, "model_float32.tflite"), arrays, up.model)
+                else:
+                    results = run_keras(keras, arrays)
+        pairs = [ir_array(channels_first(r, b.shape)) for r, b in zip(results, up.outputs, strict=False)]
+        return TargetRun(tuple(a for a, _ in pairs), tuple(d for _, d in pairs), dict(steps.timings),
+                         baseline=up.outputs, baseline_model=up.data, baseline_dtypes=up.output_dtypes)
+
+
+def convert(path: str, folder: str, inputs: Sequence[str], options: Onnx2TfOptions) -> Any:
+    """onnx2tf's own call, as convert_line writes it: the Keras model (the .tflite files go to `folder`)."""
+    import onnx2tf
+    import tf_keras
+
+    tf_keras.backend.clear_session()  # onnx2tf builds into Keras' global graph: each conversion starts empty
+    with library_output():  # onnx2tf prints its saved model's signature even when non_verbose
+        return onnx2tf.convert(input_onnx_file_path=path, output_folder_path=folder, non_verbose=True,
+                               keep_shape_absolutely_input_names=list(inputs), not_use_onnxsim=not options.onnxsim,
+                               copy_onnx_input_output_names_to_tflite=options.target == "tflite")
+
+
+def run_keras(model: Any, arrays: dict[str, np.ndarray]) -> list[Any]:
+    """The Keras model on the inputs (by name where its inputs keep the ONNX names, else in order)."""
+    names = [t.name.split(":")[0] for t in model.inputs]
+    values = [arrays[n] for n in names] if all(n in arrays for n in names) else list(arrays.values())
+    result = model(values if len(values) > 1 else values[0])
+    return list(result) if isinstance(result, (tuple, list)) else [result]
+
+
+def run_tflite(path: str, arrays: dict[str, np.ndarray], model: onnx.ModelProto) -> list[Any]:
+    """The float32 .tflite in LiteRT's interpreter, its tensors found by the ONNX names onnx2tf copied onto them."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    interpreter = Interpreter(model_path=path)
+    interpreter.allocate_tensors()
+    for detail in interpreter.get_input_details():
+        interpreter.set_tensor(detail["index"], arrays[detail["name"]])
+    interpreter.invoke()
+    found = {d["name"]: interpreter.get_tensor(d["index"]) for d in interpreter.get_output_details()}
+    names = [o.name for o in model.graph.output]
+    if all(n in found for n in names):
+        return [found[n] for n in names]
+    # Unnamed, they are Identity, Identity_1, ... in the ONNX model's output order.
+    return [found[n] for n in sorted(found, key=lambda n: int(n.rpartition("_")[2]) if "_" in n else 0)]
+
+
+def channels_first(value: Any, shape: tuple[int, ...]) -> Any:
+    """An output onnx2tf left channels-last (its documented NHWC layout) moved back to the ONNX model's NCHW; any
+    other output as it is."""
+    array = np.asarray(value.numpy() if hasattr(value, "numpy") else value)
+    last = (shape[0], *shape[2:], shape[1]) if len(shape) >= 3 else shape
+    return np.moveaxis(array, -1, 1) if array.shape != tuple(shape) and array.shape == last else value
+
+
+def ir_array(value: Any) -> tuple[np.ndarray, str]:
+    """An output as the oracle takes it (bfloat16 in float32 storage) and its IR dtype name."""
+    from generators.tf_model import oracle_array
+
+    raw = np.asarray(value.numpy() if hasattr(value, "numpy") else value)
+    return oracle_array(raw), str(raw.dtype)
+
+
+def convert_line(options: Onnx2TfOptions) -> str:
+    """The user's onnx2tf call on model.onnx (its Keras model, or with the .tflite files written to out/)."""
+    extra = "" if options.onnxsim else ", not_use_onnxsim=True"
+    if options.target == "tflite":
+        extra += ", copy_onnx_input_output_names_to_tflite=True"
+    return ('keras_model = onnx2tf.convert(input_onnx_file_path="model.onnx", output_folder_path="out", '
+            f"non_verbose=True, keep_shape_absolutely_input_names=input_names{extra})")

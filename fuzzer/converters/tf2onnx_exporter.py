@@ -1,0 +1,236 @@
+"""tf2onnx: the graph written as a TensorFlow model (a tf.function, or a Keras model) exported to ONNX, run in ONNX
+Runtime and judged against TensorFlow eager on the same inputs.
+
+The TensorFlow model is the one generators/tf_model.py renders from each operator's `tf_source`, with the source's
+settled weights as constants. TensorFlow eager is the baseline and its float64 twin the reference, as the unconverted
+model's run is for an ONNX tool; a TensorFlow model that fails, or whose outputs have other shapes or dtypes than the
+graph's, is the source's failure (UpstreamError from "tensorflow"), never tf2onnx's.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import onnx
+
+from fuzzer.converters.base import Converter
+from fuzzer.converters.conversion import Source, StageError, Steps, TargetRun, UpstreamError
+from fuzzer.converters.describe import Component, FaultSite, Snippet
+from fuzzer.converters.options import ConverterOptions
+from fuzzer.converters.runtime import check_and_serialize, run_model
+from fuzzer.converters.setting import Hints, Setting
+from fuzzer.support.quiet import library_output
+from generators.ir import Graph
+from generators.ops.base import OpSpec
+from oracles.verdict import Stage
+
+TF2ONNX_OPSETS = (14, 18)  # tf2onnx 1.17's newest opsets (OPSET_TO_IR_VERSION ends at 18)
+SOURCES = ("function", "keras")
+TENSORFLOW = "tensorflow"  # the upstream a failing TensorFlow model is filed under (not tf2onnx's bug)
+
+
+@dataclass(frozen=True)
+class Tf2OnnxOptions(ConverterOptions):
+    """From a tf.function or a Keras model, at an opset; tf2onnx's own ONNX optimizer off (`optimize=False`) is an
+    argument of from_keras only, so it goes with source="keras"."""
+
+    opset_range = TF2ONNX_OPSETS
+    choices = {"source": SOURCES}
+    opset: int = 15  # tf2onnx's preferred opset
+    source: str = "function"
+    optimize: bool = True
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not self.optimize and self.source != "keras":
+            raise ValueError("option optimize=False: tf2onnx.convert.from_function takes no optimizers; "
+                             "use source='keras'")
+
+    @classmethod
+    def candidates(cls, name: str, drawn: dict[str, Any]) -> tuple[Any, ...]:  # type: ignore[override]
+        if name == "optimize" and drawn.get("source", "function") != "keras":
+            return (True,)
+        return super().candidates(name, drawn)
+
+
+def quiet_tensorflow() -> None:
+    """TensorFlow's C++ logging off before its first import (it writes a screenful to stderr otherwise)."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+
+def quiet_availability(converter: Converter) -> tuple[bool, str]:
+    """Converter.availability with TensorFlow's and LiteRT's import-time logging kept off the terminal."""
+    quiet_tensorflow()
+    with library_output():
+        return Converter.availability(converter)
+
+
+class Tf2Onnx(Converter):
+    name = "tf2onnx"
+    display_name = "tf2onnx"
+    project = "tf2onnx"
+    distribution = "tf2onnx"
+    tracker = "https://github.com/onnx/tensorflow-onnx/issues"
+    framework = "tensorflow"
+    libraries = ("tensorflow", "tf_keras", "tf2onnx", "onnxruntime")
+    distributions = ("tensorflow", "tf-keras", "tf2onnx", "onnx", "onnxruntime")
+    options_type = Tf2OnnxOptions
+    # tf2onnx leaves a TensorFlow op it has no handler for in the graph (it logs "Tensorflow op [...] is not
+    # supported"): ONNX's checker then finds no schema for it.
+    unsupported_messages = (r"No Op registered for \w+ with domain_version",)
+    source_harness = ("head", "numpy_tensors", "runtime", "judging", "child", "from_tensorflow")
+    repro_conversion = "export_and_run_tf2onnx"
+
+    def availability(self) -> tuple[bool, str]:
+        return quiet_availability(self)
+
+    def expressible(self, op: OpSpec) -> bool:
+        """TensorFlow can write the operator: it has a TensorFlow source."""
+        return op.has_tf_source()
+
+    def expresses(self, graph: Graph) -> bool:
+        """Every node has a TensorFlow source, and a kernel for its dtypes."""
+        from generators.tf_model import tf_unsupported
+
+        return tf_unsupported(graph) is None
+
+    def repro_model(self, graph: Graph) -> Mapping[str, str]:
+        """The graph as plain TensorFlow (`make_model(weights)`), and its weights read from the case folder."""
+        from generators.tf_model import render_tf_model
+
+        reads = "".join(f"{w!r}: load_tensor('weights/{w}.pb'), " for w in graph.weights)
+        loader = f'def load_weights():\n    """The case\'s weights by name."""\n    return {{{reads}}}\n'
+        # The script binds no `tf` of its own (its opening imports only what every script may need).
+        model = render_tf_model(graph).replace("def make_model(weights):\n",
+                                               "def make_model(weights):\n    import tensorflow as tf\n\n", 1)
+        return {"make_model": model, "load_weights": loader}
+
+    def snippet(self, options: ConverterOptions) -> Snippet:
+        opts: Tf2OnnxOptions = options  # type: ignore[assignment]
+        return Snippet(("import tf2onnx",), (export_line(opts),))
+
+    def component(self, site: FaultSite) -> Component:
+        return self.own_component(f"tf2onnx: the conversion {site.named()}")
+
+    def avoid_settings(self, options: ConverterOptions, hints: Hints) -> tuple[Setting, ...]:
+        """tf2onnx's optimizer off (from a Keras model), the other kind of source, then the nearest opsets."""
+        opts: Tf2OnnxOptions = options  # type: ignore[assignment]
+        changes: list[tuple[str, dict[str, Any]]] = []
+        if opts.optimize:
+            changes.append(("tf2onnx's optimizer off (optimizers={})", {"source": "keras", "optimize": False}))
+        if opts.source == "keras":
+            changes.append(("the model as a tf.function", {"source": "function", "optimize": True}))
+        else:
+            changes.append(("the model as a Keras model", {"source": "keras"}))
+        low, high = TF2ONNX_OPSETS
+        nearest = sorted((o for o in range(low, high + 1) if o != opts.opset), key=lambda o: (abs(o - opts.opset), -o))
+        changes += [(f"opset {o}", {"opset": o}) for o in nearest[:2]]
+        settings = []
+        for what, changed in changes:
+            new = Tf2OnnxOptions(**{**opts.to_json(), **changed})
+            settings.append(Setting(what, self.name, new.to_json(), export_line(new)))
+        return tuple(settings)
+
+    def convert_impl(self, source: Source, options: Tf2OnnxOptions) -> TargetRun:  # type: ignore[override]
+        quiet_tensorflow()
+        steps = Steps()
+        fn, model, inputs = tensorflow_model(source, options, steps)
+        baseline = eager_outputs(fn, inputs, steps)
+        reference = float64_outputs(source, steps)
+        with steps.at(Stage.NODE_CONVERSION, "export"):
+            proto = export(model, source.graph, options)
+        data = check_and_serialize(proto, steps)
+        outputs, dtypes = run_model(data, source, steps)
+        return TargetRun(outputs, dtypes, dict(steps.timings), model=data, baseline=baseline,
+                         baseline_dtypes=source.output_dtypes, reference=reference)
+
+
+def tensorflow_model(source: Source, options: Tf2OnnxOptions, steps: Steps) -> tuple[Any, Any, list[Any]]:
+    """The source graph as a Python function (run eagerly) and as the model the options export (a tf.function or a
+    Keras model), and its inputs as TensorFlow tensors."""
+    import tensorflow as tf
+
+    from generators.tf_model import module_weights, tf_arrays, tf_model
+
+    graph = source.graph
+    try:
+        with steps.at(Stage.SOURCE, "tf_model"):
+            fn = tf_model(graph, tf_arrays(module_weights(source.module, graph), graph))
+            model = keras_model(fn, graph) if options.source == "keras" else tf.function(fn)
+            feeds = tf_arrays(dict(zip(graph.inputs, source_arrays(source), strict=True)), graph)
+            return fn, model, [tf.constant(feeds[n]) for n in graph.inputs]
+    except StageError as exc:
+        raise UpstreamError(exc.failure, TENSORFLOW) from exc
+
+
+def source_arrays(source: Source) -> list[np.ndarray]:
+    """The source's inputs as numpy (bfloat16 in float32 storage, which tf_arrays narrows back exactly)."""
+    import torch
+
+    return [(x.detach().cpu().float() if x.dtype == torch.bfloat16 else x.detach().cpu()).numpy()
+            for x in source.inputs]
+
+
+def eager_outputs(fn: Callable[..., Any], inputs: Sequence[Any], steps: Steps) -> tuple[np.ndarray, ...]:
+    """The graph's function run eagerly: the baseline tf2onnx's model is judged against."""
+    from generators.tf_model import oracle_array
+
+    try:
+        with steps.at(Stage.SOURCE, "tf_eager"):
+            result = fn(*inputs)
+            return tuple(oracle_array(y) for y in (result if isinstance(result, (tuple, list)) else (result,)))
+    except StageError as exc:
+        raise UpstreamError(exc.failure, TENSORFLOW) from exc
+
+
+def float64_outputs(source: Source, steps: Steps) -> tuple[np.ndarray, ...] | None:
+    """TensorFlow's float64 twin of the model; None where it does not run (the torch twin is the reference then)."""
+    from generators.tf_model import module_weights, run_tf_float64
+
+    try:
+        with steps.at(Stage.SOURCE, "tf_float64"):
+            return run_tf_float64(source.graph, module_weights(source.module, source.graph), source_arrays(source))
+    except StageError:
+        return None
+
+
+def keras_model(fn: Callable[..., Any], graph: Graph) -> Any:
+    """A functional Keras model around the graph's function, as a Keras user wraps TensorFlow code (a Lambda layer),
+    its inputs at the graph's full shapes."""
+    import tf_keras
+
+    from generators.tf_model import tf_signature
+
+    inputs = [tf_keras.Input(batch_shape=tuple(spec.shape), dtype=spec.dtype, name=spec.name)
+              for spec in tf_signature(graph)]
+    outputs = tf_keras.layers.Lambda(lambda xs: fn(*xs), autocast=False)(inputs)
+    return tf_keras.Model(inputs, list(outputs) if isinstance(outputs, (tuple, list)) else [outputs])
+
+
+def export(model: Any, graph: Graph, options: Tf2OnnxOptions) -> onnx.ModelProto:
+    """tf2onnx's own call on the model, as export_line writes it."""
+    import tf2onnx
+
+    from generators.tf_model import tf_signature
+
+    signature = tf_signature(graph)
+    if options.source == "keras":
+        optimizers = None if options.optimize else {}
+        proto, _ = tf2onnx.convert.from_keras(model, input_signature=signature, opset=options.opset,
+                                              optimizers=optimizers)
+    else:
+        proto, _ = tf2onnx.convert.from_function(model, input_signature=signature, opset=options.opset)
+    return proto
+
+
+def export_line(options: Tf2OnnxOptions) -> str:
+    """The user's line that exports `model` (a tf.function or Keras model) given `signature` (its TensorSpecs)."""
+    if options.source == "keras":
+        optimizers = "" if options.optimize else ", optimizers={}"
+        return (f"model, _ = tf2onnx.convert.from_keras(model, input_signature=signature, opset={options.opset}"
+                f"{optimizers})")
+    return f"model, _ = tf2onnx.convert.from_function(model, input_signature=signature, opset={options.opset})"

@@ -67,10 +67,12 @@ def _outcomes(case: CaseData, converter: Converter | None = None) -> list[tuple[
 
 
 def test_torchscript_floor_divide_is_the_exporters_own_bug() -> None:
-    """The dynamo exporter converts int32 floor_divide correctly; every ONNX Runtime level runs TorchScript's model
-    into the same wrong value, so the runtime's optimizer is not involved."""
+    """The dynamo exporter converts int32 floor_divide correctly (tf2onnx, the other framework's exporter, checks it
+    too and shows the same wrong value); every ONNX Runtime level runs TorchScript's model into the same wrong value,
+    so the runtime's optimizer is not involved."""
     assert _outcomes(corpus_case(FLOOR_DIVIDE)) == [
         ("torch-onnx-dynamo (other exporter)", "passes", ""),
+        ("tf2onnx (other exporter)", "same bug", ""),
         ("ONNX Runtime, optimizations disabled", "same bug", ""),
         ("ONNX Runtime, optimizations basic", "same bug", ""),
         ("ONNX Runtime, optimizations extended", "same bug", ""),

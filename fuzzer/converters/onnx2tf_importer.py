@@ -22,7 +22,7 @@ from fuzzer.converters.describe import Component, FaultSite, Snippet
 from fuzzer.converters.options import ConverterOptions
 from fuzzer.converters.role import Role
 from fuzzer.converters.setting import Hints, Setting
-from fuzzer.converters.tf2onnx_exporter import quiet_availability, quiet_tensorflow, source_arrays
+from fuzzer.converters.tf2onnx_exporter import import_quietly, quiet_availability, quiet_tensorflow, source_arrays
 from fuzzer.converters.upstream import UpstreamChoices, UpstreamOptions, export_upstream
 from fuzzer.support.quiet import library_output
 from oracles.verdict import Stage
@@ -107,9 +107,7 @@ class Onnx2Tf(Converter):
 
 def convert(path: str, folder: str, inputs: Sequence[str], options: Onnx2TfOptions) -> Any:
     """onnx2tf's own call, as convert_line writes it: the Keras model (the .tflite files go to `folder`)."""
-    import onnx2tf
-    import tf_keras
-
+    onnx2tf, tf_keras = import_quietly("onnx2tf"), import_quietly("tf_keras")
     tf_keras.backend.clear_session()  # onnx2tf builds into Keras' global graph: each conversion starts empty
     with library_output():  # onnx2tf prints its saved model's signature even when non_verbose
         return onnx2tf.convert(input_onnx_file_path=path, output_folder_path=folder, non_verbose=True,
@@ -127,9 +125,7 @@ def run_keras(model: Any, arrays: dict[str, np.ndarray]) -> list[Any]:
 
 def run_tflite(path: str, arrays: dict[str, np.ndarray], model: onnx.ModelProto) -> list[Any]:
     """The float32 .tflite in LiteRT's interpreter, its tensors found by the ONNX names onnx2tf copied onto them."""
-    from ai_edge_litert.interpreter import Interpreter
-
-    interpreter = Interpreter(model_path=path)
+    interpreter = import_quietly("ai_edge_litert.interpreter").Interpreter(model_path=path)
     interpreter.allocate_tensors()
     for detail in interpreter.get_input_details():
         interpreter.set_tensor(detail["index"], arrays[detail["name"]])

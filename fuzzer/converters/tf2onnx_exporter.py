@@ -9,7 +9,9 @@ graph's, is the source's failure (UpstreamError from "tensorflow"), never tf2onn
 
 from __future__ import annotations
 
+import importlib
 import os
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -60,6 +62,15 @@ class Tf2OnnxOptions(ConverterOptions):
 def quiet_tensorflow() -> None:
     """TensorFlow's C++ logging off before its first import (it writes a screenful to stderr otherwise)."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+
+def import_quietly(name: str) -> Any:
+    """The module `name`, its first import's logging (TensorFlow, absl, oneDNN notes) kept off the terminal."""
+    quiet_tensorflow()
+    if name not in sys.modules:
+        with library_output():
+            importlib.import_module(name)
+    return sys.modules[name]
 
 
 def quiet_availability(converter: Converter) -> tuple[bool, str]:
@@ -142,18 +153,22 @@ class Tf2Onnx(Converter):
         baseline = eager_outputs(fn, inputs, steps)
         reference = float64_outputs(source, steps)
         with steps.at(Stage.NODE_CONVERSION, "export"):
-            proto = export(model, source.graph, options)
+            proto = self.export_model(model, source.graph, options)
         data = check_and_serialize(proto, steps)
         outputs, dtypes = run_model(data, source, steps)
         return TargetRun(outputs, dtypes, dict(steps.timings), model=data, baseline=baseline,
                          baseline_dtypes=source.output_dtypes, reference=reference)
 
 
+    def export_model(self, model: Any, graph: Graph, options: Tf2OnnxOptions) -> onnx.ModelProto:
+        """tf2onnx's call on the TensorFlow model (a test's planted converter changes what it returns)."""
+        return export(model, graph, options)
+
+
 def tensorflow_model(source: Source, options: Tf2OnnxOptions, steps: Steps) -> tuple[Any, Any, list[Any]]:
     """The source graph as a Python function (run eagerly) and as the model the options export (a tf.function or a
     Keras model), and its inputs as TensorFlow tensors."""
-    import tensorflow as tf
-
+    tf = import_quietly("tensorflow")
     from generators.tf_model import module_weights, tf_arrays, tf_model
 
     graph = source.graph
@@ -201,8 +216,7 @@ def float64_outputs(source: Source, steps: Steps) -> tuple[np.ndarray, ...] | No
 def keras_model(fn: Callable[..., Any], graph: Graph) -> Any:
     """A functional Keras model around the graph's function, as a Keras user wraps TensorFlow code (a Lambda layer),
     its inputs at the graph's full shapes."""
-    import tf_keras
-
+    tf_keras = import_quietly("tf_keras")
     from generators.tf_model import tf_signature
 
     inputs = [tf_keras.Input(batch_shape=tuple(spec.shape), dtype=spec.dtype, name=spec.name)
@@ -213,8 +227,7 @@ def keras_model(fn: Callable[..., Any], graph: Graph) -> Any:
 
 def export(model: Any, graph: Graph, options: Tf2OnnxOptions) -> onnx.ModelProto:
     """tf2onnx's own call on the model, as export_line writes it."""
-    import tf2onnx
-
+    tf2onnx = import_quietly("tf2onnx")
     from generators.tf_model import tf_signature
 
     signature = tf_signature(graph)

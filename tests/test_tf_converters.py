@@ -1,0 +1,116 @@
+"""The TensorFlow family end to end: tf2onnx judged against TensorFlow eager (its float64 twin the reference), a
+TensorFlow model that fails filed as the source's, onnx2tf's layout, and a tf2onnx case's repro.py run alone with no
+torch. The fault is planted through a registry entry (PlantedSinAsCos), never left to an upstream bug."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+import pytest
+
+from fuzzer.cases.case import case_from_result, case_log, collect_versions
+from fuzzer.cases.folder import write_case
+from fuzzer.check.pipeline import check_prepared
+from fuzzer.check.result import CheckOptions
+from fuzzer.check.source import prepare
+from fuzzer.converters import CONVERTERS
+from fuzzer.converters.onnx2tf_importer import channels_first
+from fuzzer.converters.tf2onnx_exporter import Tf2Onnx, Tf2OnnxOptions
+from generators.builder import GraphBuilder
+from generators.dtypes import DType
+from generators.ir import Graph
+from generators.registry import REGISTRY
+from oracles.verdict import Stage, Symptom
+
+FAST = CheckOptions(rerun=False, locate=False, culprit=False)
+
+
+class PlantedSinAsCos(Tf2Onnx):
+    """tf2onnx with a planted fault: the ONNX model it writes computes every Sin as Cos."""
+
+    name = "planted-tf2onnx-sin-as-cos"
+
+    def export_model(self, model: Any, graph: Graph, options: Tf2OnnxOptions) -> onnx.ModelProto:
+        proto = super().export_model(model, graph, options)
+        for node in proto.graph.node:
+            if node.op_type == "Sin":
+                node.op_type = "Cos"
+        return proto
+
+
+def one_op(op: str, dtype: DType = DType.FLOAT32) -> Graph:
+    b = GraphBuilder()
+    x = b.input((3, 5), dtype)
+    return b.build((b.op(op, (x,), (3, 5), dtype),))
+
+
+def _available() -> None:
+    ok, reason = CONVERTERS["tf2onnx"].availability()
+    if not ok:
+        pytest.skip(reason)
+
+
+@pytest.mark.slow
+def test_a_planted_tf2onnx_fault_is_a_wrong_value_measured_from_tensorflows_float64_twin() -> None:
+    _available()
+    result = check_prepared(prepare(one_op("sin"), 3, {}, 1.0), PlantedSinAsCos(), {"opset": 17}, FAST)
+    verdict = result.verdict
+    assert (verdict.symptom, verdict.stage, verdict.converter) == (
+        Symptom.WRONG_VALUES, Stage.NODE_CONVERSION, "planted-tf2onnx-sin-as-cos")
+    assert verdict.diverging_op == "sin"
+    assert result.target is not None and result.target.reference is not None
+    assert result.target.reference[0].dtype == np.float64
+
+
+@pytest.mark.slow
+def test_the_real_tf2onnx_passes_the_same_graph_from_a_function_and_from_keras() -> None:
+    _available()
+    prepared = prepare(one_op("sin"), 3, {}, 1.0)
+    for options in ({"source": "function"}, {"source": "keras", "optimize": False}):
+        assert check_prepared(prepared, CONVERTERS["tf2onnx"], options, FAST).verdict.symptom is Symptom.PASS
+
+
+def test_optimizer_off_is_a_keras_option_only() -> None:
+    with pytest.raises(ValueError, match="from_function takes no optimizers"):
+        Tf2OnnxOptions(source="function", optimize=False)
+    assert all(Tf2OnnxOptions.draw(seed).optimize or Tf2OnnxOptions.draw(seed).source == "keras"
+               for seed in range(50))
+
+
+def test_tf2onnx_expresses_only_operators_with_a_tensorflow_source() -> None:
+    converter = CONVERTERS["tf2onnx"]
+    assert converter.expresses(one_op("sin")) and converter.expressible(REGISTRY["sin"])
+    assert not converter.expressible(REGISTRY["conv_transpose3d"])  # no exact TensorFlow twin of torch's
+
+
+def test_onnx2tf_channels_last_outputs_are_moved_back_and_nothing_else() -> None:
+    nchw = np.arange(24).reshape(1, 2, 3, 4)
+    assert channels_first(np.moveaxis(nchw, 1, -1), (1, 2, 3, 4)).tolist() == nchw.tolist()
+    assert channels_first(nchw, (1, 2, 3, 4)) is nchw
+    other = np.zeros((4, 3))
+    assert channels_first(other, (3, 4)) is other
+
+
+@pytest.mark.slow
+def test_a_tf2onnx_cases_repro_runs_alone_without_torch(tmp_path: Path) -> None:
+    """The case written from the planted converter's finding; its repro.py calls the real tf2onnx, which computes
+    Sin right: the script runs in an empty folder, imports no torch, and says the bug does not show (exit 0)."""
+    _available()
+    graph = one_op("sin")
+    planted = PlantedSinAsCos()
+    result = check_prepared(prepare(graph, 3, {}, 1.0), planted, {"opset": 17}, FAST)
+    case = case_from_result(result, graph, 3, planted.name, collect_versions(()), log=case_log(result))
+    folder = write_case(tmp_path / "cases", case, converter=planted)
+    script = (folder / "repro.py").read_text()
+    assert "import torch" not in script and "tf2onnx.convert.from_function" in script
+    alone = tmp_path / "alone"
+    subprocess.run(["cp", "-r", str(folder), str(alone)], check=True)
+    run = subprocess.run([sys.executable, "repro.py"], cwd=alone, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "TensorFlow eager matches the saved expected outputs" in run.stdout
+    assert "bug does not show" in run.stdout

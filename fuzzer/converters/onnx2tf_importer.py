@@ -88,7 +88,7 @@ class Onnx2Tf(Converter):
         steps = Steps()
         up = export_upstream(source, options.upstream, options.opset, steps)
         names = [i.name for i in up.model.graph.input]
-        arrays = dict(zip(names, source_arrays(source), strict=True))
+        arrays = model_inputs(names, source)
         with tempfile.TemporaryDirectory(prefix="convsmith-onnx2tf-") as folder:
             path = os.path.join(folder, "model.onnx")
             with open(path, "wb") as handle:
@@ -103,6 +103,15 @@ class Onnx2Tf(Converter):
         pairs = [ir_array(channels_first(r, b.shape)) for r, b in zip(results, up.outputs, strict=False)]
         return TargetRun(tuple(a for a, _ in pairs), tuple(d for _, d in pairs), dict(steps.timings),
                          baseline=up.outputs, baseline_model=up.data, baseline_dtypes=up.output_dtypes)
+
+
+def model_inputs(names: Sequence[str], source: Source) -> dict[str, np.ndarray]:
+    """The source's inputs under the upstream model's input names: by IR name (an exporter may drop an input no
+    output reads), else in order."""
+    by_name = dict(zip(source.input_names, source_arrays(source), strict=True))
+    if all(n in by_name for n in names):
+        return {n: by_name[n] for n in names}
+    return dict(zip(names, by_name.values(), strict=True))
 
 
 def convert(path: str, folder: str, inputs: Sequence[str], options: Onnx2TfOptions) -> Any:

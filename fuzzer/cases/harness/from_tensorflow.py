@@ -1,9 +1,9 @@
 """main of a repro.py whose source model is TensorFlow: the graph as plain TensorFlow code, exported with tf2onnx
 as convsmith exported it, run in ONNX Runtime and compared with TensorFlow eager. Needs TensorFlow, tf2onnx, ONNX
 Runtime and numpy; no torch."""
+import os
 import sys
 
-import numpy as np
 import onnx
 import onnxruntime as ort
 
@@ -62,12 +62,13 @@ def convert_and_run(fn, inputs):
 
 
 def main():
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # TensorFlow's C++ notes would bury the outcome
     import tensorflow as tf
 
     inputs = [load_tensor(f"test_data_set_0/input_{i}.pb") for i in range(len(INPUT_NAMES))]
     saved = [to_numpy(load_tensor(f"test_data_set_0/output_{i}.pb")) for i in range(len(OUTPUT_NAMES))]
     fn = make_model({name: tf.constant(value) for name, value in load_weights().items()})
-    eager = [to_numpy(np.asarray(y)) for y in fn(*(tf.constant(x) for x in inputs))]
+    eager = [to_numpy(y.numpy()) for y in fn(*(tf.constant(x) for x in inputs))]
     print(f"{CASE}: {CONVERTER} {OPTIONS}")
     print(f"tensorflow {tf.__version__}, onnx {onnx.__version__}, onnxruntime {ort.__version__}")
     if judge(eager, saved, "saved expected") is None:

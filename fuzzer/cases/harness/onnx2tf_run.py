@@ -4,7 +4,7 @@ import os
 
 import numpy as np
 
-from fuzzer.cases.harness.head import OPTIONS
+from fuzzer.cases.harness.head import INPUT_NAMES, OPTIONS
 from fuzzer.cases.harness.numpy_tensors import to_numpy
 from fuzzer.cases.harness.runtime import run_onnx
 
@@ -13,6 +13,7 @@ def convert_with_onnx2tf(upstream, inputs):
     """onnx2tf: (its model's outputs, upstream.onnx's outputs with optimizations off)."""
     import tempfile
 
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # TensorFlow's C++ notes would bury the outcome
     import onnx
     import onnx2tf
 
@@ -27,7 +28,9 @@ def convert_with_onnx2tf(upstream, inputs):
                                       keep_shape_absolutely_input_names=input_names,
                                       not_use_onnxsim=not OPTIONS["onnxsim"],
                                       copy_onnx_input_output_names_to_tflite=OPTIONS["target"] == "tflite")
-        arrays = dict(zip(input_names, inputs))
+        by_name = dict(zip(INPUT_NAMES, inputs))  # an exporter may drop an input no output reads
+        arrays = ({n: by_name[n] for n in input_names} if all(n in by_name for n in input_names) else
+                  dict(zip(input_names, inputs)))
         if OPTIONS["target"] == "tflite":
             from ai_edge_litert.interpreter import Interpreter
 

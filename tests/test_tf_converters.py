@@ -19,7 +19,7 @@ from fuzzer.check.pipeline import check_prepared
 from fuzzer.check.result import CheckOptions
 from fuzzer.check.source import prepare
 from fuzzer.converters import CONVERTERS
-from fuzzer.converters.onnx2tf_importer import channels_first
+from fuzzer.converters.onnx2tf_importer import as_onnx_model, channels_first
 from fuzzer.converters.tf2onnx_exporter import Tf2Onnx, Tf2OnnxOptions
 from generators.builder import GraphBuilder
 from generators.dtypes import DType
@@ -94,6 +94,12 @@ def test_onnx2tf_channels_last_outputs_are_moved_back_and_nothing_else() -> None
     assert channels_first(nchw, (1, 2, 3, 4)) is nchw
     other = np.zeros((4, 3))
     assert channels_first(other, (3, 4)) is other
+
+
+def test_onnx2tf_float16_outputs_computed_in_float32_are_narrowed_back_by_design() -> None:
+    wide = np.array([1.0, 2.5], dtype=np.float32)
+    assert as_onnx_model(wide, np.zeros(2, np.float16)).dtype == np.float16
+    assert as_onnx_model(wide, np.zeros(2, np.float32)) is wide
 
 
 @pytest.mark.slow

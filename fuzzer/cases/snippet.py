@@ -31,8 +31,8 @@ def render_snippet(case: Any) -> str | None:
     no snippet) or the case holds no tensors (a worker died before it could save them)."""
     converter = CONVERTERS.get(case.converter)
     has_data = len(case.inputs) == len(case.graph.inputs) and set(case.weights) == set(case.graph.weights)
-    if converter is None or not has_data:
-        return None
+    if converter is None or not has_data or converter.runtime != "onnxruntime":
+        return None  # the few lines run the target in ONNX Runtime: another runtime's case has repro.py only
     # Only an exporter's case records dynamic dims (the ONNX tools' snippets take none).
     dynamic = (DynamicAxes.from_json(case.dynamic),) if case.dynamic is not None else ()
     try:

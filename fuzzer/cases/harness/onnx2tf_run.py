@@ -48,7 +48,14 @@ def convert_with_onnx2tf(upstream, inputs):
             values = [arrays[n] for n in names] if all(n in arrays for n in names) else list(inputs)
             result = keras_model(values if len(values) > 1 else values[0])
             outputs = list(result) if isinstance(result, (tuple, list)) else [result]
-    return [channels_first(to_numpy(np.asarray(y)), b.shape) for y, b in zip(outputs, baseline)], baseline
+    return [as_onnx_model(to_numpy(np.asarray(y)), b) for y, b in zip(outputs, baseline)], baseline
+
+
+def as_onnx_model(array, baseline):
+    """An output as the ONNX model gives it, where onnx2tf changes it by design: channels-last moved back, float16
+    (which onnx2tf computes in float32) narrowed back."""
+    array = channels_first(array, baseline.shape)
+    return array.astype(np.float16) if baseline.dtype == np.float16 and array.dtype == np.float32 else array
 
 
 def channels_first(array, shape):

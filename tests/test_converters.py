@@ -19,7 +19,7 @@ from oracles.taxonomy import Failure, classify
 from oracles.verdict import Stage, Symptom
 
 INFO = {info.name: info for info in list_converters()}
-EXPORTERS = tuple(c.name for c in CONVERTERS.of_role(Role.EXPORTER))
+EXPORTERS = tuple(c.name for c in CONVERTERS.upstreams())  # the exporters an ONNX tool can start from
 FAST_CHECK = CheckOptions(rerun=False, locate=False, culprit=False)
 
 

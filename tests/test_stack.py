@@ -14,9 +14,9 @@ from fuzzer.converters.stack import libraries_under_test, mismatches, stack_rows
 from fuzzer.support.errors import Exit, UsageError
 from fuzzer.support.lock import PACKAGE_LOCK, active_lock, agrees, canonical, parse_lock, read_lock, write_lock
 
-# The issue names these; the registry's distributions plus COMMON must cover them.
+# The issue names these (but onnx2torch, no longer offered); the registry's distributions plus COMMON must cover them.
 NAMED_IN_THE_ISSUE = ("torch", "onnx", "onnxruntime", "onnxscript", "onnx-ir", "onnxsim", "onnxslim", "onnxoptimizer",
-                      "onnx2torch", "numpy", "protobuf", "ml_dtypes")
+                      "numpy", "protobuf", "ml_dtypes")
 
 
 def test_the_lock_parses_and_pins_every_library_under_test() -> None:

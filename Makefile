@@ -26,14 +26,11 @@ $(BIN)/python:
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
 # Everything under the lock's constraints, torch included: the lock pins releases (torch==2.13.0, not +cpu), so
-# pip takes the CPU build lying on this disk and the CUDA build of the same release on a GPU box. onnx2torch is
-# installed without its dependencies: it would pull torchvision, which asks for a different torch; it is reported
-# unavailable where torchvision does not import. GPU=1 swaps onnxruntime for onnxruntime-gpu (both install the same
+# pip takes the CPU build lying on this disk and the CUDA build of the same release on a GPU box. GPU=1 swaps onnxruntime for onnxruntime-gpu (both install the same
 # module, so only one may be present; it is not in the lock, so `convsmith converters` marks onnxruntime).
 # The lock installed is copied into the venv: `convsmith converters` and tests/test_stack.py check against it.
 $(STAMP): $(BIN)/python pyproject.toml $(LOCK)
 	$(BIN)/pip install --quiet -c "$(LOCK)" torch -e ".[optimizers,dev,report,tensorflow]"
-	$(BIN)/pip install --quiet -c "$(LOCK)" --no-deps onnx2torch
 	$(if $(GPU),$(BIN)/pip uninstall --quiet -y onnxruntime && $(BIN)/pip install --quiet "onnxruntime-gpu>=1.18")
 	cp "$(LOCK)" $(VENV)/convsmith-stack.lock
 	rm -f $(VENV)/.installed*
@@ -53,7 +50,6 @@ lock:
 	$(PYTHON) -m venv $(LOCKVENV)
 	$(LOCKVENV)/bin/python -m pip install --quiet --upgrade pip
 	$(LOCKVENV)/bin/pip install --quiet "$(TORCH)" ".[optimizers,dev,report,ray,tensorflow]"
-	$(LOCKVENV)/bin/pip install --quiet --no-deps onnx2torch
 	$(LOCKVENV)/bin/python -m fuzzer.support.lock "$(LOCK)"
 	rm -rf $(LOCKVENV)
 

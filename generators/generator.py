@@ -155,7 +155,7 @@ class _GraphBuilder:
         self._consts: dict[int, z3.ArithRef] = {}
         self.sig_table = _without(_sig_table(registry, opts.include_ops, opts.exclude_ops, opts.dtypes,
                                              opts.avoid_pairs), opts.demoted_pairs)
-        boosted = tuple(op for op in self.sig_table if op.name in opts.boosted_ops)
+        boosted = tuple(op for op in self.sig_table if op.name in opts.boosted_ops) if opts.boosted_ops else ()
         self.ops = tuple(self.sig_table) + boosted * (BOOST_WEIGHT - 1)
         if not self.ops:
             raise GenerationError("no operator accepts the allowed dtypes")
@@ -208,8 +208,9 @@ class _GraphBuilder:
         self.tensors[name] = tensor
         self.placeholders.append(name)
 
-    def has_tensor(self, dtype: DType, ranks: tuple[int, ...]) -> bool:
-        return any(t.dtype is dtype and t.rank in ranks for n, t in self.tensors.items() if n not in self.weights)
+    def data_kinds(self) -> set[tuple[DType, int]]:
+        """The (dtype, rank) of every tensor a node may take as data (weights are not)."""
+        return {(t.dtype, t.rank) for n, t in self.tensors.items() if n not in self.weights}
 
     def pick_input(
         self, dtype: DType, ranks: tuple[int, ...], pending: _Pending, taken: list[str],
@@ -245,7 +246,8 @@ class _GraphBuilder:
         for out in build.outputs:
             dims = []
             for expr in out.shape:
-                if z3.is_const(expr) and expr.get_id() in self.bounded_dims:
+                # A live term's id is its own: no other term can have a bounded dim's id.
+                if isinstance(expr, z3.ExprRef) and expr.get_id() in self.bounded_dims:
                     dims.append(expr)
                     continue
                 var = self.fresh_dim()
@@ -259,7 +261,8 @@ class _GraphBuilder:
     def try_forward(self) -> bool:
         op = self.rng.choice(self.ops)
         sigs = self.allowed_sigs(op)
-        fitting = [s for s in sigs if all(self.has_tensor(d, r) for d, r in zip(s.ins, op.ranks))]
+        kinds = self.data_kinds()
+        fitting = [s for s in sigs if all(any((d, r) in kinds for r in rk) for d, rk in zip(s.ins, op.ranks))]
         # Mostly reuse what the graph has; sometimes open a new input of another dtype.
         if fitting and self.rng.random() >= self.opts.new_input_prob:
             sigs = fitting

@@ -69,7 +69,15 @@ class GraphSolver:
         return self.answered.model()
 
     def unsat_core_ids(self) -> set[int]:
-        return {c.get_id() for c in self.answered.unsat_core()}
+        """The ids of the last check's unsat core, read without a Python term per element (as assert_all)."""
+        ctx = self.ctx.ref()
+        core = z3.Z3_solver_get_unsat_core(ctx, self.answered.solver)
+        z3.Z3_ast_vector_inc_ref(ctx, core)
+        try:
+            return {z3.Z3_get_ast_id(ctx, z3.Z3_ast_vector_get(ctx, core, i))
+                    for i in range(z3.Z3_ast_vector_size(ctx, core))}
+        finally:
+            z3.Z3_ast_vector_dec_ref(ctx, core)
 
     def reason_unknown(self) -> str:
         return self.answered.reason_unknown()

@@ -50,3 +50,19 @@ def mul(a: Any, b: Any) -> Any:
     if isinstance(a, z3.ArithRef) and isinstance(b, z3.ArithRef):
         return z3.ArithRef(z3core.Z3_mk_mul(a.ctx.ref(), 2, _PAIR(a.ast, b.ast)), a.ctx)
     return a * b
+
+
+def broadcast_dim(a: Any, b: Any) -> tuple[Any, Any]:
+    """`(Or(eq(a, b), a == 1, b == 1), If(a == 1, b, a))`: two dims broadcast together, the requirement and the
+    result, the very terms those expressions make (this pair is the most frequent of every graph)."""
+    if not (isinstance(a, z3.ArithRef) and isinstance(b, z3.ArithRef)):
+        return z3.Or(eq(a, b), a == 1, b == 1), z3.If(a == 1, b, a)
+    ctx = a.ctx
+    ref = ctx.ref()
+    same = eq(a, b)
+    # `a == 1` puts the numeral on the right whatever its class (an int operand is never reflected).
+    one = z3.IntNumRef(z3core.Z3_mk_int64(ref, 1, z3core.Z3_mk_int_sort(ref)), ctx)
+    a_one = z3.BoolRef(z3core.Z3_mk_eq(ref, a.ast, one.ast), ctx)
+    b_one = z3.BoolRef(z3core.Z3_mk_eq(ref, b.ast, one.ast), ctx)
+    either = z3.BoolRef(z3core.Z3_mk_or(ref, 3, (z3.Ast * 3)(same.ast, a_one.ast, b_one.ast)), ctx)
+    return either, z3.ArithRef(z3core.Z3_mk_ite(ref, a_one.ast, b.ast, a.ast), ctx)

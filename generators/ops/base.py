@@ -27,7 +27,7 @@ from generators.dtypes import INTS, DType
 from generators.ops.discontinuity import Closeness, Detector
 from generators.ops.onnx_nodes import OLDEST_OPSET, OnnxCall, elementwise
 from generators.ops.tf_sources import TF_FLOATS, from_template
-from generators.terms import eq, mul
+from generators.terms import broadcast_dim, mul
 
 Dim = z3.ArithRef
 AttrMap = Mapping[str, Any]
@@ -359,8 +359,9 @@ def broadcast(a: Sequence[Dim], b: Sequence[Dim]) -> tuple[tuple[Dim, ...], list
         elif db is None:
             out.append(da)
         else:
-            reqs.append(z3.Or(eq(da, db), da == 1, db == 1))
-            out.append(z3.If(da == 1, db, da))
+            either, dim = broadcast_dim(da, db)
+            reqs.append(either)
+            out.append(dim)
     return tuple(out), reqs
 
 

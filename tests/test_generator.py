@@ -211,3 +211,40 @@ def test_keep_freed_memory_takes_on_glibc() -> None:
     from generators.solver import keep_freed_memory
 
     assert keep_freed_memory() is (platform.libc_ver()[0] == "glibc")
+
+
+def test_broadcast_dim_makes_the_very_terms_the_operators_make() -> None:
+    """z3's answers depend on its terms: the C-API shortcut must build what `Or(...)` and `If(...)` build."""
+    import z3
+
+    from generators.terms import broadcast_dim, eq
+
+    ctx = z3.Context()
+    a, b, three = z3.Int("a", ctx), z3.Int("b", ctx), z3.IntVal(3, ctx)
+    for x, y in ((a, b), (b, a), (a, three), (three, a)):
+        either, dim = broadcast_dim(x, y)
+        assert either.eq(z3.Or(eq(x, y), x == 1, y == 1)) and dim.eq(z3.If(x == 1, y, x)), (x, y)
+
+
+def test_a_first_draw_that_runs_clean_is_kept_as_drawn() -> None:
+    """The search's first look needs no master copies: the inputs are the seed's draw and the weights the module's."""
+    import torch
+
+    from generators.materialize import random_inputs
+
+    kept = 0
+    for seed in range(12):
+        graph = generate(seed, GenOptions(nodes=5))
+        module = materialize(graph, seed)
+        weights = {n: getattr(module, n).detach().clone() for n in graph.weights}
+        found = find_valid_inputs(module, seed, budget_s=10.0)
+        if found.steps != 1:
+            continue
+        kept += 1
+        assert found.valid
+        drawn = random_inputs(graph, seed)
+        assert drawn.keys() == found.inputs.keys() and weights.keys() == found.weights.keys()
+        assert all(torch.equal(drawn[n], found.inputs[n]) for n in drawn), seed
+        assert all(torch.equal(weights[n], found.weights[n]) for n in weights), seed
+        assert all(found.weights[n].data_ptr() != getattr(module, n).data_ptr() for n in weights), seed
+    assert kept > 0

@@ -80,11 +80,13 @@ def test_every_converter_declares_its_role_framework_runtime_and_repro_functions
         assert conv.framework and conv.runtime and conv.repro_conversion, conv.name
         if conv.role is Role.EXPORTER:
             assert conv.framework != "onnx" and not conv.repro_upstream_conversion, conv.name
-            assert conv.upstream == bool(conv.repro_upstream_export), conv.name
+            # An upstream whose model a script can remake from the source declares how (tf2onnx's is read from the
+            # saved upstream.onnx); only an upstream declares one.
+            assert conv.upstream or not conv.repro_upstream_export, conv.name
         else:
             assert conv.framework == "onnx" and conv.repro_upstream_conversion and not conv.upstream, conv.name
-    assert [c.name for c in CONVERTERS.upstreams()] == ["torch-onnx-dynamo", "torch-onnx-script"]
-    assert upstream_names() == ("torch-onnx-dynamo", "torch-onnx-script", "onnx-native")
+    assert [c.name for c in CONVERTERS.upstreams()] == ["torch-onnx-dynamo", "torch-onnx-script", "tf2onnx"]
+    assert upstream_names() == ("torch-onnx-dynamo", "torch-onnx-script", "tf2onnx", "onnx-native")
     assert (upstream_opsets("torch-onnx-dynamo"), upstream_default_opset("torch-onnx-script")) == ((18, 23), 17)
 
 
@@ -220,9 +222,11 @@ def test_an_onnx_tool_starts_from_the_export_its_exporters_own_test_made(exporte
     _skip_unavailable(exporter)
     _skip_unavailable("onnxoptimizer")
     tool, own = CONVERTERS["onnxoptimizer"], CONVERTERS[exporter]
-    other = {"torch-onnx-script": {"constant_folding": False}, "torch-onnx-dynamo": {"optimize": False}}[exporter]
+    other = {"torch-onnx-script": {"constant_folding": False}, "torch-onnx-dynamo": {"optimize": False},
+             "tf2onnx": {"source": "keras"}}[exporter]
     opset = own.options().opset + 1
-    good = prepare(hand_graphs.conv_relu_add(), 0, {}, 1.0)
+    graph = hand_graphs.conv_relu_add()
+    good = prepare(graph if own.expresses(graph) else hand_graphs.elementwise(), 0, {}, 1.0)
     assert judge(good, own, own.options({**other, "opset": opset}), {}).verdict.symptom is Symptom.PASS
     assert good.source.exports == {}
     exported = judge(good, own, own.options({"opset": opset}), {})

@@ -20,7 +20,7 @@ import numpy as np
 import onnx
 
 from fuzzer.converters.base import Converter
-from fuzzer.converters.conversion import Source, StageError, Steps, TargetRun, UpstreamError
+from fuzzer.converters.conversion import Source, StageError, Steps, TargetRun, UpstreamError, share_export
 from fuzzer.converters.describe import Component, FaultSite, Snippet
 from fuzzer.converters.options import ConverterOptions
 from fuzzer.converters.runtime import check_and_serialize, run_model
@@ -90,6 +90,7 @@ class Tf2Onnx(Converter):
     libraries = ("tensorflow", "tf_keras", "tf2onnx", "onnxruntime")
     distributions = ("tensorflow", "tf-keras", "tf2onnx", "onnx", "onnxruntime")
     options_type = Tf2OnnxOptions
+    upstream = True  # the ONNX tools start from its export too: models of another exporter's making
     # tf2onnx leaves a TensorFlow op it has no handler for in the graph (it logs "Tensorflow op [...] is not
     # supported"): ONNX's checker then finds no schema for it.
     unsupported_messages = (r"No Op registered for \w+ with domain_version",)
@@ -146,7 +147,18 @@ class Tf2Onnx(Converter):
             settings.append(Setting(what, self.name, new.to_json(), export_line(new)))
         return tuple(settings)
 
+    def export_upstream_model(self, source: Source, opset: int, steps: Steps) -> onnx.ModelProto:
+        """tf2onnx's export of the graph's tf.function at `opset`, its optimizer on (its defaults)."""
+        quiet_tensorflow()
+        options = Tf2OnnxOptions(opset=opset)
+        _, model, _ = tensorflow_model(source, options, steps)
+        with steps.at(Stage.NODE_CONVERSION, "export"):
+            return self.export_model(model, source.graph, options)
+
     def convert_impl(self, source: Source, options: Tf2OnnxOptions) -> TargetRun:  # type: ignore[override]
+        return share_export(source, self.name, options, lambda: self._convert(source, options))
+
+    def _convert(self, source: Source, options: Tf2OnnxOptions) -> TargetRun:
         quiet_tensorflow()
         steps = Steps()
         fn, model, inputs = tensorflow_model(source, options, steps)
@@ -175,7 +187,7 @@ def tensorflow_model(source: Source, options: Tf2OnnxOptions, steps: Steps) -> t
     try:
         with steps.at(Stage.SOURCE, "tf_model"):
             fn = tf_model(graph, tf_arrays(module_weights(source.module, graph), graph))
-            model = keras_model(fn, graph) if options.source == "keras" else tf.function(fn)
+            model = keras_model(fn, graph) if options.source == "keras" else tf.function(fn, autograph=False)
             feeds = tf_arrays(dict(zip(graph.inputs, source_arrays(source), strict=True)), graph)
             return fn, model, [tf.constant(feeds[n]) for n in graph.inputs]
     except StageError as exc:

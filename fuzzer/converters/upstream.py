@@ -25,6 +25,7 @@ from fuzzer.converters.role import Role
 from fuzzer.converters.runtime import check_and_serialize, run_model, run_onnx_target
 from generators.ir import Graph
 from generators.onnx_native import NATIVE_OPSETS, native_opsets
+from generators.registry import REGISTRY
 from oracles.verdict import Stage
 
 NATIVE_DEFAULT_OPSET = 17
@@ -67,10 +68,15 @@ def _upstream_exporter(name: str) -> Converter:
     return found[name]
 
 
-def draw_exporter(rng: random.Random) -> str:
+def draw_exporter(rng: random.Random, graph: Graph | None = None) -> str:
     """An upstream exporter drawn with one `rng.random()`: the current ones first, each of weight 1, then the
-    superseded ones, each of weight SUPERSEDED_WEIGHT."""
-    ordered = sorted(upstream_exporters(), key=lambda c: bool(c.superseded_by))
+    superseded ones, each of weight SUPERSEDED_WEIGHT; given the `graph`, among those that can express it (all where
+    none can: the test is then skipped as inexpressible)."""
+    exporters = upstream_exporters()
+    able = [c for c in exporters if c.expresses(graph)] if graph is not None else \
+        [c for c in exporters if expresses_every_operator(c)]
+    able = able or list(exporters)
+    ordered = sorted(able, key=lambda c: bool(c.superseded_by))
     weights = [SUPERSEDED_WEIGHT if c.superseded_by else 1.0 for c in ordered]
     at, point = 0.0, rng.random() * sum(weights)
     for converter, weight in zip(ordered, weights, strict=True):
@@ -78,6 +84,12 @@ def draw_exporter(rng: random.Random) -> str:
         if point < at:
             return converter.name
     return ordered[-1].name
+
+
+def expresses_every_operator(exporter: Converter) -> bool:
+    """Whether `exporter` can write a graph of any operators: without a graph to ask about, only such an exporter is
+    drawn (tf2onnx is drawn for graphs it can express)."""
+    return all(exporter.expressible(op) for op in REGISTRY.values())
 
 
 def native_seed(seed: int) -> bool:
@@ -144,7 +156,7 @@ class UpstreamOptions(ConverterOptions):
         if "upstream" not in shared and opsets and rng.random() < NATIVE_UPSTREAM_SHARE:
             shared["upstream"] = NATIVE
         if "upstream" not in shared:  # mostly the exporters not superseded by another
-            shared["upstream"] = draw_exporter(rng)
+            shared["upstream"] = draw_exporter(rng, graph)
         if "opset" not in shared and shared["upstream"] == NATIVE and opsets:
             default = NATIVE_DEFAULT_OPSET
             shared["opset"] = default if default in opsets and rng.random() < 0.5 else rng.choice(opsets)

@@ -51,7 +51,8 @@ def export_and_run_tf2onnx(fn, inputs):
         model, _ = tf2onnx.convert.from_keras(keras_model(fn, signature), input_signature=signature,
                                               opset=OPTIONS["opset"], optimizers=optimizers)
     else:
-        model, _ = tf2onnx.convert.from_function(tf.function(fn), input_signature=signature, opset=OPTIONS["opset"])
+        function = tf.function(fn, autograph=False)  # straight-line code: nothing for AutoGraph to convert
+        model, _ = tf2onnx.convert.from_function(function, input_signature=signature, opset=OPTIONS["opset"])
     data = check_and_serialize(model)
     return run_onnx(data, inputs), data
 

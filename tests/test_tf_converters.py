@@ -19,7 +19,7 @@ from fuzzer.check.pipeline import check_prepared
 from fuzzer.check.result import CheckOptions
 from fuzzer.check.source import prepare
 from fuzzer.converters import CONVERTERS
-from fuzzer.converters.onnx2tf_importer import as_onnx_model, channels_first
+from fuzzer.converters.onnx2tf_importer import as_onnx_model, channels_first, graph_inputs
 from fuzzer.converters.tf2onnx_exporter import Tf2Onnx, Tf2OnnxOptions
 from generators.builder import GraphBuilder
 from generators.dtypes import DType
@@ -120,3 +120,15 @@ def test_a_tf2onnx_cases_repro_runs_alone_without_torch(tmp_path: Path) -> None:
     assert run.returncode == 0, run.stdout + run.stderr
     assert "TensorFlow eager matches the saved expected outputs" in run.stdout
     assert "bug does not show" in run.stdout
+
+
+def test_onnx2tf_feeds_the_inputs_that_take_data_not_initializers_listed_as_inputs() -> None:
+    """tf2onnx lists its constants among the graph's inputs too (IR 3 style); they are not fed."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])
+    c = helper.make_tensor_value_info("c", TensorProto.FLOAT, [2])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])
+    graph = helper.make_graph([helper.make_node("Add", ["x", "c"], ["y"])], "g", [x, c], [y],
+                              [numpy_helper.from_array(np.ones(2, np.float32), "c")])
+    assert graph_inputs(helper.make_model(graph)) == ["x"]

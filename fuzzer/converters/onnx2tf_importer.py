@@ -87,7 +87,7 @@ class Onnx2Tf(Converter):
         quiet_tensorflow()
         steps = Steps()
         up = export_upstream(source, options.upstream, options.opset, steps)
-        names = [i.name for i in up.model.graph.input]
+        names = graph_inputs(up.model)
         arrays = model_inputs(names, source)
         with tempfile.TemporaryDirectory(prefix="convsmith-onnx2tf-") as folder:
             path = os.path.join(folder, "model.onnx")
@@ -103,6 +103,12 @@ class Onnx2Tf(Converter):
         pairs = [ir_array(as_onnx_model(r, b)) for r, b in zip(results, up.outputs, strict=False)]
         return TargetRun(tuple(a for a, _ in pairs), tuple(d for _, d in pairs), dict(steps.timings),
                          baseline=up.outputs, baseline_model=up.data, baseline_dtypes=up.output_dtypes)
+
+
+def graph_inputs(model: onnx.ModelProto) -> list[str]:
+    """The model's inputs that take data: tf2onnx lists its initializers among the graph's inputs too."""
+    constants = {t.name for t in model.graph.initializer}
+    return [i.name for i in model.graph.input if i.name not in constants]
 
 
 def model_inputs(names: Sequence[str], source: Source) -> dict[str, np.ndarray]:

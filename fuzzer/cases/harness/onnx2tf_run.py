@@ -19,7 +19,8 @@ def convert_with_onnx2tf(upstream, inputs):
 
     baseline = run_onnx(upstream, inputs)
     model = onnx.load_from_string(upstream)
-    input_names = [i.name for i in model.graph.input]
+    constants = {t.name for t in model.graph.initializer}  # tf2onnx lists its initializers among the inputs too
+    input_names = [i.name for i in model.graph.input if i.name not in constants]
     with tempfile.TemporaryDirectory() as out:
         path = os.path.join(out, "model.onnx")
         with open(path, "wb") as handle:

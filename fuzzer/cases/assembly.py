@@ -180,7 +180,9 @@ def assemble(parsed: Sequence[Module], values: Mapping[str, str], opening: Mappi
         raise HarnessError(f"the script would read {sorted(unbound)}, which it does not define")
     used = head.import_reads.union(*(found[name].reads for name in needed))
     imports = [line for bound, line in head.imports if not bound or bound & used]
-    parts = [found[name] for name in order if name in needed]
+    # The entry block last: a module after the one that has it (a converter's own harness module) defines what the
+    # script runs before it starts.
+    parts = [found[name] for name in order if name in needed and name != ENTRY] + [found[ENTRY]]
     return "\n".join(head.opening).format_map(opening) + "\n" + "\n".join(imports) + "\n\n" + _joined(parts, values)
 
 

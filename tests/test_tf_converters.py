@@ -132,3 +132,23 @@ def test_onnx2tf_feeds_the_inputs_that_take_data_not_initializers_listed_as_inpu
     graph = helper.make_graph([helper.make_node("Add", ["x", "c"], ["y"])], "g", [x, c], [y],
                               [numpy_helper.from_array(np.ones(2, np.float32), "c")])
     assert graph_inputs(helper.make_model(graph)) == ["x"]
+
+
+def test_onnx2tf_exiting_on_a_model_is_a_failure_with_its_logged_reason_and_a_not_yet_is_unsupported() -> None:
+    """onnx2tf logs why it cannot convert and calls sys.exit: that is a conversion failure with the reason it logged
+    (not a dead worker), and its own "currently supports only ... Pull requests are welcome" is unsupported."""
+    from fuzzer.converters.onnx2tf_importer import exit_reason
+    from oracles.taxonomy import Failure, classify
+
+    printed = ("\x1b[31mERROR:\x1b[0m ScatterElements currently supports only reduction=['none']. Pull requests are "
+               "welcome. \n\x1b[31mERROR:\x1b[0m The trace log is below.\nTraceback ...\n"
+               "\x1b[31mERROR:\x1b[0m input_onnx_file_path: /tmp/x/model.onnx\n"
+               "\x1b[31mERROR:\x1b[0m onnx_op_name: /ScatterElements\n"
+               "\x1b[31mERROR:\x1b[0m Read this and deal with it. https://github.com/PINTO0309/onnx2tf\n")
+    reason = exit_reason(printed, 1)
+    assert reason == ("ScatterElements currently supports only reduction=['none']. Pull requests are welcome. "
+                      "(onnx_op_name: /ScatterElements)")
+    assert exit_reason("", 1) == "onnx2tf exited with status 1"
+    failure = Failure(Stage.NODE_CONVERSION, "fuzzer.converters.onnx2tf_importer.Onnx2TfExit", reason, "")
+    assert classify(failure, CONVERTERS["onnx2tf"].unsupported_messages) is Symptom.UNSUPPORTED
+    assert classify(failure) is Symptom.CRASH

@@ -8,6 +8,7 @@ onnx2tf moves NCHW inputs to NHWC unless told to keep them: every input is kept 
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -16,7 +17,7 @@ from typing import Any
 import numpy as np
 import onnx
 
-from fuzzer.converters.base import UPSTREAM_HARNESS, Converter
+from fuzzer.converters.base import TORCH_HARNESS, UPSTREAM_HARNESS, Converter
 from fuzzer.converters.conversion import Source, Steps, TargetRun
 from fuzzer.converters.describe import Component, FaultSite, Snippet
 from fuzzer.converters.options import ConverterOptions
@@ -53,9 +54,12 @@ class Onnx2Tf(Converter):
     distributions = ("onnx", "onnxruntime", "onnx2tf", "tensorflow", "tf-keras", "ai-edge-litert")
     options_type = Onnx2TfOptions
     # The .tflite needs TensorFlow's own kernels (the Flex delegate), which LiteRT's interpreter does not link.
-    unsupported_messages = (r"Select TensorFlow op\(s\), included in the given model, is\(are\) not supported",)
+    # Its own "not yet" (it logs "... currently supports only ... Pull requests are welcome." and exits).
+    unsupported_messages = (r"Select TensorFlow op\(s\), included in the given model, is\(are\) not supported",
+                            r"currently supports only", r"Pull requests are welcome")
+    source_harness = (*TORCH_HARNESS, "onnx2tf_run")  # a case with no upstream.onnx (its worker died)
     upstream_harness = (*UPSTREAM_HARNESS, "onnx2tf_run")
-    repro_conversion = "no_conversion"
+    repro_conversion = "onnx2tf_on_export"
     repro_upstream_conversion = "convert_with_onnx2tf"
 
     def availability(self) -> tuple[bool, str]:
@@ -124,10 +128,35 @@ def convert(path: str, folder: str, inputs: Sequence[str], options: Onnx2TfOptio
     """onnx2tf's own call, as convert_line writes it: the Keras model (the .tflite files go to `folder`)."""
     onnx2tf, tf_keras = import_quietly("onnx2tf"), import_quietly("tf_keras")
     tf_keras.backend.clear_session()  # onnx2tf builds into Keras' global graph: each conversion starts empty
-    with library_output():  # onnx2tf prints its saved model's signature even when non_verbose
-        return onnx2tf.convert(input_onnx_file_path=path, output_folder_path=folder, non_verbose=True,
-                               keep_shape_absolutely_input_names=list(inputs), not_use_onnxsim=not options.onnxsim,
-                               copy_onnx_input_output_names_to_tflite=options.target == "tflite")
+    code: object = None
+    with library_output() as printed:  # onnx2tf prints its saved model's signature even when non_verbose
+        try:
+            return onnx2tf.convert(input_onnx_file_path=path, output_folder_path=folder, non_verbose=True,
+                                   keep_shape_absolutely_input_names=list(inputs), not_use_onnxsim=not options.onnxsim,
+                                   copy_onnx_input_output_names_to_tflite=options.target == "tflite")
+        except SystemExit as exc:  # onnx2tf logs why it cannot convert, then exits: a failure, not a dead process
+            code = exc.code
+    raise Onnx2TfExit(exit_reason(printed.text, code))
+
+
+class Onnx2TfExit(RuntimeError):
+    """onnx2tf called sys.exit on a model it could not convert; the message is the reason it logged."""
+
+
+# onnx2tf's advice after any failure, which names no reason of its own.
+ADVICE = ("The trace log is below", "input_onnx_file_path:", "Read this and deal with it", "Alternatively, if",
+          "If the input OP", "Also, for models")
+
+
+def exit_reason(printed: str, code: object) -> str:
+    """The reason onnx2tf logged before exiting, with the ONNX node it names."""
+    logged = [re.sub(r"\x1b\[[0-9;]*m", "", line).split("ERROR:", 1)[1].strip()
+              for line in printed.splitlines() if "ERROR:" in line]
+    reasons = [line for line in logged if line and not line.startswith(ADVICE)]
+    node = next((line for line in reasons if line.startswith("onnx_op_name:")), "")
+    reason = next((line for line in reasons if not line.startswith("onnx_op_name:")),
+                  f"onnx2tf exited with status {code}")
+    return f"{reason} ({node})" if node else reason
 
 
 def run_keras(model: Any, arrays: dict[str, np.ndarray]) -> list[Any]:

@@ -4,9 +4,9 @@ import os
 
 import numpy as np
 
+from fuzzer.cases.harness.export import export_upstream
 from fuzzer.cases.harness.head import INPUT_NAMES, OPTIONS
-from fuzzer.cases.harness.numpy_tensors import to_numpy
-from fuzzer.cases.harness.runtime import run_onnx
+from fuzzer.cases.harness.runtime import check_and_serialize, run_onnx
 
 
 def convert_with_onnx2tf(upstream, inputs):
@@ -25,13 +25,17 @@ def convert_with_onnx2tf(upstream, inputs):
         path = os.path.join(out, "model.onnx")
         with open(path, "wb") as handle:
             handle.write(upstream)
-        keras_model = onnx2tf.convert(input_onnx_file_path=path, output_folder_path=out, non_verbose=True,
-                                      keep_shape_absolutely_input_names=input_names,
-                                      not_use_onnxsim=not OPTIONS["onnxsim"],
-                                      copy_onnx_input_output_names_to_tflite=OPTIONS["target"] == "tflite")
+        try:
+            keras_model = onnx2tf.convert(input_onnx_file_path=path, output_folder_path=out, non_verbose=True,
+                                          keep_shape_absolutely_input_names=input_names,
+                                          not_use_onnxsim=not OPTIONS["onnxsim"],
+                                          copy_onnx_input_output_names_to_tflite=OPTIONS["target"] == "tflite")
+        except SystemExit as exc:  # onnx2tf logs why it cannot convert (above), then exits
+            raise Onnx2TfExit(f"onnx2tf exited with status {exc.code}") from None
         by_name = dict(zip(INPUT_NAMES, inputs))  # an exporter may drop an input no output reads
         arrays = ({n: by_name[n] for n in input_names} if all(n in by_name for n in input_names) else
                   dict(zip(input_names, inputs)))
+        arrays = {n: np.asarray(x) for n, x in arrays.items()}  # numpy, or the CPU torch tensors of a source script
         if OPTIONS["target"] == "tflite":
             from ai_edge_litert.interpreter import Interpreter
 
@@ -49,7 +53,25 @@ def convert_with_onnx2tf(upstream, inputs):
             values = [arrays[n] for n in names] if all(n in arrays for n in names) else list(inputs)
             result = keras_model(values if len(values) > 1 else values[0])
             outputs = list(result) if isinstance(result, (tuple, list)) else [result]
-    return [as_onnx_model(to_numpy(np.asarray(y)), b) for y, b in zip(outputs, baseline)], baseline
+    return [as_onnx_model(tf_output(y), b) for y, b in zip(outputs, baseline)], baseline
+
+
+class Onnx2TfExit(RuntimeError):
+    """onnx2tf called sys.exit on a model it could not convert (the reason is in its log above)."""
+
+
+def onnx2tf_on_export(module, inputs):
+    """onnx2tf on the model the upstream exporter makes of the source (a case with no upstream.onnx saved: its
+    worker died): (its model's outputs, the exported model's outputs, the exported model)."""
+    upstream = check_and_serialize(export_upstream(module, inputs))
+    outputs, baseline = convert_with_onnx2tf(upstream, inputs)
+    return outputs, baseline, upstream
+
+
+def tf_output(value):
+    """A TensorFlow or LiteRT output as numpy (bfloat16 widened to float32, as the baseline stores it)."""
+    array = np.asarray(value.numpy() if hasattr(value, "numpy") else value)
+    return array.astype(np.float32) if array.dtype.name == "bfloat16" else array
 
 
 def as_onnx_model(array, baseline):

@@ -8,6 +8,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -69,11 +70,31 @@ def _rows(out: Path) -> list[tuple[int, str]]:
 
 
 @pytest.mark.slow
-def test_sigkill_then_resume_keeps_everything_and_repeats_nothing(tmp_path: Path) -> None:
+def _kill_gated(gate: Path) -> None:
+    """SIGKILL the processes still waiting at `gate`: the killed campaign's workers and their fork server, which
+    the kill leaves behind blocked there (they would wait for the gate for ever)."""
+    mark = f"CONVSMITH_GATE={gate}".encode()
+    for environ in Path("/proc").glob("[0-9]*/environ"):
+        try:
+            if mark in environ.read_bytes().split(b"\0"):
+                os.kill(int(environ.parent.name), signal.SIGKILL)
+        except (OSError, ValueError):  # gone meanwhile, or not ours to read
+            continue
+
+
+@pytest.fixture
+def gate(tmp_path: Path) -> Iterator[Path]:
+    """A gate file that is never opened; whatever still waits at it when the test ends is killed."""
+    path = tmp_path / "never-opened"
+    yield path
+    _kill_gated(path)
+
+
+def test_sigkill_then_resume_keeps_everything_and_repeats_nothing(tmp_path: Path, gate: Path) -> None:
     out, log = tmp_path / "camp", tmp_path / "runs.log"
     flags = ["--registry", "test_campaign:GATED_REGISTRY", "--nodes", "3", "--min-nodes", "2"]
     proc = _fuzz(out, "--out", str(out), "--tests", str(N), "--workers", "2", "--seed", "7", *flags, log=log,
-                 gate=tmp_path / "never-opened")
+                 gate=gate)
     # Killed once it has committed tests and its echo tests wait at the gate (a bound on the wait only: a campaign
     # that gets nowhere in it fails below).
     deadline = time.monotonic() + 600

@@ -171,7 +171,6 @@ class Tf2Onnx(Converter):
         return TargetRun(outputs, dtypes, dict(steps.timings), model=data, baseline=baseline,
                          baseline_dtypes=source.output_dtypes, reference=reference)
 
-
     def export_model(self, model: Any, graph: Graph, options: Tf2OnnxOptions) -> onnx.ModelProto:
         """tf2onnx's call on the TensorFlow model (a test's planted converter changes what it returns)."""
         return export(model, graph, options)

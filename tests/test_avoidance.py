@@ -13,6 +13,7 @@ from fuzzer.campaign.worker import UnitRunner
 from fuzzer.campaign.worker_config import WorkerConfig
 from fuzzer.commands.fuzz_flags import never_generated
 from fuzzer.converters import CONVERTERS
+from fuzzer.converters.upstream import upstream_opsets
 
 SKIP = {"torch-onnx-script": (("abs", "float32"),)}
 
@@ -58,9 +59,10 @@ def test_an_onnx_tool_starts_from_the_exporter_that_takes_the_graph() -> None:
     tool = CONVERTERS["onnxsim"]
     for seed in range(60):
         options = config.options_for(tool, seed, graph)
-        # Never the refusing TorchScript exporter: dynamo, or the native model (a graph of abs can be written).
-        assert options["upstream"] in ("torch-onnx-dynamo", "onnx-native")
-        assert options["upstream"] == "onnx-native" or 18 <= options["opset"] <= 23
+        # Never the refusing TorchScript exporter: dynamo, tf2onnx (TensorFlow writes abs) or the native model.
+        assert options["upstream"] in ("torch-onnx-dynamo", "tf2onnx", "onnx-native")
+        low, high = upstream_opsets(options["upstream"])
+        assert low <= options["opset"] <= high
     pinned = WorkerConfig(out_dir="o", log_dir="l", skip_pairs=SKIP, vary_settings=True,
                           converter_options={"onnxsim": {"upstream": "torch-onnx-script"}})
     assert pinned.options_for(tool, 0, graph)["upstream"] == "torch-onnx-script"  # pinned: kept, then skipped

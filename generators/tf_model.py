@@ -3,8 +3,6 @@ eager and float64 runs. TensorFlow is imported inside the functions: importing g
 
 from __future__ import annotations
 
-import keyword
-import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -15,14 +13,13 @@ from generators.ir import Graph, Node
 from generators.materialize import FLOAT64_ATTR_KEYS
 from generators.ops.base import OpSpec
 from generators.registry import REGISTRY
+from generators.torch_source import identifier as torch_identifier
 
 
 def identifier(name: str) -> str:
-    """A tensor's IR name as a Python identifier (the rule of repro.py's, which generators may not import)."""
-    text = re.sub(r"\W", "_", name)
-    if not text or text[0].isdigit() or keyword.iskeyword(text) or text in ("tf", "np", "weights", "model"):
-        text = f"v_{text}"
-    return text
+    """A tensor's IR name as a Python identifier (torch_source's), never one of the names the rendered model uses."""
+    text = torch_identifier(name)
+    return f"v_{text}" if text in ("tf", "np", "weights", "model") else text
 
 
 def _key_dtypes(graph: Graph, node: Node, op: OpSpec) -> tuple[DType, ...]:

@@ -159,15 +159,15 @@ def exit_reason(printed: str, code: object) -> str:
     return f"{reason} ({node})" if node else reason
 
 
-def run_keras(model: Any, arrays: dict[str, np.ndarray]) -> list[Any]:
+def run_keras(model: Any, arrays: dict[str, np.ndarray]) -> list[np.ndarray]:
     """The Keras model on the inputs (by name where its inputs keep the ONNX names, else in order)."""
     names = [t.name.split(":")[0] for t in model.inputs]
     values = [arrays[n] for n in names] if all(n in arrays for n in names) else list(arrays.values())
     result = model(values if len(values) > 1 else values[0])
-    return list(result) if isinstance(result, (tuple, list)) else [result]
+    return [y.numpy() for y in (result if isinstance(result, (tuple, list)) else [result])]
 
 
-def run_tflite(path: str, arrays: dict[str, np.ndarray], model: onnx.ModelProto) -> list[Any]:
+def run_tflite(path: str, arrays: dict[str, np.ndarray], model: onnx.ModelProto) -> list[np.ndarray]:
     """The float32 .tflite in LiteRT's interpreter, its tensors found by the ONNX names onnx2tf copied onto them."""
     interpreter = import_quietly("ai_edge_litert.interpreter").Interpreter(model_path=path)
     interpreter.allocate_tensors()
@@ -182,29 +182,26 @@ def run_tflite(path: str, arrays: dict[str, np.ndarray], model: onnx.ModelProto)
     return [found[n] for n in sorted(found, key=lambda n: int(n.rpartition("_")[2]) if "_" in n else 0)]
 
 
-def as_onnx_model(value: Any, baseline: np.ndarray) -> Any:
+def as_onnx_model(array: np.ndarray, baseline: np.ndarray) -> np.ndarray:
     """An output as the ONNX model gives it, where onnx2tf changes it by design: channels-last moved back, and a
     float16 output, which onnx2tf computes in float32 (its float16 models are converted to float32, onnx2tf pull
     request 427), narrowed back to float16 (its values are still judged)."""
-    value = channels_first(value, baseline.shape)
-    array = np.asarray(value.numpy() if hasattr(value, "numpy") else value)
-    return array.astype(np.float16) if baseline.dtype == np.float16 and array.dtype == np.float32 else value
+    array = channels_first(array, baseline.shape)
+    return array.astype(np.float16) if baseline.dtype == np.float16 and array.dtype == np.float32 else array
 
 
-def channels_first(value: Any, shape: tuple[int, ...]) -> Any:
+def channels_first(array: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     """An output onnx2tf left channels-last (its documented NHWC layout) moved back to the ONNX model's NCHW; any
     other output as it is."""
-    array = np.asarray(value.numpy() if hasattr(value, "numpy") else value)
     last = (shape[0], *shape[2:], shape[1]) if len(shape) >= 3 else shape
-    return np.moveaxis(array, -1, 1) if array.shape != tuple(shape) and array.shape == last else value
+    return np.moveaxis(array, -1, 1) if array.shape != tuple(shape) and array.shape == last else array
 
 
-def ir_array(value: Any) -> tuple[np.ndarray, str]:
+def ir_array(array: np.ndarray) -> tuple[np.ndarray, str]:
     """An output as the oracle takes it (bfloat16 in float32 storage) and its IR dtype name."""
     from generators.tf_model import oracle_array
 
-    raw = np.asarray(value.numpy() if hasattr(value, "numpy") else value)
-    return oracle_array(raw), str(raw.dtype)
+    return oracle_array(array), str(array.dtype)
 
 
 def convert_line(options: Onnx2TfOptions) -> str:

@@ -26,6 +26,7 @@ from fuzzer.converters.options import ConverterOptions
 from fuzzer.converters.runtime import check_and_serialize, run_model
 from fuzzer.converters.setting import Hints, Setting
 from fuzzer.support.quiet import library_output
+from fuzzer.support.tensors import to_oracle_array
 from generators.ir import Graph
 from generators.ops.base import OpSpec
 from oracles.verdict import Stage
@@ -151,7 +152,7 @@ class Tf2Onnx(Converter):
         """tf2onnx's export of the graph's tf.function at `opset`, its optimizer on (its defaults)."""
         quiet_tensorflow()
         options = Tf2OnnxOptions(opset=opset)
-        _, model, _ = tensorflow_model(source, options, steps)
+        _, model, _ = tensorflow_model(source.graph, source_values(source), options, steps)
         with steps.at(Stage.NODE_CONVERSION, "export"):
             return self.export_model(model, source.graph, options)
 
@@ -161,9 +162,10 @@ class Tf2Onnx(Converter):
     def _convert(self, source: Source, options: Tf2OnnxOptions) -> TargetRun:
         quiet_tensorflow()
         steps = Steps()
-        fn, model, inputs = tensorflow_model(source, options, steps)
+        values = source_values(source)
+        fn, model, inputs = tensorflow_model(source.graph, values, options, steps)
         baseline = eager_outputs(fn, inputs, steps)
-        reference = float64_outputs(source, steps)
+        reference = float64_outputs(source.graph, values, steps)
         with steps.at(Stage.NODE_CONVERSION, "export"):
             proto = self.export_model(model, source.graph, options)
         data = check_and_serialize(proto, steps)
@@ -176,29 +178,41 @@ class Tf2Onnx(Converter):
         return export(model, graph, options)
 
 
-def tensorflow_model(source: Source, options: Tf2OnnxOptions, steps: Steps) -> tuple[Any, Any, list[Any]]:
-    """The source graph as a Python function (run eagerly) and as the model the options export (a tf.function or a
-    Keras model), and its inputs as TensorFlow tensors."""
-    tf = import_quietly("tensorflow")
-    from generators.tf_model import module_weights, tf_arrays, tf_model
+@dataclass(frozen=True)
+class SourceValues:
+    """The source's weights and inputs as numpy (bfloat16 in float32 storage, which tf_arrays narrows back exactly),
+    read once per conversion: the TensorFlow model, its eager run and its float64 twin all take them."""
 
-    graph = source.graph
+    weights: Mapping[str, np.ndarray]
+    inputs: tuple[np.ndarray, ...]
+
+
+def source_values(source: Source) -> SourceValues:
+    from generators.tf_model import module_weights
+
+    return SourceValues(module_weights(source.module, source.graph), source_arrays(source))
+
+
+def source_arrays(source: Source) -> tuple[np.ndarray, ...]:
+    """The source's inputs as the oracle holds them (bfloat16 in float32 storage)."""
+    return tuple(to_oracle_array(x)[0] for x in source.inputs)
+
+
+def tensorflow_model(graph: Graph, values: SourceValues, options: Tf2OnnxOptions, steps: Steps
+                     ) -> tuple[Any, Any, list[Any]]:
+    """The graph as a Python function (run eagerly) and as the model the options export (a tf.function or a Keras
+    model), and its inputs as TensorFlow tensors."""
+    tf = import_quietly("tensorflow")
+    from generators.tf_model import tf_arrays, tf_model
+
     try:
         with steps.at(Stage.SOURCE, "tf_model"):
-            fn = tf_model(graph, tf_arrays(module_weights(source.module, graph), graph))
+            fn = tf_model(graph, tf_arrays(values.weights, graph))
             model = keras_model(fn, graph) if options.source == "keras" else tf.function(fn, autograph=False)
-            feeds = tf_arrays(dict(zip(graph.inputs, source_arrays(source), strict=True)), graph)
+            feeds = tf_arrays(dict(zip(graph.inputs, values.inputs, strict=True)), graph)
             return fn, model, [tf.constant(feeds[n]) for n in graph.inputs]
     except StageError as exc:
         raise UpstreamError(exc.failure, TENSORFLOW) from exc
-
-
-def source_arrays(source: Source) -> list[np.ndarray]:
-    """The source's inputs as numpy (bfloat16 in float32 storage, which tf_arrays narrows back exactly)."""
-    import torch
-
-    return [(x.detach().cpu().float() if x.dtype == torch.bfloat16 else x.detach().cpu()).numpy()
-            for x in source.inputs]
 
 
 def eager_outputs(fn: Callable[..., Any], inputs: Sequence[Any], steps: Steps) -> tuple[np.ndarray, ...]:
@@ -213,13 +227,13 @@ def eager_outputs(fn: Callable[..., Any], inputs: Sequence[Any], steps: Steps) -
         raise UpstreamError(exc.failure, TENSORFLOW) from exc
 
 
-def float64_outputs(source: Source, steps: Steps) -> tuple[np.ndarray, ...] | None:
+def float64_outputs(graph: Graph, values: SourceValues, steps: Steps) -> tuple[np.ndarray, ...] | None:
     """TensorFlow's float64 twin of the model; None where it does not run (the torch twin is the reference then)."""
-    from generators.tf_model import module_weights, run_tf_float64
+    from generators.tf_model import run_tf_float64
 
     try:
         with steps.at(Stage.SOURCE, "tf_float64"):
-            return run_tf_float64(source.graph, module_weights(source.module, source.graph), source_arrays(source))
+            return run_tf_float64(graph, values.weights, values.inputs)
     except StageError:
         return None
 

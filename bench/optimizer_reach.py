@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import collections
 import json
-import re
 import sys
 from pathlib import Path
 
@@ -23,11 +22,8 @@ from fuzzer.campaign.culprit_cut import CULPRIT_CUT  # noqa: E402
 from fuzzer.campaign.db import open_campaign  # noqa: E402
 from fuzzer.campaign.rewrites import coverage  # noqa: E402
 from fuzzer.converters import CONVERTERS  # noqa: E402
-from fuzzer.converters.upstream import starts_upstream  # noqa: E402
+from fuzzer.converters.role import Role  # noqa: E402
 from fuzzer.triage.view import triage  # noqa: E402
-
-# ONNX Runtime's transformers for quantized graphs, by name: a float graph never gives them anything to rewrite.
-QUANTIZED = re.compile(r"QDQ|Quant|Dq|DQ|NBits|Integer")
 
 
 def known_failure_shares(db, groups) -> dict[str, tuple[int, int, int]]:  # noqa: ANN001
@@ -64,18 +60,14 @@ def main() -> int:
     finally:
         db.close()
     by_owner = collections.Counter(g.cause.converter for g in result.groups)
-    tools = sum(n for owner, n in by_owner.items() if owner in CONVERTERS and starts_upstream(CONVERTERS[owner]))
+    tools = sum(n for owner, n in by_owner.items() if owner in CONVERTERS and CONVERTERS[owner].role is Role.ONNX_TOOL)
     print(f"{result.headline.tests} tests, {len(result.groups)} root causes")
     print("root causes by owner: " + ", ".join(f"{k} {v}" for k, v in by_owner.most_common()))
     print(f"ONNX-to-ONNX tools together: {tools}")
     for row in rows:
-        print(f"{row.converter}: {len(row.known) - len(row.never_fired)} of {len(row.known)} rewrites fired "
-              f"({row.share:.0%}); never fired: {', '.join(row.never_fired) or 'none'}")
-        if row.converter == "ort-optimizer":
-            floats = [n for n in row.known if not QUANTIZED.search(n)]
-            fired = [n for n in floats if row.fired.get(n)]
-            print(f"  of those not for quantized graphs (by name: QDQ, Quant, DQ, NBits, Integer): {len(fired)} of "
-                  f"{len(floats)} ({len(fired) / max(len(floats), 1):.0%})")
+        print(f"{row.converter}: {row.summary()}; never fired: {', '.join(row.never_fired) or 'none'}")
+        if row.out_of_reach:
+            print(f"  cannot fire on the CPU: {', '.join(row.out_of_reach)}")
     print("tests that ended in a root cause the campaign had already found, per converter (and those that hit one "
           "first, then ran with its culprit cut out):")
     for converter, (known, cut, total) in sorted(shares.items()):

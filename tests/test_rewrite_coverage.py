@@ -118,3 +118,21 @@ def test_onnxslim_patterns_its_matcher_finds_are_the_ones_recorded() -> None:
     slim = CONVERTERS["onnxslim"]
     run = check_prepared(prepare(graph, 1, {}, 1.0), slim).target
     assert run is not None and "FusionGemm" in run.rewrites and set(run.rewrites) <= set(slim.rewrite_names())
+
+
+def test_transformers_that_cannot_fire_on_the_cpu_are_the_installed_runtimes_and_left_out_of_the_shares() -> None:
+    from fuzzer.campaign.rewrites import RewriteCoverage
+
+    ort, known = CONVERTERS["ort-optimizer"], graph_transformers()
+    out = ort.rewrites_out_of_reach("cpu")
+    assert out and set(out) <= set(known)  # a transformer renamed or gone in a new release shows here
+    assert ort.rewrites_out_of_reach("cuda") == {}
+    beyond = ort.rewrites_beyond_float()
+    assert {"QDQPropagationTransformer", "NhwcTransformer", "MatMulNBitsFusion"} <= beyond
+    assert not beyond & {"ConvActivationFusion", "GeluFusionL2", "ConstantFolding"}
+    row = RewriteCoverage("ort-optimizer", known, {"ConvActivationFusion": 3, "QDQPropagationTransformer": 1}, {},
+                          out, beyond)
+    assert row.reachable == tuple(n for n in known if n not in out)
+    assert row.share == 2 / len(row.reachable) and row.float_share == 1 / len(row.float_rewrites)
+    assert len(row.float_rewrites) == len(row.reachable) - len(beyond - set(out))
+    assert row.summary().endswith(f"; {len(out)} more cannot fire on this device")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from fuzzer.campaign import tallies
@@ -17,27 +17,62 @@ from fuzzer.converters.role import Role
 
 @dataclass(frozen=True)
 class RewriteCoverage:
-    """One tool's rewrites: those its library has, and per rewrite the tests that fired it and found a bug."""
+    """One tool's rewrites: those its library has, and per rewrite the tests that fired it and found a bug; those
+    that cannot fire on this device (with why) are left out of the shares."""
 
     converter: str
     known: tuple[str, ...]  # empty where the library is not installed here
     fired: Mapping[str, int]
     failed: Mapping[str, int]
+    out_of_reach: Mapping[str, str] = field(default_factory=dict)
+    beyond_float: frozenset[str] = frozenset()  # rewrites only quantized or integer graphs give anything to do
+
+    @property
+    def reachable(self) -> tuple[str, ...]:
+        return tuple(name for name in self.known if name not in self.out_of_reach)
 
     @property
     def never_fired(self) -> tuple[str, ...]:
-        return tuple(name for name in self.known if not self.fired.get(name))
+        """The reachable rewrites no test fired."""
+        return tuple(name for name in self.reachable if not self.fired.get(name))
 
     @property
     def share(self) -> float:
-        """The share of the library's rewrites that fired at least once (0 when none are known)."""
-        return (len(self.known) - len(self.never_fired)) / len(self.known) if self.known else 0.0
+        """The share of the reachable rewrites that fired at least once (0 when none are known)."""
+        return _share(self.reachable, self.fired)
+
+    @property
+    def float_rewrites(self) -> tuple[str, ...]:
+        return tuple(name for name in self.reachable if name not in self.beyond_float)
+
+    @property
+    def float_share(self) -> float:
+        """The share of the reachable rewrites for float graphs that fired at least once."""
+        return _share(self.float_rewrites, self.fired)
 
     def to_json(self) -> dict[str, Any]:
         names = list(dict.fromkeys((*self.known, *sorted(self.fired))))
-        return {"converter": self.converter, "known": len(self.known), "fired_share": self.share,
+        return {"converter": self.converter, "known": len(self.known), "reachable": len(self.reachable),
+                "fired_share": self.share, "float_share": self.float_share,
                 "rewrites": [{"name": n, "fired": self.fired.get(n, 0), "failed": self.failed.get(n, 0),
-                              "known": n in self.known} for n in names]}
+                              "known": n in self.known, "out_of_reach": self.out_of_reach.get(n, ""),
+                              "beyond_float": n in self.beyond_float} for n in names]}
+
+    def summary(self) -> str:
+        """'N of M rewrites fired (P%)', with the float graphs' share where the tool has rewrites for others."""
+        fired = len(self.reachable) - len(self.never_fired)
+        text = f"{fired} of {len(self.reachable)} rewrites fired ({self.share:.0%})"
+        if self.beyond_float:
+            floats = self.float_rewrites
+            text += (f"; for float graphs {sum(1 for n in floats if self.fired.get(n))} of {len(floats)} "
+                     f"({self.float_share:.0%})")
+        if self.out_of_reach:
+            text += f"; {len(self.out_of_reach)} more cannot fire on this device"
+        return text
+
+
+def _share(names: tuple[str, ...], fired: Mapping[str, int]) -> float:
+    return sum(1 for name in names if fired.get(name)) / len(names) if names else 0.0
 
 
 def fired_counts(db: CampaignDB) -> dict[str, tuple[dict[str, int], dict[str, int]]]:
@@ -49,8 +84,8 @@ def fired_counts(db: CampaignDB) -> dict[str, tuple[dict[str, int], dict[str, in
     return dict(found)
 
 
-def coverage(db: CampaignDB, converters: Mapping[str, Converter]) -> list[RewriteCoverage]:
-    """Every converter that records rewrites (Converter.rewrite_names), with what the campaign fired."""
+def coverage(db: CampaignDB, converters: Mapping[str, Converter], device: str = "cpu") -> list[RewriteCoverage]:
+    """Every converter that records rewrites (Converter.rewrite_names), with what the campaign fired on `device`."""
     counts = fired_counts(db)
     rows = []
     for name, converter in sorted(converters.items()):
@@ -59,7 +94,9 @@ def coverage(db: CampaignDB, converters: Mapping[str, Converter]) -> list[Rewrit
             continue
         known = (listed or ()) if converter.availability()[0] else ()
         fired, failed = counts.get(name, ({}, {}))
-        rows.append(RewriteCoverage(name, tuple(known), fired, failed))
+        out = {n: why for n, why in converter.rewrites_out_of_reach(device).items() if n in known}
+        rows.append(RewriteCoverage(name, tuple(known), fired, failed, out,
+                                    converter.rewrites_beyond_float() if known else frozenset()))
     return rows
 
 
@@ -80,8 +117,7 @@ def format_coverage(rows: list[RewriteCoverage], split: Mapping[str, int]) -> li
             lines.append(f"  {row.converter}: {len(row.fired)} rewrites fired (the library's list is not available)")
             continue
         bugs = sum(1 for name in row.fired if row.failed.get(name))
-        lines.append(f"  {row.converter}: {len(row.known) - len(row.never_fired)} of {len(row.known)} rewrites "
-                     f"fired ({row.share:.0%}), {bugs} of them in a test that found a bug")
+        lines.append(f"  {row.converter}: {row.summary()}; {bugs} fired in a test that found a bug")
     total = sum(split.values())
     if total:
         lines.append("tests by the exporter model they ran (the exporters' own and the ONNX tools' upstream): "

@@ -88,10 +88,11 @@ def rewrite_lines(rows: list[Any]) -> list[str]:
     """Each tool's rewrites, one a line: fired in how many tests, in how many that found a bug; never fired last."""
     lines = []
     for row in rows:
-        lines.append(f"{row.converter}: {len(row.known) - len(row.never_fired)} of {len(row.known)} rewrites of the "
-                     f"installed library fired ({row.share:.0%})")
-        for item in sorted(row.to_json()["rewrites"], key=lambda r: (-r["fired"], r["name"])):
-            mark = "" if item["known"] else "  (not in the library's list)"
+        lines.append(f"{row.converter}, of the installed library's rewrites: {row.summary()}")
+        for item in sorted(row.to_json()["rewrites"], key=lambda r: (bool(r["out_of_reach"]), -r["fired"], r["name"])):
+            mark = ("" if item["known"] else "  (not in the library's list)") + (
+                "  (quantized or integer graphs only)" if item["beyond_float"] else "") + (
+                f"  (cannot fire here: {item['out_of_reach']})" if item["out_of_reach"] else "")
             lines.append(f"  {item['name']:<44} fired in {item['fired']:>6} tests, {item['failed']:>4} with a bug"
                          + mark)
     return lines

@@ -148,6 +148,16 @@ class Converter:
         fired, read from the library itself; None for a converter that does not record them."""
         return None
 
+    def rewrites_out_of_reach(self, device: str) -> Mapping[str, str]:
+        """The listed rewrites no test on `device` can make fire (registered for another execution provider, say),
+        each with why: the coverage share leaves them out."""
+        return {}
+
+    def rewrites_beyond_float(self) -> frozenset[str]:
+        """The listed rewrites that only a quantized or integer graph gives anything to rewrite: the coverage also
+        gives its share on float graphs, without them."""
+        return frozenset()
+
     def pass_names(self, options: ConverterOptions) -> tuple[str, ...] | None:
         """The passes the options run, for a converter made of named passes each of which can run alone (the
         diagnosis runs each alone); None for any other converter."""

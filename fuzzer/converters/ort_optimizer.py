@@ -6,8 +6,10 @@ that diverges and bisects ORT's transformer names (disabled_optimizers) to name 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import re
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 
 import numpy as np
 
@@ -41,6 +43,21 @@ ORT_OPTIMIZERS: tuple[str, ...] = (
     "NchwcTransformer", "NhwcTransformer", "QDQS8ToU8Transformer", "QDQSelectorActionTransformer",
     "GroupQueryAttentionFusion", "MatMulNBitsFusion", "ShapeInputMerge", "MemcpyTransformer",
 )
+
+
+# Transformers the installed ONNX Runtime lists that cannot fire in a CPU-only session, with why (the execution
+# providers each is registered for, from onnxruntime/core/optimizer/graph_transformer_utils.cc and its tests).
+OUT_OF_REACH_ON_CPU: Mapping[str, str] = MappingProxyType({
+    "BiasDropoutFusion": "registered for the CUDA and ROCm execution providers only",
+    "GroupQueryAttentionFusion": "registered for the CUDA execution provider only",
+    "GroupQueryAttentionPreNormFusion": "registered for the WebGPU and CUDA execution providers only",
+    "MatMulActivationFusion": "registered for the DirectML execution provider only",
+    "SwiGluFusion": "registered for the CUDA execution provider only (Split, QuickGelu, Mul does not fuse on CPU)",
+    "MemcpyTransformer": "inserts copies between execution providers: a CPU-only session has only one",
+})
+# Transformers that rewrite only quantized (QDQ, integer-kernel) graphs, or int8/uint8 ones: NhwcTransformer takes
+# QLinear kernels on x86, and the CPU pass of TransposeOptimizer pushes Transposes into uint8/int8 MaxPool and Resize.
+BEYOND_FLOAT = re.compile(r"QDQ|Quant|Dq|DQ|NBits|Integer|^NhwcTransformer$|^TransposeOptimizer_CPUExecutionProvider$")
 
 
 @dataclass(frozen=True)
@@ -115,6 +132,13 @@ class OrtOptimizer(Converter):
     def rewrite_names(self) -> tuple[str, ...]:
         """The graph transformers the installed ONNX Runtime has (its rule-based transformers as one each)."""
         return graph_transformers()
+
+    def rewrites_out_of_reach(self, device: str) -> Mapping[str, str]:
+        """Transformers registered for other execution providers only (on the CPU)."""
+        return OUT_OF_REACH_ON_CPU if device == "cpu" else {}
+
+    def rewrites_beyond_float(self) -> frozenset[str]:
+        return frozenset(name for name in self.rewrite_names() if BEYOND_FLOAT.search(name))
 
     def culprit(self, source: Source, options: OrtOptimizerOptions, run: TargetRun, diverges: Diverges) -> tuple[
             str, ...]:

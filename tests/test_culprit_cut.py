@@ -88,6 +88,9 @@ def test_a_known_bug_is_cut_out_and_the_rest_of_the_graph_tested(tmp_path: Path)
     assert all(r.cut_from == first.signature and f"{CULPRIT_CUT}:sin" in r.labels for r in cut)
     assert all("Sin" not in r.message for r in cut)  # each ended past the filed bug: the Neg bug, or a pass
     assert any("Neg" in r.message and r.is_bug for r in cut)
+    # Every bug names the operator it is filed under, for demotion to narrow to (novelty.py).
+    assert {r.culprit for r, _ in results if r.is_bug} == {"sin", "neg"}
+    assert all(r.culprit == ("sin" if "Sin" in r.message else "neg") for r, _ in results if r.is_bug)
     # A later test still ends in the filed bug only where cutting sin leaves nothing of its graph.
     assert all(set(ops) == {"sin"} for _, ops in sin[1:])
     plain = run_units(tmp_path / "plain", demote_known=False)

@@ -9,6 +9,7 @@ from fuzzer.campaign.novelty import (
     AVOID_PROBABILITY_LOST,
     FEATURE,
     HITS_TO_DEMOTE,
+    HITS_TO_DEMOTE_LOCALIZED,
     HITS_TO_DEMOTE_LOST,
     MAX_CULPRIT_PAIRS,
     Novelty,
@@ -24,6 +25,20 @@ def test_a_signature_hit_often_demotes_the_pairs_every_hitting_graph_held() -> N
     assert novelty.demoted() == []  # not yet hit often enough
     novelty.record("sig-a", [("roll", "bool"), ("mul", "float32")])
     assert novelty.demoted() == [("roll", "bool")]
+
+
+def test_a_bug_filed_under_its_operator_is_demoted_after_fewer_hits_and_kept_across_a_resume() -> None:
+    """Recorded with the pairs of the operator it names, a bug needs no intersection of many graphs: its second
+    hit demotes the dtypes the hits held."""
+    assert HITS_TO_DEMOTE_LOCALIZED < HITS_TO_DEMOTE
+    novelty = Novelty()
+    for _ in range(HITS_TO_DEMOTE_LOCALIZED - 1):
+        novelty.record("sig-acos", [("acos", "float32")], localized=True)
+    assert novelty.demoted() == []
+    novelty.record("sig-acos", [("acos", "float64")], localized=True)
+    assert novelty.demoted() == [("acos", "float32"), ("acos", "float64")]
+    resumed = Novelty.from_tally(json.loads(json.dumps(novelty.tally())))
+    assert resumed.mark("sig-acos") == HITS_TO_DEMOTE_LOCALIZED and resumed.demoted() == novelty.demoted()
 
 
 def test_an_operator_that_fails_in_every_dtype_is_demoted_in_the_dtypes_that_hit() -> None:

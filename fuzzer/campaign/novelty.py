@@ -3,14 +3,15 @@
 A third of a campaign's tests used to rediscover the same few root causes. The campaign counts the hits of each bug
 signature and keeps the (operator, dtype) pairs common to every graph that hit it: after HITS_TO_DEMOTE hits
 (HITS_TO_DEMOTE_LOST when the tests killed their worker) that set narrows to the culprit (a few pairs at most, else
-it says nothing and is ignored). A bug of an operator in any dtype (torch's TorchScript export of a circular pad
-aborts for float32, float64 and bfloat16 alike) leaves no pair in common: then the operators every hitting graph
-held name it, and the pairs of those operators the hits held are demoted. Features an operator declares
-(OpSpec.features: a padding mode at a rank, shared by the pads and the convolutions that pad) count as pairs
-(FEATURE, feature), so a bug of a feature in any operator and dtype is named by it. Each later unit then leaves each
-demoted pair out of its graph with probability AVOID_PROBABILITY (AVOID_PROBABILITY_LOST for the culprit of a
-worker's death), drawn from the unit's seed, so the pair is still tested now and then (a second bug on it stays
-reachable) and a unit stays a pure function of its seed, its config and the demoted pairs it was sent.
+it says nothing and is ignored). A bug whose tests name the operator it is filed under is recorded with that
+operator's pairs alone and demoted after HITS_TO_DEMOTE_LOCALIZED hits. A bug of an operator in any dtype (torch's
+TorchScript export of a circular pad aborts for float32, float64 and bfloat16 alike) leaves no pair in common: then
+the operators every hitting graph held name it, and the pairs of those operators the hits held are demoted. Features
+an operator declares (OpSpec.features: a padding mode at a rank, shared by the pads and the convolutions that pad)
+count as pairs (FEATURE, feature), so a bug of a feature in any operator and dtype is named by it. Each later unit
+then leaves each demoted pair out of its graph with probability AVOID_PROBABILITY (AVOID_PROBABILITY_LOST for the
+culprit of a worker's death), drawn from the unit's seed, so the pair is still tested now and then (a second bug on
+it stays reachable) and a unit stays a pure function of its seed, its config and the demoted pairs it was sent.
 """
 
 from __future__ import annotations
@@ -25,7 +26,10 @@ from generators.generator import GenOptions
 
 DEMOTED_META = "demoted_pairs"  # the campaign's meta key: the pairs generated less, kept for status and a resume
 NOVELTY_META = "novelty"  # the hits behind them, so that a resumed campaign goes on counting (Novelty.tally)
-HITS_TO_DEMOTE = 5
+HITS_TO_DEMOTE = 3
+# A bug whose tests name the operator it is filed under (culprit_cut.culprit_operator) has its culprit from the first
+# hit: the second confirms that it recurs.
+HITS_TO_DEMOTE_LOCALIZED = 2
 # A test that kills its worker costs a restart and a cold feeder, five to ten tests' time: its culprit is demoted
 # sooner. Now that a heap corruption is one signature (fuzzer/support/faults.py), two hits are enough to narrow to it.
 HITS_TO_DEMOTE_LOST = 2
@@ -51,15 +55,20 @@ class Novelty:
     common_ops: dict[str, frozenset[str]] = field(default_factory=dict)  # the operators every hitting graph held
     held: dict[str, frozenset[Pair]] = field(default_factory=dict)  # pairs of those operators the hits held
     lost: set[str] = field(default_factory=set)  # signatures whose tests killed (or hung) the worker
+    localized: set[str] = field(default_factory=set)  # signatures recorded with the pairs of their operator alone
     earlier: frozenset[Pair] = frozenset()  # demoted by the sessions before this one (a resumed campaign)
     # Hits of each root cause a setting avoids (fuzzer/campaign/settings.py), by its detail.
     settings: dict[str, int] = field(default_factory=dict)
     _demotions: list[Demotion] | None = None  # recomputed after a signature past the mark changes
 
-    def record(self, signature: str, pairs: Iterable[Pair], lost_worker: bool = False) -> None:
-        """One more bug test of `signature` on a graph holding `pairs`; `lost_worker`: the test killed its worker."""
+    def record(self, signature: str, pairs: Iterable[Pair], lost_worker: bool = False, localized: bool = False
+               ) -> None:
+        """One more bug test of `signature` on a graph holding `pairs`; `lost_worker`: the test killed its worker;
+        `localized`: `pairs` are those of the operator the bug is filed under, not the whole graph's."""
         if lost_worker:
             self.lost.add(signature)
+        if localized:
+            self.localized.add(signature)
         held = frozenset(tuple(p) for p in pairs)
         ops = frozenset(op for op, _ in held if op != FEATURE)  # a feature names itself, never through an operator
         before = (self.common.get(signature), self.common_ops.get(signature))
@@ -81,7 +90,9 @@ class Novelty:
 
     def mark(self, signature: str) -> int:
         """The hits after which the culprit of `signature` is demoted."""
-        return HITS_TO_DEMOTE_LOST if signature in self.lost else HITS_TO_DEMOTE
+        if signature in self.lost:
+            return HITS_TO_DEMOTE_LOST
+        return HITS_TO_DEMOTE_LOCALIZED if signature in self.localized else HITS_TO_DEMOTE
 
     def tally(self) -> dict[str, Any]:
         """What a resumed campaign needs to go on counting (JSON): the hits and the sets each signature narrowed to."""
@@ -90,7 +101,7 @@ class Novelty:
 
         return {"hits": dict(self.hits), "common": pairs(self.common), "held": pairs(self.held),
                 "common_ops": {sig: sorted(ops) for sig, ops in self.common_ops.items()}, "lost": sorted(self.lost),
-                "settings": dict(self.settings)}
+                "localized": sorted(self.localized), "settings": dict(self.settings)}
 
     @classmethod
     def from_tally(cls, tally: dict[str, Any] | None, earlier: Iterable[Pair] = ()) -> Novelty:
@@ -103,7 +114,8 @@ class Novelty:
             return cls(earlier=earlier_set)
         return cls(hits=dict(tally["hits"]), common=pairs(tally["common"]), held=pairs(tally["held"]),
                    common_ops={sig: frozenset(ops) for sig, ops in tally["common_ops"].items()},
-                   lost=set(tally.get("lost", ())), earlier=earlier_set, settings=dict(tally.get("settings", {})))
+                   lost=set(tally.get("lost", ())), localized=set(tally.get("localized", ())), earlier=earlier_set,
+                   settings=dict(tally.get("settings", {})))
 
     def demoted(self) -> list[Pair]:
         """The pairs to generate less, sorted: the culprits of signatures hit often enough (mark)."""

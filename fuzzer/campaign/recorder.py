@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from fuzzer.campaign.culprit_cut import CULPRIT_CUT
 from fuzzer.campaign.db import CampaignDB
 from fuzzer.campaign.messages import OwnError, UnitGraph
 from fuzzer.campaign.novelty import DEMOTED_META, NOVELTY_META, Demotion, Novelty
@@ -65,9 +66,11 @@ class Recorder:
         new_bug = self.db.record_test(result, self.session, unit_done)
         self.steering.record(result.converter, result.rewrites)
         if result.cut_from:  # the filed bug the test hit before its culprit was cut out still counts the hit
-            self.novelty.record(result.cut_from, pairs)
+            cut = next((label.split(":", 1)[1] for label in result.labels if label.startswith(f"{CULPRIT_CUT}:")), "")
+            self.novelty.record(result.cut_from, *_narrowed(pairs, cut))
         if result.is_bug and result.signature:
-            self.novelty.record(result.signature, pairs, result.symptom in LOST_SYMPTOMS)
+            narrowed, localized = _narrowed(pairs, result.culprit)
+            self.novelty.record(result.signature, narrowed, result.symptom in LOST_SYMPTOMS, localized)
             detail = setting_detail(result.converter, result.message)
             if detail is not None:
                 self.novelty.record_setting(detail)
@@ -93,3 +96,10 @@ class Recorder:
             if case.signature not in known:
                 self.db.adopt_bug(case.signature, case.verdict.symptom.json_name, case.verdict.stage.value,
                                   case.converter, case.seed, folder.name)
+
+
+def _narrowed(pairs: Sequence[tuple[str, str]], culprit: str) -> tuple[Sequence[tuple[str, str]], bool]:
+    """The pairs of the operator a root cause is filed under, where the test named one that the graph holds (and
+    True), else every pair of the graph (and False)."""
+    mine = [pair for pair in pairs if pair[0] == culprit] if culprit else []
+    return (mine, True) if mine else (pairs, False)

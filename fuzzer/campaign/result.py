@@ -35,14 +35,18 @@ class TestResult:
     rewrites: tuple[str, ...] = ()  # the converter's rewrites that changed the model (TargetRun.rewrites)
     # The filed signature the test hit first, where it then ran without that bug's culprit (culprit_cut.py).
     cut_from: str = ""
+    # The graph operator a bug's root cause is filed under, where the verdict names one (culprit_cut.culprit_operator):
+    # demotion narrows to it from the first hit.
+    culprit: str = ""
 
     @classmethod
     def of_verdict(cls, idx: int, seed: int, verdict: Verdict, options: Mapping[str, Any] | None = None,
                    timings: Mapping[str, float] | None = None, wall_s: float = 0.0,
-                   case_dir: str | None = None, rewrites: tuple[str, ...] = (), cut_from: str = "") -> TestResult:
+                   case_dir: str | None = None, rewrites: tuple[str, ...] = (), cut_from: str = "",
+                   culprit: str = "") -> TestResult:
         return cls(idx, seed, verdict.converter, verdict.symptom.json_name, verdict.stage.value, verdict.signature,
                    verdict.is_bug, tuple(verdict.labels), verdict.message, dict(options or {}), dict(timings or {}),
-                   wall_s, case_dir, tuple(rewrites), cut_from)
+                   wall_s, case_dir, tuple(rewrites), cut_from, culprit)
 
     @classmethod
     def own_error(cls, idx: int, seed: int, converter: str, options: Mapping[str, Any] | None = None,

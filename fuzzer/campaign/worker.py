@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from fuzzer.campaign.ahead import Feeder
-from fuzzer.campaign.culprit_cut import CULPRIT_CUT, CUT_ROUNDS, without_culprit
+from fuzzer.campaign.culprit_cut import CULPRIT_CUT, CUT_ROUNDS, culprit_operator, without_culprit
 from fuzzer.campaign.mailbox import Collected, Inbox, Outbox, Post
 from fuzzer.campaign.messages import (
     CaseSent,
@@ -195,8 +195,9 @@ class UnitRunner:
         case_dir = self.file_case(idx, seed, graph, converter, result)
         # Held: it goes out with the next test's phase message (Outbox).
         rewrites = result.target.rewrites if result.target is not None else ()
+        culprit = (culprit_operator(graph, result.verdict) or "") if result.verdict.is_bug else ""
         self.hold(TestResult.of_verdict(idx, seed, result.verdict, result.options, result.timings,
-                                        time.perf_counter() - start, case_dir, rewrites, cut_from))
+                                        time.perf_counter() - start, case_dir, rewrites, cut_from, culprit))
 
     def past_known(self, idx: int, seed: int, graph: Graph, converter: Converter, result: CheckResult
                    ) -> tuple[CheckResult, Graph, str]:

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from fuzzer.campaign.spec import case_folders
+from fuzzer.campaign.reduce_queue import REDUCE_CHILD_LOGS
+from fuzzer.campaign.spec import LOG_DIR, case_folders
 from fuzzer.converters import ConverterRegistry
 from fuzzer.converters.conversion import Source, Steps, TargetRun
 from fuzzer.converters.torch_onnx_script import ScriptOptions, TorchOnnxScript
@@ -62,6 +63,8 @@ def test_new_bug_cases_are_reduced_inside_their_folder(tmp_path: Path) -> None:
     assert case["original"] == folders[0].name  # the case id, never a local path
     assert len(case["graph"]["nodes"]) == 1
     assert "reduction: 1 new cases minimized, 0 failed" in done.stdout
+    # The reducer's checking processes log into the campaign's folder, never a temporary one a kill would leave.
+    assert sorted(p.suffix for p in (tmp_path / "c" / LOG_DIR / REDUCE_CHILD_LOGS).iterdir()) == [".fault", ".log"]
     # Its repro.py, copied alone, runs without this project: the source checks out against the saved outputs, and
     # it says it has no call of a converter planted here (exit 3); tests/test_repro.py runs real cases' repro.py.
     alone = tmp_path / "alone"

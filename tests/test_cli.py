@@ -31,6 +31,7 @@ BAD_INPUTS = [
     (["probe", "--converters", "nosuch"], Exit.USAGE, "unknown converter(s): nosuch"),
     (["reduce", "case", "--time=-1s"], Exit.USAGE, "not a duration"),
     (["reduce", "nowhere"], Exit.USAGE, "no such directory"),
+    (["reduce", "case", "--log-dir", "/dev/null/logs"], Exit.USAGE, "--log-dir /dev/null/logs: Not a directory"),
     (["check", "GRAPH", "--converters", "torch-onnx-script", "--option", "opset=999"], Exit.USAGE, "opset=999"),
     (["check", "GRAPH", "--converters", "ort-optimizer", "--option", "level=max"], Exit.USAGE, "level='max'"),
     (["check", "GRAPH", "--converters", "torch-onnx-script", "--option", "nosuch=1"], Exit.USAGE, "nosuch"),

@@ -31,6 +31,7 @@ from fuzzer.support.confine import detach_from_terminal_and_parent, lower_priori
 
 GRACE_S = 60.0  # on top of a case's budget: the reducer's first start and the final full check
 FAILED_LIST = "reduce_failed.txt"
+REDUCE_CHILD_LOGS = "reduce-children"
 FIRST_GUESS_S = 10.0  # seconds per case before any has been reduced
 # The guess counts as this many cases in the mean: one slow first case (22.9 s, against 15.2 s for the same case on
 # a calmer machine) taken as the mean had cut a 3-minute campaign's testing from 103 s to 43 s.
@@ -207,7 +208,10 @@ class ReduceQueue:
         with open(self.log_dir / "reduce.log", "a") as log:
             # The campaign's import path: a registry it loads by reference (a plugin's, a test's) loads there too.
             env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
-            proc = subprocess.Popen(self.config.command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            # The checking children's crash logs go to the campaign's log folder: a reducer killed with its campaign
+            # leaves nothing in the temporary folder.
+            command = [*self.config.command(), "--log-dir", str(self.log_dir / REDUCE_CHILD_LOGS)]
+            proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                     stderr=log, env=env, preexec_fn=detach_and_yield)
         return Reducer(proc)
 

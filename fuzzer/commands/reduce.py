@@ -44,14 +44,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="memory of the checking process before out-of-memory")
     parser.add_argument("--registry", default=DEFAULT_REGISTRY, metavar="MODULE:ATTR",
                         help="the ConverterRegistry holding the cases' converters")
+    parser.add_argument("--log-dir", type=Path, metavar="DIR",
+                        help="folder for the checking processes' crash logs (default: a temporary one, removed at "
+                             "the end)")
 
 
 def run(args: argparse.Namespace) -> int:
     if not args.cases and not args.stdin:
         raise UsageError("reduce: give at least one CASE folder, or --stdin")
+    if args.log_dir is not None:
+        try:
+            args.log_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise UsageError(f"reduce: --log-dir {args.log_dir}: {exc.strerror or exc}") from None
     # A bad CASE is a usage error before anything starts; the cases read here are not read again.
     given = {folder: load_case(folder) for folder in _folders(args.cases, ())}
-    config = CheckerConfig(args.registry, args.timeout, args.memory_mb, device=checker_device())
+    config = CheckerConfig(args.registry, args.timeout, args.memory_mb, device=checker_device(),
+                           log_dir=str(args.log_dir or ""))
     failed = 0
     with IsolatedChecker(config) as checker:
         for folder in _folders(args.cases, sys.stdin if args.stdin else ()):

@@ -111,7 +111,7 @@ def test_every_pattern_is_registered_with_a_counterpart_and_declares_its_rewrite
         assert name in native_ops(NATIVE_OPSETS[0]), name
         assert all(r.tool in TOOLS and r.op_types for r in op.rewrites), name
     assert {r.tool for _, r in REWRITES} >= {"ort", "onnxoptimizer", "onnxsim"}
-    assert len(PATTERNS) < len(REGISTRY) / 10  # the generator draws ops uniformly: patterns never dominate
+    assert len(PATTERNS) < len(REGISTRY) / 8  # the generator draws ops uniformly: patterns never dominate
 
 
 @pytest.mark.slow

@@ -57,6 +57,8 @@ class GenOptions:
 
 
 BOOST_WEIGHT = 4  # a boosted operator is drawn as often as this many others
+# A pattern is followed this often by its twin on the same inputs (_GraphBuilder.try_twin).
+PATTERN_TWIN_PROB = 0.3
 # z3 resource units per check (about a second of solving); a typical 10-node graph uses ~50k in all.
 RLIMIT_PER_CHECK = 400_000
 
@@ -290,7 +292,23 @@ class _GraphBuilder:
             self.placeholders.append(name)
         out_names = [self.fresh_name("v") for _ in outs]
         self.commit(op, pending, [n for n, _ in inputs], out_names, outs, build, at_front=False)
+        if op.family == "pattern" and len(self.records) < self.opts.nodes and self.rng.random() < PATTERN_TWIN_PROB:
+            self.try_twin(op, inputs)
         return True
+
+    def try_twin(self, op: OpSpec, inputs: list[tuple[str, SymTensor]]) -> None:
+        """A second node of the pattern `op` on the same data inputs, with attributes and weights of its own: ONNX
+        Runtime's CommonSubexpressionElimination then merges the twins' common prefix, so a fusion meets an
+        intermediate that another pattern still reads (how FastGeluFusion came to delete a Mul a second GELU read)."""
+        pending = _Pending(self.fresh_name("n"))
+        build = self.call_build(op, pending, [t for _, t in inputs])
+        if build is None:
+            return
+        outs, reqs = self.output_constraints(build, pending)
+        if not self.accept(pending.bounds + build.requires + reqs):
+            return
+        out_names = [self.fresh_name("v") for _ in outs]
+        self.commit(op, pending, [n for n, _ in inputs], out_names, outs, build, at_front=False)
 
     def try_backward(self) -> bool:
         if not self.placeholders:

@@ -46,6 +46,8 @@ def pattern_graph(op: OpSpec, seed: int) -> Graph | None:
         dtypes = [graph.types[n].dtype for n in node.inputs]
         if node.op != op.name or DType.FLOAT32 not in dtypes or graph.types[node.outputs[0]].dtype != DType.FLOAT32:
             continue
+        if op.name == "pattern_rms_norm" and graph.types[node.inputs[0]].rank == 1 and node.attrs["scale_first"]:
+            continue  # onnxruntime 1.32 fuses this shape into a model it cannot load: a bug, not the rewrite's test
         if all(native_nodes(graph, opset) is not None for opset in NATIVE_OPSETS):
             return graph
     return None

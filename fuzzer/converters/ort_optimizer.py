@@ -46,9 +46,12 @@ ORT_OPTIMIZERS: tuple[str, ...] = (
 
 
 # Transformers the installed ONNX Runtime lists that cannot fire in a CPU-only session, with why (the execution
-# providers each is registered for, from onnxruntime/core/optimizer/graph_transformer_utils.cc and its tests).
+# providers each is registered for, from onnxruntime/core/optimizer/graph_transformer_utils.cc and its tests, or
+# the kernel it fuses into missing from the CPU build).
 OUT_OF_REACH_ON_CPU: Mapping[str, str] = MappingProxyType({
     "BiasDropoutFusion": "registered for the CUDA and ROCm execution providers only",
+    "BiasSoftmaxFusion": "the CPU build has no BiasSoftmax kernel: no Add then Softmax fused on the CPU in any shape, "
+                         "axis, opset or level tried (generators/ops/fusions_more.py)",
     "GroupQueryAttentionFusion": "registered for the CUDA execution provider only",
     "GroupQueryAttentionPreNormFusion": "registered for the WebGPU and CUDA execution providers only",
     "MatMulActivationFusion": "registered for the DirectML execution provider only",

@@ -8,6 +8,7 @@ from typing import Any, ClassVar
 
 import torch
 import torch.nn.functional as F
+import z3
 
 from generators.dtypes import ALL, FLOATS, DType
 from generators.ops.base import AttrMap, Build, BuildContext, Dim, OpSpec, SymTensor, call, functional_source, same_sigs
@@ -46,7 +47,12 @@ class Interpolate(OpSpec):
         attrs["align_corners"] = ctx.choice("align_corners", (False, True)) if self.corners else None
         # The antialiased kernels have no float16/bfloat16 CPU implementation.
         attrs["antialias"] = self.antialias and x.dtype not in HALVES and ctx.choice("antialias", (False, True))
-        return Build([SymTensor(x.shape[:2] + tuple(sizes), x.dtype)], [], attrs)
+        reqs = []
+        if attrs["antialias"] and x.dtype is DType.UINT8:
+            # torch's uint8 antialiased kernel fails an internal assert on a 1x1 output of more than one channel
+            # ("num_channels == unpacked_output.size(0)", torch 2.13 on CPU): eager itself refuses the graph.
+            reqs.append(z3.Or(*[z3.BoolVal(s > 1) if isinstance(s, int) else s > 1 for s in sizes]))
+        return Build([SymTensor(x.shape[:2] + tuple(sizes), x.dtype)], reqs, attrs)
 
     def forward(self, attrs: AttrMap, x: torch.Tensor) -> torch.Tensor:
         return F.interpolate(x, size=attrs["size"], scale_factor=attrs["scale_factor"], mode=self.mode,

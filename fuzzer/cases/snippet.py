@@ -49,7 +49,7 @@ def render_snippet(case: Any) -> str | None:
         if exporter is None or exporter.role is not Role.EXPORTER:
             return None  # a native model is shown from its saved upstream.onnx only: no exporter makes it
         upstream = exporter.snippet(exporter.options({"opset": case.converter_options.get("opset", 17)}))
-        call = Snippet(upstream.imports + call.imports, upstream.lines + call.lines, call.level, True)
+        call = Snippet(upstream.imports + call.imports, upstream.lines + call.lines, call.level, True, call.free_dims)
     return _from_torch(case, call, runs_ort)
 
 
@@ -74,7 +74,7 @@ def _from_torch(case: Any, call: Snippet, runs_ort: bool) -> str:
         second = "".join(f"{_torch_value(x, f'test_data_set_1/input_{i}.pb')}, "
                          for i, x in enumerate(case.second_inputs))
         lines += [f"inputs = ({second})  # traced at the shapes above, the dynamic model runs at a second shape"]
-    return _finish(case, lines, call.level, runs_ort, "[x.numpy() for x in inputs]",
+    return _finish(case, lines, call, runs_ort, "[x.numpy() for x in inputs]",
                    "[y.detach().numpy() for y in module(*inputs)]")
 
 
@@ -87,21 +87,30 @@ def _from_upstream(case: Any, call: Snippet, runs_ort: bool) -> str:
         lines += [f"inputs = [{', '.join(identifier(n) for n in case.graph.inputs)}]",
                   "want = run(model)  # the received model, optimizations off"]
     lines += call.lines
-    return _finish(case, lines, call.level, runs_ort, "inputs", None)
+    return _finish(case, lines, call, runs_ort, "inputs", None)
 
 
-def _finish(case: Any, lines: list[str], level: str, runs_ort: bool, feeds: str, expected: str | None) -> str:
+def _finish(case: Any, lines: list[str], call: Snippet, runs_ort: bool, feeds: str, expected: str | None) -> str:
     """The validation, the run at the converter's level and the comparison, after the model is made."""
-    run = [f"def run(model, level=ort.GraphOptimizationLevel.{ORT_LEVEL_MEMBERS['disabled']}):",
+    level = call.level
+    free = ["    for value, x in zip([i for i in model.graph.input if i.name not in {t.name for t in "
+            "model.graph.initializer}], " + feeds + "):",
+            "        for dim, size in zip(value.type.tensor_type.shape.dim, x.shape):",
+            "            if dim.dim_param and free_dims:  # each named dimension fixed to the input's size",
+            "                options.add_free_dimension_override_by_name(dim.dim_param, size)"]
+    free = free if call.free_dims else []
+    run = [f"def run(model, level=ort.GraphOptimizationLevel.{ORT_LEVEL_MEMBERS['disabled']}"
+           + (", free_dims=False):" if call.free_dims else "):"),
            "    options = ort.SessionOptions()",
-           "    options.graph_optimization_level = level",
+           "    options.graph_optimization_level = level", *free,
            "    session = ort.InferenceSession(model.SerializeToString(), options, "
            "providers=['CPUExecutionProvider'])",
            f"    return session.run(None, dict(zip([i.name for i in session.get_inputs()], {feeds})))", ""]
     at = f"ort.GraphOptimizationLevel.{ORT_LEVEL_MEMBERS[level]}"
     body = list(CHECKER) if case.verdict.stage.value == "validation" or not runs_ort else []
     if runs_ort:
-        body.append(f"got = run(model, {at})" if level != "disabled" else "got = run(model)")
+        extra = ", free_dims=True" if call.free_dims else ""
+        body.append(f"got = run(model, {at}{extra})" if level != "disabled" else "got = run(model)")
         if expected is not None:
             body.append(f"want = {expected}")
         rtol, atol = _tolerance(case)

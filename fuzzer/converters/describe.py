@@ -21,6 +21,7 @@ class Snippet:
     lines: tuple[str, ...]
     level: str = "disabled"
     from_torch: bool = False
+    free_dims: bool = False  # the run fixes each named input dimension to the input's size
 
 
 @dataclass(frozen=True)

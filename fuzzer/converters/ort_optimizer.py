@@ -19,7 +19,15 @@ from fuzzer.converters.describe import Component, FaultSite, Snippet
 from fuzzer.converters.options import ConverterOptions
 from fuzzer.converters.ort_levels import LEVELS, OPTIMIZING_LEVELS
 from fuzzer.converters.role import Role
-from fuzzer.converters.runtime import graph_transformers, logged_session, make_session, run_session
+from fuzzer.converters.runtime import (
+    free_dimension_sizes,
+    graph_transformers,
+    logged_session,
+    make_session,
+    run_model,
+    run_session,
+    symbolic_inputs,
+)
 from fuzzer.converters.setting import Hints, Setting, session_level_code
 from fuzzer.converters.upstream import UpstreamChoices, UpstreamOptions, export_upstream
 from oracles.verdict import Stage
@@ -71,6 +79,9 @@ class OrtOptimizerOptions(UpstreamOptions):
     # Transformers the session leaves out (InferenceSession's disabled_optimizers): a workaround's setting, never
     # drawn by a campaign.
     disabled_optimizers: tuple[str, ...] = ()
+    # Each named input dimension fixed to its size in the test's inputs (add_free_dimension_override_by_name), as a
+    # deployment with known shapes does: FreeDimensionOverrideTransformer then makes the model static.
+    free_dims: bool = False
 
 
 ORT_TRACKER = "https://github.com/microsoft/onnxruntime/issues"
@@ -103,7 +114,7 @@ class OrtOptimizer(Converter):
 
     def snippet(self, options: ConverterOptions) -> Snippet:
         opts: OrtOptimizerOptions = options  # type: ignore[assignment]
-        return Snippet((), (), level=opts.level)
+        return Snippet((), (), level=opts.level, free_dims=opts.free_dims)
     libraries = ("onnx", "onnxruntime")
     distributions = ("torch", "onnx", "onnxruntime")
     options_type = OrtOptimizerOptions
@@ -114,23 +125,32 @@ class OrtOptimizer(Converter):
             raise ValueError(f"level must be one of {OPTIMIZING_LEVELS}, not {options.level!r}")
         steps = Steps()
         up = export_upstream(source, options.upstream, options.opset, steps)
+        model, baseline, baseline_dtypes = up.data, up.outputs, up.output_dtypes
+        if options.free_dims:  # the model made dynamic, run unoptimized as the baseline, then fixed by name
+            model = symbolic_inputs(up.data)
+            baseline, baseline_dtypes = run_model(model, source, steps)
         with steps.at(Stage.GRAPH_OPTIMIZATION, "runtime_load"):
-            session, fired = logged_session(up.data, options.level, source.device, options.disabled_optimizers)
+            session, fired = logged_session(model, options.level, source.device, options.disabled_optimizers,
+                                            _free_dims(model, source, options))
         with steps.at(Stage.RUNTIME_EXECUTION, "runtime"):
             outputs, dtypes = run_session(session, source.input_names, source.inputs)
-        return TargetRun(outputs, dtypes, dict(steps.timings), model=up.data, baseline=up.outputs,
-                         baseline_model=up.data, baseline_dtypes=up.output_dtypes, rewrites=fired)
+        return TargetRun(outputs, dtypes, dict(steps.timings), model=model, baseline=baseline,
+                         baseline_model=model, baseline_dtypes=baseline_dtypes, rewrites=fired)
 
     def avoid_settings(self, options: ConverterOptions, hints: Hints) -> tuple[Setting, ...]:
-        """The transformer ONNX Runtime's bisection named, disabled alone; then each lower level, the nearest first."""
+        """The transformer ONNX Runtime's bisection named, disabled alone; the input dimensions left free where they
+        were fixed; then each lower level, the nearest first."""
         opts: OrtOptimizerOptions = options  # type: ignore[assignment]
         data, named = opts.to_json(), hints.culprit_optimizer
         alone = (Setting(f"ONNX Runtime's {named} disabled", self.name, {**data, "disabled_optimizers": [named]},
                          f"onnxruntime.InferenceSession(model, sess_options, disabled_optimizers=[{named!r}])"),
                  ) if named and named not in opts.disabled_optimizers else ()
         lower = OPTIMIZING_LEVELS[: OPTIMIZING_LEVELS.index(opts.level)][::-1]
-        return (*alone, *(Setting(f"ONNX Runtime's optimizations at level {lv} instead of {opts.level}", self.name,
-                                  {**data, "level": lv}, session_level_code(lv)) for lv in lower))
+        fixed = (Setting("the input dimensions left free (no add_free_dimension_override_by_name)", self.name,
+                         {**data, "free_dims": False}, "# drop the sess_options.add_free_dimension_override_by_name "
+                         "calls"),) if opts.free_dims else ()
+        return (*alone, *fixed, *(Setting(f"ONNX Runtime's optimizations at level {lv} instead of {opts.level}",
+                                          self.name, {**data, "level": lv}, session_level_code(lv)) for lv in lower))
 
     def rewrite_names(self) -> tuple[str, ...]:
         """The graph transformers the installed ONNX Runtime has (its rule-based transformers as one each)."""
@@ -148,31 +168,37 @@ class OrtOptimizer(Converter):
         """Labels naming the lowest diverging level and, when bisection isolates one, the guilty optimizer."""
         assert run.model is not None
         levels = OPTIMIZING_LEVELS[: OPTIMIZING_LEVELS.index(options.level) + 1]
-        level = next((lv for lv in levels if _diverges_at(run.model, source, lv, (), diverges)), None)
+        free = _free_dims(run.model, source, options)
+        level = next((lv for lv in levels if _diverges_at(run.model, source, lv, (), diverges, free)), None)
         if level is None:
             return ()
         labels = [f"ort-level:{level}"]
-        name = _bisect(run.model, source, level, diverges)
+        name = _bisect(run.model, source, level, diverges, free)
         return tuple(labels + [f"ort-optimizer:{name}"]) if name else tuple(labels)
 
 
-def _diverges_at(model: bytes, source: Source, level: str, disabled: Sequence[str], diverges: Diverges) -> bool:
+def _free_dims(model: bytes, source: Source, options: OrtOptimizerOptions) -> dict[str, int]:
+    return free_dimension_sizes(model, source.input_names, source.inputs) if options.free_dims else {}
+
+
+def _diverges_at(model: bytes, source: Source, level: str, disabled: Sequence[str], diverges: Diverges,
+                 free: Mapping[str, int]) -> bool:
     """Does the run at `level` with `disabled` optimizers diverge? A crash counts as diverging."""
     try:
-        session = make_session(model, level, disabled, source.device)
+        session = make_session(model, level, disabled, source.device, free)
         outputs, _ = run_session(session, source.input_names, source.inputs)
     except Exception:  # the optimizer crashed with this set: still guilty-looking, keep searching
         return True
     return diverges(outputs)
 
 
-def _bisect(model: bytes, source: Source, level: str, diverges: Diverges) -> str | None:
+def _bisect(model: bytes, source: Source, level: str, diverges: Diverges, free: Mapping[str, int]) -> str | None:
     """Assume one guilty optimizer: halve the candidates until disabling one alone stops the divergence."""
     candidates = list(ORT_OPTIMIZERS)
-    if _diverges_at(model, source, level, candidates, diverges):
+    if _diverges_at(model, source, level, candidates, diverges, free):
         return None  # not one of the names we know (or not an optimizer at all)
     while len(candidates) > 1:
         half = candidates[: len(candidates) // 2]
-        candidates = half if not _diverges_at(model, source, level, half, diverges) else candidates[len(half):]
+        candidates = half if not _diverges_at(model, source, level, half, diverges, free) else candidates[len(half):]
     return candidates[0]
 

@@ -52,14 +52,49 @@ def providers_for(device: str) -> list[str]:
     raise ValueError(f"unknown device {device!r} (cpu or cuda)")
 
 
-def make_session(model: bytes, level: str = "disabled", disabled_optimizers: Sequence[str] = (),
-                 device: str = "cpu") -> ort.InferenceSession:
-    """A session at an optimization level (disabled, basic, extended, all) on `device`, one CPU thread for
-    determinism."""
+def free_dimension_sizes(model: bytes, names: Sequence[str], inputs: Sequence[torch.Tensor]) -> dict[str, int]:
+    """Each named (symbolic) dimension of the model's inputs and its size in `inputs` (by input name, else by
+    position): what a deployment fixes with SessionOptions.add_free_dimension_override_by_name."""
+    graph = onnx.load_from_string(model).graph
+    initializers = {t.name for t in graph.initializer}
+    declared = [i for i in graph.input if i.name not in initializers]
+    by_name = dict(zip(names, inputs, strict=True))
+    given = [by_name[i.name] for i in declared] if all(i.name in by_name for i in declared) else list(inputs)
+    sizes: dict[str, int] = {}
+    for value, tensor in zip(declared, given, strict=False):
+        for k, dim in enumerate(value.type.tensor_type.shape.dim):
+            if dim.dim_param and k < tensor.dim():
+                sizes.setdefault(dim.dim_param, int(tensor.shape[k]))
+    return sizes
+
+
+def symbolic_inputs(model: bytes) -> bytes:
+    """The model with every dimension of its inputs named (`in<i>_<k>`) and the shapes it recorded for its
+    intermediate values dropped: the model a dynamic export makes, for a session to fix again by name."""
+    proto = onnx.load_from_string(model)
+    initializers = {t.name for t in proto.graph.initializer}
+    declared = [i for i in proto.graph.input if i.name not in initializers]
+    for i, value in enumerate(declared):
+        for k, dim in enumerate(value.type.tensor_type.shape.dim):
+            dim.dim_param = f"in{i}_{k}"  # clears dim_value: the two are a oneof
+    del proto.graph.value_info[:]
+    return proto.SerializeToString()
+
+
+def _session_options(level: str, free_dims: Mapping[str, int]) -> ort.SessionOptions:
     options = ort.SessionOptions()
     options.graph_optimization_level = SESSION_LEVELS[level]
-    options.intra_op_num_threads = 1
-    options.inter_op_num_threads = 1
+    options.intra_op_num_threads = options.inter_op_num_threads = 1
+    for name, size in free_dims.items():
+        options.add_free_dimension_override_by_name(name, size)
+    return options
+
+
+def make_session(model: bytes, level: str = "disabled", disabled_optimizers: Sequence[str] = (),
+                 device: str = "cpu", free_dims: Mapping[str, int] | None = None) -> ort.InferenceSession:
+    """A session at an optimization level (disabled, basic, extended, all) on `device`, one CPU thread for
+    determinism; `free_dims` fixes named input dimensions to sizes."""
+    options = _session_options(level, free_dims or {})
     options.log_severity_level = 3
     return ort.InferenceSession(
         model, options, providers=providers_for(device), disabled_optimizers=list(disabled_optimizers) or None
@@ -71,13 +106,11 @@ _MODIFIED = re.compile(r"GraphTransformer (\S+) modified: 1")
 _APPLIED = re.compile(r"Applying graph transformer (\S+) on step|GraphTransformer (\S+) modified: [01]")
 
 
-def logged_session(model: bytes, level: str, device: str = "cpu", disabled_optimizers: Sequence[str] = ()
-                   ) -> tuple[ort.InferenceSession, tuple[str, ...]]:
+def logged_session(model: bytes, level: str, device: str = "cpu", disabled_optimizers: Sequence[str] = (),
+                   free_dims: Mapping[str, int] | None = None) -> tuple[ort.InferenceSession, tuple[str, ...]]:
     """A session like make_session's, and the graph transformers that modified the model while it was made (from
     ONNX Runtime's own log, captured off the terminal)."""
-    options = ort.SessionOptions()
-    options.graph_optimization_level = SESSION_LEVELS[level]
-    options.intra_op_num_threads = options.inter_op_num_threads = 1
+    options = _session_options(level, free_dims or {})
     options.log_severity_level = 1  # info: each transformer's "modified" line
     with library_output() as captured:
         session = ort.InferenceSession(model, options, providers=providers_for(device),

@@ -10,7 +10,7 @@ from fuzzer.cases.harness.child import exit_status
 from fuzzer.cases.harness.export import export_dynamo, export_script, export_upstream
 from fuzzer.cases.harness.head import CASE, CONVERTER, DEVICE, INPUT_NAMES, OPTIONS, OUTPUT_NAMES, SECOND_SHAPE
 from fuzzer.cases.harness.judging import judge, judged, report_crash
-from fuzzer.cases.harness.runtime import check_and_serialize, export, run_onnx, transform
+from fuzzer.cases.harness.runtime import check_and_serialize, export, run_onnx, symbolic_inputs, transform
 from fuzzer.cases.harness.torch_tensors import load_tensor, to_numpy
 
 
@@ -44,8 +44,10 @@ def no_conversion(module, inputs):
 def optimize_in_session(module, inputs):
     """ort-optimizer: (the exported model's outputs at the level, the same with optimizations off, that model)."""
     upstream = check_and_serialize(export_upstream(module, inputs))
+    if OPTIONS.get("free_dims"):
+        upstream = symbolic_inputs(upstream)
     baseline = run_onnx(upstream, inputs)
-    return run_onnx(upstream, inputs, OPTIONS["level"]), baseline, upstream
+    return run_onnx(upstream, inputs, OPTIONS["level"], OPTIONS.get("free_dims", False)), baseline, upstream
 
 
 def transform_export(module, inputs):

@@ -10,13 +10,15 @@ from fuzzer.cases.harness.child import exit_status
 from fuzzer.cases.harness.head import CASE, CONVERTER, HERE, INPUT_NAMES, OPTIONS
 from fuzzer.cases.harness.judging import judge, judged, report_crash
 from fuzzer.cases.harness.numpy_tensors import load_tensor
-from fuzzer.cases.harness.runtime import check_and_serialize, run_onnx, transform
+from fuzzer.cases.harness.runtime import check_and_serialize, run_onnx, symbolic_inputs, transform
 
 
 def optimize_upstream_in_session(upstream, inputs):
     """ort-optimizer: (upstream.onnx's outputs at the level, the same with optimizations off)."""
+    if OPTIONS.get("free_dims"):
+        upstream = symbolic_inputs(upstream)  # upstream.onnx may be the exported model, its dims not yet named
     baseline = run_onnx(upstream, inputs)
-    return run_onnx(upstream, inputs, OPTIONS["level"]), baseline
+    return run_onnx(upstream, inputs, OPTIONS["level"], OPTIONS.get("free_dims", False)), baseline
 
 
 def transform_upstream(upstream, inputs):

@@ -17,19 +17,40 @@ def from_ort_value(value):
     return (words.astype(np.uint32) << 16).view(np.float32)
 
 
-def run_onnx(data, inputs, level="disabled"):
-    """ONNX Runtime on DEVICE, one CPU thread, at an optimization level (as convsmith runs targets)."""
+def run_onnx(data, inputs, level="disabled", free_dims=False):
+    """ONNX Runtime on DEVICE, one CPU thread, at an optimization level (as convsmith runs targets); `free_dims`
+    fixes each named input dimension to its size in `inputs`."""
     options = ort.SessionOptions()
     options.graph_optimization_level = getattr(ort.GraphOptimizationLevel, ORT_LEVELS[level])
     options.intra_op_num_threads = options.inter_op_num_threads = 1
     options.log_severity_level = 3
+    graph = onnx.load_from_string(data).graph
+    initializers = {t.name for t in graph.initializer}
+    wanted = [i.name for i in graph.input if i.name not in initializers]
+    by_name = dict(zip(INPUT_NAMES, inputs))
+    given = [by_name[n] for n in wanted] if all(n in by_name for n in wanted) else list(inputs)
+    for value, x in zip([i for i in graph.input if i.name not in initializers], given) if free_dims else ():
+        for dim, size in zip(value.type.tensor_type.shape.dim, x.shape):
+            if dim.dim_param:
+                options.add_free_dimension_override_by_name(dim.dim_param, int(size))
     providers = ["CUDAExecutionProvider", "CPUExecutionProvider"] if DEVICE == "cuda" else ["CPUExecutionProvider"]
     session = ort.InferenceSession(data, options, providers=providers)
     wanted = [i.name for i in session.get_inputs()]
-    by_name = dict(zip(INPUT_NAMES, inputs))
     pairs = zip(wanted, [by_name[n] for n in wanted] if all(n in by_name for n in wanted) else inputs)
     values = session.run_with_ort_values(None, {n: ort_value(x) for n, x in pairs})
     return [from_ort_value(v) for v in values]
+
+
+def symbolic_inputs(data):
+    """The model with every dimension of its inputs named and its intermediate shapes dropped (as convsmith's
+    free_dims option runs it: a dynamic model, fixed again by name in the session)."""
+    proto = onnx.load_from_string(data)
+    initializers = {t.name for t in proto.graph.initializer}
+    for i, value in enumerate([v for v in proto.graph.input if v.name not in initializers]):
+        for k, dim in enumerate(value.type.tensor_type.shape.dim):
+            dim.dim_param = f"in{i}_{k}"
+    del proto.graph.value_info[:]
+    return proto.SerializeToString()
 
 
 def check_and_serialize(model):

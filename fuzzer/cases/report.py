@@ -11,11 +11,13 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from fuzzer.cases.blame import fault_site
 from fuzzer.cases.diagnosis_report import render_diagnosis
 from fuzzer.cases.snippet import render_snippet
 from fuzzer.check.follow_up import ALONE_LABEL
 from fuzzer.converters import CONVERTERS
 from fuzzer.converters.dynamic import DynamicAxes
+from fuzzer.converters.rewrite_view import changed_ops, node_lines
 from generators.ir import Graph
 from generators.registry import REGISTRY
 from oracles.dynamic import at_second_shape
@@ -23,6 +25,7 @@ from oracles.rootcause import verdict_root_cause
 from oracles.verdict import Stage
 
 GRAPH_LINES = 14  # the graph section shows this many definitions at most (graph.dot has it all)
+REWRITE_LINES = 10  # the rewrite section shows this many nodes of each model at most
 MESSAGE_CHARS = 400
 DIVERGENCE_WORDS = {"wrong_values": "gives wrong values", "wrong_shape": "gives the wrong output shape",
                     "wrong_dtype": "gives the wrong output dtype"}
@@ -178,6 +181,24 @@ def environment(case: Any) -> str:
     return ", ".join(f"{k} {v}" for k, v in sorted(case.versions.items()))
 
 
+def the_rewrite(case: Any) -> str:
+    """The model the blamed rewrite received and what it made of it (a finding blamed on one transformer or pass),
+    else ''."""
+    converter = CONVERTERS.get(case.converter)
+    if converter is None or case.upstream_model is None:
+        return ""
+    view = converter.rewrite_view(bytes(case.upstream_model), fault_site(case))
+    if view is None:
+        return ""
+    before = "\n".join(node_lines(view.before, REWRITE_LINES))
+    if view.after is None:
+        after = f"After it: none, the {view.rewrite} fails: `{cut_at_word(view.error, MESSAGE_CHARS)}`"
+    else:
+        after = (f"After it ({changed_ops(view) or 'no op type added or removed'}):\n```\n"
+                 + "\n".join(node_lines(view.after, REWRITE_LINES)) + "\n```")
+    return f"## The rewrite\nBefore the {view.rewrite}, {view.before_is}:\n```\n{before}\n```\n{after}\n\n"
+
+
 def render_report(case: Any) -> str:
     snippet = render_snippet(case)
     reproduce = ("Run in the case folder (larger tensors are read from its `test_data_set_0/` and `weights/`). It "
@@ -194,7 +215,7 @@ def render_report(case: Any) -> str:
 ## Observed vs expected
 {observed(case)}
 
-{render_diagnosis(case, display_name(case.converter))}## Graph
+{render_diagnosis(case, display_name(case.converter))}{the_rewrite(case)}## Graph
 ```
 {ascii_graph(case.graph, GRAPH_LINES)}
 ```

@@ -20,6 +20,7 @@ from fuzzer.converters.conversion import Source, Steps, TargetRun
 from fuzzer.converters.describe import Component, FaultSite, Snippet
 from fuzzer.converters.dynamic import DynamicAxes
 from fuzzer.converters.options import ConverterOptions
+from fuzzer.converters.rewrite_view import RewriteView
 from fuzzer.converters.role import Role
 from fuzzer.converters.setting import Hints, Setting
 from fuzzer.support.lock import installed_version
@@ -146,6 +147,11 @@ class Converter:
     def rewrite_names(self) -> tuple[str, ...] | None:
         """Every rewrite (transformer, pass) the installed library has that this converter's tests can record as
         fired, read from the library itself; None for a converter that does not record them."""
+        return None
+
+    def rewrite_view(self, upstream: bytes, site: FaultSite) -> RewriteView | None:
+        """The model just before and after the one rewrite `site` blames (a bisected transformer, the one pass that
+        shows the bug alone), from the model the converter received; None where no single rewrite is named."""
         return None
 
     def rewrites_out_of_reach(self, device: str) -> Mapping[str, str]:

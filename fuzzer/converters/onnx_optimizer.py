@@ -8,8 +8,10 @@ import onnx
 
 from fuzzer.converters.describe import Component, FaultSite, Snippet
 from fuzzer.converters.options import ConverterOptions
+from fuzzer.converters.rewrite_view import RewriteView
 from fuzzer.converters.setting import Hints, Setting
 from fuzzer.converters.upstream import OnnxPassConverter, UpstreamOptions
+from oracles.signature import first_lines
 
 
 @dataclass(frozen=True)
@@ -57,6 +59,21 @@ class OnnxOptimizer(OnnxPassConverter):
                          f"model = onnxoptimizer.optimize(model, {listed}, fixed_point=False)"),
                  ) if opts.fixed_point else ()
         return (*without, *fixed)
+
+    def rewrite_view(self, upstream: bytes, site: FaultSite) -> RewriteView | None:
+        """The received model, and what the one pass that shows the bug alone makes of it."""
+        if len(site.same_bug_passes) != 1:
+            return None
+        import onnxoptimizer
+
+        name = site.same_bug_passes[0]
+        before = onnxoptimizer.optimize(onnx.load_from_string(upstream), []).SerializeToString()  # its round trip
+        try:
+            after: bytes | None = onnxoptimizer.optimize(onnx.load_from_string(before), [name]).SerializeToString()
+            error = ""
+        except Exception as exc:  # the pass's own failure: there is no model after it
+            after, error = None, first_lines(str(exc))
+        return RewriteView(f"pass `{name}`", "the model onnxoptimizer received", before, after, error)
 
     def pass_names(self, options: ConverterOptions) -> tuple[str, ...]:
         """The case's passes, or onnxoptimizer's fuse-and-elimination set when it names none."""

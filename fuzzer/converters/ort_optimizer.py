@@ -18,18 +18,21 @@ from fuzzer.converters.conversion import Source, Steps, TargetRun
 from fuzzer.converters.describe import Component, FaultSite, Snippet
 from fuzzer.converters.options import ConverterOptions
 from fuzzer.converters.ort_levels import LEVELS, OPTIMIZING_LEVELS
+from fuzzer.converters.rewrite_view import RewriteView
 from fuzzer.converters.role import Role
 from fuzzer.converters.runtime import (
     free_dimension_sizes,
     graph_transformers,
     logged_session,
     make_session,
+    optimized_model,
     run_model,
     run_session,
     symbolic_inputs,
 )
 from fuzzer.converters.setting import Hints, Setting, session_level_code
 from fuzzer.converters.upstream import UpstreamChoices, UpstreamOptions, export_upstream
+from oracles.signature import first_lines
 from oracles.verdict import Stage
 
 # Transformer and rewrite-rule names from onnxruntime/core/optimizer/graph_transformer_utils.cc (ORT has no
@@ -155,6 +158,25 @@ class OrtOptimizer(Converter):
     def rewrite_names(self) -> tuple[str, ...]:
         """The graph transformers the installed ONNX Runtime has (its rule-based transformers as one each)."""
         return graph_transformers()
+
+    def rewrite_view(self, upstream: bytes, site: FaultSite) -> RewriteView | None:
+        """At the lowest level that shows the bug: the model optimized with the bisected transformer disabled (what
+        it would have received, near enough), and with it enabled."""
+        named = dict(label.split(":", 1) for label in site.labels if label.startswith(("ort-optimizer:", "ort-level:")))
+        if "ort-optimizer" not in named or site.options.get("free_dims"):  # fixed dims need the inputs' sizes
+            return None
+        name, level = named["ort-optimizer"], named.get("ort-level") or site.options.get("level", "all")
+        try:
+            before = optimized_model(upstream, level, (name,))
+        except Exception:  # the bug does not go with the transformer here: nothing to show
+            return None
+        try:
+            after: bytes | None = optimized_model(upstream, level, ())
+            error = ""
+        except Exception as exc:  # the transformer's own failure: there is no model after it
+            after, error = None, first_lines(str(exc))
+        before_is = f"the model optimized at level {level} with it disabled (what it works on, near enough)"
+        return RewriteView(f"graph transformer `{name}`", before_is, before, after, error)
 
     def rewrites_out_of_reach(self, device: str) -> Mapping[str, str]:
         """Transformers registered for other execution providers only (on the CPU)."""

@@ -10,7 +10,9 @@ from __future__ import annotations
 import ctypes
 import functools
 import re
+import tempfile
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -104,6 +106,17 @@ def make_session(model: bytes, level: str = "disabled", disabled_optimizers: Seq
 _MODIFIED = re.compile(r"GraphTransformer (\S+) modified: 1")
 # A transformer the log names: those of the optimization levels, and those run after partitioning (casts, copies).
 _APPLIED = re.compile(r"Applying graph transformer (\S+) on step|GraphTransformer (\S+) modified: [01]")
+
+
+def optimized_model(model: bytes, level: str, disabled_optimizers: Sequence[str] = ()) -> bytes:
+    """The model as ONNX Runtime's optimizations at `level` leave it on the CPU (its optimized_model_filepath)."""
+    with tempfile.TemporaryDirectory(prefix="convsmith-ort-") as folder:
+        options = _session_options(level, {})
+        options.log_severity_level = 3
+        options.optimized_model_filepath = str(Path(folder) / "optimized.onnx")
+        ort.InferenceSession(model, options, providers=providers_for("cpu"),
+                             disabled_optimizers=list(disabled_optimizers) or None)
+        return (Path(folder) / "optimized.onnx").read_bytes()
 
 
 def logged_session(model: bytes, level: str, device: str = "cpu", disabled_optimizers: Sequence[str] = (),

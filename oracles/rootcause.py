@@ -21,7 +21,10 @@ from oracles.verdict import Symptom, Verdict
 DTYPE_WORDS = (r"b?float(?:16|32|64)?|half|double|bfloat16|u?int(?:8|16|32|64)|bool|long|short|byte|char|"
                r"complex(?:64|128)?|float8\w*")
 _DTYPES = re.compile(rf"\b(?:tensor\((?:{DTYPE_WORDS})\)|(?:torch\.)?(?:{DTYPE_WORDS}))\b", re.IGNORECASE)
-_ONNX_OP = re.compile(r"op_type\s*[:=]\s*(\w+)|running (\w+) node|Op \((\w+)\)|onnx::(\w+)")
+# The operator an error names: ONNX's and ONNX Runtime's spellings, TensorFlow's MLIR ('tf.Acos' op, as onnx2tf's
+# TFLite conversion fails) and onnx2tf's missing op module (onnx2tf.ops.BitwiseOr).
+_ONNX_OP = re.compile(r"op_type\s*[:=]\s*(\w+)|running (\w+) node|Op \((\w+)\)|onnx::(\w+)|'tf\.(\w+)' op"
+                      r"|onnx2tf\.ops\.(\w+)")
 _ATEN_OP = re.compile(r"aten::(\w+)")
 _NODE_NAMES = re.compile(r"node name: [^)\]]*|Name\s*:\s*'[^']*'|Node \([^)]*\)|\(op_type\s*[:=]\s*\w+,?\s*")
 _NUMBERS = re.compile(r"(?<![A-Za-z_])-?\d+(?:\.\d+)?(?:e[-+]?\d+)?")

@@ -86,6 +86,15 @@ def test_the_localized_operator_not_its_consumers_names_the_root_cause() -> None
     assert len(groups) == 1 and groups[0].cause.operator == "std_mean"
 
 
+def test_onnx2tf_crashes_are_filed_under_the_operator_tensorflow_or_onnx2tf_names() -> None:
+    """TFLite's MLIR names the TensorFlow op ('tf.Acos'), onnx2tf the module it lacks (onnx2tf.ops.BitwiseOr)."""
+    mlir = finding("a", converter="onnx2tf", stage="node_conversion", symptom="crash", ops=("acos", "relu"),
+                   message="ConverterError: error: 'tf.Acos' op is neither a custom op nor a flex op")
+    module = finding("b", converter="onnx2tf", stage="node_conversion", symptom="crash", ops=("bitwise_or", "neg"),
+                     message="builtins.ModuleNotFoundError: No module named 'onnx2tf.ops.BitwiseOr'")
+    assert [g.cause.operator for g in group([mlir, module], {})] == ["acos", "bitwise_or"]
+
+
 def test_two_defects_on_one_operator_stay_two() -> None:
     crash = finding("a", stage="node_conversion", symptom="crash", ops=("roll",),
                     message="builtins.AssertionError: len(shifts)=1 != len(dims)=0")

@@ -158,7 +158,7 @@ def test_native_graphs_draw_pattern_operators() -> None:
     assert 0 < patterns < sum(drawn.values()) / 4
 
 
-RECORDED = [(name, r) for name, r in REWRITES if r.fired_as and r.tool in ("ort", "onnxoptimizer")]
+RECORDED = [(name, r) for name, r in REWRITES if r.fired_as and r.tool in ("ort", "onnxoptimizer", "onnxslim")]
 
 
 @pytest.mark.parametrize("name,rewrite", RECORDED, ids=[f"{n}-{r.tool}" for n, r in RECORDED])
@@ -172,6 +172,9 @@ def test_each_rewrite_is_recorded_under_its_name(name: str, rewrite: Rewrite) ->
     if rewrite.tool == "ort":
         _, fired = logged_session(model.SerializeToString(), rewrite.setting)
         known = graph_transformers()
+    elif rewrite.tool == "onnxslim":
+        slim = CONVERTERS["onnxslim"]
+        fired, known = slim.fired(model, slim.options({})), slim.rewrite_names()
     else:
         optimizer = CONVERTERS["onnxoptimizer"]
         fired = optimizer.fired(model, optimizer.options({"passes": [rewrite.setting]}))

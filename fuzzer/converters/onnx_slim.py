@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import onnx
 
@@ -10,6 +11,7 @@ from fuzzer.converters.describe import Snippet
 from fuzzer.converters.options import ConverterOptions
 from fuzzer.converters.setting import Hints, Setting
 from fuzzer.converters.upstream import OnnxPassConverter, UpstreamOptions
+from fuzzer.support.quiet import library_output
 
 
 @dataclass(frozen=True)
@@ -47,20 +49,49 @@ class OnnxSlim(OnnxPassConverter):
         return tuple(get_fusion_patterns())
 
     def fired(self, model: onnx.ModelProto, options: ConverterOptions) -> tuple[str, ...]:
-        """The patterns onnxslim's own matcher finds in the model it received, each asked alone (the one call
-        `transform` makes names none of them); its dead-code and subexpression passes are not counted."""
+        """The patterns onnxslim's own matchers rewrite in the model it received, each asked alone after the shape
+        inference and constant folding slim runs between and before its fusions (a Constant node's value is a
+        constant to its matchers only then, and some match on inferred shapes); its dead-code and subexpression
+        passes are not counted."""
         import onnxslim.third_party.onnx_graphsurgeon as gs
-        from onnxslim.core.optimization import find_matches
+        from onnxslim.core import shape_infer
         from onnxslim.core.pattern.registry import get_fusion_patterns
 
-        fired, graph = [], gs.import_onnx(model)
+        with library_output():
+            base = gs.import_onnx(shape_infer(model)).toposort()
+        if not options.no_constant_folding:  # type: ignore[attr-defined]
+            with library_output():
+                base.fold_constants().cleanup().toposort()
+        fired, graph = [], base.copy()
         for name, matchers in get_fusion_patterns().items():
-            if find_matches(graph, {name: matchers}):
+            if _rewrites(graph, matchers):
                 fired.append(name)
-                graph = gs.import_onnx(model)  # a match may have rewritten what the next pattern reads
+                graph = base.copy()  # the rewrite changed what the next pattern reads
         return tuple(fired)
 
     def transform(self, model: onnx.ModelProto, options: OnnxSlimOptions) -> onnx.ModelProto:
         import onnxslim
 
         return onnxslim.slim(model, no_constant_folding=options.no_constant_folding)
+
+
+def _rewrites(graph: Any, matchers: Any) -> bool:
+    """Whether one of a pattern's matchers rewrites a node of `graph`, as slim's find_matches would: a match whose
+    tensors in between are no graph outputs, and a rewrite that returns its replacement or changes the graph in place
+    (FusionGemmMul and a few others return nothing)."""
+    outputs = {id(tensor) for tensor in graph.outputs}
+    for node in reversed(graph.nodes):
+        for matcher in matchers:
+            if not matcher.applies_to(graph.opset) or not matcher.match(node):
+                continue
+            if matcher.has_intermediate_graph_output(outputs):
+                continue
+            before = _fingerprint(graph)
+            if matcher.rewrite(opset=graph.opset) or _fingerprint(graph) != before:
+                return True
+    return False
+
+
+def _fingerprint(graph: Any) -> list[tuple[str, tuple[str, ...], tuple[str, ...], str]]:
+    return [(n.op, tuple(t.name for t in n.inputs), tuple(t.name for t in n.outputs), repr(n.attrs))
+            for n in graph.nodes]

@@ -121,6 +121,9 @@ class RayEngine:
                 self.start_failures += 1
                 if self.start_failures >= MAX_START_FAILURES:
                     raise CampaignError(f"Ray actors fail to start: {str(exc).strip().splitlines()[-1]}") from exc
+                self.log(f"actor failed to start ({type(exc).__name__}); starting another")
+                self.slots[self.slots.index(slot)] = self.spawn()
+                return
             self.host_lost(slot, exc)
             return
         if ref is slot.starting:

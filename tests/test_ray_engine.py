@@ -51,7 +51,8 @@ RAY = str(Path(sys.executable).parent / "ray")
 FAST_HEALTH = {"RAY_health_check_period_ms": "1000", "RAY_health_check_failure_threshold": "5",
                "RAY_health_check_initial_delay_ms": "0", "RAY_health_check_timeout_ms": "1000"}
 STALL_ENV = "CONVSMITH_STALL_MARK"
-STALL_S = 2.0  # under the campaign's 3 s timeout: the stall is no hang
+TIMEOUT_S = 6
+STALL_S = 5.0  # under the campaign's timeout (the stall is no hang), and long enough to see it on a busy box
 
 
 class PlantedStallOnMarkedNode(FaultyEcho):
@@ -108,6 +109,19 @@ def kill_group(group: int) -> None:
         pass
 
 
+def kill_marked_node(group: int) -> None:
+    """Kill the second node at once: its process group and every process started with STALL_ENV (Ray starts the
+    actor in a process group of its own, and an actor outliving its raylet for a second goes on to finish its unit)."""
+    kill_group(group)
+    for proc in Path("/proc").iterdir():
+        try:
+            marked = proc.name.isdigit() and f"{STALL_ENV}=".encode() in (proc / "environ").read_bytes()
+            if marked:
+                os.kill(int(proc.name), signal.SIGKILL)
+        except OSError:  # gone meanwhile, or not ours to read
+            pass
+
+
 def test_the_engine_flags_are_one_line_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                              monkeypatch: pytest.MonkeyPatch) -> None:
     out = tmp_path / "campaign"
@@ -139,16 +153,35 @@ def cluster() -> Iterator[Cluster]:
             kill_group(group)
 
 
-def recorded(out: Path) -> int:
+def recorded(out: Path) -> dict[int, list[str]]:
+    """The converters recorded so far for each graph of the campaign in `out`."""
     if not (out / DB_NAME).exists():
-        return 0
+        return {}
     conn = sqlite3.connect(f"file:{out / DB_NAME}?mode=ro", uri=True)
     try:
-        return int(conn.execute("SELECT COUNT(*) FROM tests").fetchone()[0])
+        rows = conn.execute("SELECT idx, converter FROM tests ORDER BY idx, converter").fetchall()
     except sqlite3.OperationalError:  # tables not made yet
-        return 0
+        return {}
     finally:
         conn.close()
+    done: dict[int, list[str]] = {}
+    for idx, converter in rows:
+        done.setdefault(idx, []).append(converter)
+    return done
+
+
+def stalled_unit(out: Path, deadline: float) -> dict[int, list[str]]:
+    """What is recorded once the stalled unit's first four tests are (the same graph on two reads 0.3 s apart:
+    a unit on the other node passes its stall at once), or at `deadline`."""
+    first_four = sorted(c for c in VERDICTS if c != PlantedStallOnMarkedNode.name)
+    last: set[int] = set()
+    while True:
+        done = recorded(out)
+        waiting = {idx for idx, converters in done.items() if converters == first_four}
+        if waiting & last or time.monotonic() > deadline:
+            return done
+        last = waiting
+        time.sleep(0.3)
 
 
 @needs_ray
@@ -158,8 +191,8 @@ def test_a_campaign_across_two_nodes_survives_a_lost_node(cluster: Cluster, tmp_
     env = dict(os.environ, PYTHONPATH=f"{ROOT}{os.pathsep}{TESTS}", **cluster.env)
     cmd = [sys.executable, "-m", "fuzzer", "fuzz", "--engine", "ray", "--address", cluster.address, "--workers", "2",
            "--registry", "test_ray_engine:RAY_REGISTRY", "--converters", ",".join(VERDICTS), "--tests",
-           str(UNITS), "--seed", "100", "--nodes", "3", "--min-nodes", "2", "--timeout", "3s", "--memory-mb", "256",
-           "--no-reduce", "--out", str(out)]
+           str(UNITS), "--seed", "100", "--nodes", "3", "--min-nodes", "2", "--timeout", f"{TIMEOUT_S}s",
+           "--memory-mb", "256", "--no-reduce", "--out", str(out)]
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         deadline = time.monotonic() + 240
@@ -171,8 +204,8 @@ def test_a_campaign_across_two_nodes_survives_a_lost_node(cluster: Cluster, tmp_
             log = out / LOG_DIR / "ray_engine.log"  # ENGINE_LOG: ray_engine imports Ray only once needed
             pytest.fail(f"the second node ran no unit (campaign exit {proc.wait()}):\n{proc.stdout.read()[-3000:]}\n"
                         + (log.read_text()[-3000:] if log.exists() else "no engine log"))
-        before = recorded(out)
-        kill_group(cluster.node_group)  # mid-unit: the second node's raylet, its actor and that actor's worker
+        before = stalled_unit(out, time.monotonic() + STALL_S - 1)
+        kill_marked_node(cluster.node_group)  # mid-unit: the second node's raylet, actor and worker
         output, _ = proc.communicate(timeout=300)
     finally:
         if proc.poll() is None:
@@ -190,10 +223,11 @@ def test_a_campaign_across_two_nodes_survives_a_lost_node(cluster: Cluster, tmp_
     lost = [line for line in log.splitlines() if "lost" in line]
     assert len(started) >= 2 and len(lost) == 1, log
     assert "rescheduled" in lost[0] and "units []" not in lost[0], log
-    assert 4 <= before < len(rows)  # the lost node's unit had its first four tests recorded, and kept them
+    # The lost node's unit had its first four tests recorded, and kept them (each is in `rows` once).
+    rescheduled = int(lost[0].split("units [")[1].split("]")[0].split(",")[0])
+    assert len(before.get(rescheduled, [])) == 4, (before, log)
     # What keeps a test from being recorded twice, had a lost node's result come late: the campaign takes a result
     # only while its unit still waits for it, and the database's key is (graph, converter).
-    rescheduled = int(lost[0].split("units [")[1].split("]")[0].split(",")[0])
     work = Assignment()
     work.begin(Unit(rescheduled, 100 + rescheduled, ["planted-stall"]))
     work.complete("planted-stall")

@@ -37,7 +37,16 @@ from oracles.verdict import Symptom
 
 PUMP_WAIT_S = 0.2  # how long an actor waits for its worker's frames before it answers (messages queue meanwhile)
 ENGINE_LOG = "ray_engine.log"
-RemoteHost = ray.remote(WorkerHost)
+
+
+class NodeNamingHost(WorkerHost):
+    """A WorkerHost that also names its Ray node: on a cluster of one machine every node has the same host name."""
+
+    def node(self) -> str:
+        return f"{super().node()} on Ray node {ray.get_runtime_context().get_node_id()[:8]}"
+
+
+RemoteHost = ray.remote(NodeNamingHost)
 
 
 @dataclass

@@ -43,6 +43,7 @@ SCHEMA_TYPE_ERRORS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"has inconsistent type"), "an operator's inputs have types its ONNX schema requires to agree"),
 )
 ANY_OPERATOR = "any-operator"
+UNLOCALIZED = "unknown"  # the operator of a root cause whose evidence names none of its graph's
 
 
 class CauseClass(enum.Enum):
@@ -132,7 +133,7 @@ def localized_operator(symptom: str, message: str, diverging_op: str | None, gra
     if named:
         return named
     distinct = list(dict.fromkeys(graph_ops))
-    return distinct[0] if len(distinct) == 1 else "unknown"
+    return distinct[0] if len(distinct) == 1 else UNLOCALIZED
 
 
 def root_cause(converter: str, stage: str, symptom: str, message: str, diverging_op: str | None,

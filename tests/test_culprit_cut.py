@@ -1,6 +1,7 @@
 """A test that ends in a bug already filed is run again without that bug's culprit operator, so the rest of its graph
 is tested; the filed bug still counts the hit. The bugs are planted through the registry: an ONNX tool that fails on
-any model holding a Sin node, and on one holding a Neg node with another message."""
+any model holding a Sin node, and on one holding a Neg node with another message; and one whose error on a Sin node
+names no operator, whose culprit is known only once its filed case is reduced."""
 
 from __future__ import annotations
 
@@ -9,15 +10,19 @@ from pathlib import Path
 import onnx
 import pytest
 
-from fuzzer.campaign.culprit_cut import CULPRIT_CUT, culprit_operator, without_culprit
+from fuzzer.campaign.culprit_cut import CULPRIT_CUT, culprit_operator, reduced_culprit, without_culprit
 from fuzzer.campaign.mailbox import Collected
 from fuzzer.campaign.result import TestResult
 from fuzzer.campaign.spec import LOG_DIR
 from fuzzer.campaign.worker import UnitRunner
 from fuzzer.campaign.worker_config import WorkerConfig
+from fuzzer.cases.case import case_id
+from fuzzer.cases.folder import read_case
 from fuzzer.converters import ConverterRegistry
 from fuzzer.converters.options import ConverterOptions
 from fuzzer.converters.upstream import OnnxPassConverter, UpstreamOptions
+from fuzzer.reduce.case import reduce_case
+from fuzzer.reduce.isolated import CheckerConfig, IsolatedChecker, Job
 from generators.builder import GraphBuilder
 from generators.dtypes import DType
 from generators.generator import generate
@@ -41,7 +46,21 @@ class FailsOnSinThenNeg(OnnxPassConverter):
         return model
 
 
-REGISTRY = ConverterRegistry([FailsOnSinThenNeg()])
+class FailsOnSinUnnamed(OnnxPassConverter):
+    """An ONNX tool that refuses a Sin node with an error naming no operator (as most of onnx2tf's do)."""
+
+    name = "faulty-sin-unnamed"
+    libraries = ("onnxruntime",)
+    distributions = ("torch", "onnx", "onnxruntime")
+    options_type = UpstreamOptions
+
+    def transform(self, model: onnx.ModelProto, options: ConverterOptions) -> onnx.ModelProto:
+        if any(node.op_type == "Sin" for node in model.graph.node):
+            raise ValueError("the pass gave up")
+        return model
+
+
+REGISTRY = ConverterRegistry([FailsOnSinThenNeg(), FailsOnSinUnnamed()])
 
 
 def sin_neg_graph():  # noqa: ANN201
@@ -56,22 +75,24 @@ def test_the_culprit_is_the_operator_the_root_cause_names_and_cutting_it_keeps_t
     verdict = Verdict(Symptom.CRASH, Stage.GRAPH_OPTIMIZATION, "faulty-sin-neg", signature="s",
                       message="ValueError: cannot fold op_type: Sin")
     assert culprit_operator(graph, verdict) == "sin"
-    smaller, operator = without_culprit(graph, verdict)
-    assert operator == "sin" and [n.op for n in smaller.nodes] == ["neg", "relu"]
+    assert [n.op for n in without_culprit(graph, "sin").nodes] == ["neg", "relu"]
+    sin_alone = without_culprit(without_culprit(graph, "neg"), "relu")
+    assert [n.op for n in sin_alone.nodes] == ["sin"] and without_culprit(sin_alone, "sin") is None
     unnamed = Verdict(Symptom.CRASH, Stage.GRAPH_OPTIMIZATION, "faulty-sin-neg", signature="s", message="boom")
     assert culprit_operator(graph, unnamed) is None  # a crash that names no operator of a two-operator graph
 
 
-def run_units(tmp_path: Path, demote_known: bool) -> list[tuple[TestResult, tuple[str, ...]]]:
-    """Twelve units of sin and neg through the planted tool: each test's result and its unit's operators."""
+def run_units(tmp_path: Path, demote_known: bool, converter: str = FailsOnSinThenNeg.name
+              ) -> list[tuple[TestResult, tuple[str, ...]]]:
+    """Twelve units of sin and neg through a planted tool: each test's result and its unit's operators."""
     config = WorkerConfig(out_dir=str(tmp_path), log_dir=str(tmp_path / LOG_DIR), min_nodes=2, nodes=2,
                           include_ops=("sin", "neg"), check={"input_budget_s": 0.2}, demote_known=demote_known,
-                          converters=(FailsOnSinThenNeg.name,))
+                          converters=(converter,))
     post = Collected()
     runner = UnitRunner(config, REGISTRY, post)
     results: list[tuple[TestResult, tuple[str, ...]]] = []
     for idx in range(12):
-        runner.run_unit(idx, 100 + idx, (FailsOnSinThenNeg.name,))
+        runner.run_unit(idx, 100 + idx, (converter,))
         post.flush()
         ops = tuple(node.op for node in generate(100 + idx, config.gen_options(100 + idx)).nodes)
         results += [(m, ops) for m in post.messages if isinstance(m, TestResult) and m.idx == idx]
@@ -96,3 +117,26 @@ def test_a_known_bug_is_cut_out_and_the_rest_of_the_graph_tested(tmp_path: Path)
     plain = run_units(tmp_path / "plain", demote_known=False)
     assert not any(r.cut_from for r, _ in plain)
     assert sum(r.is_bug and "Sin" in r.message for r, _ in plain) == len(sin) + len(cut)
+
+
+@pytest.mark.slow
+def test_an_error_that_names_no_operator_is_cut_by_its_reduced_case(tmp_path: Path) -> None:
+    name = FailsOnSinUnnamed.name
+    with IsolatedChecker(CheckerConfig(registry="test_culprit_cut:REGISTRY", timeout_s=60.0)) as checker:
+        job = Job(sin_neg_graph(), 7, name, {})
+        signature = checker.verdict(job).signature
+        folder, verdict = checker.write_case(job, tmp_path, case_id(signature), None, None)
+        assert verdict.signature == signature and culprit_operator(sin_neg_graph(), verdict) is None
+        assert reduced_culprit(folder) is None  # filed, not reduced yet
+        reduce_case(read_case(folder), folder, checker, budget_s=60.0)
+    assert reduced_culprit(folder) == "sin"
+    # A campaign of its own, where the case its first hit files stays unreduced: the error names nothing, no cut.
+    unreduced = run_units(tmp_path / "unreduced", demote_known=True, converter=name)
+    assert [r for r, _ in unreduced if r.is_bug] and not any(r.cut_from for r, _ in unreduced)
+    results = [(r, ops) for r, ops in run_units(tmp_path, demote_known=True, converter=name)  # beside the reduced case
+               if not r.message.startswith("upstream ")]  # the tool's tests, not its upstream exporter's failures
+    sin_and_more = [r for r, ops in results if "sin" in ops and set(ops) != {"sin"}]
+    assert sin_and_more, "no unit held sin beside another operator"
+    # Each ended past the filed bug, the rest of its graph (neg alone) passing; the filed bug still counts the hit.
+    assert all(r.cut_from == signature and f"{CULPRIT_CUT}:sin" in r.labels and not r.is_bug for r in sin_and_more)
+    assert all(r.is_bug == (set(ops) == {"sin"}) for r, ops in results)

@@ -2,16 +2,21 @@
 
 A graph whose test ends in a root cause already filed tells nothing about its other operators, and demotion makes
 such graphs rarer without testing the rest of them. The worker cuts every node of the culprit operator (the one the
-root cause names: the first diverging operator, or the one the error names) out of the graph (generators/edit.py:
-the readers read fresh inputs, the upstream part stays observable) and tests what is left with the same converter
-and options; the test then ends in whatever that shows, and the filed root cause still counts its hit.
+root cause names: the first diverging operator, or the one the error names; where the error names none, the one the
+filed case was reduced to) out of the graph (generators/edit.py: the readers read fresh inputs, the upstream part
+stays observable) and tests what is left with the same converter and options; the test then ends in whatever that
+shows, and the filed root cause still counts its hit.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from fuzzer.cases.case_head import read_case_head
+from fuzzer.cases.case_json import CaseError, reduced_folder
 from generators.edit import cut
 from generators.ir import Graph
-from oracles.rootcause import ANY_OPERATOR, localized_operator, named_operator
+from oracles.rootcause import ANY_OPERATOR, UNLOCALIZED, localized_operator, named_operator
 from oracles.verdict import Verdict
 
 CULPRIT_CUT = "culprit-cut"  # label of a test's verdict reached with the culprit of a filed bug cut out: culprit-cut:OP
@@ -28,12 +33,22 @@ def culprit_operator(graph: Graph, verdict: Verdict) -> str | None:
     return operator if operator in ops else None
 
 
-def without_culprit(graph: Graph, verdict: Verdict) -> tuple[Graph, str] | None:
-    """`graph` with every node of the culprit operator cut out, and that operator; None when there is no culprit in
-    the graph or nothing observable is left."""
-    operator = culprit_operator(graph, verdict)
-    if operator is None:
+def reduced_culprit(case_dir: Path) -> str | None:
+    """The operator the reduced case in a filed case folder is filed under; None before the reducer wrote one, or
+    where even the reduced case names none (its graph keeps operators that the error does not tell apart)."""
+    reduced = reduced_folder(case_dir)
+    if reduced is None:
         return None
+    try:
+        cause = read_case_head(reduced).root_cause
+    except CaseError:  # being written, or damaged: as if not reduced yet
+        return None
+    operator = cause.example if cause.operator == ANY_OPERATOR else cause.operator
+    return operator if operator and operator != UNLOCALIZED else None
+
+
+def without_culprit(graph: Graph, operator: str) -> Graph | None:
+    """`graph` with every node of `operator` cut out; None when nothing observable is left."""
     while True:
         found = [i for i, node in enumerate(graph.nodes) if node.op == operator]
         if not found:
@@ -42,4 +57,4 @@ def without_culprit(graph: Graph, verdict: Verdict) -> tuple[Graph, str] | None:
         if smaller is None:
             return None
         graph = smaller
-    return (graph, operator) if graph.nodes else None
+    return graph if graph.nodes else None

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from fuzzer.campaign.ahead import Feeder
-from fuzzer.campaign.culprit_cut import CULPRIT_CUT, CUT_ROUNDS, culprit_operator, without_culprit
+from fuzzer.campaign.culprit_cut import CULPRIT_CUT, CUT_ROUNDS, culprit_operator, reduced_culprit, without_culprit
 from fuzzer.campaign.mailbox import Collected, Inbox, Outbox, Post
 from fuzzer.campaign.messages import (
     CaseSent,
@@ -109,6 +109,7 @@ class UnitRunner:
         self.check_options = CheckOptions(**config.check)
         self.versions: dict[str, dict[str, str]] = {}
         self.sent_cases: set[str] = set()  # case folder names this worker sent the campaign
+        self.reduced_culprits: dict[str, str] = {}  # filed signature -> the operator its reduced case is filed under
 
     def phase(self, idx: int, converter: str | None, phase: Step) -> None:
         self.send(PhaseStarted(idx, converter, phase))
@@ -195,7 +196,7 @@ class UnitRunner:
         case_dir = self.file_case(idx, seed, graph, converter, result)
         # Held: it goes out with the next test's phase message (Outbox).
         rewrites = result.target.rewrites if result.target is not None else ()
-        culprit = (culprit_operator(graph, result.verdict) or "") if result.verdict.is_bug else ""
+        culprit = (self.culprit(graph, result.verdict) or "") if result.verdict.is_bug else ""
         self.hold(TestResult.of_verdict(idx, seed, result.verdict, result.options, result.timings,
                                         time.perf_counter() - start, case_dir, rewrites, cut_from, culprit))
 
@@ -208,11 +209,12 @@ class UnitRunner:
             verdict = result.verdict
             if not (verdict.is_bug and verdict.signature and self.filed(verdict.signature)):
                 break
-            smaller = without_culprit(graph, verdict)
+            operator = self.culprit(graph, verdict)
+            smaller = without_culprit(graph, operator) if operator else None
             if smaller is None:
                 break
             start = time.perf_counter()
-            prepared = prepare(smaller[0], seed, {}, self.check_options.input_budget_s, self.config.device,
+            prepared = prepare(smaller, seed, {}, self.check_options.input_budget_s, self.config.device,
                                self.config.values_for(seed))
             if isinstance(prepared, CheckResult):  # the rest has no valid inputs: nothing to test it on
                 break
@@ -224,10 +226,24 @@ class UnitRunner:
             timings = {**result.timings, "culprit_cut": result.timings.get("culprit_cut", 0.0)
                        + time.perf_counter() - start}
             cut_from = cut_from or verdict.signature
-            result = dataclasses.replace(retest, verdict=retest.verdict.with_labels(f"{CULPRIT_CUT}:{smaller[1]}"),
+            result = dataclasses.replace(retest, verdict=retest.verdict.with_labels(f"{CULPRIT_CUT}:{operator}"),
                                          timings=timings)
-            graph = smaller[0]
+            graph = smaller
         return result, graph, cut_from
+
+    def culprit(self, graph: Graph, verdict: Verdict) -> str | None:
+        """The graph operator a bug's root cause is filed under: the one its verdict names, else (an error that names
+        none, as most of onnx2tf's do) the one the reduced case of its filed signature is filed under."""
+        operator = culprit_operator(graph, verdict)
+        if operator is not None or not verdict.signature:
+            return operator
+        if verdict.signature not in self.reduced_culprits:  # read once reduced; until then on every hit
+            found = reduced_culprit(Path(self.config.out_dir) / case_id(verdict.signature))
+            if found is None:
+                return None
+            self.reduced_culprits[verdict.signature] = found
+        operator = self.reduced_culprits[verdict.signature]
+        return operator if operator in graph.ops() else None
 
     def filed(self, signature: str) -> bool:
         """Whether the case of `signature` is filed: its folder exists, or this worker sent it (follow-ups skip the

@@ -100,8 +100,9 @@ def test_avoid_unsupported_without_a_probe_cache_is_one_clear_line(tmp_path: Pat
     assert not (tmp_path / "c").exists()
 
 
-def test_the_first_case_of_each_root_cause_is_reduced_first(tmp_path: Path) -> None:
-    """Three signatures, two root causes: the second signature of a root cause waits behind the other cause."""
+def test_the_first_case_of_each_root_cause_is_reduced_first_and_a_case_hit_again_before_them(tmp_path: Path) -> None:
+    """Three signatures, two root causes: the second signature of a root cause waits behind the other cause, until a
+    test meets its bug again."""
     import dataclasses
 
     from test_case import make_case
@@ -121,6 +122,12 @@ def test_the_first_case_of_each_root_cause_is_reduced_first(tmp_path: Path) -> N
     for folder in (first, same, other):
         queue.add(folder)
     assert list(queue.pending) == [first, other] and list(queue.later) == [same] and queue.waiting == 3
+    # A case whose bug is met again while it waits goes first, from either queue; one not waiting is left alone.
+    queue.hit(same)
+    assert list(queue.pending) == [same, first, other] and not queue.later
+    queue.hit(other)
+    queue.hit(tmp_path / "crash-c-1")
+    assert list(queue.pending) == [other, same, first] and queue.waiting == 3
 
 
 def test_the_time_kept_back_for_reductions_is_not_set_by_one_slow_first_case(tmp_path: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 import traceback
 
 import hand_graphs
@@ -206,8 +207,11 @@ def test_onnx_to_onnx_converters_share_one_upstream_export_per_source(monkeypatc
         result = judge(good, converter, converter.options(), timings)
         assert result.verdict.symptom is Symptom.PASS, (name, result.verdict.message)
         assert ("upstream_export" in timings) == (i == 0), (name, sorted(timings))
-        failed = judge(bad, converter, converter.options(), {}).verdict
+        failed_timings: dict[str, float] = {}
+        failed = judge(bad, converter, converter.options(), failed_timings).verdict
         assert failed.stage is Stage.SOURCE and not failed.is_bug, (name, failed.message)
+        # The failed export is booked by the test that made it, like a good one.
+        assert ("upstream_export" in failed_timings) == (i == 0), (name, sorted(failed_timings))
         seen.append(failed.message)
     assert len(set(seen)) == 1 and "planted: no symbolic for sin" in seen[0]
     assert list(good.source.exports) == [("torch-onnx-script", 17)]
@@ -269,3 +273,22 @@ def test_a_failure_names_the_raising_frame_and_formats_its_traceback_when_asked(
     assert failure.traceback.startswith("Traceback (most recent call last):")
     assert failure.traceback.rstrip().endswith("ValueError: no such axis")
     assert Failure(Stage.NODE_CONVERSION, "E", "m", "").traceback == ""
+
+
+def test_a_failed_conversion_books_its_time_under_the_step_that_failed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A conversion that fails (planted: the TorchScript export raises after 50 ms) brings its steps' timings with
+    its error, so that a failed test's time is not booked as time no step accounts for."""
+    from fuzzer.check.judge import judge
+    from fuzzer.converters import torch_onnx_script
+
+    def slow_failure(source, options, steps):  # noqa: ANN001, ANN202
+        with steps.at(Stage.NODE_CONVERSION, "export"):
+            time.sleep(0.05)
+            raise RuntimeError("planted: the export gave up")
+
+    monkeypatch.setattr(torch_onnx_script, "export_script", slow_failure)
+    converter = CONVERTERS["torch-onnx-script"]
+    timings: dict[str, float] = {}
+    verdict = judge(prepare(hand_graphs.conv_relu_add(), 0, {}, 1.0), converter, converter.options(), timings).verdict
+    assert verdict.stage is Stage.NODE_CONVERSION and "planted: the export gave up" in verdict.message
+    assert timings["export"] >= 0.05

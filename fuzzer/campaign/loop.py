@@ -285,8 +285,8 @@ class Campaign:
             return
         unit_done = work.complete(result.converter)
         new_bug = self.recorder.test(result, work.pairs, unit_done)
-        if new_bug and result.case_dir and self.reducer is not None:
-            self.reducer.add(self.out_dir / result.case_dir)
+        if result.case_dir and self.reducer is not None:
+            (self.reducer.add if new_bug else self.reducer.hit)(self.out_dir / result.case_dir)
         if new_bug and result.case_dir and self.bisector is not None:
             self.bisector.add(self.out_dir / result.case_dir)
         if unit_done:  # the worker goes on to the next unit it holds, whose messages follow this one

@@ -108,7 +108,8 @@ class ReduceQueue:
     """Case folders waiting for reduction; `step(n)` keeps up to n reducers busy.
 
     The first case of each root cause goes first: a root cause is filed with its smallest case, and a reduced case
-    localizes its operator better; more signatures of a root cause it already has wait behind."""
+    localizes its operator better; more signatures of a root cause it already has wait behind. A case hit again
+    while it waits goes before them all (hit)."""
 
     log_dir: Path
     config: ReducerConfig
@@ -141,6 +142,15 @@ class ReduceQueue:
         cause = _cause(case_dir)
         (self.later if cause in self.causes else self.pending).append(case_dir)
         self.causes.add(cause)
+
+    def hit(self, case_dir: Path) -> None:
+        """A waiting case whose bug a test met again goes first: until its reduced case names the culprit to cut
+        (culprit_cut.py), a bug whose error names no operator ends every test that meets it."""
+        for queue in (self.pending, self.later):
+            if case_dir in queue:
+                queue.remove(case_dir)
+                self.pending.appendleft(case_dir)
+                return
 
     @property
     def waiting(self) -> int:

@@ -87,11 +87,13 @@ def _judge_run(expected: Expected, converter: Converter, produce: Callable[[], T
     try:
         run = produce()
     except StageError as exc:
+        timings.update(exc.timings)
         verdict = failure_verdict(converter.name, exc.failure, converter.unsupported_messages)
         if verdict.stage is Stage.VALIDATION:  # a schema type error says from which opset the type is allowed
             verdict = dataclasses.replace(verdict, message=verdict.message + schema_note(verdict.message))
         return CheckResult(verdict, timings, expected, failure=exc.failure, failed_model=exc.model)
     except UpstreamError as exc:
+        timings.update(exc.timings)
         verdict = upstream_verdict(converter.name, exc.upstream, exc.failure, exc.labels, exc.symptom)
         return CheckResult(verdict, timings, expected, failure=exc.failure)
     timings.update(run.timings)

@@ -57,7 +57,7 @@ def check_prepared(prepared: Prepared, converter: Converter, options: ConverterO
     if getattr(opts, "dynamic", False):  # preparation: the second shape, its inputs and its source runs
         prepared = planned(prepared, timings)
     judged = judge(prepared, converter, opts, timings)
-    # A failing conversion loses its Steps timings: book the unexplained rest as conversion time.
+    # What no step of the conversion or the judging timed (a failed conversion brings its steps with its error).
     timings["converter_other"] = max(time.perf_counter() - start - sum(timings.values()), 0.0)
     result = follow_up(judged, converter, opts, check_options, filed)
     return dataclasses.replace(result, options=opts.to_json())

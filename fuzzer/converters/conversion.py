@@ -56,10 +56,14 @@ class Source:
 class StageError(Exception):
     """Raised by converters: the library under test failed at `failure.stage`."""
 
-    def __init__(self, failure: Failure, model: bytes | None = None) -> None:
+    def __init__(self, failure: Failure, model: bytes | None = None, timings: Mapping[str, float] | None = None
+                 ) -> None:
         super().__init__(f"{failure.stage.value}: {failure.exc_type}: {failure.message}")
         self.failure = failure
         self.model = model  # the model the conversion had written when it failed (kept in the case as evidence)
+        # The failed conversion's steps, the failing one included (Steps.at adds its time on the way out), so that
+        # a failed test's time is booked where it went.
+        self.timings: Mapping[str, float] = timings if timings is not None else {}
 
 
 @dataclass
@@ -80,7 +84,7 @@ class Steps:
         except StageError:
             raise
         except Exception as exc:  # the library under test failed; KeyboardInterrupt passes through
-            raise StageError(Failure.of(stage, exc), self.model) from exc
+            raise StageError(Failure.of(stage, exc), self.model, self.timings) from exc
         finally:
             self.timings[timer] = self.timings.get(timer, 0.0) + time.perf_counter() - start
 
@@ -112,12 +116,13 @@ class UpstreamError(Exception):
     and `symptom` (else the failure's class) say more where the failure is not an exception (a disputed baseline)."""
 
     def __init__(self, failure: Failure, upstream: str, labels: tuple[str, ...] = (),
-                 symptom: Symptom | None = None) -> None:
+                 symptom: Symptom | None = None, timings: Mapping[str, float] | None = None) -> None:
         super().__init__(f"upstream {upstream} failed at {failure.stage.value}: {failure.message}")
         self.failure = failure
         self.upstream = upstream
         self.labels = labels
         self.symptom = symptom
+        self.timings: Mapping[str, float] = timings if timings is not None else {}  # the test's steps, as StageError's
 
 
 @dataclass(frozen=True)

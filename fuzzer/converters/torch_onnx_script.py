@@ -55,7 +55,7 @@ def export_script(source: Source, options: ScriptOptions, steps: Steps) -> onnx.
                 )
         except StageError as err:
             if err.__cause__ is not None and raised_while_tracing(err.__cause__):
-                raise StageError(Failure.of(Stage.CAPTURE, err.__cause__)) from err.__cause__
+                raise StageError(Failure.of(Stage.CAPTURE, err.__cause__), timings=err.timings) from err.__cause__
             raise
     with steps.at(Stage.SERIALIZATION, "serialization"):
         return onnx.load_from_string(buffer.getvalue())

@@ -198,8 +198,9 @@ def export_upstream(source: Source, exporter: str, opset: int, steps: Steps, run
         try:
             up = _export(source, exporter, opset, steps, run=True)
             source.exports[key] = SharedExport(up.data, up.outputs, up.output_dtypes)
-        except UpstreamError as exc:
+        except UpstreamError as exc:  # shared as made; this test, which made it, also books its time
             source.exports[key] = SharedExport(error=exc)
+            raise UpstreamError(exc.failure, exc.upstream, exc.labels, exc.symptom, dict(steps.timings)) from exc
     made: SharedExport = source.exports[key]
     if made.error is not None:
         raise made.error

@@ -153,30 +153,25 @@ def cluster() -> Iterator[Cluster]:
             kill_group(group)
 
 
-def recorded(out: Path) -> dict[int, list[str]]:
-    """The converters recorded so far for each graph of the campaign in `out`."""
+def verdicts(out: Path) -> list[tuple[int, str, str]]:
+    """(graph, converter, symptom) of every test the campaign in `out` recorded so far."""
     if not (out / DB_NAME).exists():
-        return {}
+        return []
     conn = sqlite3.connect(f"file:{out / DB_NAME}?mode=ro", uri=True)
     try:
-        rows = conn.execute("SELECT idx, converter FROM tests ORDER BY idx, converter").fetchall()
+        return conn.execute("SELECT idx, converter, symptom FROM tests ORDER BY idx, converter").fetchall()
     except sqlite3.OperationalError:  # tables not made yet
-        return {}
+        return []
     finally:
         conn.close()
+
+
+def recorded(out: Path) -> dict[int, list[str]]:
+    """The converters recorded so far for each graph of the campaign in `out`."""
     done: dict[int, list[str]] = {}
-    for idx, converter in rows:
+    for idx, converter, _ in verdicts(out):
         done.setdefault(idx, []).append(converter)
     return done
-
-
-def verdicts(out: Path) -> list[tuple[int, str, str]]:
-    """(graph, converter, symptom) of every test the campaign in `out` recorded."""
-    conn = sqlite3.connect(out / DB_NAME)
-    try:
-        return conn.execute("SELECT idx, converter, symptom FROM tests ORDER BY idx, converter").fetchall()
-    finally:
-        conn.close()
 
 
 def stalled_unit(out: Path, deadline: float) -> dict[int, list[str]]:

@@ -43,8 +43,8 @@ def reduced_culprit(case_dir: Path) -> str | None:
         cause = read_case_head(reduced).root_cause
     except CaseError:  # being written, or damaged: as if not reduced yet
         return None
-    operator = cause.example if cause.operator == ANY_OPERATOR else cause.operator
-    return operator if operator and operator != UNLOCALIZED else None
+    operator = cause.shown_operator
+    return operator if operator not in (UNLOCALIZED, ANY_OPERATOR) else None
 
 
 def without_culprit(graph: Graph, operator: str) -> Graph | None:

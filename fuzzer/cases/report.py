@@ -21,7 +21,7 @@ from fuzzer.converters.rewrite_view import changed_ops, node_lines
 from generators.ir import Graph
 from generators.registry import REGISTRY
 from oracles.dynamic import at_second_shape
-from oracles.rootcause import verdict_root_cause
+from oracles.rootcause import UNLOCALIZED, verdict_root_cause
 from oracles.verdict import Stage
 
 GRAPH_LINES = 14  # the graph section shows this many definitions at most (graph.dot has it all)
@@ -69,7 +69,7 @@ def title(case: Any) -> str:
         return f"{who}: {operator_words(cause.shown_operator)} {DIVERGENCE_WORDS[symptom]}{dtype}"
     exc, _, message = verdict.message.partition(": ")
     first = message.strip().splitlines()[0] if message.strip() else ""
-    where = (f"on {operator_words(cause.shown_operator)}" if cause.shown_operator != "unknown"
+    where = (f"on {operator_words(cause.shown_operator)}" if cause.shown_operator != UNLOCALIZED
              else died_in(verdict.message))
     return (f"{who}: {exc.rsplit('.', 1)[-1]} at {stage_words(verdict.stage)} "
             f"{where}: {cut_at_word(_FRAME.sub('', first), TITLE_DETAIL)}")

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from oracles.rootcause import UNLOCALIZED
 from oracles.verdict import Stage
 
 
@@ -62,7 +63,7 @@ class FaultSite:
         model the error names), or "of one of `a`, `b` (the error names none)"."""
         if self.operator[:1].isupper():
             return f"that emits ONNX `{self.operator}`"
-        if self.operator == "unknown" and self.graph_ops:
+        if self.operator == UNLOCALIZED and self.graph_ops:
             ops = ", ".join(f"`{op}`" for op in dict.fromkeys(self.graph_ops))
             return f"of one of {ops} (the error names none)"
         return f"of `{self.operator}`"

@@ -19,7 +19,7 @@ from fuzzer.reduce.shrinker import ReduceResult, reduce_graph
 from fuzzer.support.device import require_device
 from generators.ir import Graph
 from generators.ops.discontinuity import LABELS
-from oracles.rootcause import verdict_root_cause
+from oracles.rootcause import UNLOCALIZED, verdict_root_cause
 from oracles.verdict import Symptom, Verdict
 
 # Symptoms a carried crash and the defect behind it may show (a crash downstream, an invalid model alone).
@@ -46,9 +46,9 @@ def same_defect(original: Verdict, graph: Graph, candidate: Verdict, candidate_g
         return False
     carrier = verdict_root_cause(original.converter, original, graph.ops()).shown_operator
     found = verdict_root_cause(candidate.converter, candidate, candidate_graph.ops()).shown_operator
-    if found in ("unknown", carrier):
+    if found in (UNLOCALIZED, carrier):
         return False
-    return found in graph.ops() if carrier == "unknown" else found in upstream_ops(graph, carrier)
+    return found in graph.ops() if carrier == UNLOCALIZED else found in upstream_ops(graph, carrier)
 
 
 def upstream_ops(graph: Graph, op: str) -> set[str]:

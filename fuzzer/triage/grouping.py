@@ -16,7 +16,7 @@ from fuzzer.cases.case_head import root_cause_of
 from fuzzer.converters.upstream import upstream_exporters
 from fuzzer.triage.model import Finding, RootCauseGroup
 from oracles.naming import squash_operator
-from oracles.rootcause import RootCause
+from oracles.rootcause import UNLOCALIZED, RootCause
 
 ExporterBugs = Mapping[tuple[int, str], str]  # (seed, exporter) -> the signature of its bug on that graph
 
@@ -56,7 +56,7 @@ def _attributed(finding: Finding, by_signature: Mapping[str, Finding], exporters
         return own
     theirs = exporter.root_cause
     same_operator = squash_operator(own.operator) == squash_operator(theirs.operator)
-    return theirs if same_operator or own.operator == "unknown" else own
+    return theirs if same_operator or own.operator == UNLOCALIZED else own
 
 
 def corpus_keys(corpus: Path) -> set[str]:

@@ -25,6 +25,7 @@ from fuzzer.campaign.worker import worker_main
 from fuzzer.campaign.worker_config import WorkerConfig
 from fuzzer.support.confine import rss_bytes
 from fuzzer.support.faults import Fault, describe_exit, fault_file, read_fault, request_stack_dump
+from fuzzer.support.scratch import scratch_root, sweep_dead
 
 WARM_START = "fuzzer.campaign.warm_start"
 
@@ -124,3 +125,4 @@ class WorkerHost:
             self.proc.kill()
         self.proc.join(timeout=10)
         self.conn.close()  # type: ignore[attr-defined]
+        sweep_dead(scratch_root(self.config.log_dir))

@@ -22,6 +22,7 @@ from fuzzer.campaign.worker_config import WorkerConfig
 from fuzzer.support.confine import lower_priority, rss_bytes
 from fuzzer.support.errors import UsageError
 from fuzzer.support.faults import Fault, describe_exit, fault_file, log_file, read_fault, request_stack_dump
+from fuzzer.support.scratch import scratch_root, sweep_dead
 from oracles.verdict import Symptom
 
 START_TIMEOUT_S = 180.0
@@ -200,6 +201,7 @@ class Supervisor:
         for slot in self.slots:
             slot.proc.join(timeout=0 if slot.work.busy else 5)
             self.kill(slot)
+        sweep_dead(scratch_root(self.log_dir))
 
 
 def busy_trouble(work: Assignment, now: float, timeout_s: float, memory_mb: int,

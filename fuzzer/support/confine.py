@@ -1,6 +1,6 @@
 """Confining a child process that runs converters: no Ctrl-C, death with its parent, one thread, an address-space
-limit, its output in a log and its fatal signals and hangs in a faulthandler file (campaign workers and the
-reducer's checker share this)."""
+limit, its output in a log, its temporary files in a folder of its own (fuzzer/support/scratch.py) and its fatal
+signals and hangs in a faulthandler file (campaign workers and the reducer's checker share this)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import IO
 
 from fuzzer.support.faults import STACK_DUMP_SIGNAL, fault_file, log_file
+from fuzzer.support.scratch import use_private_tempdir
 from generators.solver import keep_freed_memory
 
 _PR_SET_PDEATHSIG = 1
@@ -64,6 +65,7 @@ def confine(memory_mb: int, device: str, log_dir: str | Path) -> IO[str]:
             resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
     log_dir = Path(log_dir)
     log_dir.mkdir(parents=True, exist_ok=True)
+    use_private_tempdir(log_dir)
     log = os.open(log_file(log_dir, os.getpid()), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     sys.stdout.flush()
     sys.stderr.flush()

@@ -10,8 +10,16 @@ from pathlib import Path
 import onnx
 import pytest
 
-from fuzzer.campaign.culprit_cut import CULPRIT_CUT, culprit_operator, reduced_culprit, without_culprit
+from fuzzer.campaign.culprit_cut import (
+    CULPRIT_AVOIDED,
+    CULPRIT_CUT,
+    avoided_culprits,
+    culprit_operator,
+    reduced_culprit,
+    without_culprit,
+)
 from fuzzer.campaign.mailbox import Collected
+from fuzzer.campaign.novelty import AVOID_FOR
 from fuzzer.campaign.result import TestResult
 from fuzzer.campaign.spec import LOG_DIR
 from fuzzer.campaign.worker import UnitRunner
@@ -140,3 +148,38 @@ def test_an_error_that_names_no_operator_is_cut_by_its_reduced_case(tmp_path: Pa
     # Each ended past the filed bug, the rest of its graph (neg alone) passing; the filed bug still counts the hit.
     assert all(r.cut_from == signature and f"{CULPRIT_CUT}:sin" in r.labels and not r.is_bug for r in sin_and_more)
     assert all(r.is_bug == (set(ops) == {"sin"}) for r, ops in results)
+
+
+@pytest.mark.slow
+def test_a_demoted_culprit_is_cut_out_before_its_own_converter_runs(tmp_path: Path) -> None:
+    """The campaign sends (AVOID_FOR + converter, operator) once that converter's bug on the operator is demoted:
+    that converter tests each graph without it from the start, the other converters the whole graph."""
+    avoiding, other = FailsOnSinThenNeg.name, FailsOnSinUnnamed.name
+    config = WorkerConfig(out_dir=str(tmp_path), log_dir=str(tmp_path / LOG_DIR), min_nodes=2, nodes=2,
+                          include_ops=("sin", "neg"), check={"input_budget_s": 0.2}, demote_known=True,
+                          converters=(avoiding, other))
+    post = Collected()
+    runner = UnitRunner(config, REGISTRY, post)
+    demoted = [(AVOID_FOR + avoiding, "sin", 1.0)]
+    by_ops: dict[tuple[str, ...], list[TestResult]] = {}
+    for idx in range(12):
+        runner.run_unit(idx, 100 + idx, (avoiding, other), demoted)
+        post.flush()
+        ops = tuple(sorted(set(generate(100 + idx, config.gen_options(100 + idx)).ops())))
+        tests = {m.converter: m for m in post.messages if isinstance(m, TestResult) and m.idx == idx}
+        by_ops.setdefault(ops, []).append(tests[avoiding])
+        if "sin" in ops:  # the other converter meets sin as ever (or its upstream exporter fails first)
+            assert ("gave up" in tests[other].message) == tests[other].is_bug != tests[other].message.startswith(
+                "upstream ")
+            assert not any(CULPRIT_AVOIDED in label for label in tests[other].labels)
+    assert set(by_ops) == {("neg", "sin"), ("sin",), ("neg",)}
+    for result in by_ops[("neg", "sin")]:  # sin cut out first: the Neg bug shows, where the upstream exports neg
+        assert f"{CULPRIT_AVOIDED}:sin" in result.labels and not result.cut_from
+        assert result.message.startswith("upstream ") or (result.is_bug and "Neg" in result.message)
+    assert any(r.is_bug and CULPRIT_AVOIDED in r.timings for r in by_ops[("neg", "sin")])
+    for result in by_ops[("sin",)]:  # nothing left once sin is cut: not run
+        assert result.symptom == Symptom.UNSUPPORTED.json_name and result.labels == (f"skipped-{CULPRIT_AVOIDED}",)
+    for result in by_ops[("neg",)]:  # nothing to avoid
+        assert result.is_bug and not any(CULPRIT_AVOIDED in label for label in result.labels)
+    assert avoided_culprits(sin_neg_graph(), avoiding, 5, [(AVOID_FOR + avoiding, "sin", 0.0)]) == []
+    assert avoided_culprits(sin_neg_graph(), other, 5, demoted) == []

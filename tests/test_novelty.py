@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 
 from fuzzer.campaign.novelty import (
+    AVOID_FOR,
     AVOID_PROBABILITY,
+    AVOID_PROBABILITY_CULPRIT,
     AVOID_PROBABILITY_LOST,
     FEATURE,
     HITS_TO_DEMOTE,
@@ -125,3 +127,20 @@ def test_the_culprit_of_a_worker_death_is_left_out_of_more_graphs() -> None:
     left_out = {pair: sum(pair in without_demoted(GenOptions(), seed, demotions).demoted_pairs for seed in range(400))
                 for pair in (("pad_circular", "float32"), ("roll", "bool"))}
     assert left_out == {("pad_circular", "float32"): 378, ("roll", "bool"): 311}  # 94.5% and 77.8% of 400
+
+
+def test_a_localized_bug_is_cut_out_for_its_own_converter_and_the_rest_generate_it_as_before() -> None:
+    novelty = Novelty()
+    novelty.record("sig-conv1d", [("conv1d", "float32")], localized=True, culprit=("onnx2tf", "conv1d"))
+    assert novelty.avoided() == []  # one hit: not yet
+    novelty.record("sig-conv1d", [("conv1d", "float16")], localized=True, culprit=("onnx2tf", "conv1d"))
+    novelty.record("sig-roll", [("roll", "bool"), ("add", "float32")])  # names no culprit operator: none to cut
+    novelty.record("sig-roll", [("roll", "bool")])
+    assert novelty.avoided() == [("onnx2tf", "conv1d")]
+    assert (AVOID_FOR + "onnx2tf", "conv1d", AVOID_PROBABILITY_CULPRIT) in novelty.demotions()
+    assert novelty.demoted() == [("conv1d", "float16"), ("conv1d", "float32")]  # the generator's pairs alone
+    resumed = Novelty.from_tally(json.loads(json.dumps(novelty.tally())), novelty.demoted())
+    assert resumed.demotions() == novelty.demotions()
+    # The generator never reads a converter's avoided culprit as a pair to leave out.
+    options = without_demoted(GenOptions(), 3, [(AVOID_FOR + "onnx2tf", "conv1d", 1.0)])
+    assert options.demoted_pairs == GenOptions().demoted_pairs

@@ -6,12 +6,19 @@ root cause names: the first diverging operator, or the one the error names; wher
 filed case was reduced to) out of the graph (generators/edit.py: the readers read fresh inputs, the upstream part
 stays observable) and tests what is left with the same converter and options; the test then ends in whatever that
 shows, and the filed root cause still counts its hit.
+
+Once such a bug is demoted, its converter does not wait to hit it: a graph holding the culprit has it cut out before
+that converter runs (avoided_culprits; the other converters test the graph whole), in most graphs, not all, so that
+a fix still shows.
 """
 
 from __future__ import annotations
 
+import random
+from collections.abc import Sequence
 from pathlib import Path
 
+from fuzzer.campaign.novelty import AVOID_FOR, Demotion
 from fuzzer.cases.case_head import read_case_head
 from fuzzer.cases.case_json import CaseError, reduced_folder
 from generators.edit import cut
@@ -20,6 +27,7 @@ from oracles.rootcause import ANY_OPERATOR, UNLOCALIZED, localized_operator, nam
 from oracles.verdict import Verdict
 
 CULPRIT_CUT = "culprit-cut"  # label of a test's verdict reached with the culprit of a filed bug cut out: culprit-cut:OP
+CULPRIT_AVOIDED = "culprit-avoided"  # label of a test run with known culprits cut out first: culprit-avoided:OP,OP
 CUT_ROUNDS = 2  # a graph whose rest ends in a second filed bug is cut once more, no further
 
 
@@ -58,3 +66,11 @@ def without_culprit(graph: Graph, operator: str) -> Graph | None:
             return None
         graph = smaller
     return graph if graph.nodes else None
+
+
+def avoided_culprits(graph: Graph, converter: str, seed: int, demoted: Sequence[Demotion]) -> list[str]:
+    """The operators of `graph` that `converter`'s filed bugs are filed under (AVOID_FOR demotions), each drawn from
+    the seed with its probability: the ones to cut out before the converter runs."""
+    kind, ops = AVOID_FOR + converter, graph.ops()
+    return sorted(op for k, op, chance in demoted
+                  if k == kind and op in ops and random.Random(f"avoid:{seed}:{converter}:{op}").random() < chance)

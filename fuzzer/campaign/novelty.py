@@ -12,6 +12,12 @@ count as pairs (FEATURE, feature), so a bug of a feature in any operator and dty
 then leaves each demoted pair out of its graph with probability AVOID_PROBABILITY (AVOID_PROBABILITY_LOST for the
 culprit of a worker's death), drawn from the unit's seed, so the pair is still tested now and then (a second bug on
 it stays reachable) and a unit stays a pure function of its seed, its config and the demoted pairs it was sent.
+
+A demoted pair still reaches every converter in the graphs that keep it, and a converter that fails on the culprit
+of a filed bug tells nothing about the rest of such a graph. So a bug whose hits name their culprit operator is also
+sent as (AVOID_FOR + converter, operator): that converter then tests each graph holding the operator with it cut out
+first (culprit_cut.avoided_culprits), with probability AVOID_PROBABILITY_CULPRIT, while the other converters test the
+graph whole.
 """
 
 from __future__ import annotations
@@ -41,11 +47,15 @@ AVOID_PROBABILITY_LOST = 0.95
 # A demoted setting leaves the graph tested (at the opset that allows the type), so it is applied nearly always: at
 # 0.8, a fifth of the dynamo exporter's bfloat16 graphs still ended in the filed bfloat16-below-opset-22 root cause.
 AVOID_PROBABILITY_SETTING = 0.95
+# A culprit cut out for its own converter costs the other converters nothing, so it is cut nearly always; one graph
+# in ten still shows whether the bug was fixed.
+AVOID_PROBABILITY_CULPRIT = 0.9
 
 Pair = tuple[str, str]  # (operator, dtype), or (FEATURE, an OpSpec feature such as 'pad:circular:rank3:dims2')
 FEATURE = "feature"
 SETTING = "setting"  # a root cause a converter setting avoids (fuzzer/campaign/settings.py): not a generator pair
 BOOST = "boost"  # an operator drawn more often (fuzzer/campaign/steering.py): travels with the demotions
+AVOID_FOR = "avoid-for:"  # + a converter: the culprit operator of a bug of it, cut out before that converter runs
 Demotion = tuple[str, str, float]  # a demoted pair and the probability that a graph leaves it out
 
 
@@ -62,16 +72,22 @@ class Novelty:
     earlier: frozenset[Pair] = frozenset()  # demoted by the sessions before this one (a resumed campaign)
     # Hits of each root cause a setting avoids (fuzzer/campaign/settings.py), by its detail.
     settings: dict[str, int] = field(default_factory=dict)
+    # The (converter, operator) a localized signature's hits named as their culprit.
+    culprits: dict[str, tuple[str, str]] = field(default_factory=dict)
     _demotions: list[Demotion] | None = None  # recomputed after a signature past the mark changes
 
-    def record(self, signature: str, pairs: Iterable[Pair], lost_worker: bool = False, localized: bool = False
-               ) -> None:
+    def record(self, signature: str, pairs: Iterable[Pair], lost_worker: bool = False, localized: bool = False,
+               culprit: tuple[str, str] | None = None) -> None:
         """One more bug test of `signature` on a graph holding `pairs`; `lost_worker`: the test killed its worker;
-        `localized`: `pairs` are those of the operator the bug is filed under, not the whole graph's."""
+        `localized`: `pairs` are those of the operator the bug is filed under, not the whole graph's, and `culprit`
+        the (converter, operator) they name."""
         if lost_worker:
             self.lost.add(signature)
         if localized:
             self.localized.add(signature)
+            if culprit is not None and self.culprits.get(signature) != culprit:
+                self.culprits[signature] = culprit
+                self._demotions = None
         held = frozenset(tuple(p) for p in pairs)
         ops = frozenset(op for op, _ in held if op != FEATURE)  # a feature names itself, never through an operator
         before = (self.common.get(signature), self.common_ops.get(signature))
@@ -104,7 +120,8 @@ class Novelty:
 
         return {"hits": dict(self.hits), "common": pairs(self.common), "held": pairs(self.held),
                 "common_ops": {sig: sorted(ops) for sig, ops in self.common_ops.items()}, "lost": sorted(self.lost),
-                "localized": sorted(self.localized), "settings": dict(self.settings)}
+                "localized": sorted(self.localized), "settings": dict(self.settings),
+                "culprits": {sig: list(pair) for sig, pair in self.culprits.items()}}
 
     @classmethod
     def from_tally(cls, tally: dict[str, Any] | None, earlier: Iterable[Pair] = ()) -> Novelty:
@@ -118,11 +135,17 @@ class Novelty:
         return cls(hits=dict(tally["hits"]), common=pairs(tally["common"]), held=pairs(tally["held"]),
                    common_ops={sig: frozenset(ops) for sig, ops in tally["common_ops"].items()},
                    lost=set(tally.get("lost", ())), localized=set(tally.get("localized", ())), earlier=earlier_set,
-                   settings=dict(tally.get("settings", {})))
+                   settings=dict(tally.get("settings", {})),
+                   culprits={sig: (conv, op) for sig, (conv, op) in tally.get("culprits", {}).items()})
 
     def demoted(self) -> list[Pair]:
-        """The pairs to generate less, sorted: the culprits of signatures hit often enough (mark)."""
-        return [(op, detail) for op, detail, _ in self.demotions()]
+        """The pairs to generate less, sorted: the culprits of signatures hit often enough (mark); the operators
+        avoided for one converter apart (they come back from the tally's culprits)."""
+        return [(op, detail) for op, detail, _ in self.demotions() if not op.startswith(AVOID_FOR)]
+
+    def avoided(self) -> list[tuple[str, str]]:
+        """The (converter, operator) culprits cut out before their converter runs, sorted."""
+        return [(op.removeprefix(AVOID_FOR), detail) for op, detail, _ in self.demotions() if op.startswith(AVOID_FOR)]
 
     def demotions(self) -> list[Demotion]:
         """Each demoted pair, sorted, with the probability a graph leaves it out: AVOID_PROBABILITY_LOST for the
@@ -136,8 +159,11 @@ class Novelty:
                     out |= culprit
                     lost |= culprit if signature in self.lost else set()
             out |= {(SETTING, detail) for detail, count in self.settings.items() if count >= HITS_TO_DEMOTE}
-            self._demotions = [(op, detail, AVOID_PROBABILITY_SETTING if op == SETTING else AVOID_PROBABILITY_LOST
-                                if (op, detail) in lost else AVOID_PROBABILITY) for op, detail in sorted(out)]
+            avoid = {(AVOID_FOR + converter, operator) for signature, (converter, operator) in self.culprits.items()
+                     if self.hits.get(signature, 0) >= self.mark(signature)}
+            self._demotions = [(op, detail, AVOID_PROBABILITY_SETTING if op == SETTING else AVOID_PROBABILITY_CULPRIT
+                                if op.startswith(AVOID_FOR) else AVOID_PROBABILITY_LOST if (op, detail) in lost
+                                else AVOID_PROBABILITY) for op, detail in sorted(out | avoid)]
         return self._demotions
 
     def culprit(self, signature: str) -> frozenset[Pair]:
@@ -159,7 +185,8 @@ def without_demoted(options: GenOptions, seed: int, demoted: Iterable[Pair | Dem
     boosted = frozenset(detail for op, detail, *_ in demoted if op == BOOST)
     if boosted:
         options = dataclasses.replace(options, boosted_ops=options.boosted_ops | boosted)
-    dropped = {(op, detail) for op, detail, *chance in demoted if op not in (SETTING, BOOST)
+    dropped = {(op, detail) for op, detail, *chance in demoted
+               if op not in (SETTING, BOOST) and not op.startswith(AVOID_FOR)
                and random.Random(f"demote:{seed}:{op}:{detail}").random() < (chance or [AVOID_PROBABILITY])[0]}
     if not dropped:
         return options

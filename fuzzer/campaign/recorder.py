@@ -67,10 +67,12 @@ class Recorder:
         self.steering.record(result.converter, result.rewrites)
         if result.cut_from:  # the filed bug the test hit before its culprit was cut out still counts the hit
             cut = next((label.split(":", 1)[1] for label in result.labels if label.startswith(f"{CULPRIT_CUT}:")), "")
-            self.novelty.record(result.cut_from, *_narrowed(pairs, cut))
+            narrowed, localized = _narrowed(pairs, cut)
+            self.novelty.record(result.cut_from, narrowed, localized=localized, culprit=(result.converter, cut))
         if result.is_bug and result.signature:
             narrowed, localized = _narrowed(pairs, result.culprit)
-            self.novelty.record(result.signature, narrowed, result.symptom in LOST_SYMPTOMS, localized)
+            self.novelty.record(result.signature, narrowed, result.symptom in LOST_SYMPTOMS, localized,
+                                (result.converter, result.culprit))
             detail = setting_detail(result.converter, result.message)
             if detail is not None:
                 self.novelty.record_setting(detail)

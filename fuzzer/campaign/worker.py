@@ -25,7 +25,15 @@ from pathlib import Path
 from typing import Any
 
 from fuzzer.campaign.ahead import Feeder
-from fuzzer.campaign.culprit_cut import CULPRIT_CUT, CUT_ROUNDS, culprit_operator, reduced_culprit, without_culprit
+from fuzzer.campaign.culprit_cut import (
+    CULPRIT_AVOIDED,
+    CULPRIT_CUT,
+    CUT_ROUNDS,
+    avoided_culprits,
+    culprit_operator,
+    reduced_culprit,
+    without_culprit,
+)
 from fuzzer.campaign.mailbox import Collected, Inbox, Outbox, Post
 from fuzzer.campaign.messages import (
     CaseSent,
@@ -171,6 +179,17 @@ class UnitRunner:
         start = time.perf_counter()
         self.phase(idx, name, Step.CONVERT)
         converter = self.registry[name]
+        avoided = avoided_culprits(graph, name, seed, demoted) if self.config.demote_known else []
+        if avoided:
+            rest = self.without_avoided(seed, graph, avoided)
+            avoid_s = time.perf_counter() - start
+            if rest is None:
+                verdict = Verdict(Symptom.UNSUPPORTED, Stage.SOURCE, name, labels=(f"skipped-{CULPRIT_AVOIDED}",),
+                                  message="nothing testable is left once the operators of its filed bugs are cut "
+                                          "out: " + ", ".join(avoided))
+                self.hold(TestResult.of_verdict(idx, seed, verdict, {}, wall_s=time.perf_counter() - start))
+                return
+            graph, prepared = rest
         opts, known_cause = settled_options(converter, self.config.options_for(converter, seed, graph), graph, seed,
                                             demoted)
         known = self.config.known_unsupported(graph, name, opts)
@@ -192,6 +211,10 @@ class UnitRunner:
             self.own_error(idx, seed, name, Step.CONVERT, exc)
             self.send(TestResult.own_error(idx, seed, name, opts, wall_s=time.perf_counter() - start))
             return
+        if avoided:
+            result = dataclasses.replace(
+                result, verdict=result.verdict.with_labels(f"{CULPRIT_AVOIDED}:{','.join(avoided)}"),
+                timings={**result.timings, CULPRIT_AVOIDED: avoid_s})
         result, graph, cut_from = self.past_known(idx, seed, graph, converter, result)
         case_dir = self.file_case(idx, seed, graph, converter, result)
         # Held: it goes out with the next test's phase message (Outbox).
@@ -230,6 +253,18 @@ class UnitRunner:
                                          timings=timings)
             graph = smaller
         return result, graph, cut_from
+
+    def without_avoided(self, seed: int, graph: Graph, operators: Sequence[str]) -> tuple[Graph, Prepared] | None:
+        """`graph` with every node of `operators` cut out, prepared; None when nothing observable is left or the rest
+        has no valid inputs."""
+        rest: Graph | None = graph
+        for operator in operators:
+            rest = without_culprit(rest, operator) if rest is not None else None
+        if rest is None:
+            return None
+        prepared = prepare(rest, seed, {}, self.check_options.input_budget_s, self.config.device,
+                           self.config.values_for(seed))
+        return None if isinstance(prepared, CheckResult) else (rest, prepared)
 
     def culprit(self, graph: Graph, verdict: Verdict) -> str | None:
         """The graph operator a bug's root cause is filed under: the one its verdict names, else (an error that names

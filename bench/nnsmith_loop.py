@@ -89,14 +89,15 @@ STAMP = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\]\[(\w[^\]]*)\]\[
 
 def parse_log(path: Path, killed_at: float | None = None) -> dict:
     """Counts from NNSmith's hydra job log (see the module doc); `killed_at`: when the loop was killed mid-model,
-    that model counts as a stall from the log's last line to the kill."""
+    that model counts as a stall from the log's last line to the kill, as does one it failed to make after STALL_S."""
     models = failed_make = 0
     totals: dict[str, int] = {}
     loop_start = loop_end = first = None
     gen_s = eval_s = stall_s = 0.0
-    stalls = 0
+    stalls = stalled_models = 0  # stalled_models: the stalls among `models` (not failed to make, not killed)
     if not path.exists():
-        return {"models": 0, "failed_make": 0, "loop_s": 0.0, "stalls": 0, "stall_s": 0.0, "totals": {}}
+        return {"models": 0, "failed_make": 0, "loop_s": 0.0, "stalls": 0, "stalled_models": 0, "stall_s": 0.0,
+                "totals": {}, "loop_start": None, "loop_end": None}
     for line in path.read_text(errors="replace").splitlines():
         m = STAMP.match(line)
         if not m:
@@ -115,9 +116,16 @@ def parse_log(path: Path, killed_at: float | None = None) -> dict:
             spent = took.get("gen", 0.0) + took.get("eval", 0.0)
             if spent >= STALL_S:
                 stalls += 1
+                stalled_models += 1
                 stall_s += spent
         elif message.startswith("`make_testcase` failed"):
             failed_make += 1
+            # Its line has no timing: the time since the loop's previous line is the model's. One such model (a
+            # MemoryError under the address-space cap after 29 s) ran a 24-second loop 28 s past its budget.
+            previous = loop_end if loop_end is not None else loop_start
+            if previous is not None and when - previous >= STALL_S:
+                stalls += 1
+                stall_s += when - previous
             loop_end = when
         elif t := re.match(r"Total (\d+) (testcases generated|bugs found|failed to make testcases)", message):
             totals[t.group(2)] = int(t.group(1))
@@ -129,8 +137,10 @@ def parse_log(path: Path, killed_at: float | None = None) -> dict:
         stall_s += max(killed_at - loop_end, 0.0)
         loop_end = max(killed_at, loop_end)
     loop_s = (loop_end - loop_start) if loop_start is not None and loop_end is not None else 0.0
+    # The loop's ends on the clock: compare_nnsmith.py checks that loops run at the same time really overlapped.
     return {"models": models, "failed_make": failed_make, "loop_s": loop_s, "gen_s": gen_s, "eval_s": eval_s,
-            "stalls": stalls, "stall_s": min(stall_s, loop_s), "totals": totals}
+            "stalls": stalls, "stalled_models": stalled_models, "stall_s": min(stall_s, loop_s), "totals": totals,
+            "loop_start": loop_start, "loop_end": loop_end}
 
 
 def count_reports(root: Path) -> tuple[list[Path], dict[str, int], set[str]]:
@@ -193,7 +203,10 @@ def run_loop(minutes: float, nodes: int, out: Path | None = None, memory_gb: flo
         "killed": int(killed_at is not None),
         "out": str(out),
         "nodes": nodes,
+        "seed": seed,
         "budget_s": budget_s,
+        "loop_start": log["loop_start"],
+        "loop_end": log["loop_end"],
         "wall_s": wall,
         "loop_s": loop_s,
         "startup_s": max(wall - loop_s, 0.0),
@@ -201,8 +214,9 @@ def run_loop(minutes: float, nodes: int, out: Path | None = None, memory_gb: flo
         "models_per_min": log["models"] / (loop_s / 60) if loop_s > 0 else 0.0,
         # The rate without the models that stalled (and their time): one stall can take most of a short loop.
         "stalls": log["stalls"],
+        "stalled_models": log["stalled_models"],
         "stall_s": log["stall_s"],
-        "unstalled_per_min": (log["models"] - log["stalls"]) / ((loop_s - log["stall_s"]) / 60)
+        "unstalled_per_min": (log["models"] - log["stalled_models"]) / ((loop_s - log["stall_s"]) / 60)
         if loop_s > log["stall_s"] else 0.0,
         "failed_make": log["failed_make"],
         "reports": len(reports),

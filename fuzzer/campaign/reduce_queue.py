@@ -28,6 +28,7 @@ from typing import IO
 from fuzzer.cases.case_head import root_cause_of
 from fuzzer.cases.case_json import CaseError, reduced_folder
 from fuzzer.support.confine import detach_from_terminal_and_parent, lower_priority
+from fuzzer.support.scratch import scratch_root, sweep_once_dead
 
 GRACE_S = 60.0  # on top of a case's budget: the reducer's first start and the final full check
 FAILED_LIST = "reduce_failed.txt"
@@ -272,3 +273,4 @@ class ReduceQueue:
                 reducer.case_dir = None
             reducer.stop()
         self.reducers.clear()
+        sweep_once_dead(scratch_root(self.log_dir / REDUCE_CHILD_LOGS), 2.0)  # their checkers die with them

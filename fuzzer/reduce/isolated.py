@@ -29,6 +29,7 @@ from fuzzer.check.result import FULL_CHECK, CheckResult
 from fuzzer.converters import DEFAULT_REGISTRY, ConverterRegistry, load_registry
 from fuzzer.support.confine import DEFAULT_MEMORY_MB, confine
 from fuzzer.support.faults import describe_exit, fault_file, lost_verdict, read_fault, request_stack_dump
+from fuzzer.support.scratch import scratch_root, sweep_dead
 from generators.ir import Graph
 from generators.values import ValueStrategy
 from oracles.taxonomy import memory_verdict
@@ -173,6 +174,7 @@ class IsolatedChecker:
             except OSError:
                 pass
         self._stop()
+        sweep_dead(scratch_root(self.log_dir))
         if self._tmp is not None:
             self._tmp.cleanup()
 

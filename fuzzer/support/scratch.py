@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import time
 from pathlib import Path
 
 SCRATCH = "tmp"  # under a log folder: one folder per process id
@@ -32,12 +33,16 @@ def alive(pid: int) -> bool:
 
 
 def sweep_dead(root: Path) -> list[int]:
-    """Remove the temp folders of processes that are gone; returns their ids."""
+    """Remove the temp folders of processes that are gone, and `root` once it is empty; returns their ids."""
     swept = []
     for folder in root.glob("[0-9]*"):
         if folder.name.isdigit() and not alive(int(folder.name)):
             shutil.rmtree(folder, ignore_errors=True)
             swept.append(int(folder.name))
+    try:
+        root.rmdir()
+    except OSError:  # not empty (a live process's folder), or not there
+        pass
     return sorted(swept)
 
 
@@ -51,3 +56,13 @@ def use_private_tempdir(log_dir: str | Path) -> Path:
     tempfile.tempdir = str(own)
     os.environ["TMPDIR"] = str(own)
     return own
+
+
+def sweep_once_dead(root: Path, wait_s: float) -> None:
+    """Sweep `root` until it is gone or `wait_s` has passed: processes killed with their parent die a moment later."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        sweep_dead(root)
+        if not root.exists() or time.monotonic() > deadline:
+            return
+        time.sleep(0.05)

@@ -181,7 +181,7 @@ class UnitRunner:
         converter = self.registry[name]
         avoided = avoided_culprits(graph, name, seed, demoted) if self.config.demote_known else []
         if avoided:
-            rest = self.without_avoided(seed, graph, avoided)
+            rest = self.prepared_without(seed, graph, avoided)
             avoid_s = time.perf_counter() - start
             if rest is None:
                 verdict = Verdict(Symptom.UNSUPPORTED, Stage.SOURCE, name, labels=(f"skipped-{CULPRIT_AVOIDED}",),
@@ -233,14 +233,11 @@ class UnitRunner:
             if not (verdict.is_bug and verdict.signature and self.filed(verdict.signature)):
                 break
             operator = self.culprit(graph, verdict)
-            smaller = without_culprit(graph, operator) if operator else None
-            if smaller is None:
-                break
             start = time.perf_counter()
-            prepared = prepare(smaller, seed, {}, self.check_options.input_budget_s, self.config.device,
-                               self.config.values_for(seed))
-            if isinstance(prepared, CheckResult):  # the rest has no valid inputs: nothing to test it on
+            rest = self.prepared_without(seed, graph, [operator]) if operator else None
+            if rest is None:
                 break
+            smaller, prepared = rest
             try:
                 retest = check_prepared(prepared, converter, result.options, self.check_options, self.filed)
             except Exception as exc:  # a convsmith bug: reported; the test keeps the result it had
@@ -254,9 +251,9 @@ class UnitRunner:
             graph = smaller
         return result, graph, cut_from
 
-    def without_avoided(self, seed: int, graph: Graph, operators: Sequence[str]) -> tuple[Graph, Prepared] | None:
+    def prepared_without(self, seed: int, graph: Graph, operators: Sequence[str]) -> tuple[Graph, Prepared] | None:
         """`graph` with every node of `operators` cut out, prepared; None when nothing observable is left or the rest
-        has no valid inputs."""
+        has no valid inputs (nothing to test it on)."""
         rest: Graph | None = graph
         for operator in operators:
             rest = without_culprit(rest, operator) if rest is not None else None

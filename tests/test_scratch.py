@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -55,6 +56,19 @@ def test_sweep_removes_only_dead_processes_folders(tmp_path: Path) -> None:
     (root / "not-a-pid").mkdir()
     assert sweep_dead(root) == [gone]
     assert sorted(p.name for p in root.iterdir()) == sorted([str(live), "not-a-pid"])
+
+
+def test_a_zombie_counts_as_dead(tmp_path: Path) -> None:
+    # An orphan nobody reaps stays a zombie: a container whose first process never waits keeps it for good.
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    try:
+        while Path(f"/proc/{child.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+            time.sleep(0.01)
+        (scratch_root(tmp_path) / str(child.pid)).mkdir(parents=True)
+        assert sweep_dead(scratch_root(tmp_path)) == [child.pid]
+        assert not scratch_root(tmp_path).exists()
+    finally:
+        child.wait()
 
 
 def test_a_process_and_its_children_write_temp_files_in_its_own_folder(tmp_path: Path) -> None:

@@ -41,6 +41,7 @@ START_S = 8.0  # a reducer's start-up (Python, torch, its checker child)
 # The niceness of the reducer beside the tests (and of its checker child), as the campaign process's own
 # (supervisor.CAMPAIGN_NICE): the workers' tests come first. The drain's reducers keep the campaign's priority.
 REDUCER_NICE = 5
+STOP_GRACE_S = 10.0  # an idle reducer's own exit: its checker child stops and sweeps its temp folder
 
 
 def _cause(case_dir: Path) -> str:
@@ -95,7 +96,18 @@ class Reducer:
         *lines, self.buffer = self.buffer.split(b"\n")
         return [json.loads(line) for line in lines if line.startswith(b'{"case"')]
 
-    def stop(self) -> None:
+    def end_input(self) -> None:
+        """No more cases: an idle reducer then ends by itself, closing its checker child (which sweeps that child's
+        temp folder); a killed one leaves that to the sweep after it."""
+        if self.proc.stdin is not None and not self.proc.stdin.closed:
+            self.proc.stdin.close()
+
+    def stop(self, grace_s: float = 0.0) -> None:
+        """Kill it, after up to `grace_s` seconds for an ended input to end it."""
+        try:
+            self.proc.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            pass
         if self.proc.poll() is None:
             self.proc.kill()
         self.proc.wait()
@@ -268,9 +280,15 @@ class ReduceQueue:
                 self._collect(reducer)
             time.sleep(0.2)
         for reducer in self.reducers:
+            if reducer.case_dir is None:
+                reducer.end_input()
+        deadline = time.monotonic() + STOP_GRACE_S
+        for reducer in self.reducers:
             if reducer.case_dir is not None:  # interrupted, not failed: it waits, and a resume queues it again
                 self.pending.appendleft(reducer.case_dir)
                 reducer.case_dir = None
-            reducer.stop()
+                reducer.stop()
+            else:
+                reducer.stop(grace_s=max(0.0, deadline - time.monotonic()))
         self.reducers.clear()
         sweep_once_dead(scratch_root(self.log_dir / REDUCE_CHILD_LOGS), 2.0)  # their checkers die with them

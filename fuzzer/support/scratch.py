@@ -23,13 +23,23 @@ def scratch_root(log_dir: str | Path) -> Path:
 
 
 def alive(pid: int) -> bool:
+    """Whether `pid` is a running process; a zombie is not (it holds no files, and a container's first process
+    may never reap the orphans it inherits)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:  # someone else's process now holds that id
         return True
-    return True
+    return not _zombie(pid)
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:  # no /proc (not Linux), or it went just now
+        return False
+    return stat[stat.rfind(")") + 2:].startswith("Z")
 
 
 def sweep_dead(root: Path) -> list[int]:

@@ -152,3 +152,23 @@ def test_onnx2tf_exiting_on_a_model_is_a_failure_with_its_logged_reason_and_a_no
     failure = Failure(Stage.NODE_CONVERSION, "fuzzer.converters.onnx2tf_importer.Onnx2TfExit", reason, "")
     assert classify(failure, CONVERTERS["onnx2tf"].unsupported_messages) is Symptom.UNSUPPORTED
     assert classify(failure) is Symptom.CRASH
+
+
+@pytest.mark.slow
+def test_onnx2tf_tflite_float16_inputs_made_float32_by_design_are_widened(tmp_path: Path) -> None:
+    """onnx2tf makes a float16 model float32 (its pull request 427), inputs included: the .tflite model declares
+    them float32 and is fed them widened, as a user reading its input details would, in the check and in repro.py."""
+    ok, reason = CONVERTERS["onnx2tf"].availability()
+    if not ok:
+        pytest.skip(reason)
+    b = GraphBuilder()
+    x = b.input((2, 3), DType.FLOAT16)
+    graph = b.build((b.op("tanh", (x,), (2, 3), DType.FLOAT16),))
+    options = {"opset": 18, "target": "tflite", "upstream": "torch-onnx-dynamo", "onnxsim": True}
+    onnx2tf = CONVERTERS["onnx2tf"]
+    result = check_prepared(prepare(graph, 3, {}, 1.0), onnx2tf, options, FAST)
+    assert result.verdict.symptom is Symptom.PASS, result.verdict.message
+    case = case_from_result(result, graph, 3, onnx2tf.name, collect_versions(()), log=case_log(result))
+    folder = write_case(tmp_path / "cases", case, converter=onnx2tf)
+    run = subprocess.run([sys.executable, "repro.py"], cwd=folder, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0 and "bug does not show" in run.stdout, run.stdout + run.stderr

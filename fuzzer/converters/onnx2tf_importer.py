@@ -172,7 +172,7 @@ def run_tflite(path: str, arrays: dict[str, np.ndarray], model: onnx.ModelProto)
     interpreter = import_quietly("ai_edge_litert.interpreter").Interpreter(model_path=path)
     interpreter.allocate_tensors()
     for detail in interpreter.get_input_details():
-        interpreter.set_tensor(detail["index"], arrays[detail["name"]])
+        interpreter.set_tensor(detail["index"], as_tflite_input(arrays[detail["name"]], detail["dtype"]))
     interpreter.invoke()
     found = {d["name"]: interpreter.get_tensor(d["index"]) for d in interpreter.get_output_details()}
     names = [o.name for o in model.graph.output]
@@ -180,6 +180,12 @@ def run_tflite(path: str, arrays: dict[str, np.ndarray], model: onnx.ModelProto)
         return [found[n] for n in names]
     # Unnamed, they are Identity, Identity_1, ... in the ONNX model's output order.
     return [found[n] for n in sorted(found, key=lambda n: int(n.rpartition("_")[2]) if "_" in n else 0)]
+
+
+def as_tflite_input(array: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """An input as the .tflite model declares it: a float16 input that onnx2tf made float32 (its float16 models are
+    converted to float32, onnx2tf pull request 427) widened, exactly, as a user reading its input details would."""
+    return array.astype(np.float32) if array.dtype == np.float16 and dtype == np.float32 else array
 
 
 def as_onnx_model(array: np.ndarray, baseline: np.ndarray) -> np.ndarray:

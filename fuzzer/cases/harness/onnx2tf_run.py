@@ -41,8 +41,10 @@ def convert_with_onnx2tf(upstream, inputs):
 
             interpreter = Interpreter(model_path=os.path.join(out, "model_float32.tflite"))
             interpreter.allocate_tensors()
-            for detail in interpreter.get_input_details():
-                interpreter.set_tensor(detail["index"], arrays[detail["name"]])
+            for detail in interpreter.get_input_details():  # float16 inputs onnx2tf made float32 widened
+                value = arrays[detail["name"]]
+                wide = value.dtype == np.float16 and detail["dtype"] == np.float32
+                interpreter.set_tensor(detail["index"], value.astype(np.float32) if wide else value)
             interpreter.invoke()
             found = {d["name"]: interpreter.get_tensor(d["index"]) for d in interpreter.get_output_details()}
             names = [o.name for o in model.graph.output]

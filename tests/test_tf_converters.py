@@ -152,6 +152,10 @@ def test_onnx2tf_exiting_on_a_model_is_a_failure_with_its_logged_reason_and_a_no
     failure = Failure(Stage.NODE_CONVERSION, "fuzzer.converters.onnx2tf_importer.Onnx2TfExit", reason, "")
     assert classify(failure, CONVERTERS["onnx2tf"].unsupported_messages) is Symptom.UNSUPPORTED
     assert classify(failure) is Symptom.CRASH
+    offline = Failure(Stage.NODE_CONVERSION, "requests.exceptions.ConnectionError",
+                      "HTTPSConnectionPool(host='github.com', port=443): Max retries exceeded with url: /PINTO0309/"
+                      "onnx2tf/releases/download/1.20.4/calibration_image_sample_data_20x128x128x3_float32.npy", "")
+    assert classify(offline, CONVERTERS["onnx2tf"].unsupported_messages) is Symptom.UNSUPPORTED
 
 
 @pytest.mark.slow

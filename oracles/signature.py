@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Callable
 
 from oracles.naming import slug
 
@@ -17,7 +18,23 @@ _DTYPE_WORD = r"(?:b?float|u?int|complex)\d+(?:_t)?"
 # Applied in order; each turns one kind of incidental detail into a placeholder. Generated tensor and node
 # names ('/Conv_3', 'onnx::Add_12', 'v12_out', 'input_0') go; op names ('aten::max_pool2d', 'Gelu') stay.
 _NOT_DTYPE = r"(?<!::)\b(?!" + _DTYPE_WORD + r"\b)"
-_RULES: tuple[tuple[re.Pattern[str], str], ...] = (
+_NUMBER = r"[-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|inf|nan)"
+# A numpy array's repr (elements apart by spaces, no commas; cut at the message's first line): a value the graph
+# computed, not the bug. TensorFlow prints a constant a Keras model cannot output ("... Found: [[1. 0.5]"); at one
+# signature per printed value, one onnx2tf bug was 24 root causes in an hour.
+_ARRAY = re.compile(r"\[[\[\s]*" + _NUMBER + r"(?:\s+(?:" + _NUMBER + r"|\.\.\.))*[\s\]]*(?![\w.,+\-])")
+
+
+def _array(match: re.Match[str]) -> str:
+    """<array> for a printed array: several elements, nested brackets or a non-integer element; else as it is (a
+    one-element '[5]' is a shape)."""
+    text = match.group(0)
+    elements = text.strip("[] \t\n").split()
+    several = len(elements) > 1 or text.lstrip().startswith("[[")
+    return "<array>" if several or any(not e.lstrip("+-").isdigit() for e in elements) else text
+
+
+_RULES: tuple[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]], ...] = (
     # ONNX Runtime and shape inference name the node; its name is the exporter's choice ('/ScatterElements',
     # 'node_scatter_add', 'node_ScatterElements_2'), never the bug's.
     (re.compile(r"\bName:'[^']*'"), "Name:'<name>'"),
@@ -27,7 +44,9 @@ _RULES: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"%[\w.]+"), "%<value>"),
     (re.compile(r"File \"[^\"]*\", line \d+"), "<path>"),
     (re.compile(r"(?:[A-Za-z]:)?(?:[\\/][\w.+\-]+){2,}\.\w+(?::\d+)*"), "<path>"),
-    (re.compile(r"0x[0-9a-fA-F]+|\b[0-9a-fA-F]{12,}\b"), "<hex>"),
+    (_ARRAY, _array),
+    # Not the digits of a decimal ("0.044714998453855515"): those are a number.
+    (re.compile(r"0x[0-9a-fA-F]+|(?<![.\d])\b[0-9a-fA-F]{12,}\b"), "<hex>"),
     (re.compile(r"(?<![\w<])/[\w./:\-]+"), "<name>"),
     (re.compile(r"\b[A-Za-z_]\w*::\w*?_\d+\b"), "<name>"),
     (re.compile(_NOT_DTYPE + r"[A-Za-z_]\w*?_\d+\b"), "<name>"),

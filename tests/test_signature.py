@@ -37,6 +37,9 @@ SAME = [
      "running ScatterElements node. Name:'/ScatterElements' Status Message: Indices differ"),
     ("torchscript-values", "[Caused by the value 'input.4 defined in (%input.4 : Tensor = onnx::Abs(%out), scope",
      "[Caused by the value 'a defined in (%a : Tensor = onnx::Abs(%out.3), scope"),
+    ("numpy-arrays", "Output tensors of a Functional model must be the output of a Layer. Found: [[1.5 2.25]",
+     "Output tensors of a Functional model must be the output of a Layer. Found: [ 0.5 1. ... 7. ]"),
+    ("long-decimals", "Found: 0.044714998453855515 in output", "Found: 1.0 in output"),
     ("inference-node-names", "(op_type:Mul, node name: node_mul_reduce): B has inconsistent type",
      "(op_type:Mul, node name: /Mul_1): B has inconsistent type"),
 ]
@@ -93,6 +96,7 @@ def test_normalised_message_examples() -> None:
         "input <shape> rank <n> mismatch"
     )
     assert normalise_message("Unsupported:\n  aten::gelu with int64_t") == "Unsupported: aten::gelu with int64_t"
+    assert normalise_message("got [1 2 3] and [4], [2, 3]") == "got <array> and <shape>, <shape>"
     assert normalise_message("") == ""
     assert len(normalise_message("word " * 200)) == MESSAGE_CAP
 

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from oracles.naming import slug, squash_operator
-from oracles.signature import normalise_message
+from oracles.signature import first_lines, is_wrapper, normalise_message
 from oracles.verdict import Symptom, Verdict
 
 DTYPE_WORDS = (r"b?float(?:16|32|64)?|half|double|bfloat16|u?int(?:8|16|32|64)|bool|long|short|byte|char|"
@@ -100,11 +100,17 @@ def error_class(exc_message: str) -> str:
     if schema:
         return f"{exc_name}: {schema}" if exc_name else schema
     text = message if exc_name else exc_message
-    text = _NODE_NAMES.sub(" ", text.splitlines()[0] if text.strip() else text)
+    text = _NODE_NAMES.sub(" ", _reason_line(text) if text.strip() else text)
     text = _DTYPES.sub("<dtype>", normalise_message(text))
     text = _NUMBERS.sub("<n>", text)
     text = _SPACES.sub(" ", text).strip(" :")[:CLASS_LENGTH]
     return f"{exc_name}: {text}" if exc_name else text
+
+
+def _reason_line(text: str) -> str:
+    """The message's first line; with the next where the first only wraps it (a Keras layer's wrapper)."""
+    first = text.splitlines()[0]
+    return first_lines(text) if is_wrapper(first.strip()) else first
 
 
 def named_operator(message: str, graph_ops: Sequence[str]) -> str | None:

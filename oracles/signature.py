@@ -42,6 +42,8 @@ _RULES: tuple[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]], ...]
     # TorchScript IR values ("the value 'input.4 defined in (%input.4 : Tensor = onnx::Abs(%out.3)").
     (re.compile(r"'[\w.]+ defined in"), "'<value> defined in"),
     (re.compile(r"%[\w.]+"), "%<value>"),
+    # A Keras layer is named by its TensorFlow op and a counter ("tf.transpose_1"): the op stays, the counter goes.
+    (re.compile(r'(layer "|\{\{node )(tf\.[A-Za-z_.]*?[A-Za-z])(?:_\d+)?(?=["/])'), r"\1\2"),
     (re.compile(r"File \"[^\"]*\", line \d+"), "<path>"),
     (re.compile(r"(?:[A-Za-z]:)?(?:[\\/][\w.+\-]+){2,}\.\w+(?::\d+)*"), "<path>"),
     (_ARRAY, _array),
@@ -63,12 +65,25 @@ _RULES: tuple[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]], ...]
 )
 
 
+# A first line that only wraps the error, whose reason is on the next: Keras names the layer that raised ('Exception
+# encountered when calling layer "tf.pad" (type TFOpLambda).') and says why below; taken alone, every error of one
+# TensorFlow op was one signature.
+_WRAPPER = re.compile(r"^Exception encountered when calling layer ")
+
+
+def is_wrapper(line: str) -> bool:
+    """Whether `line` only wraps an error given on the next line."""
+    return _WRAPPER.match(line) is not None
+
+
 def first_lines(message: str) -> str:
-    """The message's first non-blank line, plus the next one when the first only introduces it (ends in ':')."""
+    """The message's first non-blank line, plus the next one when the first only introduces it (ends in ':', or a
+    Keras layer's wrapper)."""
     lines = [line.strip() for line in message.splitlines() if line.strip()]
     if not lines:
         return ""
-    return " ".join(lines[:2]) if lines[0].endswith(":") and len(lines) > 1 else lines[0]
+    introduces = lines[0].endswith(":") or is_wrapper(lines[0])
+    return " ".join(lines[:2]) if introduces and len(lines) > 1 else lines[0]
 
 
 def normalise_message(message: str) -> str:

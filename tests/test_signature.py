@@ -40,6 +40,10 @@ SAME = [
     ("numpy-arrays", "Output tensors of a Functional model must be the output of a Layer. Found: [[1.5 2.25]",
      "Output tensors of a Functional model must be the output of a Layer. Found: [ 0.5 1. ... 7. ]"),
     ("long-decimals", "Found: 0.044714998453855515 in output", "Found: 1.0 in output"),
+    ("keras-layer-counters", 'Exception encountered when calling layer "tf.transpose_1" (type TFOpLambda).\n\n'
+     "Dimension must be 4 but is 3 for '{{node tf.transpose_1/transpose}}'",
+     'Exception encountered when calling layer "tf.transpose" (type TFOpLambda).\n\n'
+     "Dimension must be 5 but is 2 for '{{node tf.transpose/transpose}}'"),
     ("inference-node-names", "(op_type:Mul, node name: node_mul_reduce): B has inconsistent type",
      "(op_type:Mul, node name: /Mul_1): B has inconsistent type"),
 ]
@@ -50,6 +54,10 @@ DIFFERENT = [
     ("op-types", "No Op registered for 'Gelu'", "No Op registered for 'Erf'"),
     ("aten-ops", "Exporting 'aten::max_pool2d' is not supported", "Exporting 'aten::avg_pool2d' is not supported"),
     ("dtypes", "Cast to float16 failed", "Cast to float32 failed"),
+    ("keras-layer-reasons", 'Exception encountered when calling layer "tf.pad" (type TFOpLambda).\n\nbad `mode`',
+     'Exception encountered when calling layer "tf.pad" (type TFOpLambda).\n\nPaddings must be non-negative'),
+    ("keras-layer-ops", 'Exception encountered when calling layer "tf.math.pow" (type TFOpLambda).\n\nbad type',
+     'Exception encountered when calling layer "tf.math.greater" (type TFOpLambda).\n\nbad type'),
     ("torchscript-node-kinds", "the value 'x defined in (%x : Tensor = onnx::Abs(%y)",
      "the value 'x defined in (%x : Tensor = onnx::Log(%y)"),
 ]

@@ -112,6 +112,11 @@ def test_error_class_keeps_words_and_drops_names_numbers_and_dtypes() -> None:
         "AssertionError: len(shifts)=<n> != len(dims)=<n>"
     assert error_class(SCHEMA.format(op="Cos", node="/Cos", arg="input", dtype="bfloat16")) == \
         "InferenceError: an operator gets bfloat16, which its ONNX schema does not allow"
+    # A Keras layer's wrapper says which TensorFlow op raised; the reason on its next line is the class.
+    keras = 'builtins.ValueError: Exception encountered when calling layer "tf.pad_3" (type TFOpLambda).\n\n{}\n'
+    assert error_class(keras.format("Received `mode` = WRAP")) == \
+        'ValueError: Exception encountered when calling layer "tf.pad" (type TFOpLambda). Received `mode` = WRAP'
+    assert error_class(keras.format("Paddings must be non-negative")) != error_class(keras.format("mode = WRAP"))
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ import pytest
 from fuzzer.campaign.db import DB_NAME, CampaignDB
 from fuzzer.campaign.loop import Campaign
 from fuzzer.campaign.novelty import AVOID_PROBABILITY_SETTING, HITS_TO_DEMOTE, SETTING, Novelty
-from fuzzer.campaign.settings import SKIPPED, setting_detail, settled_options
+from fuzzer.campaign.settings import SKIPPED, setting_detail, settled_options, unexportable_dtypes
 from fuzzer.campaign.spec import LOG_DIR, CampaignSpec
 from fuzzer.campaign.worker_config import WorkerConfig
 from fuzzer.converters import CONVERTERS, ConverterRegistry
@@ -83,6 +83,24 @@ def test_a_demoted_setting_raises_the_opset_or_skips_where_none_allows_it() -> N
     beyond = [(SETTING, "torch-onnx-dynamo|bfloat16|24", 1.0)]
     options, skip = settled_options(dynamo, {"opset": 18}, graph, 1, beyond)
     assert options == {"opset": 18} and skip is not None and "up to 23" in skip
+
+
+def test_a_dtype_every_converter_would_skip_is_not_generated(tmp_path: Path) -> None:
+    """The TorchScript exporter exports up to opset 20: a bfloat16 graph of a campaign that runs it alone is skipped
+    as a known root cause once that setting is demoted, so its graphs are generated without bfloat16; beside a
+    converter that can test bfloat16 (the dynamo exporter, an ONNX tool) they keep it."""
+    script, dynamo, tool = CONVERTERS["torch-onnx-script"], CONVERTERS["torch-onnx-dynamo"], CONVERTERS["onnxsim"]
+    beyond = [(SETTING, "torch-onnx-script|bfloat16|22", 1.0)]
+    assert unexportable_dtypes([script], 5, beyond) == {"bfloat16"}
+    assert unexportable_dtypes([script, dynamo], 5, beyond) == set()
+    assert unexportable_dtypes([script, tool], 5, beyond) == set()
+    assert unexportable_dtypes([dynamo], 5, [(SETTING, "torch-onnx-dynamo|bfloat16|22", 1.0)]) == set()  # raised
+    assert unexportable_dtypes([script], 5, [(SETTING, "torch-onnx-script|bfloat16|22", 0.0)]) == set()  # not drawn
+    worker = WorkerConfig(out_dir=str(tmp_path), log_dir=str(tmp_path / LOG_DIR), converters=(script.name,))
+    assert DType.BFLOAT16 in worker.unit_gen_options(5).dtypes
+    assert DType.BFLOAT16 not in worker.unit_gen_options(5, beyond).dtypes
+    assert worker.unit_gen_options(5, beyond).dtypes == tuple(d for d in worker.gen_options(5).dtypes
+                                                              if d is not DType.BFLOAT16)
 
 
 @pytest.mark.slow

@@ -31,7 +31,7 @@ from multiprocessing.connection import Connection, Pipe
 from typing import Any, Protocol
 
 from fuzzer.campaign.messages import encode
-from fuzzer.campaign.novelty import Demotion, without_demoted
+from fuzzer.campaign.novelty import Demotion
 from fuzzer.campaign.progress import AHEAD
 from fuzzer.campaign.unit_graph import graph_message
 from fuzzer.check.result import Expected
@@ -60,7 +60,7 @@ class UnitConfig(Protocol):
 
     timeout_s: float
 
-    def gen_options(self, seed: int) -> GenOptions: ...
+    def unit_gen_options(self, seed: int, demoted: Sequence[Demotion] = ()) -> GenOptions: ...
 
     def values_for(self, seed: int) -> ValueStrategy: ...
 
@@ -120,7 +120,7 @@ def prepare_ahead(config: UnitConfig, input_budget_s: float, idx: int, seed: int
     timings: dict[str, float] = {}
     start = time.perf_counter()
     try:
-        graph = generate(seed, without_demoted(config.gen_options(seed), seed, demoted), z3_context=z3_context)
+        graph = generate(seed, config.unit_gen_options(seed, demoted), z3_context=z3_context)
         timings["generate"] = time.perf_counter() - start
         prepared = prepare(graph, seed, timings, input_budget_s, "cpu", config.values_for(seed))
     except Exception:  # the worker meets it again in process, and reports it as its own

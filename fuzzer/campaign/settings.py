@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import random
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from fuzzer.campaign.novelty import SETTING
 from fuzzer.converters.base import Converter
 from fuzzer.converters.runtime import ORT_TYPE_TO_IR
-from fuzzer.converters.upstream import upstream_opsets
+from fuzzer.converters.upstream import starts_upstream, upstream_opsets
 from generators.ir import Graph
 
 _BELOW_OPSET = re.compile(r"takes (tensor\(\w+\)) from opset (\d+)\]")  # fuzzer/converters/schema.py's note
@@ -56,3 +56,21 @@ def settled_options(converter: Converter, options: Mapping[str, Any], graph: Gra
                              f"cannot export (it exports up to {high})")
         options["opset"] = int(opset)
     return options, None
+
+
+def unexportable_dtypes(converters: Sequence[Converter], seed: int,
+                        demoted: Iterable[tuple[str, str, float]]) -> frozenset[str]:
+    """The dtypes for which every one of `converters` would skip the graph of `seed` as a known root cause (its
+    demoted setting needs an opset it cannot export, drawn as settled_options draws it): a graph holding one would
+    be generated for nothing, so it is generated without them."""
+    skipped: list[set[str]] = [set() for _ in converters]
+    for kind, detail, chance in demoted:
+        if kind != SETTING:
+            continue
+        name, dtype, opset = detail.split("|")
+        for found, converter in zip(skipped, converters):
+            # An ONNX tool exports through an upstream drawn per test: its skip is never certain here.
+            if (converter.name == name and not starts_upstream(converter) and int(opset) > converter.opsets()[1]
+                    and random.Random(f"setting:{seed}:{detail}").random() < chance):
+                found.add(dtype)
+    return frozenset(set.intersection(*skipped)) if skipped else frozenset()

@@ -45,7 +45,7 @@ from fuzzer.campaign.messages import (
     UnitFailed,
     UnitPrepared,
 )
-from fuzzer.campaign.novelty import Demotion, without_demoted
+from fuzzer.campaign.novelty import Demotion
 from fuzzer.campaign.result import TestResult
 from fuzzer.campaign.settings import SKIPPED, settled_options
 from fuzzer.campaign.unit_graph import graph_message
@@ -163,7 +163,7 @@ class UnitRunner:
         """Generate and prepare in this process; None (reported) when our own code fails."""
         start = time.perf_counter()
         try:
-            graph = generate(seed, without_demoted(self.config.gen_options(seed), seed, demoted))
+            graph = generate(seed, self.config.unit_gen_options(seed, demoted))
             timings["generate"] = time.perf_counter() - start
             self.send(graph_message(idx, graph))
             prepared = prepare(graph, seed, timings, self.check_options.input_budget_s, self.config.device,

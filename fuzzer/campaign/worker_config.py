@@ -6,10 +6,12 @@ from __future__ import annotations
 import dataclasses
 import functools
 import random
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from fuzzer.campaign.novelty import Demotion, without_demoted
+from fuzzer.campaign.settings import unexportable_dtypes
 from fuzzer.campaign.unit_graph import op_dtype_pairs
 from fuzzer.converters import DEFAULT_REGISTRY, load_registry
 from fuzzer.converters.base import Converter
@@ -124,6 +126,15 @@ class WorkerConfig:
         if any(starts_upstream(registry[name]) for name in self.converters if name in registry):
             return native_gen_options(opts) or opts
         return self._narrowed(opts, seed)
+
+    def unit_gen_options(self, seed: int, demoted: Sequence[Demotion] = ()) -> GenOptions:
+        """The generator options of one seed under the campaign's demotions: demoted pairs left out, and dtypes left
+        out that every converter of the campaign would skip as a known root cause."""
+        opts = without_demoted(self.gen_options(seed), seed, demoted)
+        registry = load_registry(self.registry) if self.converters else {}
+        skipped = unexportable_dtypes([registry[n] for n in self.converters if n in registry], seed, demoted)
+        kept = tuple(d for d in opts.dtypes if d.value not in skipped)
+        return dataclasses.replace(opts, dtypes=kept) if skipped and kept else opts
 
     def _narrowed(self, opts: GenOptions, seed: int) -> GenOptions:
         """On EXPRESSIBLE_SEED_SHARE of seeds, `opts` narrowed to the operators one of the campaign's narrower

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import random
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from fuzzer.campaign.novelty import SETTING
@@ -43,34 +43,34 @@ def settled_options(converter: Converter, options: Mapping[str, Any], graph: Gra
     # An ONNX tool exports through its upstream: the upstream's setting is the one at fault, at its opsets.
     exporter = options.get("upstream", converter.name)
     high = upstream_opsets(exporter)[1] if "upstream" in options else converter.opsets()[1]
-    for kind, detail, chance in demoted:
-        if kind != SETTING:
+    for name, dtype, opset in drawn_settings(seed, demoted):
+        if name != exporter or dtype not in dtypes or options["opset"] >= opset:
             continue
-        name, dtype, opset = detail.split("|")
-        if name != exporter or dtype not in dtypes or options["opset"] >= int(opset):
-            continue
-        if random.Random(f"setting:{seed}:{detail}").random() >= chance:
-            continue
-        if int(opset) > high:
+        if opset > high:
             return options, (f"a known root cause: {name} gives {dtype} to an operator below opset {opset}, which it "
                              f"cannot export (it exports up to {high})")
-        options["opset"] = int(opset)
+        options["opset"] = opset
     return options, None
+
+
+def drawn_settings(seed: int, demoted: Iterable[tuple[str, str, float]]) -> Iterator[tuple[str, str, int]]:
+    """(converter, dtype, opset) of each demoted setting that applies to the tests of `seed`, drawn with its
+    demotion's probability."""
+    for kind, detail, chance in demoted:
+        if kind == SETTING and random.Random(f"setting:{seed}:{detail}").random() < chance:
+            name, dtype, opset = detail.split("|")
+            yield name, dtype, int(opset)
 
 
 def unexportable_dtypes(converters: Sequence[Converter], seed: int,
                         demoted: Iterable[tuple[str, str, float]]) -> frozenset[str]:
     """The dtypes for which every one of `converters` would skip the graph of `seed` as a known root cause (its
-    demoted setting needs an opset it cannot export, drawn as settled_options draws it): a graph holding one would
-    be generated for nothing, so it is generated without them."""
+    demoted setting needs an opset it cannot export): a graph holding one would be generated for nothing, so it is
+    generated without them."""
     skipped: list[set[str]] = [set() for _ in converters]
-    for kind, detail, chance in demoted:
-        if kind != SETTING:
-            continue
-        name, dtype, opset = detail.split("|")
+    for name, dtype, opset in drawn_settings(seed, demoted):
         for found, converter in zip(skipped, converters):
             # An ONNX tool exports through an upstream drawn per test: its skip is never certain here.
-            if (converter.name == name and not starts_upstream(converter) and int(opset) > converter.opsets()[1]
-                    and random.Random(f"setting:{seed}:{detail}").random() < chance):
+            if converter.name == name and not starts_upstream(converter) and opset > converter.opsets()[1]:
                 found.add(dtype)
     return frozenset(set.intersection(*skipped)) if skipped else frozenset()

@@ -13,7 +13,7 @@ import torch
 from fuzzer.check.pipeline import CheckOptions, run_check
 from fuzzer.converters.runtime import providers_for
 from fuzzer.support.confine import address_space_limit
-from fuzzer.support.device import require_device
+from fuzzer.support.device import float32_without_tf32, require_device
 from fuzzer.support.errors import UsageError
 from oracles.verdict import Symptom
 
@@ -22,10 +22,20 @@ HAS_CUDA = torch.cuda.is_available() and "CUDAExecutionProvider" in onnxruntime.
 
 @pytest.mark.parametrize(("device", "providers"), [
     ("cpu", ["CPUExecutionProvider"]),
-    ("cuda", ["CUDAExecutionProvider", "CPUExecutionProvider"]),
+    ("cuda", [("CUDAExecutionProvider", {"use_tf32": "0"}), "CPUExecutionProvider"]),
 ])
 def test_providers_follow_the_device(device: str, providers: list[str]) -> None:
     assert providers_for(device) == providers
+
+
+def test_a_cuda_source_keeps_float32_products_in_float32() -> None:
+    saved = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
+    try:
+        float32_without_tf32()
+        assert (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32) == (False, False)
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
 
 
 def test_an_unknown_device_is_refused() -> None:
@@ -43,7 +53,7 @@ def test_address_space_limit(device: str, memory_mb: int, limit: int | None) -> 
 
 
 @pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU and onnxruntime-gpu")
-@pytest.mark.parametrize("converter", ["torch-onnx-script", "ort-optimizer"])
+@pytest.mark.parametrize("converter", ["torch-onnx-script", "torch-onnx-dynamo", "ort-optimizer"])
 def test_a_graph_checks_on_the_gpu(converter: str) -> None:
     result = run_check(hand_graphs.conv_relu_add(), 0, converter, check_options=CheckOptions(rerun=False),
                        device="cuda")

@@ -14,6 +14,7 @@ import torch
 
 from fuzzer.converters.dynamic import DynamicAxes, leading_axes
 from fuzzer.converters.options import ConverterOptions
+from fuzzer.support.device import float32_without_tf32
 from generators.ir import Graph
 from generators.materialize import GraphModule
 from oracles.taxonomy import Failure
@@ -37,6 +38,7 @@ class Source:
     def on(cls, device: str, graph: Graph, module: GraphModule, inputs: tuple[torch.Tensor, ...]) -> Source:
         """A source whose module and inputs (made on the CPU) are moved to `device`."""
         if device != "cpu":
+            float32_without_tf32()
             module, inputs = module.to(device), tuple(x.to(device) for x in inputs)
         return cls(graph, module, inputs, device)
 

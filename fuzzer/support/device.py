@@ -26,3 +26,14 @@ def require_device(device: str, asker: str) -> None:
     if "CUDAExecutionProvider" not in onnxruntime.get_available_providers():
         raise CannotRun(f"{asker}: onnxruntime has no CUDAExecutionProvider (install onnxruntime-gpu: "
                         "make install GPU=1)")
+
+
+def float32_without_tf32() -> None:
+    """Keep torch's float32 convolutions and matrix products in float32 on CUDA (cuDNN takes TF32 by default).
+
+    TF32 keeps 10 bits of mantissa: the oracle's float32 tolerances and the float64 reference would read that
+    rounding as divergences. The switches are per process, as torch keeps them; the CPU ignores them."""
+    import torch
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False

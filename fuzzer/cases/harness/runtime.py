@@ -33,7 +33,9 @@ def run_onnx(data, inputs, level="disabled", free_dims=False):
         for dim, size in zip(value.type.tensor_type.shape.dim, x.shape):
             if dim.dim_param:
                 options.add_free_dimension_override_by_name(dim.dim_param, int(size))
-    providers = ["CUDAExecutionProvider", "CPUExecutionProvider"] if DEVICE == "cuda" else ["CPUExecutionProvider"]
+    # TF32 off, as convsmith ran it: full float32 products
+    cuda = ("CUDAExecutionProvider", {"use_tf32": "0"})
+    providers = [cuda, "CPUExecutionProvider"] if DEVICE == "cuda" else ["CPUExecutionProvider"]
     session = ort.InferenceSession(data, options, providers=providers)
     wanted = [i.name for i in session.get_inputs()]
     pairs = zip(wanted, [by_name[n] for n in wanted] if all(n in by_name for n in wanted) else inputs)

@@ -86,9 +86,9 @@ def test_a_feature_that_several_operators_ask_for_is_named_alone() -> None:
         novelty.record("sig-heap", [(op, "float32" if k % 2 else "float64"), feature, (FEATURE, f"pad:reflect:{k}")])
     assert novelty.demoted() == [feature]
     options = without_demoted(GenOptions(), 0, novelty.demoted())
-    kept = without_demoted(GenOptions(), 2, novelty.demoted())
+    kept = without_demoted(GenOptions(), 4, novelty.demoted())
     assert (options.avoid_features, options.demoted_pairs) == (frozenset({feature[1]}), frozenset())
-    assert (kept.avoid_features, kept.demoted_pairs) == (frozenset(), frozenset())  # seed 2 keeps it (a 1 in 5 draw)
+    assert (kept.avoid_features, kept.demoted_pairs) == (frozenset(), frozenset())  # seed 4 keeps it (a 1 in 5 draw)
 
 
 def test_a_resumed_campaign_goes_on_counting_where_it_stopped() -> None:
@@ -126,7 +126,7 @@ def test_the_culprit_of_a_worker_death_is_left_out_of_more_graphs() -> None:
     demotions = json.loads(json.dumps(novelty.demotions()))  # as a unit message carries them
     left_out = {pair: sum(pair in without_demoted(GenOptions(), seed, demotions).demoted_pairs for seed in range(400))
                 for pair in (("pad_circular", "float32"), ("roll", "bool"))}
-    assert left_out == {("pad_circular", "float32"): 378, ("roll", "bool"): 311}  # 94.5% and 77.8% of 400
+    assert left_out == {("pad_circular", "float32"): 389, ("roll", "bool"): 326}  # 97.3% and 81.5% of 400
 
 
 def test_a_localized_bug_is_cut_out_for_its_own_converter_and_the_rest_generate_it_as_before() -> None:

@@ -14,13 +14,13 @@ a fix still shows.
 
 from __future__ import annotations
 
-import random
 from collections.abc import Sequence
 from pathlib import Path
 
 from fuzzer.campaign.novelty import AVOID_FOR, Demotion
 from fuzzer.cases.case_head import read_case_head
 from fuzzer.cases.case_json import CaseError, reduced_folder
+from fuzzer.support.chance import seeded_chance
 from generators.edit import cut
 from generators.ir import Graph
 from oracles.rootcause import ANY_OPERATOR, UNLOCALIZED, localized_operator, named_operator
@@ -73,4 +73,4 @@ def avoided_culprits(graph: Graph, converter: str, seed: int, demoted: Sequence[
     the seed with its probability: the ones to cut out before the converter runs."""
     kind, ops = AVOID_FOR + converter, graph.ops()
     return sorted(op for k, op, chance in demoted
-                  if k == kind and op in ops and random.Random(f"avoid:{seed}:{converter}:{op}").random() < chance)
+                  if k == kind and op in ops and seeded_chance(f"avoid:{seed}:{converter}:{op}") < chance)

@@ -23,11 +23,11 @@ graph whole.
 from __future__ import annotations
 
 import dataclasses
-import random
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from fuzzer.support.chance import seeded_chance
 from generators.generator import GenOptions
 
 DEMOTED_META = "demoted_pairs"  # the campaign's meta key: the pairs generated less, kept for status and a resume
@@ -187,7 +187,7 @@ def without_demoted(options: GenOptions, seed: int, demoted: Iterable[Pair | Dem
         options = dataclasses.replace(options, boosted_ops=options.boosted_ops | boosted)
     dropped = {(op, detail) for op, detail, *chance in demoted
                if op not in (SETTING, BOOST) and not op.startswith(AVOID_FOR)
-               and random.Random(f"demote:{seed}:{op}:{detail}").random() < (chance or [AVOID_PROBABILITY])[0]}
+               and seeded_chance(f"demote:{seed}:{op}:{detail}") < (chance or [AVOID_PROBABILITY])[0]}
     if not dropped:
         return options
     features = frozenset(detail for op, detail in dropped if op == FEATURE)

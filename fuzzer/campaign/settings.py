@@ -9,7 +9,6 @@ The demotion travels as a Demotion whose pair is (SETTING, "<converter>|<dtype>|
 
 from __future__ import annotations
 
-import random
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
@@ -18,6 +17,7 @@ from fuzzer.campaign.novelty import SETTING
 from fuzzer.converters.base import Converter
 from fuzzer.converters.runtime import ORT_TYPE_TO_IR
 from fuzzer.converters.upstream import starts_upstream, upstream_opsets
+from fuzzer.support.chance import seeded_chance
 from generators.ir import Graph
 
 _BELOW_OPSET = re.compile(r"takes (tensor\(\w+\)) from opset (\d+)\]")  # fuzzer/converters/schema.py's note
@@ -57,7 +57,7 @@ def drawn_settings(seed: int, demoted: Iterable[tuple[str, str, float]]) -> Iter
     """(converter, dtype, opset) of each demoted setting that applies to the tests of `seed`, drawn with its
     demotion's probability."""
     for kind, detail, chance in demoted:
-        if kind == SETTING and random.Random(f"setting:{seed}:{detail}").random() < chance:
+        if kind == SETTING and seeded_chance(f"setting:{seed}:{detail}") < chance:
             name, dtype, opset = detail.split("|")
             yield name, dtype, int(opset)
 

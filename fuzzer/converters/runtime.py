@@ -44,16 +44,13 @@ def validate(model: onnx.ModelProto) -> None:
     onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True, data_prop=True)
 
 
-# TF32, on by default in ORT's CUDA provider, rounds float32 products to 10 bits of mantissa: the float32
-# tolerances would read that as divergences from the source, which runs without it (float32_without_tf32).
-CUDA_PROVIDER = ("CUDAExecutionProvider", {"use_tf32": "0"})
-
-
 def providers_for(device: str) -> list[str | tuple[str, dict[str, str]]]:
     """ONNX Runtime's execution providers for a device: CUDA first, in full float32 (nodes it lacks kernels for
     fall back to the CPU, as in any ORT deployment), or the CPU alone."""
     if device == "cuda":
-        return [CUDA_PROVIDER, "CPUExecutionProvider"]
+        # TF32, on by default in ORT's CUDA provider, rounds float32 products to 10 bits of mantissa: the float32
+        # tolerances would read that as divergences from the source, which runs without it (float32_without_tf32).
+        return [("CUDAExecutionProvider", {"use_tf32": "0"}), "CPUExecutionProvider"]
     if device == "cpu":
         return ["CPUExecutionProvider"]
     raise ValueError(f"unknown device {device!r} (cpu or cuda)")

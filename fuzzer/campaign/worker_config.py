@@ -122,8 +122,7 @@ class WorkerConfig:
                           max_numel=self.max_numel, avoid_pairs=avoid)
         # A native seed of a campaign that runs an ONNX tool: its graph holds only operators (and dtypes) with an ONNX
         # counterpart, so its ONNX tools can start from the graph written straight to ONNX (options_for).
-        registry = load_registry(self.registry) if self.converters and native_seed(seed) else {}
-        if any(starts_upstream(registry[name]) for name in self.converters if name in registry):
+        if native_seed(seed) and any(starts_upstream(c) for c in self._campaign_converters):
             return native_gen_options(opts) or opts
         return self._narrowed(opts, seed)
 
@@ -131,8 +130,7 @@ class WorkerConfig:
         """The generator options of one seed under the campaign's demotions: demoted pairs left out, and dtypes left
         out that every converter of the campaign would skip as a known root cause."""
         opts = without_demoted(self.gen_options(seed), seed, demoted)
-        registry = load_registry(self.registry) if self.converters else {}
-        skipped = unexportable_dtypes([registry[n] for n in self.converters if n in registry], seed, demoted)
+        skipped = unexportable_dtypes(self._campaign_converters, seed, demoted)
         kept = tuple(d for d in opts.dtypes if d.value not in skipped)
         return dataclasses.replace(opts, dtypes=kept) if skipped and kept else opts
 
@@ -148,15 +146,19 @@ class WorkerConfig:
         return dataclasses.replace(opts, include_ops=allowed, exclude_ops=()) if allowed else opts
 
     @functools.cached_property
+    def _campaign_converters(self) -> tuple[Converter, ...]:
+        # The campaign's converters from its registry: loaded once per worker, read for every graph.
+        registry = load_registry(self.registry) if self.converters else {}
+        return tuple(registry[name] for name in self.converters if name in registry)
+
+    @functools.cached_property
     def _expressible_ops(self) -> dict[str, tuple[str, ...]]:
         # Per campaign converter that cannot express every operator, those it can: asked once per worker.
-        registry = load_registry(self.registry) if self.converters else {}
         found = {}
-        for name in self.converters:
-            if name in registry:
-                ops = tuple(op for op in OPS if registry[name].expressible(OPS[op]))
-                if len(ops) < len(OPS):
-                    found[name] = ops
+        for converter in self._campaign_converters:
+            ops = tuple(op for op in OPS if converter.expressible(OPS[op]))
+            if len(ops) < len(OPS):
+                found[converter.name] = ops
         return found
 
     def options_for(self, converter: Converter, seed: int, graph: Graph | None = None) -> dict[str, Any]:

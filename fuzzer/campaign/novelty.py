@@ -17,7 +17,8 @@ A demoted pair still reaches every converter in the graphs that keep it, and a c
 of a filed bug tells nothing about the rest of such a graph. So a bug whose hits name their culprit operator is also
 sent as (AVOID_FOR + converter, operator): that converter then tests each graph holding the operator with it cut out
 first (culprit_cut.avoided_culprits), with probability AVOID_PROBABILITY_CULPRIT, while the other converters test the
-graph whole.
+graph whole. A bug whose hits name no culprit, because the operator at fault is an ONNX one that several graph
+operators emit, gets the few graph operators that cover its hits cut out instead (spread.py).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from fuzzer.campaign.spread import SpreadTally
 from fuzzer.support.chance import seeded_chance
 from generators.generator import GenOptions
 
@@ -74,13 +76,14 @@ class Novelty:
     settings: dict[str, int] = field(default_factory=dict)
     # The (converter, operator) a localized signature's hits named as their culprit.
     culprits: dict[str, tuple[str, str]] = field(default_factory=dict)
+    spread: SpreadTally = field(default_factory=SpreadTally)  # the hits that named no culprit, sampled
     _demotions: list[Demotion] | None = None  # recomputed after a signature past the mark changes
 
     def record(self, signature: str, pairs: Iterable[Pair], lost_worker: bool = False, localized: bool = False,
                culprit: tuple[str, str] | None = None) -> None:
         """One more bug test of `signature` on a graph holding `pairs`; `lost_worker`: the test killed its worker;
         `localized`: `pairs` are those of the operator the bug is filed under, not the whole graph's, and `culprit`
-        the (converter, operator) they name."""
+        the (converter, operator) they name (converter, "" where the hit named none)."""
         if lost_worker:
             self.lost.add(signature)
         if localized:
@@ -89,6 +92,10 @@ class Novelty:
                 self.culprits[signature] = culprit
                 self._demotions = None
         held = frozenset(tuple(p) for p in pairs)
+        if not localized and culprit is not None:
+            sampled = self.spread.sample(signature, culprit[0], (op for op, _ in held if op != FEATURE))
+            if sampled and self.hits.get(signature, 0) + 1 >= self.mark(signature):
+                self._demotions = None
         ops = frozenset(op for op, _ in held if op != FEATURE)  # a feature names itself, never through an operator
         before = (self.common.get(signature), self.common_ops.get(signature))
         self.hits[signature] = self.hits.get(signature, 0) + 1
@@ -100,6 +107,11 @@ class Novelty:
         mark = self.mark(signature)
         if self.hits[signature] >= mark and (before != after or self.hits[signature] == mark):
             self._demotions = None
+
+    def seen(self, converter: str, pairs: Iterable[Pair]) -> None:
+        """One more test of `converter` on a graph holding `pairs` (hit or not): the base rates spread.py compares
+        a bug's hits with."""
+        self.spread.seen(converter, {op for op, _ in pairs if op != FEATURE})
 
     def record_setting(self, detail: str) -> None:
         """One more bug test of a root cause a converter setting avoids (settings.setting_detail)."""
@@ -121,7 +133,7 @@ class Novelty:
         return {"hits": dict(self.hits), "common": pairs(self.common), "held": pairs(self.held),
                 "common_ops": {sig: sorted(ops) for sig, ops in self.common_ops.items()}, "lost": sorted(self.lost),
                 "localized": sorted(self.localized), "settings": dict(self.settings),
-                "culprits": {sig: list(pair) for sig, pair in self.culprits.items()}}
+                "culprits": {sig: list(pair) for sig, pair in self.culprits.items()}, "spread": self.spread.to_json()}
 
     @classmethod
     def from_tally(cls, tally: dict[str, Any] | None, earlier: Iterable[Pair] = ()) -> Novelty:
@@ -136,7 +148,8 @@ class Novelty:
                    common_ops={sig: frozenset(ops) for sig, ops in tally["common_ops"].items()},
                    lost=set(tally.get("lost", ())), localized=set(tally.get("localized", ())), earlier=earlier_set,
                    settings=dict(tally.get("settings", {})),
-                   culprits={sig: (conv, op) for sig, (conv, op) in tally.get("culprits", {}).items()})
+                   culprits={sig: (conv, op) for sig, (conv, op) in tally.get("culprits", {}).items()},
+                   spread=SpreadTally.from_json(tally.get("spread")))
 
     def demoted(self) -> list[Pair]:
         """The pairs to generate less, sorted: the culprits of signatures hit often enough (mark); the operators
@@ -161,10 +174,23 @@ class Novelty:
             out |= {(SETTING, detail) for detail, count in self.settings.items() if count >= HITS_TO_DEMOTE}
             avoid = {(AVOID_FOR + converter, operator) for signature, (converter, operator) in self.culprits.items()
                      if self.hits.get(signature, 0) >= self.mark(signature)}
+            avoid |= self._covers()
             self._demotions = [(op, detail, AVOID_PROBABILITY_SETTING if op == SETTING else AVOID_PROBABILITY_CULPRIT
                                 if op.startswith(AVOID_FOR) else AVOID_PROBABILITY_LOST if (op, detail) in lost
                                 else AVOID_PROBABILITY) for op, detail in sorted(out | avoid)]
         return self._demotions
+
+    def _covers(self) -> set[Pair]:
+        """(AVOID_FOR + converter, operator) for the operators that cover the hits of each signature past its mark
+        that neither its pairs nor its own culprit narrow to (spread.py)."""
+        out: set[Pair] = set()
+        for signature in self.spread.samples:
+            if self.hits.get(signature, 0) < self.mark(signature) or self.culprit(signature):
+                continue
+            found = self.spread.cover(signature)
+            if found is not None:
+                out |= {(AVOID_FOR + found[0], op) for op in found[1]}
+        return out
 
     def culprit(self, signature: str) -> frozenset[Pair]:
         """The pairs behind `signature`: those every hitting graph held, else the held pairs of the operators every

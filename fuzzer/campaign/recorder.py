@@ -65,6 +65,7 @@ class Recorder:
         """Commit one test of a graph holding `pairs` (the unit with it when `unit_done`); True for a new bug."""
         new_bug = self.db.record_test(result, self.session, unit_done)
         self.steering.record(result.converter, result.rewrites)
+        self.novelty.seen(result.converter, pairs)
         if result.cut_from:  # the filed bug the test hit before its culprit was cut out still counts the hit
             cut = next((label.split(":", 1)[1] for label in result.labels if label.startswith(f"{CULPRIT_CUT}:")), "")
             narrowed, localized = _narrowed(pairs, cut)

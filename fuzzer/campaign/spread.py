@@ -1,0 +1,110 @@
+"""A root cause spread over several operators: the few operators that cover its hits, cut out for its converter.
+
+Many graph operators lower to the same ONNX operator, and a converter that takes ONNX fails on that operator
+whichever graph operator emitted it: onnx2tf's IsInf after `isinf`, `isfinite` or `nan_to_num`, its circular pad
+after `pad_circular` or a circular `conv1d`, the TorchScript exporter's Transpose after `permute` or `movedim`. The
+error names the ONNX operator, which maps back to no single graph operator, so such a hit names no culprit, no pair
+is common to the hits, and (operator, dtype) demotion never narrows to it: in an hour, onnx2tf spent a sixth of its
+tests on root causes already filed, most of them of this kind.
+
+So the campaign keeps, per signature, the operators of the first hits that named no culprit, and counts how many
+of each converter's tests held each operator. Once the signature is hit often enough, a greedy cover picks at most
+MAX_COVER_OPS operators that together were in nearly every sampled hit, each far more common in the hits than in
+that converter's tests (MIN_LIFT): those are cut out before that converter runs (novelty.AVOID_FOR), like the
+culprit of a localized bug. A root cause that no few operators cover (onnx2tf's failure on any reduction in a graph
+that also holds a Constant node) gets no cover, rather than one that cuts half the graph.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+SAMPLES = 12  # hits kept per signature: enough to tell the operators behind it from those that came along
+MIN_SAMPLES = 5
+MIN_HITS_HELD = 2  # a cover operator is in at least this many sampled hits: one hit is no evidence
+MAX_COVER_OPS = 4
+MIN_COVERED = 0.9  # the share of sampled hits the cover must hold: a stray hit of another cause does not veto it
+# How much more often a cover operator is held by the hits than by the converter's tests: `add`, in a third of all
+# graphs, is no culprit for being in a third of the hits, nor in all of them (an operator common to every hit is
+# novelty's own culprit).
+MIN_LIFT = 3.0
+
+
+@dataclass
+class SpreadTally:
+    """The sampled operator sets of hits that named no culprit, and how many tests of each converter held each
+    operator."""
+
+    samples: dict[str, tuple[str, list[frozenset[str]]]] = field(default_factory=dict)  # sig: (converter, op sets)
+    tests: dict[str, int] = field(default_factory=dict)  # per converter
+    held: dict[str, dict[str, int]] = field(default_factory=dict)  # per converter, per operator: tests holding it
+    # Each signature's cover as of its last sample: the base rates move with every test, a cover only with a sample.
+    _covers: dict[str, tuple[str, frozenset[str]] | None] = field(default_factory=dict, repr=False)
+
+    def seen(self, converter: str, ops: Iterable[str]) -> None:
+        """One more test of `converter` on a graph holding `ops`."""
+        self.tests[converter] = self.tests.get(converter, 0) + 1
+        counts = self.held.setdefault(converter, {})
+        for op in ops:
+            counts[op] = counts.get(op, 0) + 1
+
+    def sample(self, signature: str, converter: str, ops: Iterable[str]) -> bool:
+        """Keep the operators of one more hit of `signature` that named no culprit; True when it was kept."""
+        _, kept = self.samples.setdefault(signature, (converter, []))
+        if len(kept) >= SAMPLES:
+            return False
+        kept.append(frozenset(ops))
+        self._covers.pop(signature, None)
+        return True
+
+    def cover(self, signature: str) -> tuple[str, frozenset[str]] | None:
+        """(converter, the operators that cover `signature`'s sampled hits); None while too few are sampled or no
+        small cover of operators far more common in the hits than in the converter's tests exists."""
+        if signature not in self._covers:
+            converter, hits = self.samples.get(signature, ("", []))
+            ops = greedy_cover(hits, self._candidates(converter, hits)) if len(hits) >= MIN_SAMPLES else frozenset()
+            self._covers[signature] = (converter, ops) if ops else None
+        return self._covers[signature]
+
+    def _candidates(self, converter: str, hits: Sequence[frozenset[str]]) -> list[str]:
+        """The operators in MIN_HITS_HELD or more of the hits, held by them at least MIN_LIFT times as often as by the
+        converter's tests."""
+        tests, held = max(self.tests.get(converter, 0), 1), self.held.get(converter, {})
+        counts: dict[str, int] = {}
+        for ops in hits:
+            for op in ops:
+                counts[op] = counts.get(op, 0) + 1
+        return sorted(op for op, n in counts.items()
+                      if n >= MIN_HITS_HELD and n / len(hits) >= MIN_LIFT * held.get(op, 0) / tests)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"samples": {sig: [conv, [sorted(ops) for ops in hits]] for sig, (conv, hits) in self.samples.items()},
+                "tests": dict(self.tests), "held": {conv: dict(ops) for conv, ops in self.held.items()}}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any] | None) -> SpreadTally:
+        if not data:
+            return cls()
+        return cls(samples={sig: (conv, [frozenset(ops) for ops in hits])
+                            for sig, (conv, hits) in data.get("samples", {}).items()},
+                   tests=dict(data.get("tests", {})),
+                   held={conv: dict(ops) for conv, ops in data.get("held", {}).items()})
+
+
+def greedy_cover(hits: Sequence[frozenset[str]], candidates: Iterable[str]) -> frozenset[str]:
+    """At most MAX_COVER_OPS of `candidates` that together are in at least MIN_COVERED of `hits`, each taken for the
+    most hits it adds (the first by name of equals); empty when none that small exists."""
+    left, chosen, pool = list(hits), set[str](), sorted(candidates)
+    spared = int(len(hits) * (1 - MIN_COVERED) + 1e-9)  # hits the cover may leave out
+    while len(left) > spared:
+        if len(chosen) == MAX_COVER_OPS or not pool:
+            return frozenset()
+        best = max(pool, key=lambda op: sum(op in ops for ops in left))  # max keeps the first of equals
+        if not any(best in ops for ops in left):
+            return frozenset()
+        chosen.add(best)
+        pool.remove(best)
+        left = [ops for ops in left if best not in ops]
+    return frozenset(chosen)

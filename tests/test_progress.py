@@ -84,3 +84,19 @@ def test_shares_are_of_the_loop_and_start_up_is_shown_apart(tmp_path) -> None:
     assert data["shares"] == pytest.approx({"generation": 5 / 40, "conversion": 25 / 40, "runtime": 0.0,
                                             "oracle": 0.0, "overhead": 10 / 40})
     db.close()
+
+
+def test_the_summary_lists_the_operators_cut_out_before_each_converter(tmp_path) -> None:
+    from fuzzer.campaign.db import CampaignDB
+    from fuzzer.campaign.novelty import NOVELTY_META, Novelty
+    from fuzzer.campaign.progress import format_summary, summarize
+
+    novelty = Novelty()
+    for dtype in ("float32", "float16"):
+        novelty.record("sig-conv1d", [("conv1d", dtype)], localized=True, culprit=("onnx2tf", "conv1d"))
+    db = CampaignDB(tmp_path / "campaign.db", create=True)
+    db.set_meta(NOVELTY_META, novelty.tally())
+    data = summarize(db)
+    assert data["cut_out"] == {"onnx2tf": ["conv1d"]}
+    assert "cut out before onnx2tf runs (behind its bugs hit often): 1 operator: conv1d" in format_summary(data)
+    db.close()

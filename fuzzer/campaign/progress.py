@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TextIO
 
 from fuzzer.campaign import tallies
-from fuzzer.campaign.novelty import DEMOTED_META
+from fuzzer.campaign.novelty import DEMOTED_META, NOVELTY_META, Novelty
 from fuzzer.campaign.result import LOST_SYMPTOMS
 
 if TYPE_CHECKING:
@@ -151,8 +151,17 @@ def summarize(db: CampaignDB) -> dict[str, Any]:
         "ahead_share": ahead / total_share,  # feeders' generation, in parallel, per worker wall second
         "sessions": conn.execute("SELECT COUNT(*) FROM sessions").fetchone()[0],
         "demoted": db.get_meta(DEMOTED_META) or [],
+        "cut_out": _cut_out(db.get_meta(NOVELTY_META)),
         "values": {k: n for k, (n, _, _) in sorted(tallies.read(conn, tallies.Kind.VALUES).items())},
     }
+
+
+def _cut_out(tally: dict[str, Any] | None) -> dict[str, list[str]]:
+    """Per converter, the operators its filed bugs are filed under or spread over, cut out before it runs."""
+    out: dict[str, list[str]] = {}
+    for converter, operator in Novelty.from_tally(tally).avoided():
+        out.setdefault(converter, []).append(operator)
+    return out
 
 
 def session_walls(conn: Any) -> tuple[float, float, float]:
@@ -190,6 +199,10 @@ def format_summary(data: dict[str, Any]) -> str:
         lines.append(f"generated less (behind bugs hit often): {len(data['demoted'])} (operator, dtype) pairs: "
                      + ", ".join(f"{op} {dtype}" for op, dtype in data["demoted"][:8])
                      + (" ..." if len(data["demoted"]) > 8 else ""))
+    for converter, ops in sorted(data["cut_out"].items()):
+        lines.append(f"cut out before {converter} runs (behind its bugs hit often): {len(ops)} operator"
+                     + ("s" if len(ops) > 1 else "") + ": "
+                     + ", ".join(ops[:8]) + (" ..." if len(ops) > 8 else ""))
     if data["ahead_share"]:
         lines.append(f"feeder processes prepared graphs ahead, beside the workers: {data['ahead_share']:.0%} of "
                      "worker wall time (the workers' own generation share is their wait for it)")

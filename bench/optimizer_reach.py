@@ -42,7 +42,7 @@ def known_failure_shares(db, groups) -> dict[str, tuple[int, int, int]]:  # noqa
             known[converter] += 1
         if is_bug:
             seen.add(cause)
-        if any(label.startswith(f"{CULPRIT_CUT}:") for label in json.loads(labels)):
+        if any(label.startswith(CULPRIT_CUT) for label in json.loads(labels)):  # named or guessed
             cut[converter] += 1
     return {c: (known[c], cut[c], total[c]) for c in total}
 

@@ -7,6 +7,10 @@ filed case was reduced to) out of the graph (generators/edit.py: the readers rea
 stays observable) and tests what is left with the same converter and options; the test then ends in whatever that
 shows, and the filed root cause still counts its hit.
 
+A filed bug whose verdict names no operator of the graph (the operator at fault is an ONNX one that several graph
+operators emit, spread.py) is cut out by guess: every operator cut out for its converter's demoted bugs
+(CULPRIT_GUESSED), and the filed bug's hit counts as one that named no culprit.
+
 Once such a bug is demoted, its converter does not wait to hit it: a graph holding the culprit has it cut out before
 that converter runs (avoided_culprits; the other converters test the graph whole), in most graphs, not all, so that
 a fix still shows.
@@ -27,6 +31,8 @@ from oracles.rootcause import ANY_OPERATOR, UNLOCALIZED, localized_operator, nam
 from oracles.verdict import Verdict
 
 CULPRIT_CUT = "culprit-cut"  # label of a test's verdict reached with the culprit of a filed bug cut out: culprit-cut:OP
+# The same, where the filed bug's verdict named no operator of the graph: culprit-cut-guessed:OP,OP (known_culprits).
+CULPRIT_GUESSED = CULPRIT_CUT + "-guessed"
 CULPRIT_AVOIDED = "culprit-avoided"  # label of a test run with known culprits cut out first: culprit-avoided:OP,OP
 CUT_ROUNDS = 2  # a graph whose rest ends in a second filed bug is cut once more, no further
 
@@ -66,6 +72,13 @@ def without_culprit(graph: Graph, operator: str) -> Graph | None:
             return None
         graph = smaller
     return graph if graph.nodes else None
+
+
+def known_culprits(graph: Graph, converter: str, demoted: Sequence[Demotion]) -> list[str]:
+    """The operators of `graph` cut out for `converter`'s demoted bugs (AVOID_FOR), whether drawn or not: what a test
+    that hit a filed bug naming none of its operators is run again without."""
+    kind, ops = AVOID_FOR + converter, graph.ops()
+    return sorted({op for k, op, _ in demoted if k == kind and op in ops})
 
 
 def avoided_culprits(graph: Graph, converter: str, seed: int, demoted: Sequence[Demotion]) -> list[str]:

@@ -28,9 +28,11 @@ from fuzzer.campaign.ahead import Feeder
 from fuzzer.campaign.culprit_cut import (
     CULPRIT_AVOIDED,
     CULPRIT_CUT,
+    CULPRIT_GUESSED,
     CUT_ROUNDS,
     avoided_culprits,
     culprit_operator,
+    known_culprits,
     reduced_culprit,
     without_culprit,
 )
@@ -215,7 +217,7 @@ class UnitRunner:
             result = dataclasses.replace(
                 result, verdict=result.verdict.with_labels(f"{CULPRIT_AVOIDED}:{','.join(avoided)}"),
                 timings={**result.timings, CULPRIT_AVOIDED: avoid_s})
-        result, graph, cut_from = self.past_known(idx, seed, graph, converter, result)
+        result, graph, cut_from = self.past_known(idx, seed, graph, converter, result, demoted)
         case_dir = self.file_case(idx, seed, graph, converter, result)
         # Held: it goes out with the next test's phase message (Outbox).
         rewrites = result.target.rewrites if result.target is not None else ()
@@ -223,18 +225,20 @@ class UnitRunner:
         self.hold(TestResult.of_verdict(idx, seed, result.verdict, result.options, result.timings,
                                         time.perf_counter() - start, case_dir, rewrites, cut_from, culprit))
 
-    def past_known(self, idx: int, seed: int, graph: Graph, converter: Converter, result: CheckResult
-                   ) -> tuple[CheckResult, Graph, str]:
-        """A test ending in a filed bug is run again on the graph without that bug's culprit operator
-        (culprit_cut.py), at most CUT_ROUNDS times: (the last result, its graph, the filed signature first hit)."""
+    def past_known(self, idx: int, seed: int, graph: Graph, converter: Converter, result: CheckResult,
+                   demoted: Sequence[Demotion] = ()) -> tuple[CheckResult, Graph, str]:
+        """A test ending in a filed bug is run again on the graph without that bug's culprit operator (where its
+        verdict names none: without every operator cut out for this converter's demoted bugs), at most CUT_ROUNDS
+        times (culprit_cut.py): (the last result, its graph, the filed signature first hit)."""
         cut_from = ""
         for _ in range(CUT_ROUNDS if self.config.demote_known else 0):
             verdict = result.verdict
             if not (verdict.is_bug and verdict.signature and self.filed(verdict.signature)):
                 break
             operator = self.culprit(graph, verdict)
+            operators = [operator] if operator else known_culprits(graph, converter.name, demoted)
             start = time.perf_counter()
-            rest = self.prepared_without(seed, graph, [operator]) if operator else None
+            rest = self.prepared_without(seed, graph, operators) if operators else None
             if rest is None:
                 break
             smaller, prepared = rest
@@ -246,8 +250,8 @@ class UnitRunner:
             timings = {**result.timings, "culprit_cut": result.timings.get("culprit_cut", 0.0)
                        + time.perf_counter() - start}
             cut_from = cut_from or verdict.signature
-            result = dataclasses.replace(retest, verdict=retest.verdict.with_labels(f"{CULPRIT_CUT}:{operator}"),
-                                         timings=timings)
+            label = f"{CULPRIT_CUT if operator else CULPRIT_GUESSED}:{','.join(operators)}"
+            result = dataclasses.replace(retest, verdict=retest.verdict.with_labels(label), timings=timings)
             graph = smaller
         return result, graph, cut_from
 

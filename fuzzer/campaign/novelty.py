@@ -181,8 +181,8 @@ class Novelty:
         return self._demotions
 
     def _covers(self) -> set[Pair]:
-        """(AVOID_FOR + converter, operator) for the operators that cover the hits of each signature past its mark
-        that neither its pairs nor its own culprit narrow to (spread.py)."""
+        """(AVOID_FOR + converter, operator) for the operators that cover the hits that named no culprit, of each
+        signature past its mark whose pairs narrow to none (spread.py); a localized bug's cover joins its culprit."""
         out: set[Pair] = set()
         for signature in self.spread.samples:
             if self.hits.get(signature, 0) < self.mark(signature) or self.culprit(signature):

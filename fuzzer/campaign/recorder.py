@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from fuzzer.campaign.culprit_cut import CULPRIT_CUT
+from fuzzer.campaign.culprit_cut import CULPRIT_AVOIDED, CULPRIT_CUT
 from fuzzer.campaign.db import CampaignDB
 from fuzzer.campaign.messages import OwnError, UnitGraph
 from fuzzer.campaign.novelty import DEMOTED_META, NOVELTY_META, Demotion, Novelty
@@ -65,6 +65,7 @@ class Recorder:
         """Commit one test of a graph holding `pairs` (the unit with it when `unit_done`); True for a new bug."""
         new_bug = self.db.record_test(result, self.session, unit_done)
         self.steering.record(result.converter, result.rewrites)
+        pairs = _tested(pairs, result.labels)
         self.novelty.seen(result.converter, pairs)
         if result.cut_from:  # the filed bug the test hit before its culprit was cut out still counts the hit
             cut = next((label.split(":", 1)[1] for label in result.labels if label.startswith(f"{CULPRIT_CUT}:")), "")
@@ -99,6 +100,12 @@ class Recorder:
             if case.signature not in known:
                 self.db.adopt_bug(case.signature, case.verdict.symptom.json_name, case.verdict.stage.value,
                                   case.converter, case.seed, folder.name)
+
+
+def _tested(pairs: Sequence[tuple[str, str]], labels: Sequence[str]) -> Sequence[tuple[str, str]]:
+    """The pairs of the graph the converter was given: the unit's, less the operators cut out before it ran."""
+    cut = [label.split(":", 1)[1].split(",") for label in labels if label.startswith(f"{CULPRIT_AVOIDED}:")]
+    return [pair for pair in pairs if pair[0] not in cut[0]] if cut else pairs
 
 
 def _narrowed(pairs: Sequence[tuple[str, str]], culprit: str) -> tuple[Sequence[tuple[str, str]], bool]:

@@ -1,0 +1,39 @@
+"""The recorder tells novelty (novelty.py, spread.py) what each test's converter was given and what its hits named."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fuzzer.campaign.culprit_cut import CULPRIT_AVOIDED, CULPRIT_GUESSED
+from fuzzer.campaign.db import CampaignDB
+from fuzzer.campaign.recorder import Recorder
+from fuzzer.campaign.result import TestResult
+
+
+def _recorder(tmp_path: Path) -> Recorder:
+    recorder = Recorder(CampaignDB(tmp_path / "campaign.db", create=True), tmp_path, demote_known=True)
+    recorder.start(1)
+    return recorder
+
+
+def test_the_operators_cut_out_before_a_converter_ran_are_not_counted_as_tested(tmp_path: Path) -> None:
+    recorder = _recorder(tmp_path)
+    pairs = [("isinf", "float32"), ("relu", "float32"), ("add", "float16")]
+    recorder.db.add_unit(0, 10)
+    hit = TestResult(0, 10, "onnx2tf", "crash", "node_conversion", "sig-a", True, (f"{CULPRIT_AVOIDED}:isinf",))
+    assert recorder.test(hit, pairs, True)
+    spread = recorder.novelty.spread
+    assert spread.held["onnx2tf"] == {"relu": 1, "add": 1}
+    assert spread.samples["sig-a"] == ("onnx2tf", [frozenset({"relu", "add"})])
+
+
+def test_a_guessed_cut_keeps_the_filed_hit_as_one_that_named_no_culprit(tmp_path: Path) -> None:
+    recorder = _recorder(tmp_path)
+    pairs = [("isfinite", "float32"), ("relu", "float32")]
+    recorder.db.add_unit(0, 10)
+    passed = TestResult(0, 10, "onnx2tf", "pass", "none", labels=(f"{CULPRIT_GUESSED}:isfinite",),
+                        cut_from="sig-isinf")
+    recorder.test(passed, pairs, True)
+    novelty = recorder.novelty
+    assert novelty.hits == {"sig-isinf": 1} and novelty.localized == set() and novelty.culprits == {}
+    assert novelty.spread.samples["sig-isinf"] == ("onnx2tf", [frozenset({"isfinite", "relu"})])

@@ -23,8 +23,8 @@ def _background(novelty: Novelty, converter: str, tests: int = 200) -> None:
         novelty.seen(converter, [(op, "float32") for op in ops])
 
 
-def _hit(novelty: Novelty, signature: str, converter: str, ops: list[str], dtype: str = "float32") -> None:
-    pairs = [(op, dtype) for op in ops]
+def _hit(novelty: Novelty, signature: str, converter: str, ops: list[str]) -> None:
+    pairs = [(op, "float32") for op in ops]
     novelty.seen(converter, pairs)
     novelty.record(signature, pairs, culprit=(converter, ""))
 
@@ -94,11 +94,3 @@ def test_a_bug_of_a_dtype_in_any_operator_is_covered_by_the_dtype_and_its_graphs
     assert skipped_dtypes(graph, "tf2onnx", 5, novelty.demotions()) == []
     kept = sum(skipped_dtypes(graph, "onnx2tf", seed, novelty.demotions()) == [] for seed in range(200))
     assert kept == 21  # 10.5% of the graphs holding bfloat16 still meet onnx2tf, so that a fix shows
-
-
-def test_operators_that_cover_the_hits_are_chosen_before_a_dtype_they_all_share() -> None:
-    novelty = Novelty()
-    _background(novelty, "onnx2tf")
-    for k in range(MIN_SAMPLES + 1):  # every hit in float16, each with one of two emitters: the emitters are cut
-        _hit(novelty, "sig-isinf-half", "onnx2tf", [["isinf", "isfinite"][k % 2], FILLER[k]], "float16")
-    assert novelty.avoided() == [("onnx2tf", "isfinite"), ("onnx2tf", "isinf")]

@@ -68,10 +68,7 @@ class SpreadTally:
         small cover of operators far more common in the hits than in the converter's tests exists."""
         if signature not in self._covers:
             converter, hits = self.samples.get(signature, ("", []))
-            candidates = self._candidates(converter, hits) if len(hits) >= MIN_SAMPLES else []
-            # Operators first: skipping every graph of a dtype is the remedy only where no operators cover the hits.
-            ops = (greedy_cover(hits, [c for c in candidates if not c.startswith(DTYPE)])
-                   or greedy_cover(hits, candidates))
+            ops = greedy_cover(hits, self._candidates(converter, hits)) if len(hits) >= MIN_SAMPLES else frozenset()
             self._covers[signature] = (converter, ops) if ops else None
         return self._covers[signature]
 

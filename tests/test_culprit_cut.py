@@ -23,9 +23,7 @@ from fuzzer.campaign.culprit_cut import (
 from fuzzer.campaign.mailbox import Collected
 from fuzzer.campaign.novelty import AVOID_FOR
 from fuzzer.campaign.result import TestResult
-from fuzzer.campaign.settings import SKIPPED
 from fuzzer.campaign.spec import LOG_DIR
-from fuzzer.campaign.spread import DTYPE
 from fuzzer.campaign.worker import UnitRunner
 from fuzzer.campaign.worker_config import WorkerConfig
 from fuzzer.cases.case import case_id
@@ -215,16 +213,3 @@ def test_a_filed_bug_that_names_no_operator_is_cut_by_its_converters_known_culpr
     assert all(r.cut_from == filed and r.labels == (f"{CULPRIT_GUESSED}:sin",) and not r.is_bug for r in guessed)
     # A guess is never sent as the filed bug's culprit: only a one-operator graph names its own.
     assert all(r.culprit == ("sin" if ops == {"sin"} and r.is_bug else "") for r, ops in results)
-
-
-def test_a_dtype_its_converter_fails_on_in_any_operator_skips_the_test_as_known(tmp_path: Path) -> None:
-    name = FailsOnSinThenNeg.name
-    config = WorkerConfig(out_dir=str(tmp_path), log_dir=str(tmp_path / LOG_DIR), min_nodes=2, nodes=2,
-                          include_ops=("sin", "neg"), dtypes=("float32",), check={"input_budget_s": 0.2},
-                          demote_known=True, converters=(name,))
-    post = Collected()
-    UnitRunner(config, REGISTRY, post).run_unit(0, 100, (name,), [(AVOID_FOR + name, DTYPE + "float32", 1.0)])
-    post.flush()
-    [result] = [m for m in post.messages if isinstance(m, TestResult)]
-    assert (result.symptom, result.labels) == (Symptom.UNSUPPORTED.json_name, (SKIPPED,))
-    assert result.message == f"a known root cause: {name} fails on graphs holding float32, in any operator"

@@ -5,11 +5,8 @@ from __future__ import annotations
 
 import json
 
-from fuzzer.campaign.culprit_cut import skipped_dtypes
 from fuzzer.campaign.novelty import AVOID_FOR, AVOID_PROBABILITY_CULPRIT, HITS_TO_DEMOTE, Novelty
 from fuzzer.campaign.spread import MAX_COVER_OPS, MIN_SAMPLES, SAMPLES, SpreadTally, greedy_cover
-from generators.builder import GraphBuilder
-from generators.dtypes import DType
 
 FILLER = [f"op{k}" for k in range(40)]  # operators common in every converter's tests
 
@@ -76,21 +73,3 @@ def test_the_greedy_cover_takes_the_operator_that_covers_most_and_may_leave_a_st
                                        ["b"], ["a"], ["stray"])]
     assert greedy_cover(hits, ["a", "b", "x"]) == frozenset({"a", "b"})  # 10 of 11: the stray one is spared
     assert greedy_cover(hits[:5], ["a", "x"]) == frozenset()  # `b` is no candidate: two hits stay uncovered
-
-
-def test_a_bug_of_a_dtype_in_any_operator_is_covered_by_the_dtype_and_its_graphs_skipped() -> None:
-    """onnx2tf reads a bfloat16 input as quint16, whatever operator reads it: its graphs are skipped as known."""
-    novelty = Novelty()
-    _background(novelty, "onnx2tf")
-    for k in range(MIN_SAMPLES):
-        pairs = [(FILLER[k], "bfloat16"), (FILLER[k + 20], "float32")]
-        novelty.seen("onnx2tf", pairs)
-        novelty.record("sig-bf16", pairs, culprit=("onnx2tf", ""))
-    assert novelty.avoided() == [("onnx2tf", "dtype:bfloat16")]
-    builder = GraphBuilder()
-    x = builder.input((3, 4), DType.BFLOAT16)
-    graph = builder.build((builder.op("relu", (x,), (3, 4)),))
-    assert skipped_dtypes(graph, "onnx2tf", 5, novelty.demotions()) == ["bfloat16"]
-    assert skipped_dtypes(graph, "tf2onnx", 5, novelty.demotions()) == []
-    kept = sum(skipped_dtypes(graph, "onnx2tf", seed, novelty.demotions()) == [] for seed in range(200))
-    assert kept == 21  # 10.5% of the graphs holding bfloat16 still meet onnx2tf, so that a fix shows

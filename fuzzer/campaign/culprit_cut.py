@@ -22,8 +22,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from fuzzer.campaign.novelty import AVOID_FOR, Demotion
-from fuzzer.campaign.spread import DTYPE
-from fuzzer.campaign.unit_graph import op_dtype_pairs
 from fuzzer.cases.case_head import read_case_head
 from fuzzer.cases.case_json import CaseError, reduced_folder
 from fuzzer.support.chance import seeded_chance
@@ -81,14 +79,6 @@ def known_culprits(graph: Graph, converter: str, demoted: Sequence[Demotion]) ->
     that hit a filed bug naming none of its operators is run again without."""
     kind, ops = AVOID_FOR + converter, graph.ops()
     return sorted({op for k, op, _ in demoted if k == kind and op in ops})
-
-
-def skipped_dtypes(graph: Graph, converter: str, seed: int, demoted: Sequence[Demotion]) -> list[str]:
-    """The dtypes of `graph` that covers of `converter`'s spread bugs name (AVOID_FOR, spread.DTYPE), each drawn from
-    the seed with its probability: a test of the graph is then skipped as a known failure."""
-    kind, dtypes = AVOID_FOR + converter, {DTYPE + dtype for _, dtype in op_dtype_pairs(graph)}
-    return sorted(token.removeprefix(DTYPE) for k, token, chance in demoted
-                  if k == kind and token in dtypes and seeded_chance(f"avoid:{seed}:{converter}:{token}") < chance)
 
 
 def avoided_culprits(graph: Graph, converter: str, seed: int, demoted: Sequence[Demotion]) -> list[str]:

@@ -28,7 +28,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from fuzzer.campaign.spread import DTYPE, SpreadTally
+from fuzzer.campaign.spread import SpreadTally
 from fuzzer.support.chance import seeded_chance
 from generators.generator import GenOptions
 
@@ -93,7 +93,7 @@ class Novelty:
                 self._demotions = None
         held = frozenset(tuple(p) for p in pairs)
         if not localized and culprit is not None:
-            sampled = self.spread.sample(signature, culprit[0], _tokens(held))
+            sampled = self.spread.sample(signature, culprit[0], (op for op, _ in held if op != FEATURE))
             if sampled and self.hits.get(signature, 0) + 1 >= self.mark(signature):
                 self._demotions = None
         ops = frozenset(op for op, _ in held if op != FEATURE)  # a feature names itself, never through an operator
@@ -111,7 +111,7 @@ class Novelty:
     def seen(self, converter: str, pairs: Iterable[Pair]) -> None:
         """One more test of `converter` on a graph holding `pairs` (hit or not): the base rates spread.py compares
         a bug's hits with."""
-        self.spread.seen(converter, _tokens(pairs))
+        self.spread.seen(converter, {op for op, _ in pairs if op != FEATURE})
 
     def record_setting(self, detail: str) -> None:
         """One more bug test of a root cause a converter setting avoids (settings.setting_detail)."""
@@ -202,12 +202,6 @@ class Novelty:
         if pairs or not 0 < len(ops) <= MAX_CULPRIT_PAIRS:
             return frozenset()
         return self.held[signature]  # already only the pairs of those operators
-
-
-def _tokens(pairs: Iterable[Pair]) -> set[str]:
-    """What a spread bug's cover is chosen from: the graph's operators, and its dtypes as DTYPE tokens."""
-    pairs = [pair for pair in pairs if pair[0] != FEATURE]
-    return {op for op, _ in pairs} | {DTYPE + dtype for _, dtype in pairs}
 
 
 def without_demoted(options: GenOptions, seed: int, demoted: Iterable[Pair | Demotion]) -> GenOptions:

@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Any, TextIO
 from fuzzer.campaign import tallies
 from fuzzer.campaign.novelty import DEMOTED_META, NOVELTY_META, Novelty
 from fuzzer.campaign.result import LOST_SYMPTOMS
-from fuzzer.campaign.spread import DTYPE
 
 if TYPE_CHECKING:
     from fuzzer.campaign.db import CampaignDB
@@ -158,8 +157,7 @@ def summarize(db: CampaignDB) -> dict[str, Any]:
 
 
 def _cut_out(tally: dict[str, Any] | None) -> dict[str, list[str]]:
-    """Per converter, the operators its filed bugs are filed under or spread over, cut out before it runs, and the
-    dtypes (spread.DTYPE tokens) whose graphs it skips."""
+    """Per converter, the operators its filed bugs are filed under or spread over, cut out before it runs."""
     out: dict[str, list[str]] = {}
     for converter, operator in Novelty.from_tally(tally).avoided():
         out.setdefault(converter, []).append(operator)
@@ -201,13 +199,10 @@ def format_summary(data: dict[str, Any]) -> str:
         lines.append(f"generated less (behind bugs hit often): {len(data['demoted'])} (operator, dtype) pairs: "
                      + ", ".join(f"{op} {dtype}" for op, dtype in data["demoted"][:8])
                      + (" ..." if len(data["demoted"]) > 8 else ""))
-    for converter, tokens in sorted(data["cut_out"].items()):
-        ops = [t for t in tokens if not t.startswith(DTYPE)]
-        dtypes = [t.removeprefix(DTYPE) for t in tokens if t.startswith(DTYPE)]
+    for converter, ops in sorted(data["cut_out"].items()):
         lines.append(f"cut out before {converter} runs (behind its bugs hit often): {len(ops)} operator"
-                     + ("s" if len(ops) != 1 else "") + (": " if ops else "")
-                     + ", ".join(ops[:8]) + (" ..." if len(ops) > 8 else "")
-                     + (f"; graphs holding {', '.join(dtypes)} skipped" if dtypes else ""))
+                     + ("s" if len(ops) > 1 else "") + ": "
+                     + ", ".join(ops[:8]) + (" ..." if len(ops) > 8 else ""))
     if data["ahead_share"]:
         lines.append(f"feeder processes prepared graphs ahead, beside the workers: {data['ahead_share']:.0%} of "
                      "worker wall time (the workers' own generation share is their wait for it)")

@@ -11,11 +11,8 @@ So the campaign keeps, per signature, the operators of the first hits that named
 of each converter's tests held each operator. Once the signature is hit often enough, a greedy cover picks at most
 MAX_COVER_OPS operators that together were in nearly every sampled hit, each far more common in the hits than in
 that converter's tests (MIN_LIFT): those are cut out before that converter runs (novelty.AVOID_FOR), like the
-culprit of a localized bug. The graph's dtypes count as DTYPE tokens beside its operators, for a bug of a dtype in
-any operator (onnx2tf reads a bfloat16 input as quint16, whatever reads it): a converter skips a graph holding a
-cover's dtype as a known failure (culprit_cut.skipped_dtypes). A root cause that no few operators or dtypes cover
-(onnx2tf's failure on any reduction in a graph that also holds a Constant node) gets no cover, rather than one that
-cuts half the graph.
+culprit of a localized bug. A root cause that no few operators cover (onnx2tf's failure on any reduction in a graph
+that also holds a Constant node) gets no cover, rather than one that cuts half the graph.
 """
 
 from __future__ import annotations
@@ -24,7 +21,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-DTYPE = "dtype:"  # a token for a dtype the graph holds (a node's first input's, as the pairs key it): dtype:bfloat16
 SAMPLES = 12  # hits kept per signature: enough to tell the operators behind it from those that came along
 MIN_SAMPLES = 5
 MIN_HITS_HELD = 2  # a cover operator is in at least this many sampled hits: one hit is no evidence

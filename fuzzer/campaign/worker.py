@@ -34,7 +34,6 @@ from fuzzer.campaign.culprit_cut import (
     culprit_operator,
     known_culprits,
     reduced_culprit,
-    skipped_dtypes,
     without_culprit,
 )
 from fuzzer.campaign.mailbox import Collected, Inbox, Outbox, Post
@@ -195,9 +194,6 @@ class UnitRunner:
             graph, prepared = rest
         opts, known_cause = settled_options(converter, self.config.options_for(converter, seed, graph), graph, seed,
                                             demoted)
-        dtypes = skipped_dtypes(graph, name, seed, demoted) if self.config.demote_known else []
-        if dtypes and not known_cause:
-            known_cause = f"a known root cause: {name} fails on graphs holding {', '.join(dtypes)}, in any operator"
         known = self.config.known_unsupported(graph, name, opts)
         unwritable = self.config.inexpressible(graph, converter, opts)
         if known or known_cause or unwritable:  # the probe, a setting demotion or the framework knows: never run

@@ -37,3 +37,13 @@ def test_a_guessed_cut_keeps_the_filed_hit_as_one_that_named_no_culprit(tmp_path
     novelty = recorder.novelty
     assert novelty.hits == {"sig-isinf": 1} and novelty.localized == set() and novelty.culprits == {}
     assert novelty.spread.samples["sig-isinf"] == ("onnx2tf", [frozenset({"isfinite", "relu"})])
+
+
+def test_a_graph_that_meets_the_filed_bug_again_past_the_cut_is_one_hit(tmp_path: Path) -> None:
+    recorder = _recorder(tmp_path)
+    recorder.db.add_unit(0, 10)
+    again = TestResult(0, 10, "onnx2tf", "crash", "node_conversion", "sig-isinf", True,
+                       (f"{CULPRIT_GUESSED}:isfinite",), cut_from="sig-isinf")
+    recorder.test(again, [("isfinite", "float32"), ("nan_to_num", "float32")], True)
+    assert recorder.novelty.hits == {"sig-isinf": 1}
+    assert len(recorder.novelty.spread.samples["sig-isinf"][1]) == 1

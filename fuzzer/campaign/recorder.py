@@ -71,7 +71,8 @@ class Recorder:
             cut = next((label.split(":", 1)[1] for label in result.labels if label.startswith(f"{CULPRIT_CUT}:")), "")
             narrowed, localized = _narrowed(pairs, cut)
             self.novelty.record(result.cut_from, narrowed, localized=localized, culprit=(result.converter, cut))
-        if result.is_bug and result.signature:
+        # A graph that met the same filed bug again with the culprit cut out is one hit of it, not two.
+        if result.is_bug and result.signature and result.signature != result.cut_from:
             narrowed, localized = _narrowed(pairs, result.culprit)
             self.novelty.record(result.signature, narrowed, result.symptom in LOST_SYMPTOMS, localized,
                                 (result.converter, result.culprit))

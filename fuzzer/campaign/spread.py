@@ -82,11 +82,13 @@ class SpreadTally:
                       if n >= MIN_HITS_HELD and n / len(hits) >= MIN_LIFT * held.get(op, 0) / tests)
 
     def to_json(self) -> dict[str, Any]:
+        """The tally as JSON, for the campaign's meta table (novelty.tally) and a resume."""
         return {"samples": {sig: [conv, [sorted(ops) for ops in hits]] for sig, (conv, hits) in self.samples.items()},
                 "tests": dict(self.tests), "held": {conv: dict(ops) for conv, ops in self.held.items()}}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any] | None) -> SpreadTally:
+        """The tally `to_json` wrote; an empty one for None (a campaign from before covers)."""
         if not data:
             return cls()
         return cls(samples={sig: (conv, [frozenset(ops) for ops in hits])

@@ -92,11 +92,8 @@ class Novelty:
                 self.culprits[signature] = culprit
                 self._demotions = None
         held = frozenset(tuple(p) for p in pairs)
-        if not localized and culprit is not None:
-            sampled = self.spread.sample(signature, culprit[0], (op for op, _ in held if op != FEATURE))
-            if sampled and self.hits.get(signature, 0) + 1 >= self.mark(signature):
-                self._demotions = None
         ops = frozenset(op for op, _ in held if op != FEATURE)  # a feature names itself, never through an operator
+        sampled = not localized and culprit is not None and self.spread.sample(signature, culprit[0], ops)
         before = (self.common.get(signature), self.common_ops.get(signature))
         self.hits[signature] = self.hits.get(signature, 0) + 1
         self.common[signature] = before[0] & held if before[0] is not None else held
@@ -105,7 +102,7 @@ class Novelty:
         self.held[signature] = frozenset(p for p in self.held.get(signature, frozenset()) | held if p[0] in common_ops)
         after = (self.common[signature], self.common_ops[signature])
         mark = self.mark(signature)
-        if self.hits[signature] >= mark and (before != after or self.hits[signature] == mark):
+        if self.hits[signature] >= mark and (before != after or self.hits[signature] == mark or sampled):
             self._demotions = None
 
     def seen(self, converter: str, pairs: Iterable[Pair]) -> None:

@@ -7,7 +7,7 @@ from collections.abc import Callable
 import pytest
 
 from fuzzer.reduce.passes import PASSES
-from fuzzer.reduce.shrinker import reduce_graph
+from fuzzer.reduce.shrinker import ReduceResult, reduce_graph
 from fuzzer.reduce.size import graph_size
 from generators.builder import GraphBuilder
 from generators.dtypes import DType
@@ -208,3 +208,40 @@ def test_a_candidate_may_not_trade_the_bug_for_invalid_inputs_or_a_new_tie() -> 
         assert not same_bug(original, worse), gained
     other = Verdict(Symptom.WRONG_VALUES, Stage.NODE_CONVERSION, "x", signature="t")
     assert not same_bug(original, other)
+
+
+def _fan() -> Graph:
+    """in0[2,3] -> exp, tanh, sin, cos, neg: five outputs, one node each."""
+    g = GraphBuilder()
+    x = g.input((2, 3))
+    for op in ("exp", "tanh", "sin", "cos", "neg"):
+        g.op(op, (x,), (2, 3))
+    return g.build()
+
+
+def _output_of(graph: Graph, op: str) -> str:
+    return next(n.outputs[0] for n in graph.nodes if n.op == op)
+
+
+def _drop_outputs_stats(result: ReduceResult) -> tuple[int, int]:
+    stats = next(s for s in result.stats if s.name == "drop_outputs")
+    return stats.tries, stats.accepts
+
+
+def test_a_suspect_output_kept_alone_takes_one_check_where_halving_and_dropping_take_four() -> None:
+    graph = _fan()
+    blind = reduce_graph(graph, 0, FakeOracle(lambda g: "tanh" in g.ops()), budget_s=60)
+    aimed = reduce_graph(graph, 0, FakeOracle(lambda g: "tanh" in g.ops()), budget_s=60,
+                         suspects=(_output_of(graph, "tanh"),))
+    # keep (sin, cos, neg): no; keep (exp, tanh): yes; then drop tanh: no, drop exp: yes
+    assert _drop_outputs_stats(blind) == (4, 2)
+    assert _drop_outputs_stats(aimed) == (1, 1)
+    assert _names(aimed.graph) == _names(blind.graph) == _scalar_graph("tanh", ranges={"r0": (0, 0)})
+
+
+def test_a_wrong_suspect_costs_one_check_and_the_outputs_are_then_dropped_in_turn() -> None:
+    graph = _fan()
+    result = reduce_graph(graph, 0, FakeOracle(lambda g: "tanh" in g.ops()), budget_s=60,
+                          suspects=(_output_of(graph, "sin"),))
+    assert _drop_outputs_stats(result) == (5, 2)
+    assert _names(result.graph) == _scalar_graph("tanh", ranges={"r0": (0, 0)})

@@ -17,6 +17,7 @@ from fuzzer.converters.upstream import NATIVE
 from fuzzer.reduce.isolated import CheckerConfig, IsolatedChecker, Job
 from fuzzer.reduce.shrinker import ReduceResult, reduce_graph
 from fuzzer.support.device import require_device
+from generators.edit import prune
 from generators.ir import Graph
 from generators.ops.discontinuity import LABELS
 from oracles.rootcause import UNLOCALIZED, verdict_root_cause
@@ -67,6 +68,27 @@ def upstream_ops(graph: Graph, op: str) -> set[str]:
     return found
 
 
+MAX_SUSPECTS = 3  # each suspect that does not keep the bug costs a check
+
+
+def suspect_outputs(graph: Graph, verdict: Verdict) -> tuple[str, ...]:
+    """The graph outputs the verdict points at, smallest cone first: those that diverged, else those downstream of
+    the operator it blames."""
+    if len(verdict.metrics) == len(graph.outputs) and not all(m.ok for m in verdict.metrics):
+        found = [out for out, m in zip(graph.outputs, verdict.metrics, strict=True) if not m.ok]
+    else:
+        culprit = verdict_root_cause(verdict.converter, verdict, graph.ops()).shown_operator
+        culprit = verdict.diverging_op or culprit
+        found = [out for out in graph.outputs if culprit in _cone(graph, out).ops()]
+    if len(found) == len(graph.outputs):
+        return ()  # no output stands out: dropping them one by one costs no more
+    return tuple(sorted(found, key=lambda out: len(_cone(graph, out).nodes)))[:MAX_SUSPECTS]
+
+
+def _cone(graph: Graph, output: str) -> Graph:
+    return prune(dataclasses.replace(graph, outputs=(output,)))
+
+
 def keeps_defect(case: CaseData, verdict: Verdict, graph: Graph) -> bool:
     """The reducer's acceptance: the same bug, or the defect it carried (see same_defect)."""
     return same_bug(case.verdict, verdict) or same_defect(case.verdict, case.graph, verdict, graph)
@@ -104,7 +126,8 @@ def reduce_case(case: CaseData, out_dir: Path, checker: IsolatedChecker, budget_
     require_device(case.device, f"{case.id} (found on {case.device})")
     options, simplified = simplest_options(case, checker)
     case = dataclasses.replace(case, converter_options=options)
-    result = reduce_graph(case.graph, case.seed, signature_oracle(case, checker), budget_s)
+    result = reduce_graph(case.graph, case.seed, signature_oracle(case, checker), budget_s,
+                          suspects=suspect_outputs(case.graph, case.verdict))
     job = Job(result.graph, case.seed, case.converter, options, case.device, case.values)
     record = {**result.to_json(), "options_set_to_default": simplified}
     path, verdict = checker.write_case(job, out_dir, reduced_id(case.id), original or case.id, record)

@@ -21,6 +21,7 @@ class Shrinker(Protocol):
     """What a pass sees of the shrinker: the current graph and the one acceptance point."""
 
     current: Graph
+    suspects: tuple[str, ...]  # graph outputs the original verdict points at (a diverging one, a culprit's cone)
 
     def consider(self, candidate: Graph | None) -> bool:
         """Keep `candidate` when it is strictly smaller and still the same bug."""
@@ -40,11 +41,23 @@ def remove_dead(s: Shrinker) -> None:
 
 
 def drop_outputs(s: Shrinker) -> None:
-    """Each graph output in turn, latest first (the rest of the graph then prunes)."""
+    """Each suspect output kept alone, then half the outputs kept while that keeps the bug, then each output dropped
+    in turn, latest first (the rest of the graph prunes). Each check on a smaller cone spares checks on the whole."""
+    for out in s.suspects:
+        if len(s.current.outputs) > 1 and out in s.current.outputs and s.consider(_keep(s.current, (out,))):
+            break
+    while len(outputs := s.current.outputs) > 2:
+        half = len(outputs) // 2
+        if not (s.consider(_keep(s.current, outputs[half:])) or s.consider(_keep(s.current, outputs[:half]))):
+            break
     for out in reversed(s.current.outputs):
         if len(s.current.outputs) > 1 and out in s.current.outputs:
             g = s.current
-            s.consider(prune(replace(g, outputs=tuple(o for o in g.outputs if o != out))))
+            s.consider(_keep(g, tuple(o for o in g.outputs if o != out)))
+
+
+def _keep(graph: Graph, outputs: tuple[str, ...]) -> Graph:
+    return prune(replace(graph, outputs=outputs))
 
 
 def cut_nodes(s: Shrinker) -> None:

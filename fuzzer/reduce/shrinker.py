@@ -73,6 +73,7 @@ class Shrinker:
     seed: int
     is_same_bug: Callable[[Graph], bool]
     deadline: float
+    suspects: tuple[str, ...] = ()
     stats: dict[str, PassStats] = field(default_factory=dict)
     active: str = ""
     checks: int = 0
@@ -111,10 +112,11 @@ class Shrinker:
 
 
 def reduce_graph(graph: Graph, seed: int, is_same_bug: Callable[[Graph], bool], budget_s: float = 60.0,
-                 passes: Sequence[Pass] = PASSES) -> ReduceResult:
-    """Run `passes` to a fixpoint (or until `budget_s`), each candidate judged by `is_same_bug`."""
+                 passes: Sequence[Pass] = PASSES, suspects: Sequence[str] = ()) -> ReduceResult:
+    """Run `passes` to a fixpoint (or until `budget_s`), each candidate judged by `is_same_bug`; `suspects` are
+    graph outputs likely to carry the bug, tried alone first."""
     start = time.monotonic()
-    shrinker = Shrinker(graph, seed, is_same_bug, start + budget_s,
+    shrinker = Shrinker(graph, seed, is_same_bug, start + budget_s, tuple(suspects),
                         stats={p.__name__: PassStats(p.__name__) for p in passes})
     rounds, exhausted = 0, False
     try:

@@ -143,3 +143,33 @@ def test_the_time_kept_back_for_reductions_is_not_set_by_one_slow_first_case(tmp
     assert queue.reserve_s(1) == START_S + 4 * (FIRST_GUESS_S + GUESS_WEIGHT)
     queue.seconds[:] = [2.0] * 1000  # many fast ones: the guess no longer counts
     assert abs(queue.reserve_s(1) - (START_S + 4 * 2.0)) < 0.3
+    queue.polish.extend(tmp_path / f"case-{i}-reduced" for i in range(9))
+    assert abs(queue.reserve_s(1) - (START_S + 4 * 2.0)) < 0.3  # polishing is done with time left, not kept for
+
+
+def test_a_reduced_case_waits_to_be_polished_behind_every_case_to_reduce_and_a_resume_finds_it(tmp_path: Path) -> None:
+    """A shape-only reduced case (reduction.polished false) is polished after every case still to reduce; on resume
+    the queue finds it again, but not a polished one, nor one whose polish failed before."""
+    import dataclasses
+
+    from test_case import make_case
+
+    from fuzzer.campaign.reduce_queue import FAILED_LIST, ReduceQueue, ReducerConfig
+    from fuzzer.cases.folder import write_case
+
+    def reduced(name: str, polished: bool) -> Path:
+        folder = write_case(tmp_path, make_case(name))
+        record = {"nodes_before": 3, "size_before": [3], "polished": polished}
+        write_case(folder, dataclasses.replace(make_case(f"{name}-reduced"), reduction=record, original=name))
+        return folder
+
+    shaped, done, refused = reduced("crash-a-1", False), reduced("crash-b-1", True), reduced("crash-c-1", False)
+    (tmp_path / FAILED_LIST).write_text("crash-c-1-reduced\n")
+    fresh = write_case(tmp_path, make_case("crash-d-1"))
+    queue = ReduceQueue(tmp_path, ReducerConfig(1.0, "fuzzer.converters:CONVERTERS"))
+    queue.requeue([shaped, done, refused, fresh])
+    # The fresh case's root cause (make_case's one) has reduced cases already: it waits behind other causes.
+    assert list(queue.polish) == [shaped / "crash-a-1-reduced"] and list(queue.later) == [fresh]
+    assert queue.waiting == 1 and queue._next() is queue.later
+    queue.later.clear()
+    assert queue._next() is queue.polish

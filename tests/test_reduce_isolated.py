@@ -145,3 +145,33 @@ def _planted_exporter() -> ConverterRegistry:
 
 
 PLANTED_EXPORTER = _planted_exporter
+
+
+@pytest.mark.slow
+def test_a_shape_first_reduction_keeps_dims_and_options_and_its_polish_replaces_it_in_place(tmp_path: Path) -> None:
+    """`shape_only` takes nodes away and nothing else; reducing its reduced case again polishes it where it lies
+    (dims and options down), keeping the size it was found at and the first step's record."""
+    from test_whose_bug import SinAsCosExporter, one_op
+
+    from fuzzer.cases.case import case_from_result, collect_versions
+    from fuzzer.check.pipeline import check_prepared
+    from fuzzer.check.source import prepare
+
+    graph, options = one_op("sin"), {"opset": 15, "constant_folding": False, "script_module": True}
+    result = check_prepared(prepare(graph, 0, {}, 1.0), SinAsCosExporter(), options)
+    case = case_from_result(result, graph, 0, SinAsCosExporter.name, collect_versions(()), case_id_="found")
+    with IsolatedChecker(CheckerConfig(registry="test_reduce_isolated:PLANTED_EXPORTER")) as checker:
+        shaped = reduce_case(case, tmp_path, checker, budget_s=30.0, shape_only=True)
+        first = read_case(shaped.path)
+        assert first.reduction is not None and first.reduction["polished"] is False
+        assert dict(first.converter_options) == dict(case.converter_options) and first.graph.types == graph.types
+        assert [s.name for s in shaped.result.stats] == ["remove_dead", "drop_outputs", "cut_nodes", "bypass_nodes"]
+        polished = reduce_case(first, tmp_path, checker, budget_s=30.0, original=first.original)
+    assert polished.path == shaped.path and sorted(p.name for p in tmp_path.iterdir()) == [shaped.path.name]
+    second = read_case(polished.path)
+    assert second.reduction["polished"] is True and second.original == "found"
+    assert second.reduction["options_set_to_default"] == ["opset", "constant_folding", "script_module"]
+    assert second.reduction["nodes_before"] == first.reduction["nodes_before"]
+    assert second.reduction["earlier"]["polished"] is False and "earlier" not in second.reduction["earlier"]
+    assert all(t.shape in ((), (1,)) for t in second.graph.inputs.values())
+    assert second.signature == case.signature

@@ -7,6 +7,10 @@ priority (REDUCER_NICE), so it takes the CPU the tests leave; when the tests end
 `reserve_s` tells the campaign how long that drain would take, which it keeps back from the tests as far as its
 budget allows (budget.py); a drain with a deadline starts no case after it, and stops at its end.
 
+Each case is reduced in two steps (`reduce --shape-first`): first by the passes that take nodes away, which name its
+culprit, then, once no case waits for that, polished (dims, ranks, attributes, values, options) in place. A campaign
+that finds cases faster than they reduce thus leaves them small rather than some polished and the rest as found.
+
 The reduced case is written inside its original folder (`<case>/<id>-reduced`), so the campaign folder keeps one
 case folder per signature. A case that failed to reduce is listed in `.logs/reduce_failed.txt` and not retried on
 resume; one never reached is queued again on resume.
@@ -26,7 +30,7 @@ from pathlib import Path
 from typing import IO
 
 from fuzzer.cases.case_head import root_cause_of
-from fuzzer.cases.case_json import CaseError, reduced_folder
+from fuzzer.cases.case_json import CASE_JSON, CaseError, reduced_folder
 from fuzzer.support.confine import detach_from_terminal_and_parent, lower_priority
 from fuzzer.support.scratch import scratch_root, sweep_once_dead
 
@@ -56,6 +60,15 @@ def is_reduced(case_dir: Path) -> bool:
     return reduced_folder(case_dir) is not None
 
 
+def is_polished(reduced: Path) -> bool:
+    """A reduced case not written by a shape-only step (nor unreadable: that is the reducer's to say)."""
+    try:
+        record = json.loads((reduced / CASE_JSON).read_text()).get("reduction") or {}
+    except (OSError, ValueError):
+        return True
+    return bool(record.get("polished", True))
+
+
 @dataclass(frozen=True)
 class ReducerConfig:
     """What every reducer process gets: the per-case budget and the campaign's converters and limits."""
@@ -66,7 +79,8 @@ class ReducerConfig:
     memory_mb: int = 4096
 
     def command(self) -> list[str]:
-        return [sys.executable, "-m", "fuzzer", "reduce", "--stdin", "--inside", "--time", f"{self.budget_s}s",
+        return [sys.executable, "-m", "fuzzer", "reduce", "--stdin", "--inside", "--shape-first",
+                "--time", f"{self.budget_s}s",
                 "--timeout", f"{self.timeout_s}s", "--memory-mb", str(self.memory_mb), "--registry", self.registry]
 
 
@@ -75,15 +89,16 @@ class Reducer:
     """One `convsmith reduce --stdin` process and the case it is on."""
 
     proc: subprocess.Popen
-    case_dir: Path | None = None
+    case_dir: Path | None = None  # a case folder, or a reduced one it polishes
     since: float = 0.0
     buffer: bytes = b""
+    polishing: bool = False
 
-    def send(self, case_dir: Path) -> None:
+    def send(self, case_dir: Path, polishing: bool = False) -> None:
         assert self.proc.stdin is not None
         self.proc.stdin.write(f"{case_dir}\n".encode())
         self.proc.stdin.flush()
-        self.case_dir, self.since = case_dir, time.monotonic()
+        self.case_dir, self.since, self.polishing = case_dir, time.monotonic(), polishing
 
     def replies(self) -> list[dict]:
         """The JSON lines it has written so far (without blocking); other lines are library noise."""
@@ -128,11 +143,13 @@ class ReduceQueue:
     config: ReducerConfig
     pending: collections.deque[Path] = field(default_factory=collections.deque)
     later: collections.deque[Path] = field(default_factory=collections.deque)
+    polish: collections.deque[Path] = field(default_factory=collections.deque)  # reduced folders, not yet polished
     causes: set[str] = field(default_factory=set)  # root causes with a case reduced or queued
     reducers: list[Reducer] = field(default_factory=list)
-    seconds: list[float] = field(default_factory=list)  # per reduced or failed case
+    seconds: list[float] = field(default_factory=list)  # per reduced or failed case (its first step)
     reduced: int = 0
     failed: int = 0
+    polished: int = 0
     reduced_beside: int | None = None  # of `reduced`, those done while the campaign tested (set by drain)
 
     def failed_names(self) -> set[str]:
@@ -146,6 +163,9 @@ class ReduceQueue:
         for case_dir in sorted(case_dirs):
             if is_reduced(case_dir):
                 self.causes.add(_cause(case_dir))
+                reduced = reduced_folder(case_dir)
+                if reduced is not None and reduced.name not in failed and not is_polished(reduced):
+                    self.polish.append(reduced)
             elif case_dir.name not in failed:
                 waiting.append(case_dir)
         for case_dir in waiting:
@@ -195,31 +215,37 @@ class ReduceQueue:
             self._collect(reducer)
         if not hand_out:
             return
-        while self.waiting and len(self.reducers) < reducers and all(r.case_dir for r in self.reducers):
+        while self._next() and len(self.reducers) < reducers and all(r.case_dir for r in self.reducers):
             self.reducers.append(self._start(nice))
         for reducer in list(self.reducers):
-            if reducer.case_dir is None and self.waiting:
-                queue = self.pending or self.later
+            queue = self._next()
+            if reducer.case_dir is None and queue:
                 case_dir = queue.popleft()
                 try:
-                    reducer.send(case_dir)
+                    reducer.send(case_dir, polishing=queue is self.polish)
                 except OSError:  # it died since it was collected: the case waits for the next reducer
                     queue.appendleft(case_dir)
                     reducer.case_dir = None
                     reducer.stop()
                     self.reducers.remove(reducer)
 
+    def _next(self) -> collections.deque[Path] | None:
+        """The queue the next case comes from: a case to reduce before a reduced one to polish."""
+        return next((q for q in (self.pending, self.later, self.polish) if q), None)
+
     def _collect(self, reducer: Reducer) -> None:
         for reply in reducer.replies():
             self._log(reply.get("line") or f"{reply['case']}: reduction failed: {reply.get('error')}")
-            self._done(Path(reply["case"]), bool(reply["ok"]), float(reply.get("seconds", 0.0)))
+            self._done(Path(reply["case"]), bool(reply["ok"]), float(reply.get("seconds", 0.0)), reducer.polishing)
+            if reply["ok"] and not reply.get("polished", True):
+                self.polish.append(Path(reply["path"]))
             reducer.case_dir = None
         overran = reducer.case_dir is not None and time.monotonic() - reducer.since > self.config.budget_s + GRACE_S
         if reducer.proc.poll() is not None or overran:
             if reducer.case_dir is not None:
                 self._log(f"{reducer.case_dir}: reduction failed: the reducer "
                           + ("overran its budget" if overran else f"exited with status {reducer.proc.returncode}"))
-                self._done(reducer.case_dir, False, time.monotonic() - reducer.since)
+                self._done(reducer.case_dir, False, time.monotonic() - reducer.since, reducer.polishing)
             reducer.stop()
             self.reducers.remove(reducer)
 
@@ -242,12 +268,17 @@ class ReduceQueue:
         with open(self.log_dir / "reduce.log", "a") as log:
             log.write(line.rstrip() + "\n")
 
-    def _done(self, case_dir: Path, ok: bool, seconds: float) -> None:
-        self.seconds.append(seconds)
+    def _done(self, case_dir: Path, ok: bool, seconds: float, polishing: bool = False) -> None:
+        """Count a case done; one that failed is not tried again on resume (a failed polish keeps its reduced
+        case as it was)."""
+        if polishing:
+            self.polished += ok
+        else:
+            self.seconds.append(seconds)
+            self.reduced += ok
+            self.failed += not ok
         if ok:
-            self.reduced += 1
             return
-        self.failed += 1
         with open(self.log_dir / FAILED_LIST, "a") as handle:
             handle.write(f"{case_dir.name}\n")
 
@@ -256,7 +287,7 @@ class ReduceQueue:
         the cores are free); none starts after `start_until`, and any running at `stop_at` (time.monotonic())
         waits for a resume."""
         self.reduced_beside = self.reduced
-        while self.waiting or self.busy:
+        while self.waiting or self.busy or self.polish:
             now = time.monotonic()
             hand_out = start_until is None or now < start_until
             self.step(reducers, nice=0, hand_out=hand_out)
@@ -270,7 +301,7 @@ class ReduceQueue:
         beside = self.reduced if self.reduced_beside is None else self.reduced_beside
         return (f"reduction: {self.reduced} new cases minimized, {self.failed} failed (see .logs/reduce.log), "
                 f"{self.waiting} waiting (minimized on --resume, or by `convsmith reduce CASE`); {beside} of them "
-                "minimized while testing")
+                f"minimized while testing; {self.polished} reduced cases polished, {len(self.polish)} left to polish")
 
     def close(self, wait_s: float) -> None:
         """Give running cases up to `wait_s` seconds, then stop every reducer; unfinished cases stay for a resume."""
@@ -285,7 +316,7 @@ class ReduceQueue:
         deadline = time.monotonic() + STOP_GRACE_S
         for reducer in self.reducers:
             if reducer.case_dir is not None:  # interrupted, not failed: it waits, and a resume queues it again
-                self.pending.appendleft(reducer.case_dir)
+                (self.polish if reducer.polishing else self.pending).appendleft(reducer.case_dir)
                 reducer.case_dir = None
                 reducer.stop()
             else:

@@ -117,6 +117,14 @@ def write_case(out_dir: Path, case: CaseData, replace: bool = False, converter: 
         raise
 
 
+def publish_case_folder(written: Path, final: Path) -> Path:
+    """Move the complete case folder `written` (on final's file system) to `final`, swapping out one there."""
+    if final.exists():
+        return _swap(written, final)
+    written.rename(final)
+    return final
+
+
 def _swap(staging: Path, final: Path) -> Path:
     old = moved_aside(final, staging)
     final.rename(old)

@@ -38,6 +38,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     where.add_argument("--out", type=Path, help="folder for the reduced cases (default: beside each CASE)")
     where.add_argument("--inside", action="store_true",
                        help="write each reduced case inside its CASE folder (as a campaign keeps them)")
+    parser.add_argument("--shape-first", action="store_true",
+                        help="reduce a case by the passes that take nodes away only, and polish it (dims, ranks, "
+                             "attributes, values, options) when its reduced case is given again")
     parser.add_argument("--timeout", type=duration, default=60.0, metavar="DURATION",
                         help="a candidate check that takes longer is a hang")
     parser.add_argument("--memory-mb", type=positive_int, default=4096,
@@ -64,8 +67,8 @@ def run(args: argparse.Namespace) -> int:
     failed = 0
     with IsolatedChecker(config) as checker:
         for folder in _folders(args.cases, sys.stdin if args.stdin else ()):
-            out = folder if args.inside else args.out or folder.parent
-            outcome = reduce_one(folder, out, checker, args.time, given.pop(folder, None))
+            outcome = reduce_one(folder, args.out, args.inside, checker, args.time, given.pop(folder, None),
+                                 args.shape_first)
             failed += not outcome["ok"]
             if args.stdin:
                 print(json.dumps(outcome), flush=True)
@@ -91,21 +94,25 @@ def _folders(given: list[Path], feed: Iterable[str]) -> Iterator[Path]:
             yield Path(line.strip())
 
 
-def reduce_one(folder: Path, out: Path, checker: IsolatedChecker, budget_s: float,
-               case: CaseData | None = None) -> dict[str, Any]:
-    """Reduce one case folder (its `case`, when already read); {"case", "ok", "seconds"} and the summary line or
-    the one-line error."""
+def reduce_one(folder: Path, out: Path | None, inside: bool, checker: IsolatedChecker, budget_s: float,
+               case: CaseData | None = None, shape_first: bool = False) -> dict[str, Any]:
+    """Reduce one case folder (its `case`, when already read) into `out`, inside it, or beside it; a reduced case
+    is reduced again in its own place. {"case", "ok", "seconds"}, "polished" and the summary line, or the error."""
     start = time.monotonic()
     base: dict[str, Any] = {"case": str(folder)}
     try:
         case = case or load_case(folder)
-        reduction = reduce_case(case, out, checker, budget_s, original=folder.name)
+        again = case.reduction is not None
+        where = folder.parent if again or not inside else folder
+        reduction = reduce_case(case, out or where, checker, budget_s, original=case.original or folder.name,
+                                shape_only=shape_first and not again)
     except (UsageError, ReductionFailed, RuntimeError) as exc:
         return base | {"ok": False, "error": str(exc), "seconds": round(time.monotonic() - start, 2)}
     result = reduction.result
     helped = ", ".join(result.helped) or "none"
+    polished = not shape_first or again
     line = (f"{case.id}: {int(result.size_before[0])} -> {int(result.size_after[0])} nodes in {result.seconds:.1f}s "
-            f"({result.checks} checks{', budget spent' if result.exhausted else ''}; passes that helped: {helped}) "
-            f"-> {reduction.path}")
-    return base | {"ok": True, "line": line, "path": str(reduction.path),
+            f"({result.checks} checks{', budget spent' if result.exhausted else ''}; passes that helped: {helped}"
+            f"{'' if polished else '; to polish'}) -> {reduction.path}")
+    return base | {"ok": True, "line": line, "path": str(reduction.path), "polished": polished,
                    "seconds": round(time.monotonic() - start, 2)}

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import shutil
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,11 +13,14 @@ from typing import Any
 
 from fuzzer.cases.case import CaseData
 from fuzzer.cases.case_json import REDUCED_SUFFIX
+from fuzzer.cases.folder import publish_case_folder
 from fuzzer.check.result import INVALID_INPUTS
 from fuzzer.converters.upstream import NATIVE
 from fuzzer.reduce.isolated import CheckerConfig, IsolatedChecker, Job
+from fuzzer.reduce.passes import PASSES, SHAPE_PASSES
 from fuzzer.reduce.shrinker import ReduceResult, reduce_graph
 from fuzzer.support.device import require_device
+from fuzzer.support.files import STAGING_PREFIX
 from generators.edit import prune
 from generators.ir import Graph
 from generators.ops.discontinuity import LABELS
@@ -121,20 +125,33 @@ class Reduction:
 
 
 def reduce_case(case: CaseData, out_dir: Path, checker: IsolatedChecker, budget_s: float = 60.0,
-                original: str | None = None) -> Reduction:
-    """Reduce a case and write '<id>-reduced' into `out_dir` (linked to `original` or the case id)."""
+                original: str | None = None, shape_only: bool = False) -> Reduction:
+    """Reduce a case and write '<id>-reduced' into `out_dir` (linked to `original` or the case id). `shape_only`:
+    only the passes that take nodes away, options kept (a later run on the reduced case polishes it)."""
     require_device(case.device, f"{case.id} (found on {case.device})")
-    options, simplified = simplest_options(case, checker)
+    options, simplified = (dict(case.converter_options), []) if shape_only else simplest_options(case, checker)
     case = dataclasses.replace(case, converter_options=options)
     result = reduce_graph(case.graph, case.seed, signature_oracle(case, checker), budget_s,
+                          passes=SHAPE_PASSES if shape_only else PASSES,
                           suspects=suspect_outputs(case.graph, case.verdict))
     job = Job(result.graph, case.seed, case.converter, options, case.device, case.values)
-    record = {**result.to_json(), "options_set_to_default": simplified}
-    path, verdict = checker.write_case(job, out_dir, reduced_id(case.id), original or case.id, record)
-    if verdict.signature != case.signature and not same_defect(case.verdict, case.graph, verdict, result.graph):
-        shutil.rmtree(path, ignore_errors=True)  # not the case's bug: nothing is filed under its name
-        raise ReductionFailed(f"{case.id}: the reduced graph gives {verdict.signature} under the full check, "
-                              f"not {case.signature}")
+    record = {**result.to_json(), "options_set_to_default": simplified, "polished": not shape_only}
+    if case.reduction is not None:  # a reduced case reduced again: the sizes it was found at stay
+        earlier = {key: value for key, value in case.reduction.items() if key != "earlier"}
+        record |= {"nodes_before": earlier["nodes_before"], "size_before": earlier["size_before"],
+                   "earlier": earlier}
+    # Written aside and checked before it takes its place: a reduced case reduced again is replaced only by a
+    # case that still shows its bug.
+    out_dir.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(dir=out_dir, prefix=f"{STAGING_PREFIX}reduce-"))
+    try:
+        written, verdict = checker.write_case(job, staging, reduced_id(case.id), original or case.id, record)
+        if verdict.signature != case.signature and not same_defect(case.verdict, case.graph, verdict, result.graph):
+            raise ReductionFailed(f"{case.id}: the reduced graph gives {verdict.signature} under the full check, "
+                                  f"not {case.signature}")
+        path = publish_case_folder(written, out_dir / written.name)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
     return Reduction(path, result)
 
 

@@ -62,7 +62,10 @@ def test_new_bug_cases_are_reduced_inside_their_folder(tmp_path: Path) -> None:
     case = json.loads((reduced[0] / "case.json").read_text())
     assert case["original"] == folders[0].name  # the case id, never a local path
     assert len(case["graph"]["nodes"]) == 1
+    # Without --time the drain has no deadline: the case is reduced in its two steps, the polish last.
+    assert case["reduction"]["polished"] is True and case["reduction"]["earlier"]["polished"] is False
     assert "reduction: 1 new cases minimized, 0 failed" in done.stdout
+    assert "1 reduced cases polished, 0 left to polish" in done.stdout
     # The reducer's checking processes log into the campaign's folder, never a temporary one a kill would leave.
     assert sorted(p.suffix for p in (tmp_path / "c" / LOG_DIR / REDUCE_CHILD_LOGS).iterdir()) == [".fault", ".log"]
     # Its repro.py, copied alone, runs without this project: the source checks out against the saved outputs, and

@@ -316,8 +316,12 @@ def test_the_campaigns_bisections_wait_for_reduction_and_run_in_one_lowest_prior
     queue.step(now=100.0 + POLL_S)
     assert queue.proc is not None and queue.proc.wait(timeout=30) == 0
     (second / "case-b-reduced").mkdir()
-    (second / "case-b-reduced" / "case.json").write_text("{}")
+    # A shape-only reduced case waits for its polish, which replaces its folder.
+    (second / "case-b-reduced" / "case.json").write_text('{"reduction": {"polished": false}}')
     queue.step(now=100.0 + 2 * POLL_S)
+    assert queue.waiting == [second]
+    (second / "case-b-reduced" / "case.json").write_text('{"reduction": {"polished": true}}')
+    queue.step(now=100.0 + 3 * POLL_S)
     assert queue.proc.wait(timeout=30) == 0
     assert ran.read_text() == f"{BISECT_NICE} case-a-reduced\n{BISECT_NICE} case-b-reduced\n"
     queue.add(tmp_path / "case-c")

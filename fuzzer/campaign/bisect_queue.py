@@ -1,8 +1,9 @@
 """`convsmith fuzz --bisect`: each new root cause's case, once reduced, is bisected across releases of the blamed
 library by `convsmith bisect` in one background process at the lowest priority (niceness 19), logged in
-`.logs/bisect.log`. The loop only polls it: a case waits until its reduced folder appears, then joins the next
-batch, and at most one process runs at a time. Cases left when the campaign ends are listed in the log (bisect
-them with `convsmith bisect`)."""
+`.logs/bisect.log`. The loop only polls it: a case waits until its reduced folder appears and is polished (the
+polish replaces the folder a first, shape-only step wrote: reduce_queue.py), then joins the next batch, and at most
+one process runs at a time. Cases left when the campaign ends are listed in the log (bisect them with
+`convsmith bisect`)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fuzzer.cases.case_json import reduced_folder
+from fuzzer.cases.case_json import is_polished, reduced_folder
 from fuzzer.support.confine import detach_from_terminal_and_parent, lower_priority
 
 BISECT_NICE = 19  # the lowest priority: a bisection only takes CPU that nothing else wants
@@ -52,7 +53,7 @@ class BisectQueue:
         self.last_poll = now
         for case_dir in list(self.waiting):
             reduced = reduced_folder(case_dir)
-            if reduced is not None:
+            if reduced is not None and is_polished(reduced):
                 self.waiting.remove(case_dir)
                 self.ready.append(reduced)
         if self.proc is not None and self.proc.poll() is None:

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import IO
 
 from fuzzer.cases.case_head import root_cause_of
-from fuzzer.cases.case_json import CASE_JSON, CaseError, reduced_folder
+from fuzzer.cases.case_json import CaseError, is_polished, reduced_folder
 from fuzzer.support.confine import detach_from_terminal_and_parent, lower_priority
 from fuzzer.support.scratch import scratch_root, sweep_once_dead
 
@@ -58,15 +58,6 @@ def _cause(case_dir: Path) -> str:
 
 def is_reduced(case_dir: Path) -> bool:
     return reduced_folder(case_dir) is not None
-
-
-def is_polished(reduced: Path) -> bool:
-    """A reduced case not written by a shape-only step (nor unreadable: that is the reducer's to say)."""
-    try:
-        record = json.loads((reduced / CASE_JSON).read_text()).get("reduction") or {}
-    except (OSError, ValueError):
-        return True
-    return bool(record.get("polished", True))
 
 
 @dataclass(frozen=True)

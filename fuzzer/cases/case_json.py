@@ -49,6 +49,16 @@ def reduced_folder(case_dir: Path) -> Path | None:
                 None)
 
 
+def is_polished(reduced: Path) -> bool:
+    """A reduced case not left by a shape-only step (`reduction.polished` false) to polish; one that cannot be
+    read counts as polished (reading it again says why)."""
+    try:
+        record = json.loads((reduced / CASE_JSON).read_text()).get("reduction") or {}
+    except (OSError, ValueError):
+        return True
+    return bool(record.get("polished", True))
+
+
 def case_folder(path: Path) -> Path:
     """The case folder `path` names: the folder itself, or the one holding it when `path` is its case.json."""
     return path.parent if path.name == CASE_JSON else path

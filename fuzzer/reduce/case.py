@@ -81,8 +81,7 @@ def suspect_outputs(graph: Graph, verdict: Verdict) -> tuple[str, ...]:
     if len(verdict.metrics) == len(graph.outputs) and not all(m.ok for m in verdict.metrics):
         found = [out for out, m in zip(graph.outputs, verdict.metrics, strict=True) if not m.ok]
     else:
-        culprit = verdict_root_cause(verdict.converter, verdict, graph.ops()).shown_operator
-        culprit = verdict.diverging_op or culprit
+        culprit = verdict.diverging_op or verdict_root_cause(verdict.converter, verdict, graph.ops()).shown_operator
         found = [out for out in graph.outputs if culprit in _cone(graph, out).ops()]
     if len(found) == len(graph.outputs):
         return ()  # no output stands out: dropping them one by one costs no more
@@ -138,8 +137,8 @@ def reduce_case(case: CaseData, out_dir: Path, checker: IsolatedChecker, budget_
     record = {**result.to_json(), "options_set_to_default": simplified, "polished": not shape_only}
     if case.reduction is not None:  # a reduced case reduced again: the sizes it was found at stay
         earlier = {key: value for key, value in case.reduction.items() if key != "earlier"}
-        record |= {"nodes_before": earlier["nodes_before"], "size_before": earlier["size_before"],
-                   "earlier": earlier}
+        record |= {key: earlier[key] for key in ("nodes_before", "size_before") if key in earlier}
+        record["earlier"] = earlier
     # Written aside and checked before it takes its place: a reduced case reduced again is replaced only by a
     # case that still shows its bug.
     out_dir.mkdir(parents=True, exist_ok=True)

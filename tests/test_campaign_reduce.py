@@ -158,6 +158,7 @@ def test_a_reduced_case_waits_to_be_polished_behind_every_case_to_reduce_and_a_r
     from test_case import make_case
 
     from fuzzer.campaign.reduce_queue import FAILED_LIST, ReduceQueue, ReducerConfig
+    from fuzzer.cases.case_head import read_case_head
     from fuzzer.cases.folder import write_case
 
     def reduced(name: str, polished: bool) -> Path:
@@ -174,5 +175,7 @@ def test_a_reduced_case_waits_to_be_polished_behind_every_case_to_reduce_and_a_r
     # The fresh case's root cause (make_case's one) has reduced cases already: it waits behind other causes.
     assert list(queue.polish) == [shaped / "crash-a-1-reduced"] and list(queue.later) == [fresh]
     assert queue.waiting == 1 and queue._next() is queue.later
+    assert not read_case_head(shaped / "crash-a-1-reduced").polished
+    assert read_case_head(done / "crash-b-1-reduced").polished
     queue.later.clear()
     assert queue._next() is queue.polish

@@ -11,7 +11,7 @@ from fuzzer.campaign.db import open_campaign
 from fuzzer.commands.main import main
 from fuzzer.triage.grouping import group
 from fuzzer.triage.model import Finding
-from fuzzer.triage.view import triage
+from fuzzer.triage.view import Headline, triage
 from oracles.rootcause import ANY_OPERATOR, CauseClass, error_class
 
 SCHEMA = ("onnx.onnx_cpp2py_export.shape_inference.InferenceError: [ShapeInferenceError] (op_type:{op}, node name: "
@@ -150,3 +150,11 @@ def test_a_campaign_resumed_after_promotion_reports_its_finding_as_known(campaig
     assert [g.key for g in after.groups if g.known] == [before.groups[0].key]
     assert after.headline.known_root_causes == 1 and after.headline.tests == 8
     assert (campaign / "root-causes" / before.groups[0].key / "root_cause.json").is_file()
+
+
+def test_the_headline_counts_reduced_cases_left_to_polish_beside_the_unreduced() -> None:
+    counts = dict(tests=10, tests_run=8, signatures=4, root_causes=3, new_root_causes=3, known_root_causes=0,
+                  new_last_hour=3, unreduced=1, own_errors=0, unreduced_cases=1)
+    assert "; 1 root causes and 1 cases unreduced (2 more not polished); 10 tests" in \
+        Headline(**counts, unpolished_cases=2).line()
+    assert "; 1 root causes and 1 cases unreduced; 10 tests" in Headline(**counts).line()

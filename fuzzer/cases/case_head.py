@@ -23,6 +23,7 @@ class CaseHead:
     verdict: Verdict
     options: Mapping[str, Any]
     blame: Blame | None = None
+    polished: bool = True  # False for a reduced case a shape-only step left (reduce_queue.py)
 
     @property
     def owner(self) -> str:
@@ -42,7 +43,8 @@ def read_case_head(path: Path) -> CaseHead:
     try:
         blame = Blame.from_json(data["blame"]) if data.get("blame") else None
         return CaseHead(data["converter"], Graph.from_json(data["graph"]), Verdict.from_json(data["verdict"]),
-                        recorded_options(data["converter"], data["converter_options"]), blame)
+                        recorded_options(data["converter"], data["converter_options"]), blame,
+                        bool((data.get("reduction") or {}).get("polished", True)))
     except (KeyError, GraphError, TypeError, ValueError, AttributeError) as exc:
         raise CaseError(f"{folder}: malformed case.json ({type(exc).__name__}: {exc})") from None
 

@@ -30,6 +30,7 @@ class Finding:
     options: Mapping[str, Any] = field(default_factory=dict)
     upstream: str | None = None  # the exporter an ONNX-to-ONNX converter started from
     owner: str | None = None  # a shared component blamed for it (fuzzer/cases/blame.py): its root cause's owner
+    polished: bool = True  # its reduced case is polished, not only shape-reduced (reduce_queue.py)
 
     @property
     def root_cause(self) -> RootCause:

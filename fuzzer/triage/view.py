@@ -41,11 +41,13 @@ class Headline:
     unreduced: int  # root causes whose smallest case is not reduced yet
     own_errors: int
     unreduced_cases: int = 0  # case folders (signatures) without their reduced case
+    unpolished_cases: int = 0  # reduced by the shape-only step, not polished yet
 
     def line(self) -> str:
         return (f"{self.root_causes} root causes ({self.new_root_causes} new, {self.known_root_causes} known; "
                 f"{self.new_last_hour} first seen in the last hour) from {self.signatures} signatures; "
-                f"{self.unreduced} root causes and {self.unreduced_cases} cases unreduced; "
+                f"{self.unreduced} root causes and {self.unreduced_cases} cases unreduced"
+                f"{f' ({self.unpolished_cases} more not polished)' if self.unpolished_cases else ''}; "
                 f"{self.tests} tests ({self.tests_run} ran their converter); "
                 f"{self.own_errors} own errors")
 
@@ -89,7 +91,8 @@ def triage(out_dir: Path, db: CampaignDB, corpus: Path | None = None, now: float
         new_last_hour=sum(g.first_seen >= now - HOUR_S for g in groups),
         unreduced=sum(1 for g in groups if g.representative.case_dir and not g.representative.reduced),
         own_errors=db.conn.execute("SELECT COUNT(*) FROM errors").fetchone()[0],
-        unreduced_cases=sum(1 for f in findings if f.case_dir and not f.reduced))
+        unreduced_cases=sum(1 for f in findings if f.case_dir and not f.reduced),
+        unpolished_cases=sum(1 for f in findings if f.reduced and not f.polished))
     tested = _enrichment(db)
     return Triage(headline, groups, _timeline(groups, started), _rates(db), _symptom_stage(cells),
                   tuple(top(tested)), started, len(tested), tuple(coverage(db, CONVERTERS)),

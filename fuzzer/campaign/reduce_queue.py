@@ -8,8 +8,9 @@ priority (REDUCER_NICE), so it takes the CPU the tests leave; when the tests end
 budget allows (budget.py); a drain with a deadline starts no case after it, and stops at its end.
 
 Each case is reduced in two steps (`reduce --shape-first`): first by the passes that take nodes away, which name its
-culprit, then, once no case waits for that, polished (dims, ranks, attributes, values, options) in place. A campaign
-that finds cases faster than they reduce thus leaves them small rather than some polished and the rest as found.
+culprit, then, once no case waits for that, polished (dims, ranks, attributes, values, options) and diagnosed (whose
+bug it is) in place. A campaign that finds cases faster than they reduce thus leaves them small rather than some
+polished and the rest as found.
 
 The reduced case is written inside its original folder (`<case>/<id>-reduced`), so the campaign folder keeps one
 case folder per signature. A case that failed to reduce is listed in `.logs/reduce_failed.txt` and not retried on

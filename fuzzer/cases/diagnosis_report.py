@@ -29,6 +29,10 @@ LEVEL_NAMES = frozenset(AT_LEVEL.format(level) for level in LEVELS)
 def render_diagnosis(case: Any, tool: str) -> str:
     """The sections (the first two only once diagnosed); `tool` is the converter's display name."""
     if case.cross_checks is None:
+        if case.reduction is not None and not case.reduction.get("polished", True):
+            return ("## Whose bug\nNot diagnosed yet: this case was reduced in a first, quick step. "
+                    "`convsmith reduce` on its folder polishes it and runs the cross-checks.\n\n"
+                    + render_remedies(case))
         return render_remedies(case)
     text = "## Cross-checks\n" + _cross_checks(case, tool) + "\n\n"
     if case.verdict.symptom.is_divergence and case.model is not None and not _gone(case):

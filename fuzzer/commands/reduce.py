@@ -39,8 +39,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     where.add_argument("--inside", action="store_true",
                        help="write each reduced case inside its CASE folder (as a campaign keeps them)")
     parser.add_argument("--shape-first", action="store_true",
-                        help="reduce a case by the passes that take nodes away only, and polish it (dims, ranks, "
-                             "attributes, values, options) when its reduced case is given again")
+                        help="reduce a case by the passes that take nodes away only, undiagnosed, and polish and "
+                             "diagnose it (dims, ranks, attributes, values, options; whose bug) when its reduced "
+                             "case is given again")
     parser.add_argument("--timeout", type=duration, default=60.0, metavar="DURATION",
                         help="a candidate check that takes longer is a hang")
     parser.add_argument("--memory-mb", type=positive_int, default=4096,

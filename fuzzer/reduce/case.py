@@ -126,7 +126,8 @@ class Reduction:
 def reduce_case(case: CaseData, out_dir: Path, checker: IsolatedChecker, budget_s: float = 60.0,
                 original: str | None = None, shape_only: bool = False) -> Reduction:
     """Reduce a case and write '<id>-reduced' into `out_dir` (linked to `original` or the case id). `shape_only`:
-    only the passes that take nodes away, options kept (a later run on the reduced case polishes it)."""
+    only the passes that take nodes away, options kept, no diagnosis (which costs it twice what its reduction
+    does): a later run on the reduced case polishes and diagnoses it."""
     require_device(case.device, f"{case.id} (found on {case.device})")
     options, simplified = (dict(case.converter_options), []) if shape_only else simplest_options(case, checker)
     case = dataclasses.replace(case, converter_options=options)
@@ -144,7 +145,8 @@ def reduce_case(case: CaseData, out_dir: Path, checker: IsolatedChecker, budget_
     out_dir.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(dir=out_dir, prefix=f"{STAGING_PREFIX}reduce-"))
     try:
-        written, verdict = checker.write_case(job, staging, reduced_id(case.id), original or case.id, record)
+        written, verdict = checker.write_case(job, staging, reduced_id(case.id), original or case.id, record,
+                                              diagnose=not shape_only)
         if verdict.signature != case.signature and not same_defect(case.verdict, case.graph, verdict, result.graph):
             raise ReductionFailed(f"{case.id}: the reduced graph gives {verdict.signature} under the full check, "
                                   f"not {case.signature}")

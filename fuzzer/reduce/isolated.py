@@ -92,11 +92,12 @@ class IsolatedChecker:
         return reply if isinstance(reply, Verdict) else Verdict.from_json(reply["verdict"])
 
     def write_case(self, job: Job, out_dir: Path, case_id: str, original: str | None,
-                   reduction: Mapping[str, Any] | None) -> tuple[Path, Verdict]:
-        """Check `job` in full and write its case folder (replacing one of the same id); a child that dies doing
-        so leaves the case of its death, written here."""
+                   reduction: Mapping[str, Any] | None, diagnose: bool = True) -> tuple[Path, Verdict]:
+        """Check `job` in full and write its case folder (replacing one of the same id), diagnosed (whose bug it
+        is) unless told not to; a child that dies doing so leaves the case of its death, written here."""
         reply = self._ask(job, job.message("case", out=str(out_dir), case_id=case_id, original=original,
-                                           reduction=None if reduction is None else dict(reduction)))
+                                           reduction=None if reduction is None else dict(reduction),
+                                           diagnose=diagnose))
         if isinstance(reply, Verdict):
             versions = collect_versions(self.registry[job.converter].distributions)
             source = remade_source(job.graph, job.seed, job.options, job.device, job.values)
@@ -223,7 +224,9 @@ def _answer(message: Mapping[str, Any], registry: ConverterRegistry) -> dict[str
     case = case_from_result(result, graph, seed, converter.name, collect_versions(converter.distributions),
                             log=case_log(result), case_id_=message["case_id"], original=message["original"],
                             device=device)
-    # Whose bug it is (the cross-checks and a suggested fix) reruns converters: here, where a death is contained.
-    case = with_diagnosis(_with_reduction(case, message["reduction"]), converter)
+    case = _with_reduction(case, message["reduction"])
+    if message.get("diagnose", True):
+        # Whose bug it is (the cross-checks and a suggested fix) reruns converters: here, where a death is contained.
+        case = with_diagnosis(case, converter)
     path = write_case(Path(message["out"]), case, replace=True, converter=converter)
     return {"verdict": result.verdict.to_json(), "path": str(path)}

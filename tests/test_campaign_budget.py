@@ -67,12 +67,14 @@ def test_the_reserve_counts_the_waiting_cases_and_what_is_left_of_running_ones(t
 def test_a_drain_past_its_deadline_starts_no_case_and_leaves_them_waiting(tmp_path: Path) -> None:
     queue = ReduceQueue(tmp_path, ReducerConfig(1.0, "fuzzer.converters:CONVERTERS"))
     queue.pending.extend(tmp_path / f"case-{i}" for i in range(3))
+    queue.polish.append(tmp_path / "case-9" / "case-9-reduced")
     now = time.monotonic()
     queue.drain(2, start_until=now - 1.0, stop_at=now + 30.0)
-    assert (queue.reducers, queue.waiting, queue.reduced_beside) == ([], 3, 0)
+    assert (queue.reducers, queue.waiting, queue.reduced_beside, len(queue.polish)) == ([], 3, 0, 1)
     assert queue.summary() == (
         "reduction: 0 new cases minimized, 0 failed (see .logs/reduce.log), 3 waiting (minimized on --resume, or "
-        "by `convsmith reduce CASE`); 0 of them minimized while testing")
+        "by `convsmith reduce CASE`); 0 of them minimized while testing; 0 reduced cases polished, 1 left to "
+        "polish")
 
 
 def test_a_case_running_when_reduction_stops_waits_again(tmp_path: Path) -> None:

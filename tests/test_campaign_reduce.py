@@ -179,3 +179,23 @@ def test_a_reduced_case_waits_to_be_polished_behind_every_case_to_reduce_and_a_r
     assert read_case_head(done / "crash-b-1-reduced").polished
     queue.later.clear()
     assert queue._next() is queue.polish
+
+
+def test_a_case_that_hangs_waits_behind_the_other_root_causes(tmp_path: Path) -> None:
+    """Each check of a hang waits out the timeout: the first case of its root cause still goes behind the rest."""
+    import dataclasses
+
+    from test_case import make_case
+
+    from fuzzer.campaign.reduce_queue import ReduceQueue, ReducerConfig
+    from fuzzer.cases.folder import write_case
+    from oracles.verdict import Stage, Symptom, Verdict
+
+    base = make_case("crash-x-none-HANG-0123456789ab")
+    hang = Verdict(Symptom.HANG, Stage.NONE, "x", signature=base.id, message="timed out after 60 s")
+    hanging = write_case(tmp_path, dataclasses.replace(base, verdict=hang))
+    crash = write_case(tmp_path, make_case())
+    queue = ReduceQueue(tmp_path, ReducerConfig(1.0, "fuzzer.converters:CONVERTERS"))
+    queue.add(hanging)
+    queue.add(crash)
+    assert list(queue.pending) == [crash] and list(queue.later) == [hanging]

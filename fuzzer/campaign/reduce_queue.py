@@ -34,6 +34,7 @@ from fuzzer.cases.case_head import root_cause_of
 from fuzzer.cases.case_json import CaseError, is_polished, reduced_folder
 from fuzzer.support.confine import detach_from_terminal_and_parent, lower_priority
 from fuzzer.support.scratch import scratch_root, sweep_once_dead
+from oracles.verdict import Symptom
 
 GRACE_S = 60.0  # on top of a case's budget: the reducer's first start and the final full check
 FAILED_LIST = "reduce_failed.txt"
@@ -49,12 +50,14 @@ REDUCER_NICE = 5
 STOP_GRACE_S = 10.0  # an idle reducer's own exit: its checker child stops and sweeps its temp folder
 
 
-def _cause(case_dir: Path) -> str:
-    """The case's root-cause key; a case folder that cannot be read is its own (the reducer will say why)."""
+def _cause(case_dir: Path) -> tuple[str, bool]:
+    """The case's root-cause key, and whether it hangs; a case folder that cannot be read is its own (the reducer
+    will say why)."""
     try:
-        return root_cause_of(case_dir).key
+        cause = root_cause_of(case_dir)
     except CaseError:
-        return f"unreadable:{case_dir.name}"
+        return f"unreadable:{case_dir.name}", False
+    return cause.key, cause.symptom == Symptom.HANG.json_name
 
 
 def is_reduced(case_dir: Path) -> bool:
@@ -154,7 +157,7 @@ class ReduceQueue:
         waiting = []
         for case_dir in sorted(case_dirs):
             if is_reduced(case_dir):
-                self.causes.add(_cause(case_dir))
+                self.causes.add(_cause(case_dir)[0])
                 reduced = reduced_folder(case_dir)
                 if reduced is not None and reduced.name not in failed and not is_polished(reduced):
                     self.polish.append(reduced)
@@ -164,8 +167,10 @@ class ReduceQueue:
             self.add(case_dir)
 
     def add(self, case_dir: Path) -> None:
-        cause = _cause(case_dir)
-        (self.later if cause in self.causes else self.pending).append(case_dir)
+        """Queue a new case: the first of its root cause first, unless it hangs (each check of a hang waits out the
+        timeout, so its reduction seldom ends within the reducer's budget)."""
+        cause, hangs = _cause(case_dir)
+        (self.later if cause in self.causes or hangs else self.pending).append(case_dir)
         self.causes.add(cause)
 
     def hit(self, case_dir: Path) -> None:

@@ -61,7 +61,7 @@ class PlantedStallOnMarkedNode(FaultyEcho):
     name = "planted-stall"
 
     def convert_impl(self, source: Source, options: ConverterOptions) -> TargetRun:
-        mark = os.environ.get(STALL_ENV)
+        mark = stall_mark()
         if mark:
             Path(mark).touch()
             time.sleep(STALL_S)
@@ -109,17 +109,45 @@ def kill_group(group: int) -> None:
         pass
 
 
+def _environ_mark(pid: int) -> str | None:
+    """STALL_ENV as process `pid` was started with; None without it, or when it is gone."""
+    try:
+        entries = (Path("/proc") / str(pid) / "environ").read_bytes().split(b"\0")
+    except OSError:
+        return None
+    prefix = f"{STALL_ENV}=".encode()
+    return next((e[len(prefix):].decode() for e in entries if e.startswith(prefix)), None)
+
+
+def _parent(pid: int) -> int:
+    try:
+        return int((Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+def stall_mark(pid: int | None = None) -> str | None:
+    """STALL_ENV of this process or of the nearest ancestor started with it (the second node's raylet): a run once
+    saw the second node's actor without it, so its own environment is not relied on."""
+    pid = os.getpid() if pid is None else pid
+    while pid > 1:
+        mark = _environ_mark(pid)
+        if mark:
+            return mark
+        pid = _parent(pid)
+    return None
+
+
 def kill_marked_node(group: int) -> None:
-    """Kill the second node at once: its process group and every process started with STALL_ENV (Ray starts the
-    actor in a process group of its own, and an actor outliving its raylet for a second goes on to finish its unit)."""
+    """Kill the second node at once: its process group and every process of it or under it (Ray starts the actor in
+    a process group of its own, and an actor outliving its raylet for a second goes on to finish its unit)."""
     kill_group(group)
     for proc in Path("/proc").iterdir():
-        try:
-            marked = proc.name.isdigit() and f"{STALL_ENV}=".encode() in (proc / "environ").read_bytes()
-            if marked:
+        if proc.name.isdigit() and stall_mark(int(proc.name)):
+            try:
                 os.kill(int(proc.name), signal.SIGKILL)
-        except OSError:  # gone meanwhile, or not ours to read
-            pass
+            except OSError:  # gone meanwhile, or not ours
+                pass
 
 
 def test_the_engine_flags_are_one_line_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str],
@@ -151,6 +179,20 @@ def cluster() -> Iterator[Cluster]:
     finally:
         for group in reversed(groups):
             kill_group(group)
+
+
+def marked_processes(group: int) -> str:
+    """The processes of the second node's process group and whether each was started with STALL_ENV: evidence for
+    a run in which none of its workers stalled."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and os.getpgid(int(proc.name)) == group:
+                name = (proc / "comm").read_text().strip()
+                found.append(f"{name} {proc.name}: {'yes' if _environ_mark(int(proc.name)) else 'no'}")
+        except OSError:
+            pass
+    return ", ".join(sorted(found)) or "none left"
 
 
 def verdicts(out: Path) -> list[tuple[int, str, str]]:
@@ -211,7 +253,8 @@ def test_a_campaign_across_two_nodes_survives_a_lost_node(cluster: Cluster, tmp_
                 # log) and its planted-stall passed at once, so its worker never saw STALL_ENV; not understood yet.
                 # What is still checked: every (graph, converter) recorded once, with its verdict, across two nodes.
                 assert verdicts(out) == [(i, c, VERDICTS[c]) for i in range(UNITS) for c in sorted(VERDICTS)]
-                pytest.xfail(f"the second node's workers never saw {STALL_ENV}: no node to kill mid-unit")
+                pytest.xfail(f"the second node's workers never saw {STALL_ENV}: no node to kill mid-unit (its "
+                             f"processes started with it: {marked_processes(cluster.node_group)})")
             tail = log.read_text()[-3000:] if log.exists() else "no engine log"
             pytest.fail(f"the second node ran no unit (campaign exit {proc.returncode}):\n"
                         f"{proc.stdout.read()[-3000:]}\n{tail}")

@@ -60,10 +60,6 @@ def _cause(case_dir: Path) -> tuple[str, bool]:
     return cause.key, cause.symptom == Symptom.HANG.json_name
 
 
-def is_reduced(case_dir: Path) -> bool:
-    return reduced_folder(case_dir) is not None
-
-
 @dataclass(frozen=True)
 class ReducerConfig:
     """What every reducer process gets: the per-case budget and the campaign's converters and limits."""
@@ -156,10 +152,10 @@ class ReduceQueue:
         failed = self.failed_names()
         waiting = []
         for case_dir in sorted(case_dirs):
-            if is_reduced(case_dir):
+            reduced = reduced_folder(case_dir)
+            if reduced is not None:
                 self.causes.add(_cause(case_dir)[0])
-                reduced = reduced_folder(case_dir)
-                if reduced is not None and reduced.name not in failed and not is_polished(reduced):
+                if reduced.name not in failed and not is_polished(reduced):
                     self.polish.append(reduced)
             elif case_dir.name not in failed:
                 waiting.append(case_dir)

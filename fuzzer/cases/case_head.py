@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fuzzer.cases.case_json import CaseError, case_folder, load_case_json, recorded_options
+from fuzzer.cases.case_json import CaseError, case_folder, load_case_json, recorded_options, reduction_polished
 from fuzzer.cases.diagnosis import Blame
 from generators.ir import Graph, GraphError
 from oracles.rootcause import RootCause, verdict_root_cause
@@ -44,7 +44,7 @@ def read_case_head(path: Path) -> CaseHead:
         blame = Blame.from_json(data["blame"]) if data.get("blame") else None
         return CaseHead(data["converter"], Graph.from_json(data["graph"]), Verdict.from_json(data["verdict"]),
                         recorded_options(data["converter"], data["converter_options"]), blame,
-                        bool((data.get("reduction") or {}).get("polished", True)))
+                        reduction_polished(data.get("reduction")))
     except (KeyError, GraphError, TypeError, ValueError, AttributeError) as exc:
         raise CaseError(f"{folder}: malformed case.json ({type(exc).__name__}: {exc})") from None
 

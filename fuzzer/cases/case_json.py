@@ -49,14 +49,18 @@ def reduced_folder(case_dir: Path) -> Path | None:
                 None)
 
 
+def reduction_polished(record: Mapping[str, Any] | None) -> bool:
+    """False only for the reduction record of a shape-only first step (`polished: false`), still to polish."""
+    return bool((record or {}).get("polished", True))
+
+
 def is_polished(reduced: Path) -> bool:
-    """A reduced case not left by a shape-only step (`reduction.polished` false) to polish; one that cannot be
-    read counts as polished (reading it again says why)."""
+    """The reduced case's folder holds no shape-only step's case; one that cannot be read counts as polished
+    (reading it again says why)."""
     try:
-        record = json.loads((reduced / CASE_JSON).read_text()).get("reduction") or {}
+        return reduction_polished(json.loads((reduced / CASE_JSON).read_text()).get("reduction"))
     except (OSError, ValueError):
         return True
-    return bool(record.get("polished", True))
 
 
 def case_folder(path: Path) -> Path:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from fuzzer.cases.case_json import reduction_polished
 from fuzzer.cases.diagnosis import (
     AT_LEVEL,
     BEFORE_ORT,
@@ -29,7 +30,7 @@ LEVEL_NAMES = frozenset(AT_LEVEL.format(level) for level in LEVELS)
 def render_diagnosis(case: Any, tool: str) -> str:
     """The sections (the first two only once diagnosed); `tool` is the converter's display name."""
     if case.cross_checks is None:
-        if case.reduction is not None and not case.reduction.get("polished", True):
+        if not reduction_polished(case.reduction):
             return ("## Whose bug\nNot diagnosed yet: this case was reduced in a first, quick step. "
                     "`convsmith reduce` on its folder polishes it and runs the cross-checks.\n\n"
                     + render_remedies(case))

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from fuzzer.campaign.novelty import AVOID_FOR, Demotion
+from fuzzer.campaign.traits import graph_trait_tokens
 from fuzzer.cases.case_head import read_case_head
 from fuzzer.cases.case_json import CaseError, reduced_folder
 from fuzzer.support.chance import seeded_chance
@@ -82,8 +83,12 @@ def known_culprits(graph: Graph, converter: str, demoted: Sequence[Demotion]) ->
 
 
 def avoided_culprits(graph: Graph, converter: str, seed: int, demoted: Sequence[Demotion]) -> list[str]:
-    """The operators of `graph` that `converter`'s filed bugs are filed under (AVOID_FOR demotions), each drawn from
-    the seed with its probability: the ones to cut out before the converter runs."""
-    kind, ops = AVOID_FOR + converter, graph.ops()
+    """The operators (and trait tokens, traits.py) of `graph` that `converter`'s filed bugs are filed under
+    (AVOID_FOR demotions), each drawn from the seed with its probability: the ones to cut out (or, for a trait, the
+    test to skip for) before the converter runs."""
+    kind = AVOID_FOR + converter
+    if not any(k == kind for k, _, _ in demoted):
+        return []
+    ops = set(graph.ops()) | graph_trait_tokens(graph)
     return sorted(op for k, op, chance in demoted
                   if k == kind and op in ops and seeded_chance(f"avoid:{seed}:{converter}:{op}") < chance)

@@ -18,7 +18,9 @@ of a filed bug tells nothing about the rest of such a graph. So a bug whose hits
 sent as (AVOID_FOR + converter, operator): that converter then tests each graph holding the operator with it cut out
 first (culprit_cut.avoided_culprits), with probability AVOID_PROBABILITY_CULPRIT, while the other converters test the
 graph whole. A bug whose hits name no culprit, because the operator at fault is an ONNX one that several graph
-operators emit, gets the few graph operators that cover its hits cut out instead (spread.py).
+operators emit, gets the few graph operators that cover its hits cut out instead (spread.py), or, where a graph
+trait no operator names covers them (a bfloat16 input, traits.py), that converter's tests of graphs holding it
+skipped.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fuzzer.campaign.spread import SpreadTally
+from fuzzer.campaign.traits import TRAIT, trait_token
 from fuzzer.support.chance import seeded_chance
 from generators.generator import GenOptions
 
@@ -53,7 +56,9 @@ AVOID_PROBABILITY_SETTING = 0.95
 # in ten still shows whether the bug was fixed.
 AVOID_PROBABILITY_CULPRIT = 0.9
 
-Pair = tuple[str, str]  # (operator, dtype), or (FEATURE, an OpSpec feature such as 'pad:circular:rank3:dims2')
+# (operator, dtype), (FEATURE, an OpSpec feature such as 'pad:circular:rank3:dims2') or (TRAIT, a graph trait such as
+# 'input:bfloat16', traits.py)
+Pair = tuple[str, str]
 FEATURE = "feature"
 SETTING = "setting"  # a root cause a converter setting avoids (fuzzer/campaign/settings.py): not a generator pair
 BOOST = "boost"  # an operator drawn more often (fuzzer/campaign/steering.py): travels with the demotions
@@ -91,9 +96,11 @@ class Novelty:
             if culprit is not None and self.culprits.get(signature) != culprit:
                 self.culprits[signature] = culprit
                 self._demotions = None
-        held = frozenset(tuple(p) for p in pairs)
+        given = frozenset(tuple(p) for p in pairs)
+        held = frozenset(p for p in given if p[0] != TRAIT)  # a trait is no pair to generate less: covers alone take it
         ops = frozenset(op for op, _ in held if op != FEATURE)  # a feature names itself, never through an operator
-        sampled = not localized and culprit is not None and self.spread.sample(signature, culprit[0], ops)
+        sampled = not localized and culprit is not None and self.spread.sample(signature, culprit[0],
+                                                                                ops | _trait_tokens(given))
         before = (self.common.get(signature), self.common_ops.get(signature))
         self.hits[signature] = self.hits.get(signature, 0) + 1
         self.common[signature] = before[0] & held if before[0] is not None else held
@@ -102,13 +109,17 @@ class Novelty:
         self.held[signature] = frozenset(p for p in self.held.get(signature, frozenset()) | held if p[0] in common_ops)
         after = (self.common[signature], self.common_ops[signature])
         mark = self.mark(signature)
-        if self.hits[signature] >= mark and (before != after or self.hits[signature] == mark or sampled):
+        # A trait's share of hits is weighed against its tests (spread.MIN_TRAIT_PRECISION), so a sampled signature's
+        # cover is weighed again as its hits double.
+        recount = signature in self.spread.samples and self.hits[signature] & (self.hits[signature] - 1) == 0
+        if self.hits[signature] >= mark and (before != after or self.hits[signature] == mark or sampled or recount):
             self._demotions = None
 
     def seen(self, converter: str, pairs: Iterable[Pair]) -> None:
         """One more test of `converter` on a graph holding `pairs` (hit or not): the base rates spread.py compares
         a bug's hits with."""
-        self.spread.seen(converter, {op for op, _ in pairs if op != FEATURE})
+        pairs = list(pairs)
+        self.spread.seen(converter, {op for op, _ in pairs if op not in (FEATURE, TRAIT)} | _trait_tokens(pairs))
 
     def record_setting(self, detail: str) -> None:
         """One more bug test of a root cause a converter setting avoids (settings.setting_detail)."""
@@ -184,7 +195,7 @@ class Novelty:
         for signature in self.spread.samples:
             if self.hits.get(signature, 0) < self.mark(signature) or self.culprit(signature):
                 continue
-            found = self.spread.cover(signature)
+            found = self.spread.cover(signature, self.hits[signature])
             if found is not None:
                 out |= {(AVOID_FOR + found[0], op) for op in found[1]}
         return out
@@ -199,6 +210,11 @@ class Novelty:
         if pairs or not 0 < len(ops) <= MAX_CULPRIT_PAIRS:
             return frozenset()
         return self.held[signature]  # already only the pairs of those operators
+
+
+def _trait_tokens(pairs: Iterable[Pair]) -> frozenset[str]:
+    """The spread tally's tokens of the (TRAIT, trait) pairs among `pairs`."""
+    return frozenset(trait_token(detail) for op, detail in pairs if op == TRAIT)
 
 
 def without_demoted(options: GenOptions, seed: int, demoted: Iterable[Pair | Demotion]) -> GenOptions:

@@ -12,9 +12,11 @@ of each converter's tests held each operator. Once the signature is hit often en
 MAX_COVER_OPS operators that together were in nearly every sampled hit, each far more common in the hits than in
 that converter's tests (MIN_LIFT): those are cut out before that converter runs (novelty.AVOID_FOR), like the
 culprit of a localized bug. A root cause that no few operators cover (onnx2tf's failure on any reduction in a graph
-that also holds a Constant node) gets no cover, rather than one that cuts half the graph. Covers of dtypes (skip a
-converter's graphs holding one) were tried and left out: the dtype each chose was held by a sixth to a quarter of the
-converter's tests, nearly all of which would have passed that bug.
+that also holds a Constant node) gets no cover, rather than one that cuts half the graph. Graph traits (a bfloat16
+input, a scalar input, traits.py) are candidates beside the operators; a trait cannot be cut out, so a cover that
+takes one skips that converter's tests of graphs holding it, and takes it only where most of those tests hit the bug
+(MIN_TRAIT_PRECISION): a dtype anywhere in the graph, held by a sixth to a quarter of the converter's tests, nearly
+all of which passed, is no cover.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from fuzzer.campaign.traits import is_trait
 
 SAMPLES = 12  # hits kept per signature: enough to tell the operators behind it from those that came along
 MIN_SAMPLES = 5
@@ -32,6 +36,10 @@ MIN_COVERED = 0.9  # the share of sampled hits the cover must hold: a stray hit 
 # graphs, is no culprit for being in a third of the hits, nor in all of them (an operator common to every hit is
 # novelty's own culprit).
 MIN_LIFT = 3.0
+# A trait (traits.py) cannot be cut out: its converter's tests of graphs holding it are skipped. So it covers only
+# where at least this share of those tests hit the bug: a dtype held by a sixth of onnx2tf's tests, nearly all of
+# which passed, was once taken for the cover of a bug in a few of them.
+MIN_TRAIT_PRECISION = 0.5
 
 
 @dataclass
@@ -42,8 +50,9 @@ class SpreadTally:
     samples: dict[str, tuple[str, list[frozenset[str]]]] = field(default_factory=dict)  # sig: (converter, op sets)
     tests: dict[str, int] = field(default_factory=dict)  # per converter
     held: dict[str, dict[str, int]] = field(default_factory=dict)  # per converter, per operator: tests holding it
-    # Each signature's cover as of its last sample: the base rates move with every test, a cover only with a sample.
-    _covers: dict[str, tuple[str, frozenset[str]] | None] = field(default_factory=dict, repr=False)
+    # Each signature's cover as of its last sample and hit count: the base rates move with every test, a cover only
+    # with a sample or (for a trait's precision) the hits.
+    _covers: dict[str, tuple[int, tuple[str, frozenset[str]] | None]] = field(default_factory=dict, repr=False)
 
     def seen(self, converter: str, ops: Iterable[str]) -> None:
         """One more test of `converter` on a graph holding `ops`."""
@@ -61,25 +70,34 @@ class SpreadTally:
         self._covers.pop(signature, None)
         return True
 
-    def cover(self, signature: str) -> tuple[str, frozenset[str]] | None:
-        """(converter, the operators that cover `signature`'s sampled hits); None while too few are sampled or no
-        small cover of operators far more common in the hits than in the converter's tests exists."""
-        if signature not in self._covers:
-            converter, hits = self.samples.get(signature, ("", []))
-            ops = greedy_cover(hits, self._candidates(converter, hits)) if len(hits) >= MIN_SAMPLES else frozenset()
-            self._covers[signature] = (converter, ops) if ops else None
-        return self._covers[signature]
+    def cover(self, signature: str, hits: int = 0) -> tuple[str, frozenset[str]] | None:
+        """(converter, the operators and traits that cover `signature`'s sampled hits, of its `hits` in all); None
+        while too few are sampled or no small cover of operators far more common in the hits than in the converter's
+        tests exists."""
+        cached = self._covers.get(signature)
+        if cached is None or cached[0] != hits:
+            converter, sampled = self.samples.get(signature, ("", []))
+            found = (greedy_cover(sampled, self._candidates(converter, sampled, hits))
+                     if len(sampled) >= MIN_SAMPLES else frozenset())
+            self._covers[signature] = cached = (hits, (converter, found) if found else None)
+        return cached[1]
 
-    def _candidates(self, converter: str, hits: Sequence[frozenset[str]]) -> list[str]:
-        """The operators in MIN_HITS_HELD or more of the hits, held by them at least MIN_LIFT times as often as by the
-        converter's tests."""
+    def _candidates(self, converter: str, sampled: Sequence[frozenset[str]], hits: int) -> list[str]:
+        """The operators and traits in MIN_HITS_HELD or more of the sampled hits, held by them at least MIN_LIFT
+        times as often as by the converter's tests; a trait only where its tests hit the bug often enough (of
+        `hits` in all, MIN_TRAIT_PRECISION)."""
         tests, held = max(self.tests.get(converter, 0), 1), self.held.get(converter, {})
         counts: dict[str, int] = {}
-        for ops in hits:
+        for ops in sampled:
             for op in ops:
                 counts[op] = counts.get(op, 0) + 1
+
+        def precise(token: str, n: int) -> bool:
+            return not is_trait(token) or hits * n / len(sampled) >= MIN_TRAIT_PRECISION * held.get(token, 0)
+
         return sorted(op for op, n in counts.items()
-                      if n >= MIN_HITS_HELD and n / len(hits) >= MIN_LIFT * held.get(op, 0) / tests)
+                      if n >= MIN_HITS_HELD and n / len(sampled) >= MIN_LIFT * held.get(op, 0) / tests
+                      and precise(op, n))
 
     def to_json(self) -> dict[str, Any]:
         """The tally as JSON, for the campaign's meta table (novelty.tally) and a resume."""

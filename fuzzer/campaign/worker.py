@@ -50,6 +50,7 @@ from fuzzer.campaign.messages import (
 from fuzzer.campaign.novelty import Demotion
 from fuzzer.campaign.result import TestResult
 from fuzzer.campaign.settings import SKIPPED, settled_options
+from fuzzer.campaign.traits import describe_trait, is_trait
 from fuzzer.campaign.unit_graph import graph_message
 from fuzzer.campaign.worker_config import WorkerConfig
 from fuzzer.cases.case import case_from_result, case_id, case_log, collect_versions
@@ -182,6 +183,13 @@ class UnitRunner:
         self.phase(idx, name, Step.CONVERT)
         converter = self.registry[name]
         avoided = avoided_culprits(graph, name, seed, demoted) if self.config.demote_known else []
+        traits = [token for token in avoided if is_trait(token)]
+        if traits:  # a trait cannot be cut out: the filed bug it covers would end the test
+            verdict = Verdict(Symptom.UNSUPPORTED, Stage.SOURCE, name, labels=(SKIPPED,),
+                              message=f"a known root cause: most {name} tests of a graph with "
+                                      f"{' or '.join(map(describe_trait, traits))} end in a bug already filed")
+            self.hold(TestResult.of_verdict(idx, seed, verdict, {}, wall_s=time.perf_counter() - start))
+            return
         if avoided:
             rest = self.prepared_without(seed, graph, avoided)
             avoid_s = time.perf_counter() - start

@@ -86,3 +86,31 @@ def test_a_case_running_when_reduction_stops_waits_again(tmp_path: Path) -> None
     queue.close(wait_s=0)
     assert fake_reducer.returncode is not None and queue.reducers == []
     assert list(queue.pending) == [tmp_path / "running", tmp_path / "next"]
+
+
+def test_a_backlog_gets_one_more_reducer_beside_the_tests_per_lag_up_to_one_per_worker(tmp_path: Path) -> None:
+    queue = ReduceQueue(tmp_path, ReducerConfig(1.0, "fuzzer.converters:CONVERTERS"))
+    queue.seconds.extend([6.0] * 7)  # with the first guess weighed in: (42 + 30) / 10 = 7.2 s a case
+    assert queue.per_case_s() == 7.2 and queue.reducers_beside(2) == 1  # nothing waiting
+    queue.pending.extend(tmp_path / f"case-{i}" for i in range(41))  # 295.2 s of first steps: under LAG_S
+    assert queue.reducers_beside(2) == 1
+    queue.later.extend(tmp_path / f"more-{i}" for i in range(1))  # 302.4 s
+    assert queue.reducers_beside(2) == 2 and queue.reducers_beside(1) == 1
+    queue.later.extend(tmp_path / f"more-{i}" for i in range(1, 200))
+    assert queue.reducers_beside(2) == 2 and queue.reducers_beside(8) == 6  # 1,735 s: five lags more
+
+
+def test_a_reducer_beyond_those_wanted_now_is_handed_no_case(tmp_path: Path) -> None:
+    queue = ReduceQueue(tmp_path, ReducerConfig(1.0, "fuzzer.converters:CONVERTERS"))
+    queue.pending.extend(tmp_path / f"case-{i}" for i in range(3))
+    # idle_reducers: processes reading their input stand in for two idle reducers (`cat` reads the cases sent).
+    idle = [Reducer(subprocess.Popen(["cat"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)) for _ in range(2)]
+    queue.reducers.extend(idle)
+    try:
+        queue.step(1)
+        assert [r.case_dir for r in idle] == [tmp_path / "case-0", None] and queue.waiting == 2
+        queue.step(2)
+        assert idle[1].case_dir == tmp_path / "case-1" and queue.waiting == 1
+    finally:
+        for reducer in idle:
+            reducer.stop()

@@ -147,7 +147,7 @@ class Campaign:
         self.supervisor.poll(0.2)
         self.supervisor.watch()
         if self.reducer is not None:
-            self.reducer.step(1)
+            self.reducer.step(self.reducer.reducers_beside(self.workers))
         if self.bisector is not None:
             self.bisector.step()
         if time.monotonic() - self.last_beat >= HOUSEKEEPING_S:

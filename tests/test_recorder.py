@@ -8,6 +8,8 @@ from fuzzer.campaign.culprit_cut import CULPRIT_AVOIDED, CULPRIT_GUESSED
 from fuzzer.campaign.db import CampaignDB
 from fuzzer.campaign.recorder import Recorder
 from fuzzer.campaign.result import TestResult
+from fuzzer.campaign.settings import SKIPPED
+from fuzzer.campaign.traits import TRAIT
 
 
 def _recorder(tmp_path: Path) -> Recorder:
@@ -47,3 +49,17 @@ def test_a_graph_that_meets_the_filed_bug_again_past_the_cut_is_one_hit(tmp_path
     recorder.test(again, [("isfinite", "float32"), ("nan_to_num", "float32")], True)
     assert recorder.novelty.hits == {"sig-isinf": 1}
     assert len(recorder.novelty.spread.samples["sig-isinf"][1]) == 1
+
+
+def test_only_the_tests_that_ran_their_converter_count_in_the_base_rates(tmp_path: Path) -> None:
+    """A test skipped as known unsupported or for a known root cause could not hit a bug: counting it would make a
+    trait look common among passing tests (spread.MIN_TRAIT_PRECISION). Traits are counted under their tokens."""
+    recorder = _recorder(tmp_path)
+    pairs = [("relu", "bfloat16"), (TRAIT, "input:bfloat16")]
+    for idx, (symptom, stage, labels) in enumerate([("pass", "none", ()),
+                                                    ("unsupported", "source", ("skipped-known-unsupported",)),
+                                                    ("unsupported", "source", (SKIPPED,))]):
+        recorder.db.add_unit(idx, 10 + idx)
+        recorder.test(TestResult(idx, 10 + idx, "onnx2tf", symptom, stage, labels=labels), pairs, True)
+    spread = recorder.novelty.spread
+    assert spread.tests == {"onnx2tf": 1} and spread.held["onnx2tf"] == {"relu": 1, "trait:input:bfloat16": 1}

@@ -13,10 +13,11 @@ from fuzzer.campaign.messages import OwnError, UnitGraph
 from fuzzer.campaign.novelty import DEMOTED_META, NOVELTY_META, Demotion, Novelty
 from fuzzer.campaign.progress import Counts
 from fuzzer.campaign.result import LOST_SYMPTOMS, TestResult
-from fuzzer.campaign.settings import SKIPPED, setting_detail
+from fuzzer.campaign.settings import setting_detail
 from fuzzer.campaign.spec import case_folders
 from fuzzer.campaign.steering import Steering
 from fuzzer.cases.folder import read_case
+from oracles.verdict import Stage
 
 OWN_ERRORS_LOG = "own_errors.log"
 
@@ -66,7 +67,9 @@ class Recorder:
         new_bug = self.db.record_test(result, self.session, unit_done)
         self.steering.record(result.converter, result.rewrites)
         pairs = _tested(pairs, result.labels)
-        if SKIPPED not in result.labels:  # a test skipped for a known root cause says nothing of the base rates
+        # The base rates a bug's hits are weighed against count the tests that ran their converter: one skipped as
+        # known unsupported or for a known root cause could not have hit a bug.
+        if result.stage != Stage.SOURCE.value:
             self.novelty.seen(result.converter, pairs)
         if result.cut_from:  # the filed bug the test hit before its culprit was cut out still counts the hit
             cut = next((label.split(":", 1)[1] for label in result.labels if label.startswith(f"{CULPRIT_CUT}:")), "")

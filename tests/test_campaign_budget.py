@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from fuzzer.campaign.budget import MAX_RESERVE_S, OVERRUN_S, UNIT_GRACE_S, Budget, format_budget, process_started
-from fuzzer.campaign.reduce_queue import FIRST_GUESS_S, START_S, ReduceQueue, Reducer, ReducerConfig
+from fuzzer.campaign.reduce_queue import FIRST_GUESS_S, GRACE_S, START_S, ReduceQueue, Reducer, ReducerConfig
 
 
 def test_a_three_minute_campaign_keeps_at_most_twelve_seconds_for_reductions() -> None:
@@ -114,3 +114,9 @@ def test_a_reducer_beyond_those_wanted_now_is_handed_no_case(tmp_path: Path) -> 
     finally:
         for reducer in idle:
             reducer.stop()
+
+
+def test_a_case_that_hangs_may_take_two_timeouts_more_before_it_is_given_up() -> None:
+    config = ReducerConfig(60.0, "fuzzer.converters:CONVERTERS", timeout_s=45.0)
+    assert config.limit_s(hangs=False) == 60.0 + GRACE_S
+    assert config.limit_s(hangs=True) == 60.0 + GRACE_S + 90.0

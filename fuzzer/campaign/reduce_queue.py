@@ -39,6 +39,9 @@ from fuzzer.support.scratch import scratch_root, sweep_once_dead
 from oracles.verdict import Symptom
 
 GRACE_S = 60.0  # on top of a case's budget: the reducer's first start and the final full check
+# A case that hangs gets this many timeouts more: the check in flight when its budget ends and the final full check
+# each wait one out (three of an hour's hang cases overran 120 s and were given up, unreduced).
+HANG_TIMEOUTS = 2
 FAILED_LIST = "reduce_failed.txt"
 REDUCE_CHILD_LOGS = "reduce-children"
 FIRST_GUESS_S = 10.0  # seconds per case before any has been reduced
@@ -75,6 +78,11 @@ class ReducerConfig:
     timeout_s: float = 60.0
     memory_mb: int = 4096
 
+    def limit_s(self, hangs: bool) -> float:
+        """How long a reducer may take on one case before it is given up: the budget and GRACE_S, and for a case
+        that hangs HANG_TIMEOUTS timeouts more."""
+        return self.budget_s + GRACE_S + (HANG_TIMEOUTS * self.timeout_s if hangs else 0.0)
+
     def command(self) -> list[str]:
         return [sys.executable, "-m", "fuzzer", "reduce", "--stdin", "--inside", "--shape-first",
                 "--time", f"{self.budget_s}s",
@@ -90,12 +98,13 @@ class Reducer:
     since: float = 0.0
     buffer: bytes = b""
     polishing: bool = False
+    limit_s: float = float("inf")  # how long it may take on its case (ReducerConfig.limit_s)
 
-    def send(self, case_dir: Path, polishing: bool = False) -> None:
+    def send(self, case_dir: Path, polishing: bool = False, limit_s: float = float("inf")) -> None:
         assert self.proc.stdin is not None
         self.proc.stdin.write(f"{case_dir}\n".encode())
         self.proc.stdin.flush()
-        self.case_dir, self.since, self.polishing = case_dir, time.monotonic(), polishing
+        self.case_dir, self.since, self.polishing, self.limit_s = case_dir, time.monotonic(), polishing, limit_s
 
     def replies(self) -> list[dict]:
         """The JSON lines it has written so far (without blocking); other lines are library noise."""
@@ -231,7 +240,7 @@ class ReduceQueue:
             if reducer.case_dir is None and queue:
                 case_dir = queue.popleft()
                 try:
-                    reducer.send(case_dir, polishing=queue is self.polish)
+                    reducer.send(case_dir, queue is self.polish, self.config.limit_s(_cause(case_dir)[1]))
                 except OSError:  # it died since it was collected: the case waits for the next reducer
                     queue.appendleft(case_dir)
                     reducer.case_dir = None
@@ -249,7 +258,7 @@ class ReduceQueue:
             if reply["ok"] and not reply.get("polished", True):
                 self.polish.append(Path(reply["path"]))
             reducer.case_dir = None
-        overran = reducer.case_dir is not None and time.monotonic() - reducer.since > self.config.budget_s + GRACE_S
+        overran = reducer.case_dir is not None and time.monotonic() - reducer.since > reducer.limit_s
         if reducer.proc.poll() is not None or overran:
             if reducer.case_dir is not None:
                 self._log(f"{reducer.case_dir}: reduction failed: the reducer "

@@ -15,6 +15,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import secrets
+import shutil
 import signal
 import socket
 import sqlite3
@@ -183,6 +184,7 @@ def cluster() -> Iterator[Cluster]:
     finally:
         for group in reversed(groups):
             kill_group(group)
+        shutil.rmtree(temp, ignore_errors=True)  # Ray's session logs, 300 KB a run
 
 
 def marked_processes(group: int) -> str:

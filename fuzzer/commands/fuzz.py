@@ -7,6 +7,7 @@ import contextlib
 import dataclasses
 import importlib.util
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -180,6 +181,10 @@ def run(args: argparse.Namespace) -> int:
         return run_locked(args, out, db, spec)
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def run_locked(args: argparse.Namespace, out: Path, db: CampaignDB, spec: CampaignSpec) -> int:
     """Run the campaign in `out`, whose lock this process holds, then triage it and print the summaries."""
     progress = Progress(interval_s=args.log_interval, total=None)
@@ -187,9 +192,13 @@ def run_locked(args: argparse.Namespace, out: Path, db: CampaignDB, spec: Campai
                         reduce_budget_s=None if args.no_reduce else args.reduce_time, yield_cpu=True,
                         started=process_started(), bisect=args.bisect, engine=args.engine,
                         ray_address=args.address)
+    # `kill PID` (a service manager's stop, a batch system's time limit) stops the campaign as Ctrl-C does: the tests in
+    # flight are given up, the demotion tally and the session are recorded, and --resume goes on from there.
+    previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
         status = campaign.run()
     finally:
+        signal.signal(signal.SIGTERM, previous)
         print(format_summary(summarize(db)))
         result = triage(out, db, args.corpus)
         if not campaign.disk_full:

@@ -40,7 +40,7 @@ from oracles.verdict import Symptom
 
 GRACE_S = 60.0  # on top of a case's budget: the reducer's first start and the final full check
 # A case that hangs gets this many timeouts more: the check in flight when its budget ends and the final full check
-# each wait one out (three of an hour's hang cases overran 120 s and were given up, unreduced).
+# each wait one out, which alone passed the budget and GRACE_S.
 HANG_TIMEOUTS = 2
 FAILED_LIST = "reduce_failed.txt"
 REDUCE_CHILD_LOGS = "reduce-children"
@@ -53,8 +53,8 @@ START_S = 8.0  # a reducer's start-up (Python, torch, its checker child)
 # (supervisor.CAMPAIGN_NICE): the workers' tests come first. The drain's reducers keep the campaign's priority.
 REDUCER_NICE = 5
 # First steps waiting that one reducer would take longer than this to clear get a second reducer beside the tests
-# (and so on, up to one per worker). One reducer at REDUCER_NICE beside two workers shape-reduced 385 of the 586 cases
-# an hour-long campaign found (h50), and 307 of 411 in half an hour (h51).
+# (and so on, up to one per worker): one reducer at REDUCER_NICE beside as many workers as cores falls behind a
+# campaign that finds a case every few seconds, and a case left unreduced is no report to file.
 LAG_S = 300.0
 STOP_GRACE_S = 10.0  # an idle reducer's own exit: its checker child stops and sweeps its temp folder
 

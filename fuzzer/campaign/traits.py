@@ -1,11 +1,10 @@
 """Graph traits a root cause can hang on where no operator names it: the dtype of an input, a scalar input or output,
 a dtype anywhere in the graph.
 
-onnx2tf fails every graph with a bfloat16 input, whatever its operators ("Unsupported TensorFlow type quint16"), and
-its TFLite model rejects a scalar input ("Cannot set tensor: Dimension mismatch"): the hits of such a root cause
-share no operator, so neither (operator, dtype) demotion nor an operator cover (spread.py) narrows to it, and in an
-hour onnx2tf spent a tenth of its tests on a few of them. A trait is counted like an operator in the spread tally,
-as the token `trait:<detail>`; a cover that takes one skips that converter's tests of graphs holding it (a trait
+onnx2tf fails every graph with a bfloat16 input, whatever its operators ("Unsupported TensorFlow type quint16"): the
+hits of such a root cause share no operator, so neither (operator, dtype) demotion nor an operator cover (spread.py)
+narrows to it, and it ends test after test. A trait is counted like an operator in the spread tally, as the token
+`trait:<detail>`; a cover that takes one skips that converter's tests of graphs holding it (a trait
 cannot be cut out), so it is taken only where most of the converter's tests holding it hit the bug
 (spread.MIN_TRAIT_PRECISION).
 """

@@ -39,9 +39,10 @@ from fuzzer.support.scratch import scratch_root, sweep_once_dead
 from oracles.verdict import Symptom
 
 GRACE_S = 60.0  # on top of a case's budget: the reducer's first start and the final full check
-# A case that hangs gets this many timeouts more: the check in flight when its budget ends and the final full check
-# each wait one out, which alone passed the budget and GRACE_S.
-HANG_TIMEOUTS = 2
+# And this many check timeouts more: the check in flight when the budget ends and the final full check may each take
+# up to one (a hang waits it out; a large onnx2tf graph's checks take tens of seconds), which alone passed the budget
+# and GRACE_S. The limit is there for a reducer that stopped answering, not for a slow case.
+CHECK_TIMEOUTS = 2
 FAILED_LIST = "reduce_failed.txt"
 REDUCE_CHILD_LOGS = "reduce-children"
 FIRST_GUESS_S = 10.0  # seconds per case before any has been reduced
@@ -78,10 +79,10 @@ class ReducerConfig:
     timeout_s: float = 60.0
     memory_mb: int = 4096
 
-    def limit_s(self, hangs: bool) -> float:
-        """How long a reducer may take on one case before it is given up: the budget and GRACE_S, and for a case
-        that hangs HANG_TIMEOUTS timeouts more."""
-        return self.budget_s + GRACE_S + (HANG_TIMEOUTS * self.timeout_s if hangs else 0.0)
+    def limit_s(self) -> float:
+        """How long a reducer may take on one case before it is given up: the budget, GRACE_S and CHECK_TIMEOUTS
+        check timeouts."""
+        return self.budget_s + GRACE_S + CHECK_TIMEOUTS * self.timeout_s
 
     def command(self) -> list[str]:
         return [sys.executable, "-m", "fuzzer", "reduce", "--stdin", "--inside", "--shape-first",
@@ -240,7 +241,7 @@ class ReduceQueue:
             if reducer.case_dir is None and queue:
                 case_dir = queue.popleft()
                 try:
-                    reducer.send(case_dir, queue is self.polish, self.config.limit_s(_cause(case_dir)[1]))
+                    reducer.send(case_dir, queue is self.polish, self.config.limit_s())
                 except OSError:  # it died since it was collected: the case waits for the next reducer
                     queue.appendleft(case_dir)
                     reducer.case_dir = None

@@ -92,9 +92,17 @@ def _cone(graph: Graph, output: str) -> Graph:
     return prune(dataclasses.replace(graph, outputs=(output,)))
 
 
+def same_hang(original: Verdict, candidate: Verdict) -> bool:
+    """Both hang in the same converter at the same stage. A hang's signature holds the frame its stack was caught in,
+    which varies from run to run of one hang: a reduced graph that still hangs was given up as another bug."""
+    return (original.symptom is candidate.symptom is Symptom.HANG and original.converter == candidate.converter
+            and original.stage is candidate.stage)
+
+
 def keeps_defect(case: CaseData, verdict: Verdict, graph: Graph) -> bool:
-    """The reducer's acceptance: the same bug, or the defect it carried (see same_defect)."""
-    return same_bug(case.verdict, verdict) or same_defect(case.verdict, case.graph, verdict, graph)
+    """The reducer's acceptance: the same bug, the defect it carried (see same_defect), or the same hang."""
+    return (same_bug(case.verdict, verdict) or same_defect(case.verdict, case.graph, verdict, graph)
+            or same_hang(case.verdict, verdict))
 
 
 def signature_oracle(case: CaseData, checker: IsolatedChecker) -> Callable[[Graph], bool]:
@@ -147,7 +155,8 @@ def reduce_case(case: CaseData, out_dir: Path, checker: IsolatedChecker, budget_
     try:
         written, verdict = checker.write_case(job, staging, reduced_id(case.id), original or case.id, record,
                                               diagnose=not shape_only)
-        if verdict.signature != case.signature and not same_defect(case.verdict, case.graph, verdict, result.graph):
+        if (verdict.signature != case.signature and not same_defect(case.verdict, case.graph, verdict, result.graph)
+                and not same_hang(case.verdict, verdict)):
             raise ReductionFailed(f"{case.id}: the reduced graph gives {verdict.signature} under the full check, "
                                   f"not {case.signature}")
         path = publish_case_folder(written, out_dir / written.name)

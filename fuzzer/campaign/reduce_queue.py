@@ -99,13 +99,12 @@ class Reducer:
     since: float = 0.0
     buffer: bytes = b""
     polishing: bool = False
-    limit_s: float = float("inf")  # how long it may take on its case (ReducerConfig.limit_s)
 
-    def send(self, case_dir: Path, polishing: bool = False, limit_s: float = float("inf")) -> None:
+    def send(self, case_dir: Path, polishing: bool = False) -> None:
         assert self.proc.stdin is not None
         self.proc.stdin.write(f"{case_dir}\n".encode())
         self.proc.stdin.flush()
-        self.case_dir, self.since, self.polishing, self.limit_s = case_dir, time.monotonic(), polishing, limit_s
+        self.case_dir, self.since, self.polishing = case_dir, time.monotonic(), polishing
 
     def replies(self) -> list[dict]:
         """The JSON lines it has written so far (without blocking); other lines are library noise."""
@@ -241,7 +240,7 @@ class ReduceQueue:
             if reducer.case_dir is None and queue:
                 case_dir = queue.popleft()
                 try:
-                    reducer.send(case_dir, queue is self.polish, self.config.limit_s())
+                    reducer.send(case_dir, polishing=queue is self.polish)
                 except OSError:  # it died since it was collected: the case waits for the next reducer
                     queue.appendleft(case_dir)
                     reducer.case_dir = None
@@ -259,7 +258,7 @@ class ReduceQueue:
             if reply["ok"] and not reply.get("polished", True):
                 self.polish.append(Path(reply["path"]))
             reducer.case_dir = None
-        overran = reducer.case_dir is not None and time.monotonic() - reducer.since > reducer.limit_s
+        overran = reducer.case_dir is not None and time.monotonic() - reducer.since > self.config.limit_s()
         if reducer.proc.poll() is not None or overran:
             if reducer.case_dir is not None:
                 self._log(f"{reducer.case_dir}: reduction failed: the reducer "

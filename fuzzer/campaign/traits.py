@@ -1,12 +1,13 @@
 """Graph traits a root cause can hang on where no operator names it: the dtype of an input, a scalar input or output,
 a dtype anywhere in the graph.
 
-onnx2tf fails every graph with a bfloat16 input, whatever its operators ("Unsupported TensorFlow type quint16"): the
-hits of such a root cause share no operator, so neither (operator, dtype) demotion nor an operator cover (spread.py)
-narrows to it, and it ends test after test. A trait is counted like an operator in the spread tally, as the token
-`trait:<detail>`; a cover that takes one skips that converter's tests of graphs holding it (a trait
-cannot be cut out), so it is taken only where most of the converter's tests holding it hit the bug
-(spread.MIN_TRAIT_PRECISION).
+onnx2tf fails on a bfloat16 model input whatever operator reads it ("Unsupported TensorFlow type quint16"): the hits
+of such a root cause share no operator, so neither (operator, dtype) demotion nor an operator cover (spread.py)
+narrows to it. A trait is counted like an operator in the spread tally, as the token `trait:<detail>`; a cover that
+takes one skips that converter's tests of graphs holding it (a trait cannot be cut out), so it is taken only where
+most of the converter's tests holding it hit the bug (spread.MIN_TRAIT_PRECISION). Traits are read off the graph,
+not off the model a converter is given: where the upstream exporter decides whether the bfloat16 input survives,
+the graph's trait is not precise enough to cover that bug.
 """
 
 from __future__ import annotations

@@ -185,19 +185,15 @@ class UnitRunner:
         avoided = avoided_culprits(graph, name, seed, demoted) if self.config.demote_known else []
         traits = [token for token in avoided if is_trait(token)]
         if traits:  # a trait cannot be cut out: the filed bug it covers would end the test
-            verdict = Verdict(Symptom.UNSUPPORTED, Stage.SOURCE, name, labels=(SKIPPED,),
-                              message=f"a known root cause: most {name} tests of a graph with "
-                                      f"{' or '.join(map(describe_trait, traits))} end in a bug already filed")
-            self.hold(TestResult.of_verdict(idx, seed, verdict, {}, wall_s=time.perf_counter() - start))
+            self.skip(idx, seed, name, SKIPPED, f"a known root cause: most {name} tests of a graph with "
+                      f"{' or '.join(map(describe_trait, traits))} end in a bug already filed", {}, start)
             return
         if avoided:
             rest = self.prepared_without(seed, graph, avoided)
             avoid_s = time.perf_counter() - start
             if rest is None:
-                verdict = Verdict(Symptom.UNSUPPORTED, Stage.SOURCE, name, labels=(f"skipped-{CULPRIT_AVOIDED}",),
-                                  message="nothing testable is left once the operators of its filed bugs are cut "
-                                          "out: " + ", ".join(avoided))
-                self.hold(TestResult.of_verdict(idx, seed, verdict, {}, wall_s=time.perf_counter() - start))
+                self.skip(idx, seed, name, f"skipped-{CULPRIT_AVOIDED}", "nothing testable is left once the operators "
+                          "of its filed bugs are cut out: " + ", ".join(avoided), {}, start)
                 return
             graph, prepared = rest
         opts, known_cause = settled_options(converter, self.config.options_for(converter, seed, graph), graph, seed,
@@ -207,11 +203,10 @@ class UnitRunner:
         if known or known_cause or unwritable:  # the probe, a setting demotion or the framework knows: never run
             label = ("skipped-known-unsupported" if known else "skipped-inexpressible" if unwritable and not known_cause
                      else SKIPPED)
-            verdict = Verdict(Symptom.UNSUPPORTED, Stage.SOURCE, name, labels=(label,),
-                              message=known_cause or (f"its framework cannot express {', '.join(unwritable)}"
-                                                      if unwritable else "the probe found these (operator, dtype) "
-                                                      "pairs unsupported: " + ", ".join(f"{o} {d}" for o, d in known)))
-            self.hold(TestResult.of_verdict(idx, seed, verdict, opts, wall_s=time.perf_counter() - start))
+            self.skip(idx, seed, name, label, known_cause or (f"its framework cannot express {', '.join(unwritable)}"
+                                                              if unwritable else "the probe found these (operator, "
+                                                              "dtype) pairs unsupported: "
+                                                              + ", ".join(f"{o} {d}" for o, d in known)), opts, start)
             return
         try:
             result = check_prepared(prepared, converter, opts, self.check_options, self.filed)
@@ -232,6 +227,12 @@ class UnitRunner:
         culprit = (self.culprit(graph, result.verdict) or "") if result.verdict.is_bug else ""
         self.hold(TestResult.of_verdict(idx, seed, result.verdict, result.options, result.timings,
                                         time.perf_counter() - start, case_dir, rewrites, cut_from, culprit))
+
+    def skip(self, idx: int, seed: int, name: str, label: str, message: str, options: dict[str, Any],
+             start: float) -> None:
+        """Hold the result of a test not run: unsupported at the source, labelled `label`, saying why."""
+        verdict = Verdict(Symptom.UNSUPPORTED, Stage.SOURCE, name, labels=(label,), message=message)
+        self.hold(TestResult.of_verdict(idx, seed, verdict, options, wall_s=time.perf_counter() - start))
 
     def past_known(self, idx: int, seed: int, graph: Graph, converter: Converter, result: CheckResult,
                    demoted: Sequence[Demotion] = ()) -> tuple[CheckResult, Graph, str]:

@@ -155,8 +155,7 @@ def reduce_case(case: CaseData, out_dir: Path, checker: IsolatedChecker, budget_
     try:
         written, verdict = checker.write_case(job, staging, reduced_id(case.id), original or case.id, record,
                                               diagnose=not shape_only)
-        if (verdict.signature != case.signature and not same_defect(case.verdict, case.graph, verdict, result.graph)
-                and not same_hang(case.verdict, verdict)):
+        if verdict.signature != case.signature and not keeps_defect(case, verdict, result.graph):
             raise ReductionFailed(f"{case.id}: the reduced graph gives {verdict.signature} under the full check, "
                                   f"not {case.signature}")
         path = publish_case_folder(written, out_dir / written.name)

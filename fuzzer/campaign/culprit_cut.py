@@ -18,7 +18,7 @@ a fix still shows.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 
 from fuzzer.campaign.novelty import AVOID_FOR, Demotion
@@ -89,6 +89,12 @@ def avoided_culprits(graph: Graph, converter: str, seed: int, demoted: Sequence[
     kind = AVOID_FOR + converter
     if not any(k == kind for k, _, _ in demoted):
         return []
-    ops = set(graph.ops()) | graph_trait_tokens(graph)
+    return avoided_among(set(graph.ops()) | graph_trait_tokens(graph), converter, seed, demoted)
+
+
+def avoided_among(tokens: Collection[str], converter: str, seed: int, demoted: Sequence[Demotion]) -> list[str]:
+    """Those of `tokens` (operators or trait tokens) that `converter`'s filed bugs are filed under, each drawn from
+    the seed with its demotion's probability."""
+    kind = AVOID_FOR + converter
     return sorted(op for k, op, chance in demoted
-                  if k == kind and op in ops and seeded_chance(f"avoid:{seed}:{converter}:{op}") < chance)
+                  if k == kind and op in tokens and seeded_chance(f"avoid:{seed}:{converter}:{op}") < chance)

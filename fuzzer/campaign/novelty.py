@@ -82,6 +82,9 @@ class Novelty:
     # The (converter, operator) a localized signature's hits named as their culprit.
     culprits: dict[str, tuple[str, str]] = field(default_factory=dict)
     spread: SpreadTally = field(default_factory=SpreadTally)  # the hits that named no culprit, sampled
+    # (signature, converter, operator): a culprit its bug survived being cut out of (the reduced case's operator,
+    # where the bug is the graph's or the model's as a whole), never again taken for the bug's culprit.
+    refuted: set[tuple[str, str, str]] = field(default_factory=set)
     _demotions: list[Demotion] | None = None  # recomputed after a signature past the mark changes
 
     def record(self, signature: str, pairs: Iterable[Pair], lost_worker: bool = False, localized: bool = False,
@@ -115,6 +118,22 @@ class Novelty:
         if self.hits[signature] >= mark and (before != after or self.hits[signature] == mark or sampled or recount):
             self._demotions = None
 
+    def refute(self, signature: str, converter: str, operator: str) -> None:
+        """`signature`'s bug came back with `operator` cut out of the graph: it is not the culprit, and what was
+        narrowed to it is dropped, so that the next hits are sampled whole (spread.py)."""
+        self.refuted.add((signature, converter, operator))
+        if self.culprits.get(signature) == (converter, operator):
+            del self.culprits[signature]
+        if signature in self.localized:
+            self.localized.discard(signature)
+            for narrowed in (self.common, self.common_ops, self.held):
+                narrowed.pop(signature, None)
+        self._demotions = None
+
+    def is_refuted(self, signature: str, converter: str, operator: str) -> bool:
+        """Whether `operator` was cut out of a graph whose `converter` test then hit `signature` again."""
+        return (signature, converter, operator) in self.refuted
+
     def seen(self, converter: str, pairs: Iterable[Pair]) -> None:
         """One more test of `converter` on a graph holding `pairs` (hit or not): the base rates spread.py compares
         a bug's hits with."""
@@ -141,7 +160,8 @@ class Novelty:
         return {"hits": dict(self.hits), "common": pairs(self.common), "held": pairs(self.held),
                 "common_ops": {sig: sorted(ops) for sig, ops in self.common_ops.items()}, "lost": sorted(self.lost),
                 "localized": sorted(self.localized), "settings": dict(self.settings),
-                "culprits": {sig: list(pair) for sig, pair in self.culprits.items()}, "spread": self.spread.to_json()}
+                "culprits": {sig: list(pair) for sig, pair in self.culprits.items()}, "spread": self.spread.to_json(),
+                "refuted": sorted(map(list, self.refuted))}
 
     @classmethod
     def from_tally(cls, tally: dict[str, Any] | None, earlier: Iterable[Pair] = ()) -> Novelty:
@@ -157,7 +177,8 @@ class Novelty:
                    lost=set(tally.get("lost", ())), localized=set(tally.get("localized", ())), earlier=earlier_set,
                    settings=dict(tally.get("settings", {})),
                    culprits={sig: (conv, op) for sig, (conv, op) in tally.get("culprits", {}).items()},
-                   spread=SpreadTally.from_json(tally.get("spread")))
+                   spread=SpreadTally.from_json(tally.get("spread")),
+                   refuted={(sig, conv, op) for sig, conv, op in tally.get("refuted", ())})
 
     def demoted(self) -> list[Pair]:
         """The pairs to generate less, sorted: the culprits of signatures hit often enough (mark); the operators

@@ -16,6 +16,7 @@ from fuzzer.campaign.result import LOST_SYMPTOMS, TestResult
 from fuzzer.campaign.settings import setting_detail
 from fuzzer.campaign.spec import case_folders
 from fuzzer.campaign.steering import Steering
+from fuzzer.campaign.traits import TRAIT
 from fuzzer.cases.folder import read_case
 from oracles.verdict import Stage
 
@@ -66,25 +67,33 @@ class Recorder:
         """Commit one test of a graph holding `pairs` (the unit with it when `unit_done`); True for a new bug."""
         new_bug = self.db.record_test(result, self.session, unit_done)
         self.steering.record(result.converter, result.rewrites)
-        pairs = _tested(pairs, result.labels)
+        pairs = [*_tested(pairs, result.labels), *((TRAIT, trait) for trait in result.traits)]
         # The base rates a bug's hits are weighed against count the tests that ran their converter: one skipped as
         # known unsupported or for a known root cause could not have hit a bug.
         if result.stage != Stage.SOURCE.value:
             self.novelty.seen(result.converter, pairs)
         if result.cut_from:  # the filed bug the test hit before its culprit was cut out still counts the hit
             cut = next((label.split(":", 1)[1] for label in result.labels if label.startswith(f"{CULPRIT_CUT}:")), "")
+            if cut and result.signature == result.cut_from:  # the bug outlived its culprit's cut: not its culprit
+                self.novelty.refute(result.cut_from, result.converter, cut)
+            cut = self._culprit(result.cut_from, result.converter, cut)
             narrowed, localized = _narrowed(pairs, cut)
             self.novelty.record(result.cut_from, narrowed, localized=localized, culprit=(result.converter, cut))
         # A graph that met the same filed bug again with the culprit cut out is one hit of it, not two.
         if result.is_bug and result.signature and result.signature != result.cut_from:
-            narrowed, localized = _narrowed(pairs, result.culprit)
+            named = self._culprit(result.signature, result.converter, result.culprit)
+            narrowed, localized = _narrowed(pairs, named)
             self.novelty.record(result.signature, narrowed, result.symptom in LOST_SYMPTOMS, localized,
-                                (result.converter, result.culprit))
+                                (result.converter, named))
             detail = setting_detail(result.converter, result.message)
             if detail is not None:
                 self.novelty.record_setting(detail)
         self.counts.add(result.symptom, new_bug)
         return new_bug
+
+    def _culprit(self, signature: str, converter: str, operator: str) -> str:
+        """The operator a hit of `signature` names as its culprit, "" where none is or it was refuted."""
+        return "" if operator and self.novelty.is_refuted(signature, converter, operator) else operator
 
     def demotions_in_force(self, converters: Sequence[str]) -> list[Demotion]:
         """What units are sent with, where the campaign spends its budget on what is new (demote_known): the

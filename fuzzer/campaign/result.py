@@ -38,15 +38,18 @@ class TestResult:
     # The graph operator a bug's root cause is filed under, where the verdict names one (culprit_cut.culprit_operator):
     # demotion narrows to it from the first hit.
     culprit: str = ""
+    # The traits of this test beyond its graph's own (traits.py): those of the model an ONNX tool was given, and the
+    # graph's and model's under the converter's trait setting.
+    traits: tuple[str, ...] = ()
 
     @classmethod
     def of_verdict(cls, idx: int, seed: int, verdict: Verdict, options: Mapping[str, Any] | None = None,
                    timings: Mapping[str, float] | None = None, wall_s: float = 0.0,
                    case_dir: str | None = None, rewrites: tuple[str, ...] = (), cut_from: str = "",
-                   culprit: str = "") -> TestResult:
+                   culprit: str = "", traits: tuple[str, ...] = ()) -> TestResult:
         return cls(idx, seed, verdict.converter, verdict.symptom.json_name, verdict.stage.value, verdict.signature,
                    verdict.is_bug, tuple(verdict.labels), verdict.message, dict(options or {}), dict(timings or {}),
-                   wall_s, case_dir, tuple(rewrites), cut_from, culprit)
+                   wall_s, case_dir, tuple(rewrites), cut_from, culprit, tuple(traits))
 
     @classmethod
     def own_error(cls, idx: int, seed: int, converter: str, options: Mapping[str, Any] | None = None,
@@ -59,13 +62,13 @@ class TestResult:
         """The JSON message a worker sends."""
         # A shallow copy: asdict's deep copy of options and timings cost a tenth of a millisecond per test.
         return {"type": "result", **{name: getattr(self, name) for name in _FIELDS}, "labels": list(self.labels),
-                "rewrites": list(self.rewrites)}
+                "rewrites": list(self.rewrites), "traits": list(self.traits)}
 
     @classmethod
     def from_message(cls, msg: Mapping[str, Any]) -> TestResult:
         fields = {k: v for k, v in msg.items() if k != "type"}
         return cls(**{**fields, "labels": tuple(fields.get("labels", ())), "is_bug": bool(fields["is_bug"]),
-                      "rewrites": tuple(fields.get("rewrites", ()))})
+                      "rewrites": tuple(fields.get("rewrites", ())), "traits": tuple(fields.get("traits", ()))})
 
 
 _FIELDS = tuple(f.name for f in fields(TestResult))

@@ -5,12 +5,18 @@ onnx2tf fails on a bfloat16 model input whatever operator reads it ("Unsupported
 of such a root cause share no operator, so neither (operator, dtype) demotion nor an operator cover (spread.py)
 narrows to it. A trait is counted like an operator in the spread tally, as the token `trait:<detail>`; a cover that
 takes one skips that converter's tests of graphs holding it (a trait cannot be cut out), so it is taken only where
-most of the converter's tests holding it hit the bug (spread.MIN_TRAIT_PRECISION). Traits are read off the graph,
-not off the model a converter is given: where the upstream exporter decides whether the bfloat16 input survives,
-the graph's trait is not precise enough to cover that bug.
+most of the converter's tests holding it hit the bug (spread.MIN_TRAIT_PRECISION). Where the upstream exporter decides
+whether the bfloat16 input survives, the graph's trait is not precise enough to cover that bug: an ONNX tool's test
+also holds the traits of the model it is given (model_traits: its input dtypes, an output no input reaches, an output
+named twice), read off the upstream export the check shares; and a bug that one setting of a converter shows (onnx2tf
+rejects a scalar input in its TFLite model alone) is told by a trait under that setting ('tflite/scalar-input').
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable
+
+import onnx
 
 from generators.ir import Graph
 
@@ -19,11 +25,12 @@ TRAIT_PREFIX = TRAIT + ":"
 
 
 def graph_traits(graph: Graph) -> frozenset[str]:
-    """The details of the traits `graph` holds: 'input:<dtype>', 'scalar-input:<dtype>', 'scalar-output:<dtype>'
-    and 'dtype:<dtype>'."""
+    """The details of the traits `graph` holds: 'input:<dtype>', 'scalar-input:<dtype>' (and 'scalar-input', of
+    any dtype), 'scalar-output:<dtype>' and 'dtype:<dtype>'."""
     found = {f"dtype:{t.dtype.value}" for t in graph.types.values()}
     found |= {f"input:{t.dtype.value}" for t in graph.inputs.values()}
-    found |= {f"scalar-input:{t.dtype.value}" for t in graph.inputs.values() if t.rank == 0}
+    scalar = {f"scalar-input:{t.dtype.value}" for t in graph.inputs.values() if t.rank == 0}
+    found |= scalar | ({"scalar-input"} if scalar else set())
     found |= {f"scalar-output:{graph.types[n].dtype.value}" for n in graph.outputs if graph.types[n].rank == 0}
     return frozenset(found)
 
@@ -31,6 +38,11 @@ def graph_traits(graph: Graph) -> frozenset[str]:
 def trait_token(detail: str) -> str:
     """The token a trait is counted under beside operator names: 'trait:input:bfloat16'."""
     return TRAIT_PREFIX + detail
+
+
+def trait_detail(token: str) -> str:
+    """The detail a trait token counts: 'input:bfloat16' of 'trait:input:bfloat16'."""
+    return token.removeprefix(TRAIT_PREFIX)
 
 
 def graph_trait_tokens(graph: Graph) -> frozenset[str]:
@@ -45,7 +57,62 @@ def is_trait(token: str) -> bool:
 
 def describe_trait(token: str) -> str:
     """A trait token in words, for a skipped test's message: 'a bfloat16 input'."""
-    kind, _, dtype = token.removeprefix(TRAIT_PREFIX).partition(":")
+    setting, _, detail = token.removeprefix(TRAIT_PREFIX).rpartition("/")
+    kind, _, dtype = detail.partition(":")
     words = {"input": "a {} input", "scalar-input": "a scalar {} input", "scalar-output": "a scalar {} output",
-             "dtype": "a {} tensor"}
-    return words.get(kind, kind + " {}").format(dtype)
+             "dtype": "a {} tensor", "model-input": "a {} input in the model it is given",
+             "constant-output": "an output that depends on no input", "repeated-output": "an output named twice"}
+    said = " ".join(words.get(kind, kind + " {}").format(dtype).split())
+    return f"{said} (as {setting})" if setting else said
+
+
+MODEL_TRAIT_KINDS = ("model-input", "constant-output", "repeated-output")
+_IR_NAMES = {"float": "float32", "double": "float64", "float16": "float16"}
+# Operators whose output a converter with static shapes folds to a constant whatever the values of their input.
+_SHAPE_ONLY = frozenset({"Shape", "Size"})
+
+
+def model_traits(model: onnx.ModelProto) -> frozenset[str]:
+    """The traits of the ONNX model an ONNX tool is given: 'model-input:<dtype>' of each input, 'constant-output'
+    where an output depends on no input's values, 'repeated-output' where an output is named twice or is an
+    input."""
+    graph = model.graph
+    weights = {t.name for t in graph.initializer}
+    fed = [i for i in graph.input if i.name not in weights]  # an older IR lists initializers among the inputs
+    found = {f"model-input:{_ir_dtype(i.type.tensor_type.elem_type)}" for i in fed}
+    inputs = {i.name for i in fed}
+    outputs = [o.name for o in graph.output]
+    if any(name not in _value_dependent(graph, inputs) for name in outputs):
+        found.add("constant-output")
+    if len(set(outputs)) < len(outputs) or inputs & set(outputs):
+        found.add("repeated-output")
+    return frozenset(found)
+
+
+def _value_dependent(graph: onnx.GraphProto, inputs: set[str]) -> set[str]:
+    """The tensors of `graph` whose values depend on those of `inputs` (a node with a subgraph is taken to depend on
+    them: what its body captures is not followed)."""
+    dependent = set(inputs)
+    for node in graph.node:  # ONNX keeps nodes in topological order
+        if node.op_type in _SHAPE_ONLY:
+            continue
+        subgraph = any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute)
+        if subgraph or any(name in dependent for name in node.input):
+            dependent.update(node.output)
+    return dependent
+
+
+def _ir_dtype(elem_type: int) -> str:
+    name = onnx.TensorProto.DataType.Name(elem_type).lower()
+    return _IR_NAMES.get(name, name)
+
+
+def under_setting(setting: str, details: Iterable[str]) -> frozenset[str]:
+    """`details` as traits under a converter's `setting` ('tflite/scalar-input'); none where it has no such setting."""
+    return frozenset(f"{setting}/{detail}" for detail in details) if setting else frozenset()
+
+
+def is_model_trait(token: str) -> bool:
+    """Whether `token` names a trait read off the model an ONNX tool is given (under a setting or not)."""
+    detail = token.removeprefix(TRAIT_PREFIX).rpartition("/")[2]
+    return is_trait(token) and detail.split(":")[0] in MODEL_TRAIT_KINDS

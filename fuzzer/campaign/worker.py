@@ -30,6 +30,7 @@ from fuzzer.campaign.culprit_cut import (
     CULPRIT_CUT,
     CULPRIT_GUESSED,
     CUT_ROUNDS,
+    avoided_among,
     avoided_culprits,
     culprit_operator,
     known_culprits,
@@ -50,7 +51,8 @@ from fuzzer.campaign.messages import (
 from fuzzer.campaign.novelty import Demotion
 from fuzzer.campaign.result import TestResult
 from fuzzer.campaign.settings import SKIPPED, settled_options
-from fuzzer.campaign.traits import describe_trait, is_trait
+from fuzzer.campaign.tested_traits import avoids_model_traits, traits_of_test
+from fuzzer.campaign.traits import describe_trait, is_trait, trait_detail
 from fuzzer.campaign.unit_graph import graph_message
 from fuzzer.campaign.worker_config import WorkerConfig
 from fuzzer.cases.case import case_from_result, case_id, case_log, collect_versions
@@ -183,10 +185,10 @@ class UnitRunner:
         self.phase(idx, name, Step.CONVERT)
         converter = self.registry[name]
         avoided = avoided_culprits(graph, name, seed, demoted) if self.config.demote_known else []
-        traits = [token for token in avoided if is_trait(token)]
-        if traits:  # a trait cannot be cut out: the filed bug it covers would end the test
+        covering = [token for token in avoided if is_trait(token)]
+        if covering:  # a trait cannot be cut out: the filed bug it covers would end the test
             self.skip(idx, seed, name, SKIPPED, f"a known root cause: most {name} tests of a graph with "
-                      f"{' or '.join(map(describe_trait, traits))} end in a bug already filed", {}, start)
+                      f"{' or '.join(map(describe_trait, covering))} end in a bug already filed", {}, start)
             return
         if avoided:
             rest = self.prepared_without(seed, graph, avoided)
@@ -208,6 +210,12 @@ class UnitRunner:
                                                               "dtype) pairs unsupported: "
                                                               + ", ".join(f"{o} {d}" for o, d in known)), opts, start)
             return
+        traits, exported = traits_of_test(graph, converter, opts, prepared, avoids_model_traits(name, demoted))
+        met = avoided_among(traits, name, seed, demoted) if self.config.demote_known else []
+        if met:  # a trait cannot be cut out: the filed bug it covers would end the test
+            self.skip(idx, seed, name, SKIPPED, f"a known root cause: most {name} tests with "
+                      f"{' or '.join(map(describe_trait, met))} end in a bug already filed", opts, start, exported)
+            return
         try:
             result = check_prepared(prepared, converter, opts, self.check_options, self.filed)
         except MemoryError:
@@ -220,19 +228,24 @@ class UnitRunner:
             result = dataclasses.replace(
                 result, verdict=result.verdict.with_labels(f"{CULPRIT_AVOIDED}:{','.join(avoided)}"),
                 timings={**result.timings, CULPRIT_AVOIDED: avoid_s})
+        if exported:  # the upstream export, made before the check to read its model's traits
+            result = dataclasses.replace(result, timings={**exported, **result.timings})
+        traits = traits_of_test(graph, converter, opts, prepared)[0]  # the model's, once the check exported it
         result, graph, cut_from = self.past_known(idx, seed, graph, converter, result, demoted)
         case_dir = self.file_case(idx, seed, graph, converter, result)
         # Held: it goes out with the next test's phase message (Outbox).
         rewrites = result.target.rewrites if result.target is not None else ()
         culprit = (self.culprit(graph, result.verdict) or "") if result.verdict.is_bug else ""
         self.hold(TestResult.of_verdict(idx, seed, result.verdict, result.options, result.timings,
-                                        time.perf_counter() - start, case_dir, rewrites, cut_from, culprit))
+                                        time.perf_counter() - start, case_dir, rewrites, cut_from, culprit,
+                                        tuple(sorted(map(trait_detail, traits)))))
 
     def skip(self, idx: int, seed: int, name: str, label: str, message: str, options: dict[str, Any],
-             start: float) -> None:
-        """Hold the result of a test not run: unsupported at the source, labelled `label`, saying why."""
+             start: float, timings: dict[str, float] | None = None) -> None:
+        """Hold the result of a test not run: unsupported at the source, labelled `label`, saying why (`timings`:
+        of what it did before it was skipped)."""
         verdict = Verdict(Symptom.UNSUPPORTED, Stage.SOURCE, name, labels=(label,), message=message)
-        self.hold(TestResult.of_verdict(idx, seed, verdict, options, wall_s=time.perf_counter() - start))
+        self.hold(TestResult.of_verdict(idx, seed, verdict, options, timings, wall_s=time.perf_counter() - start))
 
     def past_known(self, idx: int, seed: int, graph: Graph, converter: Converter, result: CheckResult,
                    demoted: Sequence[Demotion] = ()) -> tuple[CheckResult, Graph, str]:

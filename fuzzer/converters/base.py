@@ -174,6 +174,11 @@ class Converter:
         disruptive) first; `hints` is what the case says of its bug. None by default."""
         return ()
 
+    def trait_setting(self, options: ConverterOptions) -> str:
+        """The setting under which this converter's tests count graph and model traits apart (onnx2tf's target:
+        a bug of its TFLite model alone), as a short word; "" where none is (the default)."""
+        return ""
+
     def supported_aten_ops(self) -> frozenset[str] | None:
         """The ATen operators ('aten::name', overloads folded) this converter translates; None when it does not
         start from PyTorch (the ONNX tools) and so has no such list."""

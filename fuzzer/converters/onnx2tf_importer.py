@@ -90,6 +90,9 @@ class Onnx2Tf(Converter):
             out.append(Setting(what, self.name, new.to_json(), convert_line(new)))
         return tuple(out)
 
+    def trait_setting(self, options: ConverterOptions) -> str:
+        return options.target  # type: ignore[attr-defined,no-any-return]
+
     def convert_impl(self, source: Source, options: Onnx2TfOptions) -> TargetRun:  # type: ignore[override]
         quiet_tensorflow()
         steps = Steps()

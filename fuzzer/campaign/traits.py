@@ -82,7 +82,8 @@ def model_traits(model: onnx.ModelProto) -> frozenset[str]:
     found = {f"model-input:{_ir_dtype(i.type.tensor_type.elem_type)}" for i in fed}
     inputs = {i.name for i in fed}
     outputs = [o.name for o in graph.output]
-    if any(name not in _value_dependent(graph, inputs) for name in outputs):
+    dependent = _value_dependent(graph, inputs)
+    if any(name not in dependent for name in outputs):
         found.add("constant-output")
     if len(set(outputs)) < len(outputs) or inputs & set(outputs):
         found.add("repeated-output")

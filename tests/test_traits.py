@@ -16,7 +16,7 @@ from fuzzer.campaign.result import TestResult
 from fuzzer.campaign.settings import SKIPPED
 from fuzzer.campaign.spec import LOG_DIR
 from fuzzer.campaign.spread import MIN_SAMPLES
-from fuzzer.campaign.tested_traits import traits_of_test
+from fuzzer.campaign.tested_traits import traits_of_test, upstream_model
 from fuzzer.campaign.traits import (
     TRAIT,
     describe_trait,
@@ -176,12 +176,14 @@ def test_a_tests_traits_are_its_models_and_under_its_converters_setting_the_grap
     prepared = prepare(graph, 1, {}, 0.2)
     options = {"upstream": "onnx-native", "opset": 17}
     under_opset = {trait_token(t) for t in ("opset17/input:float64", "opset17/dtype:float64")}
-    assert traits_of_test(graph, FailsOnFloat64ModelInput(), options, prepared) == (under_opset, {})  # not exported
-    tokens, timings = traits_of_test(graph, FailsOnFloat64ModelInput(), options, prepared, export=True)
-    assert tokens == under_opset | {trait_token(t) for t in ("model-input:float64", "opset17/model-input:float64")}
-    assert timings and all(name.startswith("upstream_") for name in timings)
-    plain, again = traits_of_test(graph, FailsOnFloat64Input(), options, prepared, export=True)
-    assert plain == {trait_token("model-input:float64")} and again == {}  # made once per source
+    assert traits_of_test(graph, FailsOnFloat64ModelInput(), options, prepared) == under_opset  # not exported yet
+    made, timings = upstream_model(options, prepared, export=True)
+    assert made is not None and timings and all(name.startswith("upstream_") for name in timings)
+    assert upstream_model(options, prepared, export=True) == (made, {})  # made once per source
+    model = {trait_token("model-input:float64")}
+    assert traits_of_test(graph, FailsOnFloat64ModelInput(), options, prepared) == (
+        under_opset | model | {trait_token("opset17/model-input:float64")})
+    assert traits_of_test(graph, FailsOnFloat64Input(), options, prepared) == model
 
 
 def test_a_converters_tests_given_a_model_with_an_avoided_trait_are_skipped_after_the_upstream_export(

@@ -51,9 +51,10 @@ from fuzzer.campaign.messages import (
 from fuzzer.campaign.novelty import Demotion
 from fuzzer.campaign.result import TestResult
 from fuzzer.campaign.settings import SKIPPED, settled_options
-from fuzzer.campaign.tested_traits import avoids_model_traits, traits_of_test
+from fuzzer.campaign.tested_traits import traits_of_test
 from fuzzer.campaign.traits import describe_trait, is_trait, trait_detail
 from fuzzer.campaign.unit_graph import graph_message
+from fuzzer.campaign.upstream_fallback import UPSTREAM_AFTER, exporting_options
 from fuzzer.campaign.worker_config import WorkerConfig
 from fuzzer.cases.case import case_from_result, case_id, case_log, collect_versions
 from fuzzer.cases.wire import case_message
@@ -210,7 +211,8 @@ class UnitRunner:
                                                               "dtype) pairs unsupported: "
                                                               + ", ".join(f"{o} {d}" for o, d in known)), opts, start)
             return
-        traits, exported = traits_of_test(graph, converter, opts, prepared, avoids_model_traits(name, demoted))
+        opts, failed, exported = exporting_options(self.config, converter, seed, graph, opts, prepared)
+        traits = traits_of_test(graph, converter, opts, prepared)
         met = avoided_among(traits, name, seed, demoted) if self.config.demote_known else []
         if met:  # a trait cannot be cut out: the filed bug it covers would end the test
             self.skip(idx, seed, name, SKIPPED, f"a known root cause: most {name} tests with "
@@ -228,9 +230,11 @@ class UnitRunner:
             result = dataclasses.replace(
                 result, verdict=result.verdict.with_labels(f"{CULPRIT_AVOIDED}:{','.join(avoided)}"),
                 timings={**result.timings, CULPRIT_AVOIDED: avoid_s})
-        if exported:  # the upstream export, made before the check to read its model's traits
+        if exported:  # the upstream exports, made before the check
             result = dataclasses.replace(result, timings={**exported, **result.timings})
-        traits = traits_of_test(graph, converter, opts, prepared)[0]  # the model's, once the check exported it
+        if failed:
+            label = f"{UPSTREAM_AFTER}:{','.join(failed)}"
+            result = dataclasses.replace(result, verdict=result.verdict.with_labels(label))
         result, graph, cut_from = self.past_known(idx, seed, graph, converter, result, demoted)
         case_dir = self.file_case(idx, seed, graph, converter, result)
         # Held: it goes out with the next test's phase message (Outbox).

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -181,6 +181,22 @@ class WorkerConfig:
                 opset = pinned.get("opset", upstream_default_opset(other))
                 return converter.options_type.draw(seed, {**pinned, "upstream": other, "opset": opset}).to_json()
         return options
+
+    def upstream_after(self, converter: Converter, seed: int, graph: Graph, failed: Collection[str]
+                       ) -> dict[str, Any] | None:
+        """The options of `converter`'s test of `seed` starting from an upstream none of `failed` (whose exports of
+        `graph` failed): the native model where one can be written, else the first exporter not known to refuse the
+        graph; None where the upstream is pinned, settings are not drawn, or none is left."""
+        pinned = self.converter_options.get(converter.name) or {}
+        if "upstream" in pinned or not self.vary_settings:
+            return None
+        if NATIVE not in failed and native_choice(graph, pinned):
+            return converter.options_type.draw(seed, {**pinned, "upstream": NATIVE}, graph).to_json()
+        for other in (c.name for c in upstream_exporters()):
+            if other not in failed and not self._refuses(other, graph):
+                opset = pinned.get("opset", upstream_default_opset(other))
+                return converter.options_type.draw(seed, {**pinned, "upstream": other, "opset": opset}).to_json()
+        return None
 
     def _refuses(self, exporter: str, graph: Graph) -> bool:
         return bool(op_dtype_pairs(graph) & self._skip_sets.get(exporter, frozenset()))

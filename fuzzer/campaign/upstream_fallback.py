@@ -1,43 +1,49 @@
-"""An ONNX tool's test whose drawn upstream fails to export its graph starts from another upstream instead.
+"""An ONNX tool's test whose drawn upstream cannot give it a model starts from another upstream instead.
 
 The ONNX tools of a unit share one drawn upstream, mostly the dynamo exporter. Where its export of the graph fails
-(its own bug, filed by its own test), every ONNX tool of the unit used to end at the source, testing nothing: in an
-hour, a fifth of their tests. The export is made before the check (the check then finds it made); where it failed,
-the native model or another exporter is tried (WorkerConfig.upstream_after), and the test is labelled with the
-upstreams that failed.
+(its own bug, filed by its own test), every ONNX tool of the unit used to end at the source, testing nothing: in the
+first 40 minutes of an hour, over a third of their tests. Where the upstream is known not to take the graph (a
+demoted setting it cannot avoid, settings.py; a pair its probe found unsupported), the test was skipped. Now the
+export is made before the check (which then finds it made), and where the upstream fails or is known to, the native
+model, else the first other exporter not known to refuse the graph, is tried (WorkerConfig.upstream_after); the test
+is labelled with the upstreams left behind. A pinned upstream, or fixed settings, are kept.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Sequence
 from typing import Any
 
+from fuzzer.campaign.novelty import Demotion
+from fuzzer.campaign.settings import settled_options
 from fuzzer.campaign.tested_traits import upstream_model
 from fuzzer.campaign.worker_config import WorkerConfig
 from fuzzer.check.result import Expected, Prepared
 from fuzzer.converters.base import Converter
 from generators.ir import Graph
 
-UPSTREAM_AFTER = "upstream-after"  # label of a test that starts from another upstream: upstream-after:FAILED,FAILED
+UPSTREAM_AFTER = "upstream-after"  # label of a test that starts from another upstream: upstream-after:LEFT,LEFT
 
 
-def exporting_options(config: WorkerConfig, converter: Converter, seed: int, graph: Graph, options: Mapping[str, Any],
-                      prepared: Prepared) -> tuple[dict[str, Any], list[str], dict[str, float]]:
-    """(`options`, or those of the first other upstream whose export of the source succeeds where theirs fails; the
-    upstreams that failed before it; the timings of the exports made here). `options` as they are where no other
-    upstream is allowed or exports the source: the check then reports their upstream's failure."""
-    if "upstream" not in options or not isinstance(prepared, Expected):
-        return dict(options), [], {}
-    made, timings = upstream_model(options, prepared, export=True)
-    failed: list[str] = []
-    chosen = dict(options)
-    while made is None:
-        failed.append(chosen["upstream"])
-        other = config.upstream_after(converter, seed, graph, failed)
+def chosen_options(config: WorkerConfig, converter: Converter, seed: int, graph: Graph, prepared: Prepared,
+                   demoted: Sequence[Demotion]) -> tuple[dict[str, Any], str | None, list[str], dict[str, float]]:
+    """(The settled options of `converter`'s test of `seed`; the known root cause that skips it, else None; the
+    upstreams left behind, each failing or known to fail on the graph; the timings of the exports made here). Where
+    no other upstream gives a model, the drawn options as settled: the test then ends as their upstream makes it."""
+    drawn = settled_options(converter, config.options_for(converter, seed, graph), graph, seed, demoted)
+    if "upstream" not in drawn[0] or not isinstance(prepared, Expected):
+        return (*drawn, [], {})
+    (options, cause), left, timings = drawn, [], {}
+    while True:
+        if cause is None and not config.known_unsupported(graph, converter.name, options) \
+                and not config.inexpressible(graph, converter, options):
+            made, more = upstream_model(options, prepared, export=True)
+            for timer, seconds in more.items():
+                timings[timer] = timings.get(timer, 0.0) + seconds
+            if made is not None:
+                return options, None, left, timings
+        left.append(options["upstream"])
+        other = config.upstream_after(converter, seed, graph, left)
         if other is None:
-            return dict(options), [], timings
-        made, more = upstream_model(other, prepared, export=True)
-        for timer, seconds in more.items():
-            timings[timer] = timings.get(timer, 0.0) + seconds
-        chosen = other
-    return chosen, failed, timings
+            return (*drawn, [], timings)
+        options, cause = settled_options(converter, other, graph, seed, demoted)

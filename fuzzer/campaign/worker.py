@@ -50,11 +50,11 @@ from fuzzer.campaign.messages import (
 )
 from fuzzer.campaign.novelty import Demotion
 from fuzzer.campaign.result import TestResult
-from fuzzer.campaign.settings import SKIPPED, settled_options
+from fuzzer.campaign.settings import SKIPPED
 from fuzzer.campaign.tested_traits import traits_of_test
 from fuzzer.campaign.traits import describe_trait, is_trait, trait_detail
 from fuzzer.campaign.unit_graph import graph_message
-from fuzzer.campaign.upstream_fallback import UPSTREAM_AFTER, exporting_options
+from fuzzer.campaign.upstream_fallback import UPSTREAM_AFTER, chosen_options
 from fuzzer.campaign.worker_config import WorkerConfig
 from fuzzer.cases.case import case_from_result, case_id, case_log, collect_versions
 from fuzzer.cases.wire import case_message
@@ -199,8 +199,7 @@ class UnitRunner:
                           "of its filed bugs are cut out: " + ", ".join(avoided), {}, start)
                 return
             graph, prepared = rest
-        opts, known_cause = settled_options(converter, self.config.options_for(converter, seed, graph), graph, seed,
-                                            demoted)
+        opts, known_cause, left, exported = chosen_options(self.config, converter, seed, graph, prepared, demoted)
         known = self.config.known_unsupported(graph, name, opts)
         unwritable = self.config.inexpressible(graph, converter, opts)
         if known or known_cause or unwritable:  # the probe, a setting demotion or the framework knows: never run
@@ -209,9 +208,9 @@ class UnitRunner:
             self.skip(idx, seed, name, label, known_cause or (f"its framework cannot express {', '.join(unwritable)}"
                                                               if unwritable else "the probe found these (operator, "
                                                               "dtype) pairs unsupported: "
-                                                              + ", ".join(f"{o} {d}" for o, d in known)), opts, start)
+                                                              + ", ".join(f"{o} {d}" for o, d in known)), opts, start,
+                      exported)
             return
-        opts, failed, exported = exporting_options(self.config, converter, seed, graph, opts, prepared)
         traits = traits_of_test(graph, converter, opts, prepared)
         met = avoided_among(traits, name, seed, demoted) if self.config.demote_known else []
         if met:  # a trait cannot be cut out: the filed bug it covers would end the test
@@ -232,8 +231,8 @@ class UnitRunner:
                 timings={**result.timings, CULPRIT_AVOIDED: avoid_s})
         if exported:  # the upstream exports, made before the check
             result = dataclasses.replace(result, timings={**exported, **result.timings})
-        if failed:
-            label = f"{UPSTREAM_AFTER}:{','.join(failed)}"
+        if left:
+            label = f"{UPSTREAM_AFTER}:{','.join(left)}"
             result = dataclasses.replace(result, verdict=result.verdict.with_labels(label))
         result, graph, cut_from = self.past_known(idx, seed, graph, converter, result, demoted)
         case_dir = self.file_case(idx, seed, graph, converter, result)

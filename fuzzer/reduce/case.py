@@ -4,6 +4,7 @@ reduced case is checked in full there and written beside the original."""
 from __future__ import annotations
 
 import dataclasses
+import re
 import shutil
 import tempfile
 from collections.abc import Callable
@@ -92,17 +93,28 @@ def _cone(graph: Graph, output: str) -> Graph:
     return prune(dataclasses.replace(graph, outputs=(output,)))
 
 
-def same_hang(original: Verdict, candidate: Verdict) -> bool:
-    """Both hang in the same converter at the same stage. A hang's signature holds the frame its stack was caught in,
-    which varies from run to run of one hang: a reduced graph that still hangs was given up as another bug."""
-    return (original.symptom is candidate.symptom is Symptom.HANG and original.converter == candidate.converter
-            and original.stage is candidate.stage)
+def same_hang_or_death(original: Verdict, candidate: Verdict) -> bool:
+    """Both hang in the same converter at the same stage, or both killed it by the same signal there. The signature
+    of a hang or a death holds the frame its stack was caught in, which varies from run to run of one defect (a
+    segfault in TensorFlow's C++ is caught wherever its Python stack then stood): a reduced graph that still hangs,
+    or still dies so, was given up as another bug."""
+    if original.converter != candidate.converter or original.stage is not candidate.stage:
+        return False
+    if original.symptom is candidate.symptom is Symptom.HANG:
+        return True
+    return (original.symptom is candidate.symptom is Symptom.PROCESS_DEATH
+            and _signal(original.message) is not None and _signal(original.message) == _signal(candidate.message))
+
+
+def _signal(message: str) -> str | None:
+    found = re.search(r"killed by (SIG\w+|signal \d+)", message)
+    return found.group(1) if found else None
 
 
 def keeps_defect(case: CaseData, verdict: Verdict, graph: Graph) -> bool:
     """The reducer's acceptance: the same bug, the defect it carried (see same_defect), or the same hang."""
     return (same_bug(case.verdict, verdict) or same_defect(case.verdict, case.graph, verdict, graph)
-            or same_hang(case.verdict, verdict))
+            or same_hang_or_death(case.verdict, verdict))
 
 
 def signature_oracle(case: CaseData, checker: IsolatedChecker) -> Callable[[Graph], bool]:

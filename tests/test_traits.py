@@ -36,6 +36,7 @@ from fuzzer.converters.upstream import OnnxPassConverter, UpstreamOptions
 from generators.builder import GraphBuilder
 from generators.dtypes import DType
 from generators.generator import generate
+from generators.ir import Graph
 from oracles.verdict import Symptom
 
 BF16_INPUT = trait_token("input:bfloat16")
@@ -114,23 +115,30 @@ class FailsOnFloat64Input(OnnxPassConverter):
         return model
 
 
-def test_a_converters_tests_of_graphs_with_an_avoided_trait_are_skipped(tmp_path: Path) -> None:
+def _run_avoiding(tmp_path: Path, trait: str) -> list[tuple[Graph, TestResult]]:
+    """Ten units of sin/neg graphs in float32 and float64 under FailsOnFloat64Input, `trait` covering its bug: each
+    graph with its test's result."""
     name = FailsOnFloat64Input.name
     config = WorkerConfig(out_dir=str(tmp_path), log_dir=str(tmp_path / LOG_DIR), min_nodes=2, nodes=2,
                           include_ops=("sin", "neg"), dtypes=("float32", "float64"), check={"input_budget_s": 0.2},
                           demote_known=True, converters=(name,))
     post = Collected()
     runner = UnitRunner(config, ConverterRegistry([FailsOnFloat64Input()]), post)
-    trait = trait_token("input:float64")
-    demoted = [(AVOID_FOR + name, trait, 1.0)]
-    skipped = ran = 0
+    out = []
     for idx in range(10):
-        runner.run_unit(idx, 300 + idx, (name,), demoted)
+        runner.run_unit(idx, 300 + idx, (name,), [(AVOID_FOR + name, trait, 1.0)])
         post.flush()
-        graph = generate(300 + idx, config.gen_options(300 + idx))
         (result,) = [m for m in post.messages if isinstance(m, TestResult) and m.idx == idx]
+        out.append((generate(300 + idx, config.gen_options(300 + idx)), result))
+    return out
+
+
+def test_a_converters_tests_of_graphs_with_an_avoided_trait_are_skipped(tmp_path: Path) -> None:
+    name, trait = FailsOnFloat64Input.name, trait_token("input:float64")
+    skipped = ran = 0
+    for idx, (graph, result) in enumerate(_run_avoiding(tmp_path, trait)):
         if "input:float64" in graph_traits(graph):
-            assert avoided_culprits(graph, name, 300 + idx, demoted) == [trait]
+            assert avoided_culprits(graph, name, 300 + idx, [(AVOID_FOR + name, trait, 1.0)]) == [trait]
             assert result.symptom == Symptom.UNSUPPORTED.json_name and result.labels == (SKIPPED,)
             assert result.message == (f"a known root cause: most {name} tests of a graph with a float64 input end in "
                                       "a bug already filed")
@@ -191,19 +199,8 @@ def test_a_converters_tests_given_a_model_with_an_avoided_trait_are_skipped_afte
     """The cover is a trait of the upstream model: the worker exports before the test, skips it where the model
     holds the trait, and sends the model's traits with the tests it runs."""
     name = FailsOnFloat64Input.name
-    config = WorkerConfig(out_dir=str(tmp_path), log_dir=str(tmp_path / LOG_DIR), min_nodes=2, nodes=2,
-                          include_ops=("sin", "neg"), dtypes=("float32", "float64"), check={"input_budget_s": 0.2},
-                          demote_known=True, converters=(name,))
-    post = Collected()
-    runner = UnitRunner(config, ConverterRegistry([FailsOnFloat64Input()]), post)
-    trait = trait_token("model-input:float64")
-    demoted = [(AVOID_FOR + name, trait, 1.0)]
     skipped = ran = 0
-    for idx in range(10):
-        runner.run_unit(idx, 300 + idx, (name,), demoted)
-        post.flush()
-        graph = generate(300 + idx, config.gen_options(300 + idx))
-        (result,) = [m for m in post.messages if isinstance(m, TestResult) and m.idx == idx]
+    for graph, result in _run_avoiding(tmp_path, trait_token("model-input:float64")):
         if "input:float64" in graph_traits(graph):
             assert result.symptom == Symptom.UNSUPPORTED.json_name and result.labels == (SKIPPED,)
             assert result.message == (f"a known root cause: most {name} tests with a float64 input in the model it "

@@ -77,7 +77,7 @@ class SpreadTally:
         cached = self._covers.get(signature)
         if cached is None or cached[0] != hits:
             converter, sampled = self.samples.get(signature, ("", []))
-            found = (greedy_cover(sampled, self._candidates(converter, sampled, hits))
+            found = (greedy_cover(sampled, self._candidates(converter, sampled, hits), self.held.get(converter, {}))
                      if len(sampled) >= MIN_SAMPLES else frozenset())
             self._covers[signature] = cached = (hits, (converter, found) if found else None)
         return cached[1]
@@ -115,15 +115,19 @@ class SpreadTally:
                    held={conv: dict(ops) for conv, ops in data.get("held", {}).items()})
 
 
-def greedy_cover(hits: Sequence[frozenset[str]], candidates: Iterable[str]) -> frozenset[str]:
+def greedy_cover(hits: Sequence[frozenset[str]], candidates: Iterable[str], held: Mapping[str, int] | None = None
+                 ) -> frozenset[str]:
     """At most MAX_COVER_OPS of `candidates` that together are in at least MIN_COVERED of `hits`, each taken for the
-    most hits it adds (the first by name of equals); empty when none that small exists."""
+    most hits it adds, of equals the one `held` by the fewest of the converter's tests (it skips or cuts least: a
+    bfloat16 input of the model it is given before one of the graph), then the first by name; empty when none that
+    small exists."""
+    held = held or {}
     left, chosen, pool = list(hits), set[str](), sorted(candidates)
     spared = int(len(hits) * (1 - MIN_COVERED) + 1e-9)  # hits the cover may leave out
     while len(left) > spared:
         if len(chosen) == MAX_COVER_OPS or not pool:
             return frozenset()
-        best = max(pool, key=lambda op: sum(op in ops for ops in left))  # max keeps the first of equals
+        best = max(pool, key=lambda op: (sum(op in ops for ops in left), -held.get(op, 0)))  # the first of equals
         if not any(best in ops for ops in left):
             return frozenset()
         chosen.add(best)

@@ -162,10 +162,23 @@ def test_a_models_traits_are_its_input_dtypes_an_output_no_input_reaches_and_an_
     assert model_traits(model) == {"model-input:bfloat16", "constant-output", "repeated-output"}
     plain = helper.make_model(helper.make_graph(nodes[2:], "g", [x], [outputs[1]], [weight]))
     assert model_traits(plain) == {"model-input:bfloat16"}
+    assert model_traits(_with_if(reads="s")) == {"model-input:bfloat16", "constant-output"}
+    assert model_traits(_with_if(reads="x")) == {"model-input:bfloat16"}
     assert is_model_trait(trait_token("keras/constant-output")) and is_model_trait(trait_token("model-input:int8"))
     assert not is_model_trait(trait_token("tflite/scalar-input")) and not is_model_trait("constant-output")
     assert describe_trait(trait_token("tflite/scalar-input")) == "a scalar input (as tflite)"
     assert describe_trait(trait_token("model-input:bfloat16")) == "a bfloat16 input in the model it is given"
+
+
+def _with_if(reads: str) -> onnx.ModelProto:
+    """An If on a condition from the shape of `x`, whose branch returns Identity of `reads` (read from outside)."""
+    x = helper.make_tensor_value_info("x", TensorProto.BFLOAT16, [2, 3])
+    branch = helper.make_graph([helper.make_node("Identity", [reads], ["r"])], "b", [],
+                               [helper.make_tensor_value_info("r", TensorProto.UNDEFINED, None)])
+    nodes = [helper.make_node("Shape", ["x"], ["s"]), helper.make_node("Size", ["s"], ["n"]),
+             helper.make_node("Cast", ["n"], ["c"], to=TensorProto.BOOL),
+             helper.make_node("If", ["c"], ["y"], then_branch=branch, else_branch=branch)]
+    return helper.make_model(helper.make_graph(nodes, "g", [x], [helper.make_tensor_value_info("y", 0, None)]))
 
 
 class FailsOnFloat64ModelInput(FailsOnFloat64Input):

@@ -91,16 +91,28 @@ def model_traits(model: onnx.ModelProto) -> frozenset[str]:
 
 
 def _value_dependent(graph: onnx.GraphProto, inputs: set[str]) -> set[str]:
-    """The tensors of `graph` whose values depend on those of `inputs` (a node with a subgraph is taken to depend on
-    them: what its body captures is not followed)."""
+    """The tensors of `graph` whose values depend on those of `inputs`: a node's outputs do where one of its inputs
+    does, or a name its subgraphs read from outside (an If whose condition and branches read shapes alone is folded
+    like a constant)."""
     dependent = set(inputs)
     for node in graph.node:  # ONNX keeps nodes in topological order
         if node.op_type in _SHAPE_ONLY:
             continue
-        subgraph = any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute)
-        if subgraph or any(name in dependent for name in node.input):
+        if any(name in dependent for name in (*node.input, *_captured(node))):
             dependent.update(node.output)
     return dependent
+
+
+def _captured(node: onnx.NodeProto) -> set[str]:
+    """The names the subgraphs of `node` read that none of their own nodes, inputs or initializers make."""
+    read: set[str] = set()
+    for attribute in node.attribute:
+        for body in (*([attribute.g] if attribute.type == onnx.AttributeProto.GRAPH else []), *attribute.graphs):
+            made = {i.name for i in body.input} | {t.name for t in body.initializer}
+            for inner in body.node:
+                read |= {name for name in (*inner.input, *_captured(inner)) if name and name not in made}
+                made.update(inner.output)
+    return read
 
 
 def _ir_dtype(elem_type: int) -> str:

@@ -18,7 +18,7 @@ from fuzzer.campaign.novelty import Demotion
 from fuzzer.campaign.settings import settled_options
 from fuzzer.campaign.tested_traits import upstream_model
 from fuzzer.campaign.worker_config import WorkerConfig
-from fuzzer.check.result import Expected, Prepared
+from fuzzer.check.result import Expected, Prepared, add_timings
 from fuzzer.converters.base import Converter
 from generators.ir import Graph
 
@@ -33,13 +33,13 @@ def chosen_options(config: WorkerConfig, converter: Converter, seed: int, graph:
     drawn = settled_options(converter, config.options_for(converter, seed, graph), graph, seed, demoted)
     if "upstream" not in drawn[0] or not isinstance(prepared, Expected):
         return (*drawn, [], {})
-    (options, cause), left, timings = drawn, [], {}
+    (options, cause), left = drawn, []
+    timings: dict[str, float] = {}
     while True:
         if cause is None and not config.known_unsupported(graph, converter.name, options) \
                 and not config.inexpressible(graph, converter, options):
             made, more = upstream_model(options, prepared, export=True)
-            for timer, seconds in more.items():
-                timings[timer] = timings.get(timer, 0.0) + seconds
+            add_timings(timings, more)
             if made is not None:
                 return options, None, left, timings
         left.append(options["upstream"])

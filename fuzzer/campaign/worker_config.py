@@ -176,11 +176,7 @@ class WorkerConfig:
         upstream = options.get("upstream")
         if upstream is None or "upstream" in pinned or graph is None or not self._refuses(upstream, graph):
             return options
-        for other in (c.name for c in upstream_exporters()):
-            if other != upstream and not self._refuses(other, graph):
-                opset = pinned.get("opset", upstream_default_opset(other))
-                return converter.options_type.draw(seed, {**pinned, "upstream": other, "opset": opset}).to_json()
-        return options
+        return self._first_exporter(converter, seed, graph, pinned, (upstream,)) or options
 
     def upstream_after(self, converter: Converter, seed: int, graph: Graph, failed: Collection[str]
                        ) -> dict[str, Any] | None:
@@ -192,8 +188,14 @@ class WorkerConfig:
             return None
         if NATIVE not in failed and native_choice(graph, pinned):
             return converter.options_type.draw(seed, {**pinned, "upstream": NATIVE}, graph).to_json()
+        return self._first_exporter(converter, seed, graph, pinned, failed)
+
+    def _first_exporter(self, converter: Converter, seed: int, graph: Graph, pinned: Mapping[str, Any],
+                        excluded: Collection[str]) -> dict[str, Any] | None:
+        """The options of `converter`'s test of `seed` from the first exporter, in registry order, neither
+        `excluded` nor known to refuse `graph`, at its default opset (unless pinned); None where none is left."""
         for other in (c.name for c in upstream_exporters()):
-            if other not in failed and not self._refuses(other, graph):
+            if other not in excluded and not self._refuses(other, graph):
                 opset = pinned.get("opset", upstream_default_opset(other))
                 return converter.options_type.draw(seed, {**pinned, "upstream": other, "opset": opset}).to_json()
         return None

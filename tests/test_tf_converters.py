@@ -176,3 +176,25 @@ def test_onnx2tf_tflite_float16_inputs_made_float32_by_design_are_widened(tmp_pa
     folder = write_case(tmp_path / "cases", case, converter=onnx2tf)
     run = subprocess.run([sys.executable, "repro.py"], cwd=folder, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0 and "bug does not show" in run.stdout, run.stdout + run.stderr
+
+
+@pytest.mark.slow
+def test_onnx2tf_keras_target_saves_nothing_and_its_repro_line_says_so(tmp_path: Path) -> None:
+    """The Keras target's test runs the Keras model alone: onnx2tf is told not to save (no saved model, no .tflite,
+    which the tflite target tests), and the user's line in a report carries the same flag."""
+    from fuzzer.converters.onnx2tf_importer import Onnx2TfOptions, convert, convert_line
+
+    ok, reason = CONVERTERS["onnx2tf"].availability()
+    if not ok:
+        pytest.skip(reason)
+    x = onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2, 3])
+    y = onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2, 3])
+    graph = onnx.helper.make_graph([onnx.helper.make_node("Tanh", ["x"], ["y"])], "g", [x], [y])
+    path = tmp_path / "model.onnx"
+    onnx.save(onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 18)]), path)
+    keras = convert(str(path), str(tmp_path), ["x"], Onnx2TfOptions(target="keras"))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model.onnx"]
+    value = np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3)
+    assert np.allclose(np.asarray(keras(value)), np.tanh(value), atol=1e-6)
+    assert "disable_model_save=True" in convert_line(Onnx2TfOptions(target="keras"))
+    assert "disable_model_save" not in convert_line(Onnx2TfOptions(target="tflite"))

@@ -131,7 +131,8 @@ def model_inputs(names: Sequence[str], source: Source) -> dict[str, np.ndarray]:
 
 
 def convert(path: str, folder: str, inputs: Sequence[str], options: Onnx2TfOptions) -> Any:
-    """onnx2tf's own call, as convert_line writes it: the Keras model (the .tflite files go to `folder`)."""
+    """onnx2tf's own call, as convert_line writes it: the Keras model (for the tflite target, the saved model and the
+    .tflite files go to `folder`; the Keras target saves nothing, as the TFLite model is the other target's test)."""
     onnx2tf, tf_keras = import_quietly("onnx2tf"), import_quietly("tf_keras")
     tf_keras.backend.clear_session()  # onnx2tf builds into Keras' global graph: each conversion starts empty
     code: object = None
@@ -139,7 +140,8 @@ def convert(path: str, folder: str, inputs: Sequence[str], options: Onnx2TfOptio
         try:
             return onnx2tf.convert(input_onnx_file_path=path, output_folder_path=folder, non_verbose=True,
                                    keep_shape_absolutely_input_names=list(inputs), not_use_onnxsim=not options.onnxsim,
-                                   copy_onnx_input_output_names_to_tflite=options.target == "tflite")
+                                   copy_onnx_input_output_names_to_tflite=options.target == "tflite",
+                                   disable_model_save=options.target == "keras")
         except SystemExit as exc:  # onnx2tf logs why it cannot convert, then exits: a failure, not a dead process
             code = exc.code
     raise Onnx2TfExit(exit_reason(printed.text, code))
@@ -217,9 +219,11 @@ def ir_array(array: np.ndarray) -> tuple[np.ndarray, str]:
 
 
 def convert_line(options: Onnx2TfOptions) -> str:
-    """The user's onnx2tf call on model.onnx (its Keras model, or with the .tflite files written to out/)."""
+    """The user's onnx2tf call on model.onnx: its Keras model alone, or with the .tflite files written to out/."""
     extra = "" if options.onnxsim else ", not_use_onnxsim=True"
     if options.target == "tflite":
         extra += ", copy_onnx_input_output_names_to_tflite=True"
+    else:
+        extra += ", disable_model_save=True"
     return ('keras_model = onnx2tf.convert(input_onnx_file_path="model.onnx", output_folder_path="out", '
             f"non_verbose=True, keep_shape_absolutely_input_names=input_names{extra})")

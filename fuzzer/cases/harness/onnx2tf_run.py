@@ -29,7 +29,8 @@ def convert_with_onnx2tf(upstream, inputs):
             keras_model = onnx2tf.convert(input_onnx_file_path=path, output_folder_path=out, non_verbose=True,
                                           keep_shape_absolutely_input_names=input_names,
                                           not_use_onnxsim=not OPTIONS["onnxsim"],
-                                          copy_onnx_input_output_names_to_tflite=OPTIONS["target"] == "tflite")
+                                          copy_onnx_input_output_names_to_tflite=OPTIONS["target"] == "tflite",
+                                          disable_model_save=OPTIONS["target"] == "keras")
         except SystemExit as exc:  # onnx2tf logs why it cannot convert (above), then exits
             raise Onnx2TfExit(f"onnx2tf exited with status {exc.code}") from None
         by_name = dict(zip(INPUT_NAMES, inputs))  # an exporter may drop an input no output reads

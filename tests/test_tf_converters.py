@@ -193,8 +193,39 @@ def test_onnx2tf_keras_target_saves_nothing_and_its_repro_line_says_so(tmp_path:
     path = tmp_path / "model.onnx"
     onnx.save(onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 18)]), path)
     keras = convert(str(path), str(tmp_path), ["x"], Onnx2TfOptions(target="keras"))
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["model.onnx"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model.onnx", "no_replacements.json"]
     value = np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3)
     assert np.allclose(np.asarray(keras(value)), np.tanh(value), atol=1e-6)
     assert "disable_model_save=True" in convert_line(Onnx2TfOptions(target="keras"))
     assert "disable_model_save" not in convert_line(Onnx2TfOptions(target="tflite"))
+
+
+@pytest.mark.slow
+def test_onnx2tf_given_a_replacement_file_that_replaces_nothing_does_not_search_for_one_after_a_failure(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """onnx2tf searches for a parameter replacement after a failed conversion unless given a file; the search only
+    suggests one and re-raises the same error, so the check gives it a file that replaces nothing."""
+    import onnx2tf.onnx2tf as library
+
+    from fuzzer.converters.onnx2tf_importer import Onnx2TfOptions, convert
+
+    ok, reason = CONVERTERS["onnx2tf"].availability()
+    if not ok:
+        pytest.skip(reason)
+    searches: list[object] = []
+    monkeypatch.setattr(library, "generate_auto_replacement_json", lambda **kw: searches.append(kw) or {})
+    x = onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 4, 3])
+    y = onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 4, 3])
+    scale = onnx.helper.make_tensor("scale", onnx.TensorProto.FLOAT, [2], [1.0, 1.0])
+    bias = onnx.helper.make_tensor("bias", onnx.TensorProto.FLOAT, [2], [0.0, 0.0])
+    node = onnx.helper.make_node("GroupNormalization", ["x", "scale", "bias"], ["y"], num_groups=2)
+    graph = onnx.helper.make_graph([node], "g", [x], [y], [scale, bias])
+    path = tmp_path / "model.onnx"
+    onnx.save(onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 18)]), path)
+    with pytest.raises(ModuleNotFoundError, match="GroupNormalization"):
+        convert(str(path), str(tmp_path), ["x"], Onnx2TfOptions(target="keras", onnxsim=False))
+    assert searches == []
+    with pytest.raises(ModuleNotFoundError):  # without the file, the same call searches
+        library.convert(input_onnx_file_path=str(path), output_folder_path=str(tmp_path), non_verbose=True,
+                        not_use_onnxsim=True, disable_model_save=True)
+    assert searches

@@ -25,12 +25,16 @@ def convert_with_onnx2tf(upstream, inputs):
         path = os.path.join(out, "model.onnx")
         with open(path, "wb") as handle:
             handle.write(upstream)
+        replacements = os.path.join(out, "no_replacements.json")  # replaces nothing: no fix search after a failure
+        with open(replacements, "w") as handle:
+            handle.write('{"operations": []}')
         try:
             keras_model = onnx2tf.convert(input_onnx_file_path=path, output_folder_path=out, non_verbose=True,
                                           keep_shape_absolutely_input_names=input_names,
                                           not_use_onnxsim=not OPTIONS["onnxsim"],
                                           copy_onnx_input_output_names_to_tflite=OPTIONS["target"] == "tflite",
-                                          disable_model_save=OPTIONS["target"] == "keras")
+                                          disable_model_save=OPTIONS["target"] == "keras",
+                                          param_replacement_file=replacements)
         except SystemExit as exc:  # onnx2tf logs why it cannot convert (above), then exits
             raise Onnx2TfExit(f"onnx2tf exited with status {exc.code}") from None
         by_name = dict(zip(INPUT_NAMES, inputs))  # an exporter may drop an input no output reads

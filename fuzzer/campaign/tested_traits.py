@@ -23,11 +23,18 @@ from generators.ir import Graph
 def traits_of_test(graph: Graph, converter: Converter, options: Mapping[str, Any], prepared: Prepared
                    ) -> frozenset[str]:
     """The trait tokens of testing `graph` with `converter` under `options`, beyond the graph's own: the model's,
-    where its upstream export was made (upstream_model), and the graph's and model's under the trait setting."""
-    data = upstream_model(options, prepared, export=False)[0]
+    where its upstream export was made (given_model), and the graph's and model's under the trait setting."""
+    data = given_model(options, prepared)
     model = model_traits(onnx.load_from_string(data)) if data is not None else frozenset()
     setting = converter.trait_setting(converter.options(options))
     return frozenset(trait_token(detail) for detail in model | under_setting(setting, graph_traits(graph) | model))
+
+
+def given_model(options: Mapping[str, Any], prepared: Prepared) -> bytes | None:
+    """The upstream model an ONNX tool's test was given, if its export was made and valid (runnable or not)."""
+    if "upstream" not in options or not isinstance(prepared, Expected):
+        return None
+    return cached_upstream(prepared.source, options["upstream"], options["opset"], runnable=False)
 
 
 def upstream_model(options: Mapping[str, Any], prepared: Prepared, export: bool

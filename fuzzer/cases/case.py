@@ -232,4 +232,5 @@ def _upstream_model(result: CheckResult) -> bytes | None:
         return result.target.baseline_model
     if result.expected is None or "upstream" not in result.options:
         return None
-    return cached_upstream(result.expected.source, result.options["upstream"], result.options["opset"])
+    return cached_upstream(result.expected.source, result.options["upstream"], result.options["opset"],
+                           runnable=False)

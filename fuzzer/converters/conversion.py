@@ -118,13 +118,27 @@ class UpstreamError(Exception):
     and `symptom` (else the failure's class) say more where the failure is not an exception (a disputed baseline)."""
 
     def __init__(self, failure: Failure, upstream: str, labels: tuple[str, ...] = (),
-                 symptom: Symptom | None = None, timings: Mapping[str, float] | None = None) -> None:
+                 symptom: Symptom | None = None, timings: Mapping[str, float] | None = None,
+                 unrunnable: bytes | None = None) -> None:
         super().__init__(f"upstream {upstream} failed at {failure.stage.value}: {failure.message}")
         self.failure = failure
         self.upstream = upstream
         self.labels = labels
         self.symptom = symptom
         self.timings: Mapping[str, float] = timings if timings is not None else {}  # the test's steps, as StageError's
+        # The upstream model, valid, where only ONNX Runtime's loading it failed (unrunnable_model): an ONNX tool can
+        # still be given it, and its own crash or invalid model told, though no values can be judged.
+        self.unrunnable = unrunnable
+
+    def again(self, timings: Mapping[str, float], labels: tuple[str, ...] = ()) -> UpstreamError:
+        """The same failure, raised again in another test with that test's `timings` (and `labels` added)."""
+        return UpstreamError(self.failure, self.upstream, (*self.labels, *labels), self.symptom, dict(timings),
+                             self.unrunnable)
+
+
+def unrunnable_model(exc: StageError) -> bytes | None:
+    """The model a conversion wrote and validated, where ONNX Runtime failed only to load it (a kernel it lacks)."""
+    return exc.model if exc.failure.stage is Stage.RUNTIME_LOAD else None
 
 
 @dataclass(frozen=True)
@@ -151,7 +165,8 @@ def share_export(source: Source, exporter: str, options: ConverterOptions, conve
     try:
         run = convert()
     except StageError as exc:
-        source.exports.setdefault((exporter, opset), SharedExport(error=UpstreamError(exc.failure, exporter)))
+        error = UpstreamError(exc.failure, exporter, unrunnable=unrunnable_model(exc))
+        source.exports.setdefault((exporter, opset), SharedExport(error=error))
         raise
     if run.model is not None:
         source.exports.setdefault((exporter, opset), SharedExport(run.model, run.outputs, run.output_dtypes))

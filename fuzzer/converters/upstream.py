@@ -17,7 +17,15 @@ import numpy as np
 import onnx
 
 from fuzzer.converters.base import Converter
-from fuzzer.converters.conversion import SharedExport, Source, StageError, Steps, TargetRun, UpstreamError
+from fuzzer.converters.conversion import (
+    SharedExport,
+    Source,
+    StageError,
+    Steps,
+    TargetRun,
+    UpstreamError,
+    unrunnable_model,
+)
 from fuzzer.converters.native import NATIVE, native_model, second_opinion
 from fuzzer.converters.options import ConverterOptions
 from fuzzer.converters.registry import default_registry
@@ -200,17 +208,22 @@ def export_upstream(source: Source, exporter: str, opset: int, steps: Steps, run
             source.exports[key] = SharedExport(up.data, up.outputs, up.output_dtypes)
         except UpstreamError as exc:  # shared as made; this test, which made it, also books its time
             source.exports[key] = SharedExport(error=exc)
-            raise UpstreamError(exc.failure, exc.upstream, exc.labels, exc.symptom, dict(steps.timings)) from exc
+            raise exc.again(steps.timings) from exc
     made: SharedExport = source.exports[key]
     if made.error is not None:
         raise made.error
     return Upstream(onnx.load_from_string(made.data), made.data, made.outputs, made.output_dtypes)
 
 
-def cached_upstream(source: Source, exporter: str, opset: int) -> bytes | None:
-    """The serialized upstream export already made for `source`, if one was made and succeeded."""
+def cached_upstream(source: Source, exporter: str, opset: int, runnable: bool = True) -> bytes | None:
+    """The serialized upstream export already made for `source`, if one was made and succeeded; or, unless
+    `runnable`, made valid but not loadable by ONNX Runtime (UpstreamError.unrunnable)."""
     made = source.exports.get((exporter, opset))
-    return made.data if isinstance(made, SharedExport) and made.error is None else None
+    if not isinstance(made, SharedExport):
+        return None
+    if made.error is None:
+        return made.data
+    return None if runnable else made.error.unrunnable
 
 
 def _export(source: Source, exporter: str, opset: int, steps: Steps, run: bool) -> Upstream:
@@ -225,11 +238,19 @@ def _export(source: Source, exporter: str, opset: int, steps: Steps, run: bool) 
         if run and exporter == NATIVE:  # no exporter vouches for a native model: ONNX's reference evaluator does
             second_opinion(model, source, outputs, own)
     except StageError as exc:
-        raise UpstreamError(exc.failure, exporter) from exc
+        raise UpstreamError(exc.failure, exporter, unrunnable=unrunnable_model(exc) if run else None) from exc
     finally:
         for timer, seconds in own.timings.items():
             steps.timings[f"upstream_{timer}"] = seconds
     return Upstream(onnx.load_from_string(data), data, outputs, dtypes)
+
+
+# The label of an ONNX tool's test whose upstream model ONNX Runtime cannot load: the tool ran on it and wrote a
+# valid model, whose values no run can judge.
+TRANSFORMED_UNRUN = "transformed-unrun"
+# ONNX Runtime's words for a node it has no kernel for, which a tool that runs it (onnxsim folding constants)
+# passes on.
+ORT_LACKS_KERNEL = ("NOT_IMPLEMENTED", "Could not find an implementation")
 
 
 def starts_upstream(converter: Converter) -> bool:
@@ -252,6 +273,19 @@ class OnnxPassConverter(Converter):
     def transform(self, model: onnx.ModelProto, options: ConverterOptions) -> onnx.ModelProto:
         raise NotImplementedError
 
+    def transform_unrunnable(self, data: bytes, options: ConverterOptions, steps: Steps) -> bool:
+        """The tool on an upstream model ONNX Runtime cannot load: its crash or an invalid model it writes is its bug
+        (StageError); False where it failed running ONNX Runtime itself on a node with no kernel, which is not."""
+        try:
+            with steps.at(self.transform_stage, "transform"):
+                model = self.transform(onnx.load_from_string(data), options)
+        except StageError as exc:
+            if any(mark in exc.failure.message for mark in ORT_LACKS_KERNEL):
+                return False
+            raise
+        check_and_serialize(model, steps)
+        return True
+
     def fired(self, model: onnx.ModelProto, options: ConverterOptions) -> tuple[str, ...]:
         """The rewrites (Converter.rewrite_names) that change `model` under `options`; () where the tool does not
         say. Run apart from `transform`, which stays the tool's own call."""
@@ -259,7 +293,13 @@ class OnnxPassConverter(Converter):
 
     def convert_impl(self, source: Source, options: ConverterOptions) -> TargetRun:
         steps = Steps()
-        up = export_upstream(source, options.upstream, options.opset, steps)  # type: ignore[attr-defined]
+        try:
+            up = export_upstream(source, options.upstream, options.opset, steps)  # type: ignore[attr-defined]
+        except UpstreamError as exc:
+            if exc.unrunnable is None:
+                raise
+            transformed = self.transform_unrunnable(exc.unrunnable, options, steps)
+            raise exc.again(steps.timings, (TRANSFORMED_UNRUN,) if transformed else ()) from exc
         with steps.at(self.transform_stage, "transform"):
             model = self.transform(up.model, options)
         run = run_onnx_target(model, source, steps)

@@ -51,10 +51,11 @@ def optimize_in_session(module, inputs):
 
 
 def transform_export(module, inputs):
-    """An ONNX-to-ONNX tool: (its model's outputs, the exported model's outputs, its model)."""
+    """An ONNX-to-ONNX tool: (its model's outputs, the exported model's outputs, its model). The tool runs before
+    the exported model: its failure shows even where ONNX Runtime cannot run that."""
     upstream = check_and_serialize(export_upstream(module, inputs))
-    baseline = run_onnx(upstream, inputs)
     data = check_and_serialize(transform(onnx.load_from_string(upstream)))
+    baseline = run_onnx(upstream, inputs)
     return run_onnx(data, inputs), baseline, data
 
 

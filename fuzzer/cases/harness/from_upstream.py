@@ -22,10 +22,11 @@ def optimize_upstream_in_session(upstream, inputs):
 
 
 def transform_upstream(upstream, inputs):
-    """An ONNX-to-ONNX tool: (its model's outputs, upstream.onnx's outputs)."""
+    """An ONNX-to-ONNX tool: (its model's outputs, upstream.onnx's outputs). The tool runs first: its failure shows
+    even where ONNX Runtime cannot run upstream.onnx."""
+    data = check_and_serialize(transform(onnx.load_from_string(upstream)))
     baseline = run_onnx(upstream, inputs)
-    model = transform(onnx.load_from_string(upstream))
-    return run_onnx(check_and_serialize(model), inputs), baseline
+    return run_onnx(data, inputs), baseline
 
 
 def convert_and_run(upstream, inputs):

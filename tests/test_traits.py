@@ -162,12 +162,14 @@ def test_a_models_traits_are_its_input_dtypes_an_output_no_input_reaches_and_an_
     assert model_traits(model) == {"model-input:bfloat16", "constant-output", "repeated-output"}
     plain = helper.make_model(helper.make_graph(nodes[2:], "g", [x], [outputs[1]], [weight]))
     assert model_traits(plain) == {"model-input:bfloat16"}
-    assert model_traits(_with_if(reads="s")) == {"model-input:bfloat16", "constant-output"}
-    assert model_traits(_with_if(reads="x")) == {"model-input:bfloat16"}
+    assert model_traits(_with_if(reads="s")) == {"model-input:bfloat16", "constant-output", "control-flow"}
+    assert model_traits(_with_if(reads="x")) == {"model-input:bfloat16", "control-flow"}
     assert is_model_trait(trait_token("keras/constant-output")) and is_model_trait(trait_token("model-input:int8"))
     assert not is_model_trait(trait_token("tflite/scalar-input")) and not is_model_trait("constant-output")
     assert describe_trait(trait_token("tflite/scalar-input")) == "a scalar input (as tflite)"
     assert describe_trait(trait_token("model-input:bfloat16")) == "a bfloat16 input in the model it is given"
+    assert describe_trait(trait_token("keras/control-flow")) == ("an If, Loop or Scan node in the model it is given "
+                                                                 "(as keras)")
 
 
 def _with_if(reads: str) -> onnx.ModelProto:

@@ -8,8 +8,9 @@ takes one skips that converter's tests of graphs holding it (a trait cannot be c
 most of the converter's tests holding it hit the bug (spread.MIN_TRAIT_PRECISION). Where the upstream exporter decides
 whether the bfloat16 input survives, the graph's trait is not precise enough to cover that bug: an ONNX tool's test
 also holds the traits of the model it is given (model_traits: its input dtypes, an output no input reaches, an output
-named twice), read off the upstream export the check shares; and a bug that one setting of a converter shows (onnx2tf
-rejects a scalar input in its TFLite model alone) is told by a trait under that setting ('tflite/scalar-input').
+named twice, an If, Loop or Scan node), read off the upstream export the check shares; and a bug that one setting of
+a converter shows (onnx2tf rejects a scalar input in its TFLite model alone) is told by a trait under that setting
+('tflite/scalar-input').
 """
 
 from __future__ import annotations
@@ -61,12 +62,16 @@ def describe_trait(token: str) -> str:
     kind, _, dtype = detail.partition(":")
     words = {"input": "a {} input", "scalar-input": "a scalar {} input", "scalar-output": "a scalar {} output",
              "dtype": "a {} tensor", "model-input": "a {} input in the model it is given",
-             "constant-output": "an output that depends on no input", "repeated-output": "an output named twice"}
+             "constant-output": "an output that depends on no input", "repeated-output": "an output named twice",
+             "control-flow": "an If, Loop or Scan node in the model it is given"}
     said = " ".join(words.get(kind, kind + " {}").format(dtype).split())
     return f"{said} (as {setting})" if setting else said
 
 
-MODEL_TRAIT_KINDS = ("model-input", "constant-output", "repeated-output")
+MODEL_TRAIT_KINDS = ("model-input", "constant-output", "repeated-output", "control-flow")
+# The TorchScript exporter writes some operators as an If on the input's rank (torch.tile given more repeats than
+# dims), and a converter may fail on that control flow whatever the operator, as onnx2tf did on a reduced case.
+_CONTROL_FLOW = frozenset({"If", "Loop", "Scan"})
 _IR_NAMES = {"float": "float32", "double": "float64", "float16": "float16"}
 # Operators whose output a converter with static shapes folds to a constant whatever the values of their input.
 _SHAPE_ONLY = frozenset({"Shape", "Size"})
@@ -75,7 +80,7 @@ _SHAPE_ONLY = frozenset({"Shape", "Size"})
 def model_traits(model: onnx.ModelProto) -> frozenset[str]:
     """The traits of the ONNX model an ONNX tool is given: 'model-input:<dtype>' of each input, 'constant-output'
     where an output depends on no input's values, 'repeated-output' where an output is named twice or is an
-    input."""
+    input, 'control-flow' where a node of its graph is an If, Loop or Scan."""
     graph = model.graph
     weights = {t.name for t in graph.initializer}
     fed = [i for i in graph.input if i.name not in weights]  # an older IR lists initializers among the inputs
@@ -87,6 +92,8 @@ def model_traits(model: onnx.ModelProto) -> frozenset[str]:
         found.add("constant-output")
     if len(set(outputs)) < len(outputs) or inputs & set(outputs):
         found.add("repeated-output")
+    if any(node.op_type in _CONTROL_FLOW for node in graph.node):
+        found.add("control-flow")
     return frozenset(found)
 
 

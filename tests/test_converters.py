@@ -66,6 +66,25 @@ def test_version_converter_without_adapter_is_unsupported() -> None:
     assert not verdict.is_bug
 
 
+def test_version_converter_refusing_a_type_the_target_opset_lacks_is_unsupported() -> None:
+    """Its TypeRestriction adapter fails an assertion on a bfloat16 Sin (allowed from opset 22) taken to opset 21:
+    the target cannot express it, so it is unsupported, as a missing adapter is; another assertion stays a crash."""
+    from onnx import TensorProto, helper, version_converter
+
+    x = helper.make_tensor_value_info("x", TensorProto.BFLOAT16, [3])
+    y = helper.make_tensor_value_info("y", TensorProto.BFLOAT16, [3])
+    graph = helper.make_graph([helper.make_node("Sin", ["x"], ["y"])], "g", [x], [y])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 22)])
+    with pytest.raises(RuntimeError) as raised:
+        version_converter.convert_version(model, 21)
+    converter = CONVERTERS["onnx-version-converter"]
+    refused = Failure.of(Stage.NODE_CONVERSION, raised.value)
+    assert classify(refused, converter.unsupported_messages) is Symptom.UNSUPPORTED
+    other = Failure(Stage.NODE_CONVERSION, "builtins.RuntimeError", "transformers.h:45: operator(): Assertion "
+                    "`node->s(attr) == value` failed: Attribute reduction must have value none", "")
+    assert classify(other, converter.unsupported_messages) is Symptom.CRASH
+
+
 def test_registry_lists_every_converter_with_versions() -> None:
     required = {"torch-onnx-dynamo", "torch-onnx-script", "ort-optimizer", "onnxsim", "onnxslim", "onnxoptimizer",
                 "onnx-version-converter"}

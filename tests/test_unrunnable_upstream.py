@@ -23,13 +23,18 @@ FAST = CheckOptions(rerun=False, locate=False, culprit=False)
 EXPORTED = {"upstream": "torch-onnx-script", "opset": 17}
 
 
-class FaultyOnAbs(OnnxPassConverter):
-    """An ONNX tool that fails on any model holding an Abs node."""
+class PlantedTool(OnnxPassConverter):
+    """What the planted ONNX tools below share."""
 
-    name = "faulty-on-abs"
     libraries = ("onnxruntime",)
     distributions = ("onnx", "onnxruntime")
     options_type = UpstreamOptions
+
+
+class FaultyOnAbs(PlantedTool):
+    """An ONNX tool that fails on any model holding an Abs node."""
+
+    name = "faulty-on-abs"
 
     def transform(self, model: onnx.ModelProto, options: ConverterOptions) -> onnx.ModelProto:
         if any(node.op_type == "Abs" for node in model.graph.node):
@@ -37,37 +42,28 @@ class FaultyOnAbs(OnnxPassConverter):
         return model
 
 
-class Identity(OnnxPassConverter):
+class Identity(PlantedTool):
     """An ONNX tool that gives the model back as it is."""
 
     name = "identity-tool"
-    libraries = ("onnxruntime",)
-    distributions = ("onnx", "onnxruntime")
-    options_type = UpstreamOptions
 
     def transform(self, model: onnx.ModelProto, options: ConverterOptions) -> onnx.ModelProto:
         return model
 
 
-class LacksKernelToo(OnnxPassConverter):
+class LacksKernelToo(PlantedTool):
     """An ONNX tool that runs ONNX Runtime itself (as onnxsim does to fold constants) and passes on its error."""
 
     name = "lacks-kernel-too"
-    libraries = ("onnxruntime",)
-    distributions = ("onnx", "onnxruntime")
-    options_type = UpstreamOptions
 
     def transform(self, model: onnx.ModelProto, options: ConverterOptions) -> onnx.ModelProto:
         raise RuntimeError("[ONNXRuntimeError] : 9 : NOT_IMPLEMENTED : Could not find an implementation for Abs(13)")
 
 
-class InvalidOutput(OnnxPassConverter):
+class InvalidOutput(PlantedTool):
     """An ONNX tool that writes a model whose node reads a tensor nothing makes."""
 
     name = "invalid-output"
-    libraries = ("onnxruntime",)
-    distributions = ("onnx", "onnxruntime")
-    options_type = UpstreamOptions
 
     def transform(self, model: onnx.ModelProto, options: ConverterOptions) -> onnx.ModelProto:
         model.graph.node[0].input[0] = "nowhere"

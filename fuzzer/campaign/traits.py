@@ -70,7 +70,7 @@ def describe_trait(token: str) -> str:
 
 MODEL_TRAIT_KINDS = ("model-input", "constant-output", "repeated-output", "control-flow")
 # The TorchScript exporter writes some operators as an If on the input's rank (torch.tile given more repeats than
-# dims), and a converter may fail on that control flow whatever the operator, as onnx2tf did on a reduced case.
+# dims), and a converter may fail on that control flow whatever the operator the graph names.
 _CONTROL_FLOW = frozenset({"If", "Loop", "Scan"})
 _IR_NAMES = {"float": "float32", "double": "float64", "float16": "float16"}
 # Operators whose output a converter with static shapes folds to a constant whatever the values of their input.

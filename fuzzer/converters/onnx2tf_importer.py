@@ -132,8 +132,8 @@ def model_inputs(names: Sequence[str], source: Source) -> dict[str, np.ndarray]:
 
 
 # A replacement file that replaces nothing converts exactly as none does, but it stops onnx2tf from searching for a
-# replacement after a failed conversion: that search only suggests a file and then raises the same error, and it
-# took 37 s on an 8-node graph (the 0.5 s conversion it follows failed the same way).
+# replacement after a failed conversion: that search only suggests a file and then raises the same error, and it can
+# take far longer than the conversion it follows (docs/converters.md).
 NO_REPLACEMENTS = "no_replacements.json"
 NO_REPLACEMENTS_TEXT = '{"operations": []}'
 

@@ -16,9 +16,13 @@ from oracles.paths import portable
 from oracles.signature import crash_signature
 from oracles.verdict import Stage, Symptom, Verdict
 
-UNSUPPORTED_PATTERNS: tuple[re.Pattern[str], ...] = tuple(re.compile(p, re.IGNORECASE) for p in (
-    r"Could not find an implementation for",  # ORT NOT_IMPLEMENTED kernel lookup
+# ONNX Runtime's words for a node it has no kernel for (its NOT_IMPLEMENTED kernel lookup).
+KERNEL_MISSING_PATTERNS: tuple[re.Pattern[str], ...] = tuple(re.compile(p, re.IGNORECASE) for p in (
+    r"Could not find an implementation for",
     r"\bNOT_IMPLEMENTED\b",
+))
+UNSUPPORTED_PATTERNS: tuple[re.Pattern[str], ...] = KERNEL_MISSING_PATTERNS + tuple(
+    re.compile(p, re.IGNORECASE) for p in (
     r"Unsupported: ONNX export of",  # TorchScript exporter symbolic_helper
     r"does NOT support exporting",  # TorchScript exporter symbolic_opset*: "... for non-boolean input values"
     r"is not supported",  # "Exporting the operator 'aten::x' to ONNX opset version N is not supported"
@@ -66,6 +70,11 @@ def innermost_frame(exc: BaseException) -> str:
         tb = tb.tb_next
     code = tb.tb_frame.f_code
     return f"{code.co_filename}:{tb.tb_lineno} in {code.co_name}"
+
+
+def lacks_kernel(message: str) -> bool:
+    """Whether `message` is ONNX Runtime saying it has no kernel for a node."""
+    return any(p.search(message) for p in KERNEL_MISSING_PATTERNS)
 
 
 def classify(failure: Failure, unsupported: Sequence[str] = ()) -> Symptom:

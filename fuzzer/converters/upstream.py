@@ -34,6 +34,7 @@ from fuzzer.converters.runtime import check_and_serialize, run_model, run_onnx_t
 from generators.ir import Graph
 from generators.onnx_native import NATIVE_OPSETS, native_opsets
 from generators.registry import REGISTRY
+from oracles.taxonomy import lacks_kernel
 from oracles.verdict import Stage
 
 NATIVE_DEFAULT_OPSET = 17
@@ -248,9 +249,6 @@ def _export(source: Source, exporter: str, opset: int, steps: Steps, run: bool) 
 # The label of an ONNX tool's test whose upstream model ONNX Runtime cannot load: the tool ran on it and wrote a
 # valid model, whose values no run can judge.
 TRANSFORMED_UNRUN = "transformed-unrun"
-# ONNX Runtime's words for a node it has no kernel for, which a tool that runs it (onnxsim folding constants)
-# passes on.
-ORT_LACKS_KERNEL = ("NOT_IMPLEMENTED", "Could not find an implementation")
 
 
 def starts_upstream(converter: Converter) -> bool:
@@ -280,7 +278,7 @@ class OnnxPassConverter(Converter):
             with steps.at(self.transform_stage, "transform"):
                 model = self.transform(onnx.load_from_string(data), options)
         except StageError as exc:
-            if any(mark in exc.failure.message for mark in ORT_LACKS_KERNEL):
+            if lacks_kernel(exc.failure.message):  # passed on by a tool that runs ONNX Runtime (onnxsim folding)
                 return False
             raise
         check_and_serialize(model, steps)

@@ -200,9 +200,9 @@ def test_a_tests_traits_are_its_models_and_under_its_converters_setting_the_grap
     options = {"upstream": "onnx-native", "opset": 17}
     under_opset = {trait_token(t) for t in ("opset17/input:float64", "opset17/dtype:float64")}
     assert traits_of_test(graph, FailsOnFloat64ModelInput(), options, prepared) == under_opset  # not exported yet
-    made, timings = upstream_model(options, prepared, export=True)
+    made, timings = upstream_model(options, prepared)
     assert made is not None and timings and all(name.startswith("upstream_") for name in timings)
-    assert upstream_model(options, prepared, export=True) == (made, {})  # made once per source
+    assert upstream_model(options, prepared) == (made, {})  # made once per source
     model = {trait_token("model-input:float64")}
     assert traits_of_test(graph, FailsOnFloat64ModelInput(), options, prepared) == (
         under_opset | model | {trait_token("opset17/model-input:float64")})

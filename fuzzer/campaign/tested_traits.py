@@ -37,15 +37,14 @@ def given_model(options: Mapping[str, Any], prepared: Prepared) -> bytes | None:
     return cached_upstream(prepared.source, options["upstream"], options["opset"], runnable=False)
 
 
-def upstream_model(options: Mapping[str, Any], prepared: Prepared, export: bool
-                   ) -> tuple[bytes | None, dict[str, float]]:
-    """The upstream model an ONNX tool's test is (or was) given, if exported and valid, made here when `export`;
-    with the timings of making it. None for a converter that starts from no upstream, or a source that failed."""
+def upstream_model(options: Mapping[str, Any], prepared: Prepared) -> tuple[bytes | None, dict[str, float]]:
+    """The upstream model an ONNX tool's test is given, if it exports, validates and runs; made here where not made
+    yet, with the timings of making it. None for a converter that starts from no upstream, or a source that failed."""
     if "upstream" not in options or not isinstance(prepared, Expected):
         return None, {}
     source, upstream, opset = prepared.source, options["upstream"], options["opset"]
     steps = Steps()
-    if export and (upstream, opset) not in source.exports:
+    if (upstream, opset) not in source.exports:
         try:
             export_upstream(source, upstream, opset, steps)
         except UpstreamError:  # kept in source.exports: the check reports it as the upstream's failure

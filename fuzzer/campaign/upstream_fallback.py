@@ -38,7 +38,7 @@ def chosen_options(config: WorkerConfig, converter: Converter, seed: int, graph:
     while True:
         if cause is None and not config.known_unsupported(graph, converter.name, options) \
                 and not config.inexpressible(graph, converter, options):
-            made, more = upstream_model(options, prepared, export=True)
+            made, more = upstream_model(options, prepared)
             add_timings(timings, more)
             if made is not None:
                 return options, None, left, timings

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import onnx
+from onnx import helper
+
 from generators.builder import GraphBuilder
 from generators.dtypes import DType
 from generators.ir import Graph
@@ -72,3 +75,11 @@ def layer_norm_tanh() -> Graph:
     normed = g.op("layer_norm", (a, w, b), (2, 3, 8), normalized_dims=1, affine="weight_bias", eps=1e-5)
     g.op("tanh", (normed,), (2, 3, 8))
     return g.build()
+
+
+def one_node_model(op_type: str, elem_type: int, shape: list[int], opset: int) -> onnx.ModelProto:
+    """An ONNX model of one unary node, y = op_type(x), both of `elem_type` and `shape`."""
+    x = helper.make_tensor_value_info("x", elem_type, shape)
+    y = helper.make_tensor_value_info("y", elem_type, shape)
+    graph = helper.make_graph([helper.make_node(op_type, ["x"], ["y"])], "g", [x], [y])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])

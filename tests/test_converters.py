@@ -69,12 +69,9 @@ def test_version_converter_without_adapter_is_unsupported() -> None:
 def test_version_converter_refusing_a_type_the_target_opset_lacks_is_unsupported() -> None:
     """Its TypeRestriction adapter fails an assertion on a bfloat16 Sin (allowed from opset 22) taken to opset 21:
     the target cannot express it, so it is unsupported, as a missing adapter is; another assertion stays a crash."""
-    from onnx import TensorProto, helper, version_converter
+    from onnx import version_converter
 
-    x = helper.make_tensor_value_info("x", TensorProto.BFLOAT16, [3])
-    y = helper.make_tensor_value_info("y", TensorProto.BFLOAT16, [3])
-    graph = helper.make_graph([helper.make_node("Sin", ["x"], ["y"])], "g", [x], [y])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 22)])
+    model = hand_graphs.one_node_model("Sin", onnx.TensorProto.BFLOAT16, [3], 22)
     with pytest.raises(RuntimeError) as raised:
         version_converter.convert_version(model, 21)
     converter = CONVERTERS["onnx-version-converter"]

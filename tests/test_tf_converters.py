@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import hand_graphs
 import numpy as np
 import onnx
 import pytest
@@ -187,11 +188,8 @@ def test_onnx2tf_keras_target_saves_nothing_and_its_repro_line_says_so(tmp_path:
     ok, reason = CONVERTERS["onnx2tf"].availability()
     if not ok:
         pytest.skip(reason)
-    x = onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2, 3])
-    y = onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2, 3])
-    graph = onnx.helper.make_graph([onnx.helper.make_node("Tanh", ["x"], ["y"])], "g", [x], [y])
     path = tmp_path / "model.onnx"
-    onnx.save(onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 18)]), path)
+    onnx.save(hand_graphs.one_node_model("Tanh", onnx.TensorProto.FLOAT, [2, 3], 18), path)
     keras = convert(str(path), str(tmp_path), ["x"], Onnx2TfOptions(target="keras"))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model.onnx", "no_replacements.json"]
     value = np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3)

@@ -4,6 +4,7 @@ failure, labelled as transformed. The faults are planted through the registry.""
 
 from __future__ import annotations
 
+import hand_graphs
 import numpy as np
 import onnx
 import pytest
@@ -95,10 +96,7 @@ def test_repro_py_runs_the_tool_before_the_model_onnx_runtime_cannot_load(monkey
         raise ValueError("no rule for op_type: Abs")
 
     monkeypatch.setattr(harness, "transform", planted)
-    x = onnx.helper.make_tensor_value_info("x", onnx.TensorProto.BFLOAT16, [3, 4])
-    y = onnx.helper.make_tensor_value_info("y", onnx.TensorProto.BFLOAT16, [3, 4])
-    graph = onnx.helper.make_graph([onnx.helper.make_node("Abs", ["x"], ["y"])], "g", [x], [y])
-    upstream = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17)]).SerializeToString()
+    upstream = hand_graphs.one_node_model("Abs", onnx.TensorProto.BFLOAT16, [3, 4], 17).SerializeToString()
     with pytest.raises(ValueError, match="no rule for op_type: Abs"):
         harness.transform_upstream(upstream, [np.zeros((3, 4), np.float32)])
 

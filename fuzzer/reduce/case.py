@@ -32,6 +32,10 @@ from oracles.verdict import Symptom, Verdict
 CARRIED = frozenset({Symptom.CRASH, Symptom.INVALID_MODEL, Symptom.PROCESS_DEATH})
 # Labels a candidate may not gain: its inputs left the valid domain, or sit on a discontinuity the original did not.
 GUARDED_LABELS = frozenset({INVALID_INPUTS, *LABELS})
+# How often the full check of a reduced graph is tried before the reduction is given up: a defect in native code dies
+# by SIGSEGV in one run and by SIGABRT (heap corruption) in the next, and a diagnosis that runs past the checker's
+# timeout reads as a hang.
+FINAL_TRIES = 3
 
 
 def same_bug(original: Verdict, candidate: Verdict) -> bool:
@@ -165,15 +169,29 @@ def reduce_case(case: CaseData, out_dir: Path, checker: IsolatedChecker, budget_
     out_dir.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(dir=out_dir, prefix=f"{STAGING_PREFIX}reduce-"))
     try:
-        written, verdict = checker.write_case(job, staging, reduced_id(case.id), original or case.id, record,
-                                              diagnose=not shape_only)
-        if verdict.signature != case.signature and not keeps_defect(case, verdict, result.graph):
-            raise ReductionFailed(f"{case.id}: the reduced graph gives {verdict.signature} under the full check, "
-                                  f"not {case.signature}")
+        written = _write_checked(case, job, staging, checker, original or case.id, record, not shape_only)
         path = publish_case_folder(written, out_dir / written.name)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return Reduction(path, result)
+
+
+def _write_checked(case: CaseData, job: Job, staging: Path, checker: IsolatedChecker, original: str,
+                   record: dict[str, Any], diagnose: bool) -> Path:
+    """Write the reduced case in `job` in full into `staging`, tried up to FINAL_TRIES times until its full check
+    keeps the case's defect; ReductionFailed when no try does."""
+    seen: list[str] = []
+    for _ in range(FINAL_TRIES):
+        written, verdict = checker.write_case(job, staging, reduced_id(case.id), original, record, diagnose=diagnose)
+        if verdict.signature == case.signature or keeps_defect(case, verdict, job.graph):
+            return written
+        seen.append(verdict.signature)
+        if verdict.symptom is Symptom.HANG and case.verdict.symptom is not Symptom.HANG:
+            # The diagnosis runs the converter several times within one check's timeout: the case is written
+            # undiagnosed, and polished (diagnosed) by a later reduction.
+            diagnose, record = False, {**record, "polished": False}
+    raise ReductionFailed(f"{case.id}: the reduced graph gives {', then '.join(seen)} under the full check, "
+                          f"not {case.signature}")
 
 
 def simplest_options(case: CaseData, checker: IsolatedChecker) -> tuple[dict[str, Any], list[str]]:

@@ -157,6 +157,12 @@ def test_onnx2tf_exiting_on_a_model_is_a_failure_with_its_logged_reason_and_a_no
                       "HTTPSConnectionPool(host='github.com', port=443): Max retries exceeded with url: /PINTO0309/"
                       "onnx2tf/releases/download/1.20.4/calibration_image_sample_data_20x128x128x3_float32.npy", "")
     assert classify(offline, CONVERTERS["onnx2tf"].unsupported_messages) is Symptom.UNSUPPORTED
+    no_converter = Failure(Stage.NODE_CONVERSION, "builtins.ModuleNotFoundError",
+                           "No module named 'onnx2tf.ops.BitwiseOr'", "")
+    assert classify(no_converter, CONVERTERS["onnx2tf"].unsupported_messages) is Symptom.UNSUPPORTED
+    assert classify(no_converter) is Symptom.CRASH
+    its_own = Failure(Stage.NODE_CONVERSION, "builtins.ModuleNotFoundError", "No module named 'tensorflow_hub'", "")
+    assert classify(its_own, CONVERTERS["onnx2tf"].unsupported_messages) is Symptom.CRASH
 
 
 @pytest.mark.slow

@@ -11,6 +11,7 @@ from onnx import TensorProto, helper
 
 from fuzzer.campaign.culprit_cut import avoided_culprits
 from fuzzer.campaign.mailbox import Collected
+from fuzzer.campaign.model_traits import model_traits
 from fuzzer.campaign.novelty import AVOID_FOR, AVOID_PROBABILITY_CULPRIT, Novelty
 from fuzzer.campaign.result import TestResult
 from fuzzer.campaign.settings import SKIPPED
@@ -23,7 +24,6 @@ from fuzzer.campaign.traits import (
     graph_traits,
     is_model_trait,
     is_trait,
-    model_traits,
     trait_token,
 )
 from fuzzer.campaign.unit_graph import graph_message
@@ -160,12 +160,16 @@ def test_a_models_traits_are_its_input_dtypes_an_output_no_input_reaches_and_an_
     weight = helper.make_tensor("w", TensorProto.FLOAT, [3], [1.0, 2.0, 3.0])
     model = helper.make_model(helper.make_graph(nodes, "g", [x, w], outputs, [weight]))
     ops = {"model-op:Shape", "model-op:ConstantOfShape", "model-op:Cast", "model-op:Add"}
-    assert model_traits(model) == {"model-input:bfloat16", "constant-output", "repeated-output", *ops}
+    dtypes = {"model-dtype:bfloat16", "model-dtype:int64", "model-dtype:float32"}  # a ConstantOfShape is float32
+    assert model_traits(model) == {"model-input:bfloat16", "constant-output", "repeated-output", *ops, *dtypes}
     plain = helper.make_model(helper.make_graph(nodes[2:], "g", [x], [outputs[1]], [weight]))
-    assert model_traits(plain) == {"model-input:bfloat16", "model-op:Cast", "model-op:Add"}
-    if_ops = {"model-op:Shape", "model-op:Size", "model-op:Cast", "model-op:If"}
+    assert model_traits(plain) == {"model-input:bfloat16", "model-op:Cast", "model-op:Add", "model-dtype:bfloat16",
+                                   "model-dtype:float32"}
+    if_ops = {"model-op:Shape", "model-op:Size", "model-op:Cast", "model-op:If", "model-dtype:bfloat16",
+              "model-dtype:int64", "model-dtype:bool"}
     assert model_traits(_with_if(reads="s")) == {"model-input:bfloat16", "constant-output", "control-flow", *if_ops}
     assert model_traits(_with_if(reads="x")) == {"model-input:bfloat16", "control-flow", *if_ops}
+    assert describe_trait(trait_token("model-dtype:bfloat16")) == "a bfloat16 tensor in the model it is given"
     assert is_model_trait(trait_token("keras/constant-output")) and is_model_trait(trait_token("model-input:int8"))
     assert not is_model_trait(trait_token("tflite/scalar-input")) and not is_model_trait("constant-output")
     assert describe_trait(trait_token("tflite/scalar-input")) == "a scalar input (as tflite)"
@@ -233,9 +237,10 @@ def test_a_tests_traits_are_its_models_and_under_its_converters_setting_the_grap
     made, timings = upstream_model(options, prepared)
     assert made is not None and timings and all(name.startswith("upstream_") for name in timings)
     assert upstream_model(options, prepared) == (made, {})  # made once per source
-    model = {trait_token("model-input:float64"), trait_token("model-op:Sin")}
+    details = ("model-input:float64", "model-dtype:float64", "model-op:Sin")
+    model = {trait_token(detail) for detail in details}
     assert traits_of_test(graph, FailsOnFloat64ModelInput(), options, prepared) == (
-        under_opset | model | {trait_token("opset17/model-input:float64"), trait_token("opset17/model-op:Sin")})
+        under_opset | model | {trait_token(f"opset17/{detail}") for detail in details})
     assert traits_of_test(graph, FailsOnFloat64Input(), options, prepared) == model
 
 
@@ -255,6 +260,6 @@ def test_a_converters_tests_given_a_model_with_an_avoided_trait_are_skipped_afte
         else:
             assert not result.is_bug and SKIPPED not in result.labels
             ops = [t for t in result.traits if t.startswith("model-op:")]
-            assert ops and set(result.traits) - set(ops) == {"model-input:float32"}
+            assert ops and set(result.traits) - set(ops) == {"model-input:float32", "model-dtype:float32"}
             ran += 1
     assert skipped and ran

@@ -181,8 +181,10 @@ def test_a_reduced_case_waits_to_be_polished_behind_every_case_to_reduce_and_a_r
     assert queue._next() is queue.polish
 
 
-def test_a_case_that_hangs_waits_behind_the_other_root_causes(tmp_path: Path) -> None:
-    """Each check of a hang waits out the timeout: the first case of its root cause still goes behind the rest."""
+def test_a_case_that_hangs_queues_as_the_first_of_its_root_cause_and_is_reckoned_at_its_budget_and_a_timeout(
+        tmp_path: Path) -> None:
+    """Each check of a hang waits out the timeout: its reduction takes the case's budget and the final check's
+    timeout, which the reserve counts for it; behind every other root cause it had waited until the end."""
     import dataclasses
 
     from test_case import make_case
@@ -195,7 +197,11 @@ def test_a_case_that_hangs_waits_behind_the_other_root_causes(tmp_path: Path) ->
     hang = Verdict(Symptom.HANG, Stage.NONE, "x", signature=base.id, message="timed out after 60 s")
     hanging = write_case(tmp_path, dataclasses.replace(base, verdict=hang))
     crash = write_case(tmp_path, make_case())
-    queue = ReduceQueue(tmp_path, ReducerConfig(1.0, "fuzzer.converters:CONVERTERS"))
+    queue = ReduceQueue(tmp_path, ReducerConfig(30.0, "fuzzer.converters:CONVERTERS", timeout_s=45.0))
     queue.add(hanging)
     queue.add(crash)
-    assert list(queue.pending) == [crash] and list(queue.later) == [hanging]
+    assert list(queue.pending) == [hanging, crash] and not queue.later
+    queue.seconds.extend([10.0] * 7)  # with the first guess: 10 s a case
+    assert queue.estimate_s(1, 0.0) == 8.0 + 75.0 + 10.0  # a reducer's start, the hang's 30 + 45 s, the crash
+    queue._done(hanging, ok=True, seconds=80.0)
+    assert queue.hanging == set() and queue.seconds == [10.0] * 7  # not in the mean

@@ -79,6 +79,11 @@ class ReducerConfig:
     timeout_s: float = 60.0
     memory_mb: int = 4096
 
+    def hang_case_s(self) -> float:
+        """What a case that hangs takes: its budget (each candidate that still hangs waits out the timeout) and the
+        final full check, which hangs too."""
+        return self.budget_s + self.timeout_s
+
     def limit_s(self) -> float:
         """How long a reducer may take on one case before it is given up: the budget, GRACE_S and CHECK_TIMEOUTS
         check timeouts."""
@@ -151,6 +156,7 @@ class ReduceQueue:
     later: collections.deque[Path] = field(default_factory=collections.deque)
     polish: collections.deque[Path] = field(default_factory=collections.deque)  # reduced folders, not yet polished
     causes: set[str] = field(default_factory=set)  # root causes with a case reduced or queued
+    hanging: set[Path] = field(default_factory=set)  # the cases that hang, waiting or running
     reducers: list[Reducer] = field(default_factory=list)
     seconds: list[float] = field(default_factory=list)  # per reduced or failed case (its first step)
     reduced: int = 0
@@ -178,11 +184,14 @@ class ReduceQueue:
             self.add(case_dir)
 
     def add(self, case_dir: Path) -> None:
-        """Queue a new case: the first of its root cause first, unless it hangs (each check of a hang waits out the
-        timeout, so its reduction seldom ends within the reducer's budget)."""
+        """Queue a new case: the first of its root cause first. One that hangs takes its whole budget and a timeout
+        (hang_case_s), and is counted so in the reserve; put behind the other root causes, it had waited until the
+        campaign ended."""
         cause, hangs = _cause(case_dir)
-        (self.later if cause in self.causes or hangs else self.pending).append(case_dir)
+        (self.later if cause in self.causes else self.pending).append(case_dir)
         self.causes.add(cause)
+        if hangs:
+            self.hanging.add(case_dir)
 
     def hit(self, case_dir: Path) -> None:
         """A waiting case whose bug a test met again goes first: until its reduced case names the culprit to cut
@@ -219,11 +228,14 @@ class ReduceQueue:
         """reserve_s at `now`: a running case counts for what the per-case mean leaves of it."""
         if not self.waiting and not self.busy:
             return 0.0
-        per_case = self.per_case_s()
-        running = [max(per_case - (now - r.since), 0.0) for r in self.reducers if r.case_dir is not None]
+        per_case, hang_s = self.per_case_s(), self.config.hang_case_s()
+        running = [max((hang_s if r.case_dir in self.hanging else per_case) - (now - r.since), 0.0)
+                   for r in self.reducers if r.case_dir is not None]
         starts = START_S if self.waiting and len(self.reducers) < reducers else 0.0
+        hangs = sum(case in self.hanging for queue in (self.pending, self.later) for case in queue)
+        waiting_s = (self.waiting - hangs) * per_case + hangs * hang_s
         # A case runs on one reducer: the longest one left bounds the time however many reducers share the rest.
-        return starts + max((self.waiting * per_case + sum(running)) / max(reducers, 1), max(running, default=0.0))
+        return starts + max((waiting_s + sum(running)) / max(reducers, 1), max(running, default=0.0))
 
     def step(self, reducers: int = 1, nice: int = REDUCER_NICE, hand_out: bool = True) -> None:
         """Collect finished cases, give up on overrunning ones, and (with `hand_out`) hand waiting cases to idle
@@ -292,7 +304,9 @@ class ReduceQueue:
         if polishing:
             self.polished += ok
         else:
-            self.seconds.append(seconds)
+            if case_dir not in self.hanging:  # a hang is reckoned apart (hang_case_s), not in the mean
+                self.seconds.append(seconds)
+            self.hanging.discard(case_dir)
             self.reduced += ok
             self.failed += not ok
         if ok:

@@ -101,6 +101,26 @@ def test_a_trait_cover_is_weighed_again_as_its_hits_grow() -> None:
     assert novelty.hits["sig-quint16"] == 16 and novelty.avoided() == [("onnx2tf", BF16_INPUT)]
 
 
+def test_a_trait_whose_tests_end_mostly_in_filed_bugs_covers_the_one_it_holds_in_every_hit() -> None:
+    """At 6 hits among 20 tests with the trait the cover is refused (as above); 20 more such tests that end in
+    other bugs already filed make 25 of 40 that tell nothing new, and the cover is taken."""
+    novelty = Novelty()
+    _background(novelty, tests=300, with_trait=14)
+    for k in range(MIN_SAMPLES + 1):
+        pairs = [(f"op{k}", "float32"), (f"op{k + 10}", "float32"), (TRAIT, "input:bfloat16")]
+        novelty.seen("onnx2tf", pairs, known=k > 0)  # the first hit filed the bug
+        novelty.record("sig-quint16", pairs, culprit=("onnx2tf", ""))
+    assert novelty.avoided() == []
+    for k in range(20):
+        novelty.seen("onnx2tf", [(f"op{k % 30}", "float32"), (TRAIT, "input:bfloat16")], known=True)
+    novelty.seen("onnx2tf", [("op3", "float32"), (TRAIT, "input:bfloat16")], known=True)
+    novelty.record("sig-quint16", [("op3", "float32"), (TRAIT, "input:bfloat16")], culprit=("onnx2tf", ""))
+    assert novelty.spread.spent["onnx2tf"][BF16_INPUT] == 26 and novelty.spread.held["onnx2tf"][BF16_INPUT] == 41
+    assert novelty.avoided() == [("onnx2tf", BF16_INPUT)]
+    resumed = Novelty.from_tally(novelty.tally())
+    assert resumed.spread.spent == novelty.spread.spent
+
+
 class FailsOnFloat64Input(OnnxPassConverter):
     """An ONNX tool that fails on any model with a float64 input, whatever its operators."""
 

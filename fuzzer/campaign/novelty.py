@@ -134,11 +134,12 @@ class Novelty:
         """Whether `operator` was cut out of a graph whose `converter` test then hit `signature` again."""
         return (signature, converter, operator) in self.refuted
 
-    def seen(self, converter: str, pairs: Iterable[Pair]) -> None:
-        """One more test of `converter` on a graph holding `pairs` (hit or not): the base rates spread.py compares
-        a bug's hits with."""
+    def seen(self, converter: str, pairs: Iterable[Pair], known: bool = False) -> None:
+        """One more test of `converter` on a graph holding `pairs` (hit or not; `known`: it ended in a bug already
+        filed): the base rates spread.py compares a bug's hits with."""
         pairs = list(pairs)
-        self.spread.seen(converter, {op for op, _ in pairs if op not in (FEATURE, TRAIT)} | _trait_tokens(pairs))
+        self.spread.seen(converter, {op for op, _ in pairs if op not in (FEATURE, TRAIT)} | _trait_tokens(pairs),
+                         known)
 
     def record_setting(self, detail: str) -> None:
         """One more bug test of a root cause a converter setting avoids (settings.setting_detail)."""

@@ -71,7 +71,7 @@ class Recorder:
         # The base rates a bug's hits are weighed against count the tests that ran their converter: one skipped as
         # known unsupported or for a known root cause could not have hit a bug.
         if result.stage != Stage.SOURCE.value:
-            self.novelty.seen(result.converter, pairs)
+            self.novelty.seen(result.converter, pairs, known=result.is_bug and not new_bug)
         if result.cut_from:  # the filed bug the test hit before its culprit was cut out still counts the hit
             cut = next((label.split(":", 1)[1] for label in result.labels if label.startswith(f"{CULPRIT_CUT}:")), "")
             if cut and result.signature == result.cut_from:  # the bug outlived its culprit's cut: not its culprit

@@ -16,6 +16,7 @@ import pytest
 from fuzzer.cases.case import CaseData
 from fuzzer.reduce.case import FINAL_TRIES, ReductionFailed, _write_checked
 from fuzzer.reduce.isolated import Job
+from generators.edit import prefix
 from generators.generator import GenOptions, generate
 from oracles.verdict import Stage, Symptom, Verdict
 
@@ -53,8 +54,10 @@ def case_of(verdict: Verdict) -> CaseData:
                     created="2026-12-06")
 
 
-def write(case: CaseData, checker: ScriptedFakeChecker, tmp_path: Path) -> Path:
-    job = Job(case.graph, case.seed, case.converter, {})
+def write(case: CaseData, checker: ScriptedFakeChecker, tmp_path: Path, reduced: bool = False) -> Path:
+    """_write_checked on the case's graph, or with `reduced`, on its first node alone."""
+    graph = prefix(case.graph, 1) if reduced else case.graph
+    job = Job(graph, case.seed, case.converter, {})
     return _write_checked(case, job, tmp_path, checker, "found", {"polished": True}, True)  # type: ignore[arg-type]
 
 
@@ -84,11 +87,24 @@ def test_a_hang_case_is_not_written_undiagnosed_for_hanging_again(tmp_path: Path
 
 def test_a_reduction_is_given_up_after_every_try_shows_another_bug_naming_each(tmp_path: Path) -> None:
     case = case_of(death("SIGSEGV", "ops.py:1078"))
-    others = [death("SIGABRT", f"frame{i}") for i in range(FINAL_TRIES)]
+    others = [Verdict(Symptom.WRONG_VALUES, Stage.NODE_CONVERSION, CONVERTER, signature=f"wrong_values-x-{i}")
+              for i in range(FINAL_TRIES)]
     checker = ScriptedFakeChecker(others)
     with pytest.raises(ReductionFailed) as failed:
-        write(case, checker, tmp_path)
+        write(case, checker, tmp_path, reduced=True)
     assert len(checker.calls) == FINAL_TRIES == 3
-    assert str(failed.value) == ("found: the reduced graph gives crash-onnx2tf-none-SIGABRT-frame0, then "
-                                 "crash-onnx2tf-none-SIGABRT-frame1, then crash-onnx2tf-none-SIGABRT-frame2 under "
-                                 "the full check, not crash-onnx2tf-none-SIGSEGV-ops.py:1078")
+    assert str(failed.value) == ("found: the reduced graph gives wrong_values-x-0, then wrong_values-x-1, then "
+                                 "wrong_values-x-2 under the full check, not crash-onnx2tf-none-SIGSEGV-ops.py:1078")
+
+
+def test_a_case_whose_own_graph_does_not_show_its_bug_alone_is_given_up_saying_so(tmp_path: Path) -> None:
+    """A worker's death that came from what the worker ran before (a heap an earlier test corrupted)."""
+    case = case_of(death("SIGABRT", "context.py:1012"))
+    upstream = Verdict(Symptom.CRASH, Stage.RUNTIME_LOAD, CONVERTER, signature="crash-onnx2tf-upstream-load")
+    checker = ScriptedFakeChecker([upstream] * FINAL_TRIES)
+    with pytest.raises(ReductionFailed) as failed:
+        write(case, checker, tmp_path)
+    assert str(failed.value) == ("found: checked alone, the case's own graph gives crash-onnx2tf-upstream-load, then "
+                                 "crash-onnx2tf-upstream-load, then crash-onnx2tf-upstream-load, not "
+                                 "crash-onnx2tf-none-SIGABRT-context.py:1012: its bug does not reproduce outside the "
+                                 "campaign's worker")

@@ -50,7 +50,26 @@ class FaultySegfaultOnSin(Converter):
         return TargetRun(tuple(a for a, _ in pairs), tuple(d for _, d in pairs), {"convert": 0.0})
 
 
-SEGFAULT_REGISTRY = ConverterRegistry([FaultySegfaultOnSin()])
+class FaultyCorruptsAfterCos(Converter):
+    """Converts a graph holding `cos` and leaves its process damaged (a flag standing in for a heap it corrupted):
+    the next conversion in that process dies by SIGSEGV, whatever its graph."""
+
+    name = "faulty-corrupts-after-cos"
+    libraries = ()
+    distributions = ()
+    options_type = ConverterOptions
+    damaged = False  # per process: the child's own copy of the class
+
+    def convert_impl(self, source: Source, options: ConverterOptions) -> TargetRun:
+        with Steps().at(Stage.NODE_CONVERSION, "convert"):
+            if FaultyCorruptsAfterCos.damaged:
+                os.kill(os.getpid(), signal.SIGSEGV)
+            FaultyCorruptsAfterCos.damaged = any(node.op == "cos" for node in source.graph.nodes)
+        pairs = [to_oracle_array(x) for x in source.module(*source.inputs)]
+        return TargetRun(tuple(a for a, _ in pairs), tuple(d for _, d in pairs), {"convert": 0.0})
+
+
+SEGFAULT_REGISTRY = ConverterRegistry([FaultySegfaultOnSin(), FaultyCorruptsAfterCos()])
 CONFIG = CheckerConfig(registry="test_reduce_isolated:SEGFAULT_REGISTRY", timeout_s=30.0, memory_mb=2048)
 
 
@@ -179,3 +198,23 @@ def test_a_shape_first_reduction_keeps_dims_and_options_and_its_polish_replaces_
     assert second.reduction["earlier"]["polished"] is False and "earlier" not in second.reduction["earlier"]
     assert all(t.shape in ((), (1,)) for t in second.graph.inputs.values())
     assert second.signature == case.signature
+
+
+@pytest.mark.slow
+def test_a_candidate_that_dies_in_a_child_an_earlier_check_damaged_is_judged_again_in_a_fresh_one() -> None:
+    from generators.builder import GraphBuilder
+    from generators.dtypes import DType
+
+    def one(op: str) -> Graph:
+        b = GraphBuilder()
+        return b.build((b.op(op, (b.input((2, 3), DType.FLOAT32),), (2, 3), DType.FLOAT32),))
+
+    name = FaultyCorruptsAfterCos.name
+    with IsolatedChecker(CONFIG) as checker:
+        assert checker.verdict(Job(one("cos"), 0, name, {})).symptom is Symptom.PASS
+        # Its first run dies of what the cos left behind; run again in a fresh child, it passes.
+        assert checker.verdict(Job(one("exp"), 0, name, {})).symptom is Symptom.PASS
+        assert checker.deaths == 1 and checker.answered == 1
+    with IsolatedChecker(CONFIG) as checker:  # a death in a fresh child is the candidate's own: judged once
+        died = checker.verdict(Job(one("sin"), 0, FaultySegfaultOnSin.name, {}))
+        assert died.symptom is Symptom.PROCESS_DEATH and checker.deaths == 1

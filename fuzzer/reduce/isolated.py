@@ -78,6 +78,7 @@ class IsolatedChecker:
         self.proc: Any = None
         self.conn: Connection | None = None
         self.deaths = 0
+        self.answered = 0  # requests the running child has answered
         self._last_dump = ""
 
     def __enter__(self) -> IsolatedChecker:
@@ -88,7 +89,13 @@ class IsolatedChecker:
 
     def verdict(self, job: Job, check_options: CheckOptions = REDUCE_CHECK) -> Verdict:
         """The candidate's verdict (a death, hang or memory exhaustion included); RuntimeError for our own bugs."""
-        reply = self._ask(job, job.message("check", check=asdict(check_options)))
+        message = job.message("check", check=asdict(check_options))
+        answered_before = self.answered
+        reply = self._ask(job, message)
+        if isinstance(reply, Verdict) and reply.symptom is Symptom.PROCESS_DEATH and answered_before:
+            # A child that checked other candidates first may die of what one of them did (TensorFlow's heap,
+            # corrupted by one conversion, aborts in the next): the candidate is judged again in a fresh child.
+            reply = self._ask(job, message)
         return reply if isinstance(reply, Verdict) else Verdict.from_json(reply["verdict"])
 
     def write_case(self, job: Job, out_dir: Path, case_id: str, original: str | None,
@@ -128,6 +135,7 @@ class IsolatedChecker:
             if reply is not None:
                 if "error" in reply:
                     raise RuntimeError(f"the reducer's checker failed on its own: {reply['error']}")
+                self.answered += 1
                 return reply
         if not ready:  # no reply in time: a hang, whose tracebacks are asked for before the kill
             request_stack_dump(self.proc.pid, fault_file(self.log_dir, self.proc.pid))
@@ -147,6 +155,7 @@ class IsolatedChecker:
         if self.proc is not None and self.proc.is_alive():
             return
         self._stop()
+        self.answered = 0
         parent, child = self.ctx.Pipe()
         config = json.dumps(asdict(self.config) | {"log_dir": str(self.log_dir)})
         self.proc = self.ctx.Process(target=checker_main, args=(child, config), name="convsmith-reduce-check")

@@ -190,6 +190,12 @@ def test_a_models_traits_are_its_input_dtypes_an_output_no_input_reaches_and_an_
     assert model_traits(_with_if(reads="s")) == {"model-input:bfloat16", "constant-output", "control-flow", *if_ops}
     assert model_traits(_with_if(reads="x")) == {"model-input:bfloat16", "control-flow", *if_ops}
     assert describe_trait(trait_token("model-dtype:bfloat16")) == "a bfloat16 tensor in the model it is given"
+    scalar = helper.make_model(helper.make_graph([helper.make_node("Neg", ["s"], ["n"])], "g",
+                                                 [helper.make_tensor_value_info("s", TensorProto.FLOAT, [])],
+                                                 [helper.make_tensor_value_info("n", TensorProto.FLOAT, [])]))
+    assert model_traits(scalar) == {"model-input:float32", "model-scalar-input", "model-op:Neg", "model-dtype:float32"}
+    assert describe_trait(trait_token("tflite/model-scalar-input")) == ("a scalar input in the model it is given "
+                                                                        "(as tflite)")
     assert is_model_trait(trait_token("keras/constant-output")) and is_model_trait(trait_token("model-input:int8"))
     assert not is_model_trait(trait_token("tflite/scalar-input")) and not is_model_trait("constant-output")
     assert describe_trait(trait_token("tflite/scalar-input")) == "a scalar input (as tflite)"

@@ -22,14 +22,18 @@ _ARITHMETIC = frozenset({"Add", "Sub", "Mul", "Div"})
 
 
 def model_traits(model: onnx.ModelProto) -> frozenset[str]:
-    """The traits of the ONNX model an ONNX tool is given: 'model-input:<dtype>' of each input, 'model-dtype:<dtype>'
-    of each tensor, 'constant-output' where an output depends on no input's values, 'repeated-output' where an
-    output is named twice or is an input, 'control-flow' where a node of its graph is an If, Loop or Scan,
-    'model-op:<op type>' of each ONNX operator, 'scalar-constant-twin-dims' (_scalar_constant_twin_dims)."""
+    """The traits of the ONNX model an ONNX tool is given: 'model-input:<dtype>' of each input, 'model-scalar-input'
+    where one is rank 0, 'model-dtype:<dtype>' of each tensor, 'constant-output' where an output depends on no
+    input's values, 'repeated-output' where an output is named twice or is an input, 'control-flow' where a node of
+    its graph is an If, Loop or Scan, 'model-op:<op type>' of each ONNX operator, 'scalar-constant-twin-dims'
+    (_scalar_constant_twin_dims)."""
     graph = model.graph
     weights = {t.name for t in graph.initializer}
     fed = [i for i in graph.input if i.name not in weights]  # an older IR lists initializers among the inputs
     found = {f"model-input:{_ir_dtype(i.type.tensor_type.elem_type)}" for i in fed}
+    # The exporter may drop a graph's scalar input or give it a dim: onnx2tf's TFLite model fails on the model's.
+    if any(i.type.tensor_type.HasField("shape") and not i.type.tensor_type.shape.dim for i in fed):
+        found.add("model-scalar-input")
     inputs = {i.name for i in fed}
     outputs = [o.name for o in graph.output]
     dependent = _value_dependent(graph, inputs)

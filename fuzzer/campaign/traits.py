@@ -61,6 +61,7 @@ def describe_trait(token: str) -> str:
     words = {"input": "a {} input", "scalar-input": "a scalar {} input", "scalar-output": "a scalar {} output",
              "dtype": "a {} tensor", "model-input": "a {} input in the model it is given",
              "model-dtype": "a {} tensor in the model it is given",
+             "model-scalar-input": "a scalar input in the model it is given",
              "constant-output": "an output that depends on no input", "repeated-output": "an output named twice",
              "control-flow": "an If, Loop or Scan node in the model it is given",
              "model-op": "an ONNX {} node in the model it is given",
@@ -70,8 +71,8 @@ def describe_trait(token: str) -> str:
     return f"{said} (as {setting})" if setting else said
 
 
-MODEL_TRAIT_KINDS = ("model-input", "model-dtype", "constant-output", "repeated-output", "control-flow", "model-op",
-                     "scalar-constant-twin-dims")  # model_traits.py
+MODEL_TRAIT_KINDS = ("model-input", "model-scalar-input", "model-dtype", "constant-output", "repeated-output",
+                     "control-flow", "model-op", "scalar-constant-twin-dims")  # model_traits.py
 
 
 def under_setting(setting: str, details: Iterable[str]) -> frozenset[str]:

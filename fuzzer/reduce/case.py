@@ -190,7 +190,7 @@ def _write_checked(case: CaseData, job: Job, staging: Path, checker: IsolatedChe
             # The diagnosis runs the converter several times within one check's timeout: the case is written
             # undiagnosed, and polished (diagnosed) by a later reduction.
             diagnose, record = False, {**record, "polished": False}
-    if job.graph.to_json() == case.graph.to_json():  # nothing was taken away: the case itself does not show it
+    if job.graph == case.graph:  # nothing was taken away: the case itself does not show it
         raise ReductionFailed(f"{case.id}: checked alone, the case's own graph gives {', then '.join(seen)}, not "
                               f"{case.signature}: its bug does not reproduce outside the campaign's worker")
     raise ReductionFailed(f"{case.id}: the reduced graph gives {', then '.join(seen)} under the full check, "

@@ -100,8 +100,7 @@ class SpreadTally:
                 counts[op] = counts.get(op, 0) + 1
 
         def precise(token: str, n: int) -> bool:
-            # A test skipped that would have ended in any filed bug costs nothing new: onnx2tf's TFLite model fails
-            # on every scalar input, but most of its tests with one end earlier, in its other filed bugs.
+            # A test skipped that would have ended in any filed bug costs nothing new, whichever bug it would be.
             ended_known = max(hits * n / len(sampled), spent.get(token, 0))
             return not is_trait(token) or ended_known >= MIN_TRAIT_PRECISION * held.get(token, 0)
 

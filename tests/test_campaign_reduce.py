@@ -205,3 +205,36 @@ def test_a_case_that_hangs_queues_as_the_first_of_its_root_cause_and_is_reckoned
     assert queue.estimate_s(1, 0.0) == 8.0 + 75.0 + 10.0  # a reducer's start, the hang's 30 + 45 s, the crash
     queue._done(hanging, ok=True, seconds=80.0)
     assert queue.hanging == set() and queue.seconds == [10.0] * 7  # not in the mean
+
+
+def test_after_the_deadline_only_a_case_filed_since_starts_and_only_where_its_expected_time_fits(
+        tmp_path: Path) -> None:
+    """A case filed by a unit that finished in its grace was in no reserve: the drain starts it after the deadline
+    if the per-case mean (a hang's budget and timeout) ends before the drain's end; a case that waited at the
+    deadline does not start."""
+    import dataclasses
+
+    from test_case import make_case
+
+    from fuzzer.campaign.reduce_queue import ReduceQueue, ReducerConfig
+    from fuzzer.cases.folder import write_case
+    from oracles.verdict import Stage, Symptom, Verdict
+
+    queue = ReduceQueue(tmp_path, ReducerConfig(30.0, "fuzzer.converters:CONVERTERS", timeout_s=45.0))
+    queue.seconds.extend([10.0] * 7)  # with the first guess: 10 s a case
+    waited = write_case(tmp_path, make_case("crash-a-1"))
+    queue.add(waited)
+    deadline = queue.queued_at[waited] + 1.0
+    base = make_case("crash-x-none-HANG-0123456789ab")
+    hang = Verdict(Symptom.HANG, Stage.NONE, "x", signature=base.id, message="timed out after 60 s")
+    hanging = write_case(tmp_path, dataclasses.replace(base, verdict=hang))
+    late = write_case(tmp_path, make_case("crash-b-1"))
+    for folder in (hanging, late):
+        queue.add(folder)
+        queue.queued_at[folder] = deadline + 2.0
+    end = queue.queued_at[waited] + 30.0  # 29 s left: the crash's 10 s fit, the hang's 75 s do not
+    assert queue._next_case((deadline, end)) == (queue.later, late)
+    assert queue._next_case((deadline, end + 60.0)) == (queue.pending, hanging)
+    assert queue._next_case(None) == (queue.pending, waited)
+    queue.later.clear()
+    assert queue._next_case((deadline, end)) is None

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from fuzzer.cases.case import CaseData
-from fuzzer.reduce.case import FINAL_TRIES, ReductionFailed, _write_checked
+from fuzzer.reduce.case import FINAL_TRIES, NotReproducedAlone, ReductionFailed, _write_checked
 from fuzzer.reduce.isolated import Job
 from generators.edit import prefix
 from generators.generator import GenOptions, generate
@@ -92,7 +92,7 @@ def test_a_reduction_is_given_up_after_every_try_shows_another_bug_naming_each(t
     checker = ScriptedFakeChecker(others)
     with pytest.raises(ReductionFailed) as failed:
         write(case, checker, tmp_path, reduced=True)
-    assert len(checker.calls) == FINAL_TRIES == 3
+    assert len(checker.calls) == FINAL_TRIES == 3 and not isinstance(failed.value, NotReproducedAlone)
     assert str(failed.value) == ("found: the reduced graph gives wrong_values-x-0, then wrong_values-x-1, then "
                                  "wrong_values-x-2 under the full check, not crash-onnx2tf-none-SIGSEGV-ops.py:1078")
 
@@ -102,7 +102,7 @@ def test_a_case_whose_own_graph_does_not_show_its_bug_alone_is_given_up_saying_s
     case = case_of(death("SIGABRT", "context.py:1012"))
     upstream = Verdict(Symptom.CRASH, Stage.RUNTIME_LOAD, CONVERTER, signature="crash-onnx2tf-upstream-load")
     checker = ScriptedFakeChecker([upstream] * FINAL_TRIES)
-    with pytest.raises(ReductionFailed) as failed:
+    with pytest.raises(NotReproducedAlone) as failed:  # the campaign marks the case (test_reduce_isolated.py)
         write(case, checker, tmp_path)
     assert str(failed.value) == ("found: checked alone, the case's own graph gives crash-onnx2tf-upstream-load, then "
                                  "crash-onnx2tf-upstream-load, then crash-onnx2tf-upstream-load, not "

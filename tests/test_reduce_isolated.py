@@ -218,3 +218,40 @@ def test_a_candidate_that_dies_in_a_child_an_earlier_check_damaged_is_judged_aga
     with IsolatedChecker(CONFIG) as checker:  # a death in a fresh child is the candidate's own: judged once
         died = checker.verdict(Job(one("sin"), 0, FaultySegfaultOnSin.name, {}))
         assert died.symptom is Symptom.PROCESS_DEATH and checker.deaths == 1
+
+
+@pytest.mark.slow
+def test_a_worker_death_its_own_graph_does_not_show_alone_is_marked_not_reproduced_and_counted_apart(
+        tmp_path: Path) -> None:
+    """The worker dies in the test after a graph with a cos; checked alone, the dead test's graph converts: its case
+    is kept, marked, and neither reduced nor left unreduced in the triage."""
+    from fuzzer.campaign.db import DB_NAME, CampaignDB
+    from fuzzer.campaign.loop import Campaign
+    from fuzzer.campaign.spec import LOG_DIR, CampaignSpec, case_folders
+    from fuzzer.campaign.worker_config import WorkerConfig
+    from fuzzer.cases.case_json import UNREPRODUCED_NOTE
+    from fuzzer.triage.model import NOT_REPRODUCED
+    from fuzzer.triage.view import triage
+
+    out = tmp_path / "c"
+    worker = WorkerConfig(out_dir=str(out), log_dir=str(out / LOG_DIR), registry=CONFIG.registry, min_nodes=2,
+                          nodes=2, include_ops=("cos", "exp"), timeout_s=30.0, memory_mb=2048,
+                          check={"input_budget_s": 0.2})
+    spec = CampaignSpec(3, (FaultyCorruptsAfterCos.name,), worker, 3)
+    out.mkdir(parents=True)
+    db = CampaignDB(out / DB_NAME, create=True)
+    db.set_meta("spec", spec.to_json())
+    campaign = Campaign(out, spec, db, workers=1, reduce_budget_s=20.0)
+    assert campaign.run() == "finished"
+    folders = case_folders(out)
+    assert folders and campaign.reducer is not None
+    assert (campaign.reducer.unreproduced, campaign.reducer.failed, campaign.reducer.reduced) == (
+        len(folders), len(folders), 0)
+    for folder in folders:
+        note = (folder / UNREPRODUCED_NOTE).read_text()
+        assert "checked alone, the case's own graph gives pass" in note, note
+        assert not any(p.name.endswith("-reduced") for p in folder.iterdir())
+    assert f"{len(folders)} of them do not show their bug alone: {UNREPRODUCED_NOTE}" in campaign.reducer.summary()
+    view = triage(out, db)
+    assert view.headline.unreproduced_cases == len(folders) and view.headline.unreduced_cases == 0
+    assert {g.representative.reduction_state for g in view.groups} == {NOT_REPRODUCED}

@@ -3,7 +3,8 @@
 The budget counts from the process's start, so the user's `--time 3m` includes start-up and warm start. Reduction
 runs beside the tests all along, so the reserve kept back at the end is only for the cases really waiting, and it
 is capped: a campaign tests for most of its budget even when it finds bugs faster than they reduce (the rest are
-reduced on `--resume`). A reduction running at the deadline may finish within OVERRUN_S of it; none starts after.
+reduced on `--resume`). A reduction running at the deadline may finish within OVERRUN_S of it; none starts after,
+but for a case filed in the units' grace whose expected time fits before then.
 """
 
 from __future__ import annotations

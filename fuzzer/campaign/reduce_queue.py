@@ -7,7 +7,7 @@ priority (REDUCER_NICE), so it takes the CPU the tests leave, and one more for e
 (up to one per worker): a campaign that finds cases faster than one reducer clears them then trades some tests for
 reduced cases, rather than ending with a backlog. When the tests end, one per worker drains the queue.
 `reserve_s` tells the campaign how long that drain would take, which it keeps back from the tests as far as its
-budget allows (budget.py); a drain with a deadline starts no case after it, and stops at its end.
+budget allows (budget.py); a drain with a deadline starts no case queued before it after it, and stops at its end.
 
 Each case is reduced in two steps (`reduce --shape-first`): first by the passes that take nodes away, which name its
 culprit, then, once no case waits for that, polished (dims, ranks, attributes, values, options) and diagnosed (whose
@@ -16,7 +16,11 @@ polished and the rest as found.
 
 The reduced case is written inside its original folder (`<case>/<id>-reduced`), so the campaign folder keeps one
 case folder per signature. A case that failed to reduce is listed in `.logs/reduce_failed.txt` and not retried on
-resume; one never reached is queued again on resume.
+resume; one never reached is queued again on resume. A case whose own graph does not show its bug when checked alone
+(the worker died or hung of what it had run before) is kept, marked with NOT_REPRODUCED.txt, and counted apart.
+
+A case filed after the drain's deadline (by a unit that finished in its grace) is still started while the per-case
+mean fits before the drain's end: it was in no reserve, and a reducer is free for it.
 """
 
 from __future__ import annotations
@@ -33,8 +37,9 @@ from pathlib import Path
 from typing import IO
 
 from fuzzer.cases.case_head import root_cause_of
-from fuzzer.cases.case_json import CaseError, is_polished, reduced_folder
+from fuzzer.cases.case_json import UNREPRODUCED_NOTE, CaseError, is_polished, reduced_folder
 from fuzzer.support.confine import detach_from_terminal_and_parent, lower_priority
+from fuzzer.support.files import atomic_write_text
 from fuzzer.support.scratch import scratch_root, sweep_once_dead
 from oracles.verdict import Symptom
 
@@ -159,8 +164,10 @@ class ReduceQueue:
     hanging: set[Path] = field(default_factory=set)  # the cases that hang, waiting or running
     reducers: list[Reducer] = field(default_factory=list)
     seconds: list[float] = field(default_factory=list)  # per reduced or failed case (its first step)
+    queued_at: dict[Path, float] = field(default_factory=dict)  # time.monotonic() each waiting case was queued
     reduced: int = 0
-    failed: int = 0
+    failed: int = 0  # of which `unreproduced` did not show their bug alone
+    unreproduced: int = 0
     polished: int = 0
     reduced_beside: int | None = None  # of `reduced`, those done while the campaign tested (set by drain)
 
@@ -189,6 +196,7 @@ class ReduceQueue:
         campaign ended."""
         cause, hangs = _cause(case_dir)
         (self.later if cause in self.causes else self.pending).append(case_dir)
+        self.queued_at[case_dir] = time.monotonic()
         self.causes.add(cause)
         if hangs:
             self.hanging.add(case_dir)
@@ -237,20 +245,24 @@ class ReduceQueue:
         # A case runs on one reducer: the longest one left bounds the time however many reducers share the rest.
         return starts + max((waiting_s + sum(running)) / max(reducers, 1), max(running, default=0.0))
 
-    def step(self, reducers: int = 1, nice: int = REDUCER_NICE, hand_out: bool = True) -> None:
+    def step(self, reducers: int = 1, nice: int = REDUCER_NICE, hand_out: bool = True,
+             late: tuple[float, float] | None = None) -> None:
         """Collect finished cases, give up on overrunning ones, and (with `hand_out`) hand waiting cases to idle
         reducers among the first `reducers`, starting up to that many at niceness `nice` (one started when more
-        were wanted waits idle, without CPU, until they are again)."""
+        were wanted waits idle, without CPU, until they are again). With `late` (queued since, done by), only the
+        cases queued since then whose expected time ends by then."""
         for reducer in list(self.reducers):
             self._collect(reducer)
         if not hand_out:
             return
-        while self._next() and len(self.reducers) < reducers and all(r.case_dir for r in self.reducers):
+        while self._next_case(late) and len(self.reducers) < reducers and all(r.case_dir for r in self.reducers):
             self.reducers.append(self._start(nice))
         for reducer in self.reducers[:reducers]:
-            queue = self._next()
-            if reducer.case_dir is None and queue:
-                case_dir = queue.popleft()
+            found = self._next_case(late)
+            if reducer.case_dir is None and found:
+                queue, case_dir = found
+                queue.remove(case_dir)
+                self.queued_at.pop(case_dir, None)
                 try:
                     reducer.send(case_dir, polishing=queue is self.polish)
                 except OSError:  # it died since it was collected: the case waits for the next reducer
@@ -263,10 +275,27 @@ class ReduceQueue:
         """The queue the next case comes from: a case to reduce before a reduced one to polish."""
         return next((q for q in (self.pending, self.later, self.polish) if q), None)
 
+    def _next_case(self, late: tuple[float, float] | None) -> tuple[collections.deque[Path], Path] | None:
+        """The next case and its queue; with `late` (queued since, done by), the first case to reduce queued since
+        then whose expected time (a hang's whole budget) ends by then."""
+        if late is None:
+            queue = self._next()
+            return (queue, queue[0]) if queue else None
+        since, done_by = late
+        left_s = done_by - time.monotonic()
+        for queue in (self.pending, self.later):
+            for case_dir in queue:
+                need_s = self.config.hang_case_s() if case_dir in self.hanging else self.per_case_s()
+                if self.queued_at.get(case_dir, since - 1.0) >= since and need_s <= left_s:
+                    return queue, case_dir
+        return None
+
     def _collect(self, reducer: Reducer) -> None:
         for reply in reducer.replies():
             self._log(reply.get("line") or f"{reply['case']}: reduction failed: {reply.get('error')}")
             self._done(Path(reply["case"]), bool(reply["ok"]), float(reply.get("seconds", 0.0)), reducer.polishing)
+            if reply.get("unreproduced") and not reducer.polishing:
+                self._mark_unreproduced(Path(reply["case"]), str(reply.get("error", "")))
             if reply["ok"] and not reply.get("polished", True):
                 self.polish.append(Path(reply["path"]))
             reducer.case_dir = None
@@ -294,6 +323,16 @@ class ReduceQueue:
                                     stderr=log, env=env, preexec_fn=detach_and_yield)
         return Reducer(proc)
 
+    def _mark_unreproduced(self, case_dir: Path, why: str) -> None:
+        """Mark a case whose own graph did not show its bug alone: its repro.py will not show it either."""
+        self.unreproduced += 1
+        try:
+            atomic_write_text(case_dir / UNREPRODUCED_NOTE,
+                              f"{why}\nThe campaign's worker met this bug after other tests; this case's repro.py "
+                              "does not show it alone. Kept as found; not a report to file.\n")
+        except OSError as exc:
+            self._log(f"{case_dir}: cannot mark it as not reproduced alone: {exc}")
+
     def _log(self, line: str) -> None:
         with open(self.log_dir / "reduce.log", "a") as log:
             log.write(line.rstrip() + "\n")
@@ -316,14 +355,17 @@ class ReduceQueue:
 
     def drain(self, reducers: int, start_until: float | None = None, stop_at: float | None = None) -> None:
         """Reduce the waiting cases now, with `reducers` processes at the campaign's priority (the tests are over:
-        the cores are free); none starts after `start_until`, and any running at `stop_at` (time.monotonic())
-        waits for a resume."""
+        the cores are free); after `start_until` only a case queued since then that fits before `stop_at` starts,
+        and any running at `stop_at` (time.monotonic()) waits for a resume."""
         self.reduced_beside = self.reduced
         while self.waiting or self.busy or self.polish:
             now = time.monotonic()
-            hand_out = start_until is None or now < start_until
-            self.step(reducers, nice=0, hand_out=hand_out)
-            if (stop_at is not None and now >= stop_at) or not (hand_out or self.busy):
+            in_time = start_until is None or now < start_until
+            # A case filed after `start_until` was in no reserve: it starts if it fits before `stop_at`.
+            late = None if in_time or start_until is None or stop_at is None else (start_until, stop_at)
+            self.step(reducers, nice=0, hand_out=in_time or late is not None, late=late)
+            starts_late = late is not None and self._next_case(late) is not None
+            if (stop_at is not None and now >= stop_at) or not (in_time or self.busy or starts_late):
                 break  # the rest waits
             time.sleep(0.2)
         self.close(0)
@@ -331,7 +373,10 @@ class ReduceQueue:
     def summary(self) -> str:
         """The campaign's closing line on reduction."""
         beside = self.reduced if self.reduced_beside is None else self.reduced_beside
-        return (f"reduction: {self.reduced} new cases minimized, {self.failed} failed (see .logs/reduce.log), "
+        unreproduced = (f" ({self.unreproduced} of them do not show their bug alone: {UNREPRODUCED_NOTE})"
+                        if self.unreproduced else "")
+        return (f"reduction: {self.reduced} new cases minimized, {self.failed} failed{unreproduced} "
+                f"(see .logs/reduce.log), "
                 f"{self.waiting} waiting (minimized on --resume, or by `convsmith reduce CASE`); {beside} of them "
                 f"minimized while testing; {self.polished} reduced cases polished, {len(self.polish)} left to polish")
 

@@ -49,6 +49,16 @@ def reduced_folder(case_dir: Path) -> Path | None:
                 None)
 
 
+# Written into a case folder whose own graph, checked alone in a fresh process, did not show its bug (the campaign's
+# worker died or hung of what it had run before): kept, since nothing found is dropped, but no report to file.
+UNREPRODUCED_NOTE = "NOT_REPRODUCED.txt"
+
+
+def reproduces_alone(case_dir: Path) -> bool:
+    """False for a case folder the reducer marked as not showing its bug outside the campaign's worker."""
+    return not (case_dir / UNREPRODUCED_NOTE).is_file()
+
+
 def reduction_polished(record: Mapping[str, Any] | None) -> bool:
     """False only for the reduction record of a shape-only first step (`polished: false`), still to polish."""
     return bool((record or {}).get("polished", True))

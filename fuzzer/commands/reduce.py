@@ -20,7 +20,7 @@ from fuzzer.cases.case_json import CASE_JSON
 from fuzzer.cases.folder import load_case
 from fuzzer.commands.flags import duration, positive_int
 from fuzzer.converters import DEFAULT_REGISTRY
-from fuzzer.reduce.case import ReductionFailed, reduce_case
+from fuzzer.reduce.case import NotReproducedAlone, ReductionFailed, reduce_case
 from fuzzer.reduce.isolated import CheckerConfig, IsolatedChecker
 from fuzzer.support.errors import UsageError
 
@@ -98,7 +98,8 @@ def _folders(given: list[Path], feed: Iterable[str]) -> Iterator[Path]:
 def reduce_one(folder: Path, out: Path | None, inside: bool, checker: IsolatedChecker, budget_s: float,
                case: CaseData | None = None, shape_first: bool = False) -> dict[str, Any]:
     """Reduce one case folder (its `case`, when already read) into `out`, inside it, or beside it; a reduced case
-    is reduced again in its own place. {"case", "ok", "seconds"}, "polished" and the summary line, or the error."""
+    is reduced again in its own place. {"case", "ok", "seconds"}, "polished" and the summary line, or the error
+    and whether the case's own graph did not show its bug ("unreproduced")."""
     start = time.monotonic()
     base: dict[str, Any] = {"case": str(folder)}
     try:
@@ -108,7 +109,8 @@ def reduce_one(folder: Path, out: Path | None, inside: bool, checker: IsolatedCh
         reduction = reduce_case(case, out or where, checker, budget_s, original=case.original or folder.name,
                                 shape_only=shape_first and not again)
     except (UsageError, ReductionFailed, RuntimeError) as exc:
-        return base | {"ok": False, "error": str(exc), "seconds": round(time.monotonic() - start, 2)}
+        return base | {"ok": False, "error": str(exc), "seconds": round(time.monotonic() - start, 2),
+                       "unreproduced": isinstance(exc, NotReproducedAlone)}
     result = reduction.result
     helped = ", ".join(result.helped) or "none"
     polished = not shape_first or again

@@ -139,6 +139,11 @@ class ReductionFailed(RuntimeError):
     """The reduced graph no longer shows the case's signature under the full check (e.g. it became flaky)."""
 
 
+class NotReproducedAlone(ReductionFailed):
+    """The case's own graph, checked alone in fresh processes, does not show its bug: what the campaign's worker
+    died or hung of was something it had run before."""
+
+
 @dataclass(frozen=True)
 class Reduction:
     """A written reduced case: its folder and how the reduction went."""
@@ -185,13 +190,13 @@ def _write_checked(case: CaseData, job: Job, staging: Path, checker: IsolatedChe
         written, verdict = checker.write_case(job, staging, reduced_id(case.id), original, record, diagnose=diagnose)
         if verdict.signature == case.signature or keeps_defect(case, verdict, job.graph):
             return written
-        seen.append(verdict.signature)
+        seen.append(verdict.signature or verdict.symptom.json_name)  # a pass has no signature
         if verdict.symptom is Symptom.HANG and case.verdict.symptom is not Symptom.HANG:
             # The diagnosis runs the converter several times within one check's timeout: the case is written
             # undiagnosed, and polished (diagnosed) by a later reduction.
             diagnose, record = False, {**record, "polished": False}
     if job.graph == case.graph:  # nothing was taken away: the case itself does not show it
-        raise ReductionFailed(f"{case.id}: checked alone, the case's own graph gives {', then '.join(seen)}, not "
+        raise NotReproducedAlone(f"{case.id}: checked alone, the case's own graph gives {', then '.join(seen)}, not "
                               f"{case.signature}: its bug does not reproduce outside the campaign's worker")
     raise ReductionFailed(f"{case.id}: the reduced graph gives {', then '.join(seen)} under the full check, "
                           f"not {case.signature}")
@@ -229,5 +234,5 @@ def reduced_id(case_id: str) -> str:
     return case_id if case_id.endswith(REDUCED_SUFFIX) else f"{case_id[:150]}{REDUCED_SUFFIX}"
 
 
-__all__ = ["CheckerConfig", "IsolatedChecker", "Reduction", "ReductionFailed", "reduce_case", "reduced_id",
-           "same_bug", "same_defect", "signature_oracle"]
+__all__ = ["CheckerConfig", "IsolatedChecker", "NotReproducedAlone", "Reduction", "ReductionFailed", "reduce_case",
+           "reduced_id", "same_bug", "same_defect", "signature_oracle"]

@@ -101,10 +101,14 @@ class IsolatedChecker:
     def write_case(self, job: Job, out_dir: Path, case_id: str, original: str | None,
                    reduction: Mapping[str, Any] | None, diagnose: bool = True) -> tuple[Path, Verdict]:
         """Check `job` in full and write its case folder (replacing one of the same id), diagnosed (whose bug it
-        is) unless told not to; a child that dies doing so leaves the case of its death, written here."""
-        reply = self._ask(job, job.message("case", out=str(out_dir), case_id=case_id, original=original,
-                                           reduction=None if reduction is None else dict(reduction),
-                                           diagnose=diagnose))
+        is) unless told not to; a child that dies doing so (a fresh one too, where it had answered before) leaves
+        the case of its death, written here."""
+        message = job.message("case", out=str(out_dir), case_id=case_id, original=original,
+                              reduction=None if reduction is None else dict(reduction), diagnose=diagnose)
+        answered_before = self.answered
+        reply = self._ask(job, message)
+        if isinstance(reply, Verdict) and reply.symptom is Symptom.PROCESS_DEATH and answered_before:
+            reply = self._ask(job, message)  # as in verdict(): judged again in a fresh child
         if isinstance(reply, Verdict):
             versions = collect_versions(self.registry[job.converter].distributions)
             source = remade_source(job.graph, job.seed, job.options, job.device, job.values)

@@ -8,6 +8,8 @@ from typing import Any
 
 from oracles.rootcause import RootCause, root_cause
 
+REDUCED, UNREDUCED, NOT_REPRODUCED = "reduced", "unreduced", "not reproduced alone"  # Finding.reduction_state
+
 
 @dataclass(frozen=True)
 class Finding:
@@ -31,6 +33,14 @@ class Finding:
     upstream: str | None = None  # the exporter an ONNX-to-ONNX converter started from
     owner: str | None = None  # a shared component blamed for it (fuzzer/cases/blame.py): its root cause's owner
     polished: bool = True  # its reduced case is polished, not only shape-reduced (reduce_queue.py)
+    reproduces: bool = True  # its case's own graph showed its bug alone (else marked by the reducer, case_json.py)
+
+    @property
+    def reduction_state(self) -> str:
+        """'reduced', 'unreduced', or 'not reproduced alone' (a case that no reduction can keep)."""
+        if not self.reproduces:
+            return NOT_REPRODUCED
+        return REDUCED if self.reduced else UNREDUCED
 
     @property
     def root_cause(self) -> RootCause:
@@ -52,8 +62,9 @@ class RootCauseGroup:
 
     @property
     def representative(self) -> Finding:
-        """The smallest case: reduced before unreduced, then fewest operators, then the first seen."""
-        return min(self.findings, key=lambda f: (not f.reduced, f.nodes, f.first_seen))
+        """The smallest case: one that reproduces alone, reduced before unreduced, then fewest operators, then the
+        first seen."""
+        return min(self.findings, key=lambda f: (not f.reproduces, not f.reduced, f.nodes, f.first_seen))
 
     @property
     def hits(self) -> int:
@@ -74,7 +85,8 @@ class RootCauseGroup:
             "stage": self.cause.stage, "symptom": self.cause.symptom, "operator": self.cause.operator,
             "error_class": self.cause.error_class, "cause_class": self.cause.cause.value, "known": self.known,
             "hits": self.hits, "first_seen": self.first_seen, "representative": rep.case_dir,
-            "representative_reduced": rep.reduced, "representative_nodes": rep.nodes,
+            "representative_reduced": rep.reduced, "representative_reproduces": rep.reproduces,
+            "representative_nodes": rep.nodes,
             "signatures": sorted(f.signature for f in self.findings), "seen_under": list(self.converters),
             "dtypes": sorted({d for f in self.findings for d in f.dtypes}),
             "options": sorted({_options_text(f.options) for f in self.findings}),

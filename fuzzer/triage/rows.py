@@ -31,6 +31,7 @@ class Row:
     signatures: int
     nodes: int
     reduced: bool
+    state: str  # Finding.reduction_state
     known: bool
     report: str | None
     repro: str | None
@@ -44,7 +45,8 @@ def table_row(group: RootCauseGroup, pictured: bool, started: float, out_dir: Pa
     return Row(key=group.key, title=title, error=_CONTROL.sub("", cause.error_class) or title,
                converter=cause.converter, symptom=cause.symptom, stage=cause.stage, cause_class=cause.cause.value,
                operator=cause.shown_operator, first_seen_min=max(group.first_seen - started, 0.0) / 60, hits=group.hits,
-               signatures=len(group.findings), nodes=rep.nodes, reduced=rep.reduced, known=group.known,
+               signatures=len(group.findings), nodes=rep.nodes, reduced=rep.reduced,
+               state=rep.reduction_state, known=group.known,
                report=_link(out_dir, rep.case_dir, "report.md", page_dir),
                repro=_link(out_dir, rep.case_dir, "repro.py", page_dir), pictured=pictured)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from fuzzer.triage.model import REDUCED
 from fuzzer.triage.view import Triage
 
 SHOWN = 25  # root causes listed in the terminal; the report page has them all
@@ -17,7 +18,8 @@ def format_triage(triage: Triage, shown: int = SHOWN) -> str:
         lines.append(f"{title}:")
         for g in groups[:shown]:
             rep = g.representative
-            size = f"{rep.nodes} op{'' if rep.nodes == 1 else 's'}{'' if rep.reduced else ', unreduced'}"
+            state = "" if rep.reduction_state == REDUCED else f", {rep.reduction_state}"
+            size = f"{rep.nodes} op{'' if rep.nodes == 1 else 's'}{state}"
             lines.append(f"  {g.hits:5d}x {g.cause.cause.value:<17} {g.cause.title()[:110]} [{size}]")
         if len(groups) > shown:
             lines.append(f"  ... {len(groups) - shown} more (convsmith report DIR writes them all)")

@@ -17,7 +17,7 @@ from fuzzer.campaign.rewrites import RewriteCoverage, coverage, upstream_split
 from fuzzer.converters import CONVERTERS
 from fuzzer.triage.findings import load_findings
 from fuzzer.triage.grouping import corpus_keys, exporter_bugs, group
-from fuzzer.triage.model import RootCauseGroup
+from fuzzer.triage.model import UNREDUCED, RootCauseGroup
 from oracles.sequences import Enrichment, enrichment_of_counts, top
 
 # The published study of 200 ONNX converter failures: shares of symptoms and of the faulty stage.
@@ -38,16 +38,18 @@ class Headline:
     new_root_causes: int  # not in the corpus
     known_root_causes: int
     new_last_hour: int
-    unreduced: int  # root causes whose smallest case is not reduced yet
+    unreduced: int  # root causes whose smallest case is not reduced yet (and reproduces alone)
     own_errors: int
     unreduced_cases: int = 0  # case folders (signatures) without their reduced case
     unpolished_cases: int = 0  # reduced by the shape-only step, not polished yet
+    unreproduced_cases: int = 0  # whose own graph did not show their bug alone: no reduction can keep it
 
     def line(self) -> str:
         return (f"{self.root_causes} root causes ({self.new_root_causes} new, {self.known_root_causes} known; "
                 f"{self.new_last_hour} first seen in the last hour) from {self.signatures} signatures; "
                 f"{self.unreduced} root causes and {self.unreduced_cases} cases unreduced"
-                f"{f' ({self.unpolished_cases} more not polished)' if self.unpolished_cases else ''}; "
+                f"{f' ({self.unpolished_cases} more not polished)' if self.unpolished_cases else ''}"
+                f"{f', {self.unreproduced_cases} not reproduced alone' if self.unreproduced_cases else ''}; "
                 f"{self.tests} tests ({self.tests_run} ran their converter); "
                 f"{self.own_errors} own errors")
 
@@ -89,10 +91,11 @@ def triage(out_dir: Path, db: CampaignDB, corpus: Path | None = None, now: float
         tests=tests, tests_run=tests - stopped, signatures=len(findings), root_causes=len(groups),
         new_root_causes=sum(not g.known for g in groups), known_root_causes=sum(g.known for g in groups),
         new_last_hour=sum(g.first_seen >= now - HOUR_S for g in groups),
-        unreduced=sum(1 for g in groups if g.representative.case_dir and not g.representative.reduced),
+        unreduced=sum(1 for g in groups if g.representative.case_dir and g.representative.reduction_state == UNREDUCED),
         own_errors=db.conn.execute("SELECT COUNT(*) FROM errors").fetchone()[0],
-        unreduced_cases=sum(1 for f in findings if f.case_dir and not f.reduced),
-        unpolished_cases=sum(1 for f in findings if f.reduced and not f.polished))
+        unreduced_cases=sum(1 for f in findings if f.case_dir and f.reduction_state == UNREDUCED),
+        unpolished_cases=sum(1 for f in findings if f.reduced and not f.polished),
+        unreproduced_cases=sum(1 for f in findings if f.case_dir and not f.reproduces))
     tested = _enrichment(db)
     return Triage(headline, groups, _timeline(groups, started), _rates(db), _symptom_stage(cells),
                   tuple(top(tested)), started, len(tested), tuple(coverage(db, CONVERTERS)),

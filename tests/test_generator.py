@@ -168,6 +168,24 @@ def test_an_avoided_feature_never_appears_whichever_operator_asks_for_it() -> No
     assert {"pad:circular:rank3:dims1", "pad:circular:rank4:dims2"} <= kept
 
 
+@pytest.mark.parametrize(("feature", "ops"), [
+    ("permutation:negative-axes", ("permute", "movedim")),  # the TorchScript exporter's perm keeps them negative
+    ("pool:unbatched", ("avg_pool2d", "max_pool1d", "lp_pool2d", "adaptive_avg_pool1d")),  # its pools want a batch
+])
+def test_a_feature_of_several_operators_is_held_by_each_and_avoiding_it_keeps_the_operators(
+        feature: str, ops: tuple[str, ...]) -> None:
+    """One root cause over several operators: the feature names it in each, and the generator can leave it out."""
+    opts = GenOptions(nodes=3, include_ops=ops, dtypes=(DType.FLOAT32,))
+    avoiding = dataclasses.replace(opts, avoid_features=frozenset({feature}))
+    free = [generate(seed, opts) for seed in range(30)]
+    kept = [generate(seed, avoiding) for seed in range(30)]
+    holding = {node.op for g in free for node in g.nodes
+               if feature in REGISTRY.features(dataclasses.replace(g, nodes=(node,)))}
+    assert holding == set(ops)
+    assert not any(feature in REGISTRY.features(g) for g in kept)
+    assert {node.op for g in kept for node in g.nodes} == set(ops)
+
+
 def test_seeds_keep_their_graphs() -> None:
     """A seed names a graph for good (saved seeds, the corpus, bug reports): these 40 graphs are pinned by hash.
     A change that alters them must say so here, on purpose."""

@@ -43,6 +43,16 @@ def pool_out(size: Dim, k: Dim, s: Dim, p: Dim, d: Dim | int, ceil: bool) -> tup
     return z3.If(last_ceil <= last_inside, last_ceil, last_inside) + 1, span >= 0
 
 
+# A pool over an input without its batch dim (rank n + 1): torch's TorchScript exporter writes an ONNX pooling node
+# for it as for a batched one, which ONNX's schema rejects (each pool and message its own root cause, one feature).
+UNBATCHED = "pool:unbatched"
+
+
+def unbatched_feature(n: int, ranks: Sequence[int]) -> tuple[str, ...]:
+    """UNBATCHED where the pooled input has no batch dim."""
+    return (UNBATCHED,) if ranks and ranks[0] == n + 1 else ()
+
+
 def concrete_attrs(ctx: BuildContext, name: str, n: int, options: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(ctx.choice(f"{name}{i}", options) for i in range(n))
 
@@ -81,6 +91,9 @@ class PoolND(OpSpec):
         if self.has_dilation:
             attrs["dilation"] = dilation
         return tuple(sizes), attrs, reqs
+
+    def features(self, attrs: AttrMap, ranks: Sequence[int]) -> tuple[str, ...]:
+        return unbatched_feature(self.n, ranks)
 
     onnx_op: ClassVar[str | None] = None  # the ONNX pooling node (None: no counterpart)
 
@@ -229,6 +242,9 @@ class AdaptivePoolND(OpSpec):
             attrs["return_indices"] = ctx.choice("return_indices", (False, False, True))
             outs += [SymTensor(out.shape, DType.INT64)] if attrs["return_indices"] else []
         return Build(outs, requires, attrs)
+
+    def features(self, attrs: AttrMap, ranks: Sequence[int]) -> tuple[str, ...]:
+        return unbatched_feature(self.n, ranks)
 
     def forward(self, attrs: AttrMap, x: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, ...]:
         size = attrs["output_size"][0] if self.n == 1 else attrs["output_size"]

@@ -103,6 +103,17 @@ class Transposing(ShapeOp):
         return call.nodes
 
 
+# torch's TorchScript exporter copies a permute's or movedim's negative axes into the Transpose's perm, which ONNX
+# does not allow: one root cause over both operators, which this feature names.
+NEGATIVE_PERMUTATION = "permutation:negative-axes"
+
+
+def negative_axes_feature(*axes: int | Sequence[int]) -> tuple[str, ...]:
+    """NEGATIVE_PERMUTATION where any of the axes (single ones or tuples) counts from the back."""
+    flat = [a for item in axes for a in ((item,) if isinstance(item, int) else item)]
+    return (NEGATIVE_PERMUTATION,) if any(a < 0 for a in flat) else ()
+
+
 def one(shape: Sequence[Dim], dtype: DType, requires: list | None = None, /, **attrs: Any) -> Build:
     """A single-output Build."""
     return Build([SymTensor(tuple(shape), dtype)], requires or [], attrs)
@@ -334,6 +345,9 @@ class Permute(Transposing):
     def perm(self, attrs: AttrMap, rank: int) -> list[int]:
         return [axis_of(p, rank) for p in attrs["perm"]]
 
+    def features(self, attrs: AttrMap, ranks: Sequence[int]) -> tuple[str, ...]:
+        return negative_axes_feature(attrs["perm"])
+
 
 class Movedim(Transposing):
     """torch.movedim(x, source, destination) with one axis or a tuple of axes."""
@@ -365,6 +379,9 @@ class Movedim(Transposing):
 
     def tf_source(self, attrs: AttrMap, args: Sequence[str]) -> str | None:
         return tf_call(f"{TNP}.moveaxis", args, attrs["source"], attrs["destination"])
+
+    def features(self, attrs: AttrMap, ranks: Sequence[int]) -> tuple[str, ...]:
+        return negative_axes_feature(*(attrs[key] for key in ("source", "destination")))
 
     def perm(self, attrs: AttrMap, rank: int) -> list[int]:
         """As `build` orders the axes: each source lands at its destination, the rest keep their order."""

@@ -232,6 +232,33 @@ def test_a_scalar_constant_in_arithmetic_on_a_computed_tensor_of_two_equal_dims_
                                                                     "(as keras)")
 
 
+def _expand(shape_from: str) -> onnx.ModelProto:
+    """Expand of `x` (float32 [1, 3]) to [2, 3], the shape made by `shape_from`: a Constant node, a Constant node
+    through an Identity, an initializer, or the Shape of a second input."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3])
+    like = helper.make_tensor_value_info("like", TensorProto.FLOAT, [2, 3])
+    shape = helper.make_tensor("s", TensorProto.INT64, [2], [2, 3])
+    made = {"Constant": [helper.make_node("Constant", [], ["s"], value=shape)],
+            "Constant+Identity": [helper.make_node("Constant", [], ["c"], value=shape),
+                                  helper.make_node("Identity", ["c"], ["s"])],
+            "initializer": [], "Shape": [helper.make_node("Shape", ["like"], ["s"])]}[shape_from]
+    inputs = [x, like] if shape_from == "Shape" else [x]
+    return helper.make_model(helper.make_graph([*made, helper.make_node("Expand", ["x", "s"], ["y"])], "g", inputs,
+                                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                                               [shape] if shape_from == "initializer" else []))
+
+
+def test_an_expand_to_a_shape_of_constant_nodes_is_a_model_trait_and_one_to_another_shape_is_not() -> None:
+    """onnx2tf writes such an Expand as the shape itself; the operator alone held three times the tests it failed."""
+    trait = "constant-shape-expand"
+    assert trait in model_traits(_expand("Constant")) and trait in model_traits(_expand("Constant+Identity"))
+    assert trait not in model_traits(_expand("initializer")) and trait not in model_traits(_expand("Shape"))
+    assert "model-op:Expand" in model_traits(_expand("initializer"))
+    assert is_model_trait(trait_token(trait))
+    assert describe_trait(trait_token(f"keras/{trait}")) == ("an Expand to a shape of Constant nodes in the model it "
+                                                             "is given (as keras)")
+
+
 def _with_if(reads: str) -> onnx.ModelProto:
     """An If on a condition from the shape of `x`, whose branch returns Identity of `reads` (read from outside)."""
     x = helper.make_tensor_value_info("x", TensorProto.BFLOAT16, [2, 3])

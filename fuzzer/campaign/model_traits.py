@@ -26,7 +26,7 @@ def model_traits(model: onnx.ModelProto) -> frozenset[str]:
     where one is rank 0, 'model-dtype:<dtype>' of each tensor, 'constant-output' where an output depends on no
     input's values, 'repeated-output' where an output is named twice or is an input, 'control-flow' where a node of
     its graph is an If, Loop or Scan, 'model-op:<op type>' of each ONNX operator, 'scalar-constant-twin-dims'
-    (_scalar_constant_twin_dims)."""
+    (_scalar_constant_twin_dims) and 'constant-shape-expand' (an Expand to a shape made of Constant nodes)."""
     graph = model.graph
     weights = {t.name for t in graph.initializer}
     fed = [i for i in graph.input if i.name not in weights]  # an older IR lists initializers among the inputs
@@ -47,8 +47,13 @@ def model_traits(model: onnx.ModelProto) -> frozenset[str]:
     values = _inferred_values(model)
     found |= {f"model-dtype:{_ir_dtype(elem_type)}" for elem_type, _ in values.values() if elem_type}
     found |= {f"model-dtype:{_ir_dtype(t.data_type)}" for t in graph.initializer}
-    if _scalar_constant_twin_dims(graph, values):
+    constant = _made_of_constants(graph)
+    if _scalar_constant_twin_dims(graph, values, constant):
         found.add("scalar-constant-twin-dims")
+    # onnx2tf writes such an Expand as its shape (module docstring); one to an initializer's or a computed shape it
+    # converts, so the operator alone is no precise trait.
+    if any(node.op_type == "Expand" and node.input[1:2] and node.input[1] in constant for node in graph.node):
+        found.add("constant-shape-expand")
     return frozenset(found)
 
 
@@ -70,13 +75,19 @@ def _inferred_values(model: onnx.ModelProto) -> dict[str, Value]:
     return values
 
 
-def _scalar_constant_twin_dims(graph: onnx.GraphProto, values: dict[str, Value]) -> bool:
-    """Whether an Add, Sub, Mul or Div of `graph` reads a scalar made of Constant nodes alone and a tensor that
-    other nodes computed from the inputs, two of whose static dimensions are equal (and above 1)."""
+def _made_of_constants(graph: onnx.GraphProto) -> set[str]:
+    """The tensors of `graph` that Constant nodes make, directly or through nodes reading nothing else (not the
+    initializers)."""
     constant: set[str] = set()
-    for node in graph.node:
+    for node in graph.node:  # ONNX keeps nodes in topological order
         if all(name in constant for name in node.input if name):
             constant.update(node.output)
+    return constant
+
+
+def _scalar_constant_twin_dims(graph: onnx.GraphProto, values: dict[str, Value], constant: set[str]) -> bool:
+    """Whether an Add, Sub, Mul or Div of `graph` reads a scalar made of Constant nodes alone (`constant`) and a
+    tensor that other nodes computed from the inputs, two of whose static dimensions are equal (and above 1)."""
     computed = {name for node in graph.node for name in node.output} - constant
     for node in graph.node:
         if node.op_type not in _ARITHMETIC or len(node.input) != 2:

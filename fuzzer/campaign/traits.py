@@ -66,13 +66,15 @@ def describe_trait(token: str) -> str:
              "control-flow": "an If, Loop or Scan node in the model it is given",
              "model-op": "an ONNX {} node in the model it is given",
              "scalar-constant-twin-dims": "a scalar constant in an Add, Sub, Mul or Div with a computed tensor of two "
-                                          "equal dimensions, in the model it is given"}
+                                          "equal dimensions, in the model it is given",
+             "constant-shape-expand": "an Expand to a shape of Constant nodes in the model it is given"}
     said = " ".join(words.get(kind, kind + " {}").format(dtype).split())
     return f"{said} (as {setting})" if setting else said
 
 
+# model_traits.py's
 MODEL_TRAIT_KINDS = ("model-input", "model-scalar-input", "model-dtype", "constant-output", "repeated-output",
-                     "control-flow", "model-op", "scalar-constant-twin-dims")  # model_traits.py
+                     "control-flow", "model-op", "scalar-constant-twin-dims", "constant-shape-expand")
 
 
 def under_setting(setting: str, details: Iterable[str]) -> frozenset[str]:

@@ -15,12 +15,12 @@ it stays reachable) and a unit stays a pure function of its seed, its config and
 
 A demoted pair still reaches every converter in the graphs that keep it, and a converter that fails on the culprit
 of a filed bug tells nothing about the rest of such a graph. So a bug whose hits name their culprit operator is also
-sent as (AVOID_FOR + converter, operator): that converter then tests each graph holding the operator with it cut out
-first (culprit_cut.avoided_culprits), with probability AVOID_PROBABILITY_CULPRIT, while the other converters test the
-graph whole. A bug whose hits name no culprit, because the operator at fault is an ONNX one that several graph
-operators emit, gets the few graph operators that cover its hits cut out instead (spread.py), or, where a graph
-trait no operator names covers them (a bfloat16 input, traits.py), that converter's tests of graphs holding it
-skipped.
+sent, from its first hit, as (AVOID_FOR + converter, operator): that converter then tests each graph holding the
+operator with it cut out first (culprit_cut.avoided_culprits), with probability AVOID_PROBABILITY_CULPRIT, while the
+other converters test the graph whole. A bug whose hits name no culprit, because the operator at fault is an ONNX
+one that several graph operators emit, gets the few graph operators that cover its hits cut out instead (spread.py),
+or, where a graph trait no operator names covers them (a bfloat16 input, traits.py), that converter's tests of graphs
+holding it skipped.
 """
 
 from __future__ import annotations
@@ -55,6 +55,10 @@ AVOID_PROBABILITY_SETTING = 0.95
 # A culprit cut out for its own converter costs the other converters nothing, so it is cut nearly always; one graph
 # in ten still shows whether the bug was fixed.
 AVOID_PROBABILITY_CULPRIT = 0.9
+# And it is cut from the first hit that names it, before a second confirms it recurs (HITS_TO_DEMOTE_LOCALIZED, for
+# the generator's pairs, which every converter loses): waiting for that second hit was a third of the tests onnx2tf
+# ended in a root cause already filed. A culprit wrongly named is refuted when its bug comes back without it.
+HITS_TO_CUT_CULPRIT = 1
 
 # (operator, dtype), (FEATURE, an OpSpec feature such as 'pad:circular:rank3:dims2') or (TRAIT, a graph trait such as
 # 'input:bfloat16', traits.py)
@@ -203,7 +207,7 @@ class Novelty:
                     lost |= culprit if signature in self.lost else set()
             out |= {(SETTING, detail) for detail, count in self.settings.items() if count >= HITS_TO_DEMOTE}
             avoid = {(AVOID_FOR + converter, operator) for signature, (converter, operator) in self.culprits.items()
-                     if self.hits.get(signature, 0) >= self.mark(signature)}
+                     if self.hits.get(signature, 0) >= HITS_TO_CUT_CULPRIT}
             avoid |= self._covers()
             self._demotions = [(op, detail, AVOID_PROBABILITY_SETTING if op == SETTING else AVOID_PROBABILITY_CULPRIT
                                 if op.startswith(AVOID_FOR) else AVOID_PROBABILITY_LOST if (op, detail) in lost

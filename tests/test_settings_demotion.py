@@ -11,9 +11,10 @@ import pytest
 
 from fuzzer.campaign.db import DB_NAME, CampaignDB
 from fuzzer.campaign.loop import Campaign
-from fuzzer.campaign.novelty import AVOID_PROBABILITY_SETTING, HITS_TO_DEMOTE, SETTING, Novelty
+from fuzzer.campaign.novelty import AVOID_PROBABILITY_SETTING, HITS_TO_DEMOTE, RAISE_ONLY, SETTING, Novelty
 from fuzzer.campaign.settings import SKIPPED, setting_detail, settled_options, unexportable_dtypes
 from fuzzer.campaign.spec import LOG_DIR, CampaignSpec
+from fuzzer.campaign.traits import TRAIT
 from fuzzer.campaign.worker_config import WorkerConfig
 from fuzzer.converters import CONVERTERS, ConverterRegistry
 from fuzzer.converters.base import Converter
@@ -83,6 +84,28 @@ def test_a_demoted_setting_raises_the_opset_or_skips_where_none_allows_it() -> N
     beyond = [(SETTING, "torch-onnx-dynamo|bfloat16|24", 1.0)]
     options, skip = settled_options(dynamo, {"opset": 18}, graph, 1, beyond)
     assert options == {"opset": 18} and skip is not None and "up to 23" in skip
+
+
+def test_a_setting_that_would_skip_tests_few_of_which_hit_its_bug_only_raises_the_opset() -> None:
+    """Three hits among a thousand of the dynamo exporter's bfloat16 tests: its tests are not all skipped for it."""
+    novelty = Novelty()
+    for _ in range(1000):
+        novelty.seen("torch-onnx-dynamo", [(TRAIT, "dtype:bfloat16")])
+    for _ in range(4):
+        novelty.seen("torch-onnx-script", [(TRAIT, "dtype:bfloat16")])
+    for detail in ("torch-onnx-dynamo|bfloat16|24", "torch-onnx-script|bfloat16|22"):
+        for _ in range(HITS_TO_DEMOTE):
+            novelty.record_setting(detail)
+    assert novelty.demotions() == [
+        (SETTING, f"torch-onnx-dynamo|bfloat16|24|{RAISE_ONLY}", AVOID_PROBABILITY_SETTING),
+        (SETTING, "torch-onnx-script|bfloat16|22", AVOID_PROBABILITY_SETTING)]  # 3 of its 4 bfloat16 tests
+    graph, dynamo = bfloat16_graph(), CONVERTERS["torch-onnx-dynamo"]
+    raise_only = [(SETTING, f"torch-onnx-dynamo|bfloat16|24|{RAISE_ONLY}", 1.0)]
+    assert settled_options(dynamo, {"opset": 18}, graph, 1, raise_only) == ({"opset": 18}, None)
+    assert settled_options(dynamo, {"opset": 18}, graph, 1, [(SETTING, f"torch-onnx-dynamo|bfloat16|22|{RAISE_ONLY}",
+                                                               1.0)]) == ({"opset": 22}, None)
+    assert unexportable_dtypes([CONVERTERS["torch-onnx-script"]], 5,
+                               [(SETTING, f"torch-onnx-script|bfloat16|22|{RAISE_ONLY}", 1.0)]) == set()
 
 
 def test_a_dtype_every_converter_would_skip_is_not_generated(tmp_path: Path) -> None:

@@ -30,7 +30,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from fuzzer.campaign.spread import SpreadTally
+from fuzzer.campaign.spread import MIN_TRAIT_PRECISION, SpreadTally
 from fuzzer.campaign.traits import TRAIT, trait_token
 from fuzzer.support.chance import seeded_chance
 from generators.generator import GenOptions
@@ -65,6 +65,7 @@ HITS_TO_CUT_CULPRIT = 1
 Pair = tuple[str, str]
 FEATURE = "feature"
 SETTING = "setting"  # a root cause a converter setting avoids (fuzzer/campaign/settings.py): not a generator pair
+RAISE_ONLY = "raise-only"  # appended to a setting's detail where it may raise the opset but not skip (settings.py)
 BOOST = "boost"  # an operator drawn more often (fuzzer/campaign/steering.py): travels with the demotions
 AVOID_FOR = "avoid-for:"  # + a converter: the culprit operator of a bug of it, cut out before that converter runs
 Demotion = tuple[str, str, float]  # a demoted pair and the probability that a graph leaves it out
@@ -148,8 +149,16 @@ class Novelty:
     def record_setting(self, detail: str) -> None:
         """One more bug test of a root cause a converter setting avoids (settings.setting_detail)."""
         self.settings[detail] = self.settings.get(detail, 0) + 1
-        if self.settings[detail] == HITS_TO_DEMOTE:
+        if self.settings[detail] >= HITS_TO_DEMOTE:  # its precision moves with each hit (setting_demotion)
             self._demotions = None
+
+    def setting_demotion(self, detail: str) -> str:
+        """The detail a demoted setting travels with: RAISE_ONLY appended unless its hits are at least
+        MIN_TRAIT_PRECISION of its converter's tests of graphs holding its dtype (settings.py: only then may it
+        skip the tests no opset allows)."""
+        converter, dtype, _ = detail.split("|")
+        holding = self.spread.held.get(converter, {}).get(trait_token(f"dtype:{dtype}"), 0)
+        return detail if self.settings[detail] >= MIN_TRAIT_PRECISION * holding else f"{detail}|{RAISE_ONLY}"
 
     def mark(self, signature: str) -> int:
         """The hits after which the culprit of `signature` is demoted."""
@@ -205,7 +214,8 @@ class Novelty:
                     culprit = self.culprit(signature)
                     out |= culprit
                     lost |= culprit if signature in self.lost else set()
-            out |= {(SETTING, detail) for detail, count in self.settings.items() if count >= HITS_TO_DEMOTE}
+            out |= {(SETTING, self.setting_demotion(detail)) for detail, count in self.settings.items()
+                    if count >= HITS_TO_DEMOTE}
             avoid = {(AVOID_FOR + converter, operator) for signature, (converter, operator) in self.culprits.items()
                      if self.hits.get(signature, 0) >= HITS_TO_CUT_CULPRIT}
             avoid |= self._covers()

@@ -56,8 +56,8 @@ AVOID_PROBABILITY_SETTING = 0.95
 # in ten still shows whether the bug was fixed.
 AVOID_PROBABILITY_CULPRIT = 0.9
 # And it is cut from the first hit that names it, before a second confirms it recurs (HITS_TO_DEMOTE_LOCALIZED, for
-# the generator's pairs, which every converter loses): waiting for that second hit was a third of the tests onnx2tf
-# ended in a root cause already filed. A culprit wrongly named is refuted when its bug comes back without it.
+# the generator's pairs, which every converter loses): waiting for that confirmation costs its converter one more test
+# ending in the filed bug per culprit, and a culprit wrongly named is refuted when its bug comes back without it.
 HITS_TO_CUT_CULPRIT = 1
 
 # (operator, dtype), (FEATURE, an OpSpec feature such as 'pad:circular:rank3:dims2') or (TRAIT, a graph trait such as

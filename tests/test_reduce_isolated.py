@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from fuzzer.campaign.db import DB_NAME, CampaignDB
+from fuzzer.campaign.loop import Campaign
 from fuzzer.cases.folder import read_case
 from fuzzer.converters import ConverterRegistry
 from fuzzer.converters.base import Converter
@@ -108,23 +110,30 @@ def test_a_check_that_passes_in_the_child_gives_its_verdict_and_keeps_the_child(
     assert verdict.symptom is Symptom.PASS and again.symptom is Symptom.PASS
 
 
-@pytest.mark.slow
-def test_a_campaign_ends_with_its_process_killing_cases_reduced(tmp_path: Path) -> None:
-    from fuzzer.campaign.db import DB_NAME, CampaignDB
-    from fuzzer.campaign.loop import Campaign
-    from fuzzer.campaign.spec import LOG_DIR, CampaignSpec, case_folders
+def run_campaign(out: Path, converter: str, ops: tuple[str, ...], nodes: int, seed: int, tests: int,
+                 reduce_budget_s: float) -> tuple[Campaign, CampaignDB]:
+    """A one-worker campaign of `tests` graphs of `ops` through a planted `converter`, run to its end: (the Campaign,
+    its database)."""
+    from fuzzer.campaign.spec import LOG_DIR, CampaignSpec
     from fuzzer.campaign.worker_config import WorkerConfig
 
-    out = tmp_path / "c"
-    worker = WorkerConfig(out_dir=str(out), log_dir=str(out / LOG_DIR), registry=CONFIG.registry, min_nodes=4,
-                          nodes=4, include_ops=("sin", "cos", "exp", "abs"), timeout_s=30.0, memory_mb=2048,
-                          check={"input_budget_s": 0.2})
-    spec = CampaignSpec(7, (FaultySegfaultOnSin.name,), worker, 4)
+    worker = WorkerConfig(out_dir=str(out), log_dir=str(out / LOG_DIR), registry=CONFIG.registry, min_nodes=nodes,
+                          nodes=nodes, include_ops=ops, timeout_s=30.0, memory_mb=2048, check={"input_budget_s": 0.2})
+    spec = CampaignSpec(seed, (converter,), worker, tests)
     out.mkdir(parents=True)
     db = CampaignDB(out / DB_NAME, create=True)
     db.set_meta("spec", spec.to_json())
-    campaign = Campaign(out, spec, db, workers=1, reduce_budget_s=60.0)
+    campaign = Campaign(out, spec, db, workers=1, reduce_budget_s=reduce_budget_s)
     assert campaign.run() == "finished"
+    return campaign, db
+
+
+@pytest.mark.slow
+def test_a_campaign_ends_with_its_process_killing_cases_reduced(tmp_path: Path) -> None:
+    from fuzzer.campaign.spec import case_folders
+
+    out = tmp_path / "c"
+    campaign, _ = run_campaign(out, FaultySegfaultOnSin.name, ("sin", "cos", "exp", "abs"), 4, 7, 4, 60.0)
     folders = case_folders(out)
     assert folders and campaign.reducer is not None and campaign.reducer.reduced == len(folders)
     for folder in folders:
@@ -225,24 +234,13 @@ def test_a_worker_death_its_own_graph_does_not_show_alone_is_marked_not_reproduc
         tmp_path: Path) -> None:
     """The worker dies in the test after a graph with a cos; checked alone, the dead test's graph converts: its case
     is kept, marked, and neither reduced nor left unreduced in the triage."""
-    from fuzzer.campaign.db import DB_NAME, CampaignDB
-    from fuzzer.campaign.loop import Campaign
-    from fuzzer.campaign.spec import LOG_DIR, CampaignSpec, case_folders
-    from fuzzer.campaign.worker_config import WorkerConfig
+    from fuzzer.campaign.spec import case_folders
     from fuzzer.cases.case_json import UNREPRODUCED_NOTE
     from fuzzer.triage.model import NOT_REPRODUCED
     from fuzzer.triage.view import triage
 
     out = tmp_path / "c"
-    worker = WorkerConfig(out_dir=str(out), log_dir=str(out / LOG_DIR), registry=CONFIG.registry, min_nodes=2,
-                          nodes=2, include_ops=("cos", "exp"), timeout_s=30.0, memory_mb=2048,
-                          check={"input_budget_s": 0.2})
-    spec = CampaignSpec(3, (FaultyCorruptsAfterCos.name,), worker, 3)
-    out.mkdir(parents=True)
-    db = CampaignDB(out / DB_NAME, create=True)
-    db.set_meta("spec", spec.to_json())
-    campaign = Campaign(out, spec, db, workers=1, reduce_budget_s=20.0)
-    assert campaign.run() == "finished"
+    campaign, db = run_campaign(out, FaultyCorruptsAfterCos.name, ("cos", "exp"), 2, 3, 3, 20.0)
     folders = case_folders(out)
     assert folders and campaign.reducer is not None
     assert (campaign.reducer.unreproduced, campaign.reducer.failed, campaign.reducer.reduced) == (

@@ -89,13 +89,7 @@ class IsolatedChecker:
 
     def verdict(self, job: Job, check_options: CheckOptions = REDUCE_CHECK) -> Verdict:
         """The candidate's verdict (a death, hang or memory exhaustion included); RuntimeError for our own bugs."""
-        message = job.message("check", check=asdict(check_options))
-        answered_before = self.answered
-        reply = self._ask(job, message)
-        if isinstance(reply, Verdict) and reply.symptom is Symptom.PROCESS_DEATH and answered_before:
-            # A child that checked other candidates first may die of what one of them did (TensorFlow's heap,
-            # corrupted by one conversion, aborts in the next): the candidate is judged again in a fresh child.
-            reply = self._ask(job, message)
+        reply = self._ask_alone(job, job.message("check", check=asdict(check_options)))
         return reply if isinstance(reply, Verdict) else Verdict.from_json(reply["verdict"])
 
     def write_case(self, job: Job, out_dir: Path, case_id: str, original: str | None,
@@ -103,12 +97,9 @@ class IsolatedChecker:
         """Check `job` in full and write its case folder (replacing one of the same id), diagnosed (whose bug it
         is) unless told not to; a child that dies doing so (a fresh one too, where it had answered before) leaves
         the case of its death, written here."""
-        message = job.message("case", out=str(out_dir), case_id=case_id, original=original,
-                              reduction=None if reduction is None else dict(reduction), diagnose=diagnose)
-        answered_before = self.answered
-        reply = self._ask(job, message)
-        if isinstance(reply, Verdict) and reply.symptom is Symptom.PROCESS_DEATH and answered_before:
-            reply = self._ask(job, message)  # as in verdict(): judged again in a fresh child
+        reply = self._ask_alone(job, job.message("case", out=str(out_dir), case_id=case_id, original=original,
+                                                 reduction=None if reduction is None else dict(reduction),
+                                                 diagnose=diagnose))
         if isinstance(reply, Verdict):
             versions = collect_versions(self.registry[job.converter].distributions)
             source = remade_source(job.graph, job.seed, job.options, job.device, job.values)
@@ -121,6 +112,15 @@ class IsolatedChecker:
         return Path(reply["path"]), Verdict.from_json(reply["verdict"])
 
     # ---- the child's lifecycle --------------------------------------------------------------------------
+
+    def _ask_alone(self, job: Job, message: dict[str, Any]) -> dict[str, Any] | Verdict:
+        """_ask, and again once in a fresh child where a child that had answered before died: it may have died of
+        what an earlier request did (TensorFlow's heap, corrupted by one conversion, aborts in the next)."""
+        answered_before = self.answered
+        reply = self._ask(job, message)
+        if isinstance(reply, Verdict) and reply.symptom is Symptom.PROCESS_DEATH and answered_before:
+            reply = self._ask(job, message)
+        return reply
 
     def _ask(self, job: Job, message: dict[str, Any]) -> dict[str, Any] | Verdict:
         """Send one request; the reply, or the verdict of the child's death, hang or start failure."""

@@ -92,6 +92,7 @@ def case_values(case: Any) -> dict[str, str]:
         "SECOND_SHAPE": bool(case.second_inputs), "DIVERGENCES": Symptom.json_names(Symptom.divergences()),
         "LOST": Symptom.json_names(Symptom.lost_worker()), "CHILD_TIMEOUT_S": child_timeout_s(verdict),
         "MEMORY_MB": DEFAULT_MEMORY_MB, "ORT_LEVELS": dict(ORT_LEVEL_MEMBERS),
+        "ONNX_CHECKED": converter.onnx_checked if (converter := CONVERTERS.get(case.converter)) else True,
     }
     return {name: repr(value) for name, value in values.items()}
 

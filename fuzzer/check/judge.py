@@ -79,7 +79,8 @@ def _judge_second_shape(second: Expected, model: bytes, converter: Converter,
 
 def judge_model(model: onnx.ModelProto | bytes, expected: Expected, converter: Converter) -> CheckResult:
     """Judge a given ONNX model as if `converter` had produced it (fault injection, saved models)."""
-    return _judge_run(expected, converter, lambda: run_onnx_target(model, expected.source, Steps()), {})
+    return _judge_run(expected, converter, lambda: run_onnx_target(model, expected.source, Steps(),
+                                                                           converter.onnx_checked), {})
 
 
 def _judge_run(expected: Expected, converter: Converter, produce: Callable[[], TargetRun],

@@ -89,6 +89,9 @@ class Converter:
     display_name: ClassVar[str] = ""  # what its maintainers call it, for report titles
     # Options added after bug cases were written, with the value such a case ran with (its case.json lacks them).
     older_defaults: ClassVar[Mapping[str, Any]] = {}
+    # Whether the model it writes must pass ONNX's checker: False for a tool writing for ONNX Runtime alone
+    # (operators ONNX does not define, in ONNX's own domain too), whose model is valid where ONNX Runtime loads it.
+    onnx_checked: ClassVar[bool] = True
     # The ONNX Runtime level its target model runs at (a cross-check's AtLevel runs an exporter's at another).
     target_level: ClassVar[str] = "disabled"
 

@@ -198,22 +198,27 @@ def run_model(model: bytes, source: Source, steps: Steps, level: str = "disabled
         return run_session(session, source.input_names, source.inputs)
 
 
-def check_and_serialize(model: onnx.ModelProto, steps: Steps) -> bytes:
-    """Serialize (and reparse, which catches protos that do not round-trip), then validate."""
+def check_and_serialize(model: onnx.ModelProto, steps: Steps, checked: bool = True) -> bytes:
+    """Serialize (and reparse, which catches protos that do not round-trip), then validate where `checked`
+    (Converter.onnx_checked)."""
     with steps.at(Stage.SERIALIZATION, "serialization"):
         data = model.SerializeToString()
         reparsed = onnx.load_from_string(data)
     steps.model = data
+    if not checked:
+        return data
     with steps.at(Stage.VALIDATION, "validation"):
         validate(reparsed)
     return data
 
 
-def run_onnx_target(model: onnx.ModelProto | bytes, source: Source, steps: Steps | None = None) -> TargetRun:
-    """The shared target step: check, serialize, run with optimizations off. Fault injection calls this too."""
+def run_onnx_target(model: onnx.ModelProto | bytes, source: Source, steps: Steps | None = None,
+                    checked: bool = True) -> TargetRun:
+    """The shared target step: check (where `checked`), serialize, run with optimizations off. Fault injection calls
+    this too."""
     steps = steps or Steps()
     proto = model if isinstance(model, onnx.ModelProto) else _parse(model, steps)
-    data = check_and_serialize(proto, steps)
+    data = check_and_serialize(proto, steps, checked)
     outputs, dtypes = run_model(data, source, steps)
     return TargetRun(outputs, dtypes, dict(steps.timings), model=data)
 

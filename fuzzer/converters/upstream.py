@@ -281,7 +281,7 @@ class OnnxPassConverter(Converter):
             if lacks_kernel(exc.failure.message):  # passed on by a tool that runs ONNX Runtime (onnxsim folding)
                 return False
             raise
-        check_and_serialize(model, steps)
+        check_and_serialize(model, steps, self.onnx_checked)
         return True
 
     def fired(self, model: onnx.ModelProto, options: ConverterOptions) -> tuple[str, ...]:
@@ -300,7 +300,7 @@ class OnnxPassConverter(Converter):
             raise exc.again(steps.timings, (TRANSFORMED_UNRUN,) if transformed else ()) from exc
         with steps.at(self.transform_stage, "transform"):
             model = self.transform(up.model, options)
-        run = run_onnx_target(model, source, steps)
+        run = run_onnx_target(model, source, steps, self.onnx_checked)
         start = time.perf_counter()
         try:
             fired = self.fired(up.model, options)

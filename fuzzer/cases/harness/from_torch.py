@@ -8,7 +8,8 @@ import torch
 
 from fuzzer.cases.harness.child import exit_status
 from fuzzer.cases.harness.export import export_dynamo, export_script, export_upstream
-from fuzzer.cases.harness.head import CASE, CONVERTER, DEVICE, INPUT_NAMES, OPTIONS, OUTPUT_NAMES, SECOND_SHAPE
+from fuzzer.cases.harness.head import (CASE, CONVERTER, DEVICE, INPUT_NAMES, ONNX_CHECKED, OPTIONS, OUTPUT_NAMES,
+                                       SECOND_SHAPE)
 from fuzzer.cases.harness.judging import judge, judged, report_crash
 from fuzzer.cases.harness.runtime import check_and_serialize, export, run_onnx, symbolic_inputs, transform
 from fuzzer.cases.harness.torch_tensors import load_tensor, to_numpy
@@ -54,7 +55,7 @@ def transform_export(module, inputs):
     """An ONNX-to-ONNX tool: (its model's outputs, the exported model's outputs, its model). The tool runs before
     the exported model: its failure shows even where ONNX Runtime cannot run that."""
     upstream = check_and_serialize(export_upstream(module, inputs))
-    data = check_and_serialize(transform(onnx.load_from_string(upstream)))
+    data = check_and_serialize(transform(onnx.load_from_string(upstream)), ONNX_CHECKED)
     baseline = run_onnx(upstream, inputs)
     return run_onnx(data, inputs), baseline, data
 

@@ -7,7 +7,7 @@ import onnx
 import onnxruntime as ort
 
 from fuzzer.cases.harness.child import exit_status
-from fuzzer.cases.harness.head import CASE, CONVERTER, HERE, INPUT_NAMES, OPTIONS
+from fuzzer.cases.harness.head import CASE, CONVERTER, HERE, INPUT_NAMES, ONNX_CHECKED, OPTIONS
 from fuzzer.cases.harness.judging import judge, judged, report_crash
 from fuzzer.cases.harness.numpy_tensors import load_tensor
 from fuzzer.cases.harness.runtime import check_and_serialize, run_onnx, symbolic_inputs, transform
@@ -24,7 +24,7 @@ def optimize_upstream_in_session(upstream, inputs):
 def transform_upstream(upstream, inputs):
     """An ONNX-to-ONNX tool: (its model's outputs, upstream.onnx's outputs). The tool runs first: its failure shows
     even where ONNX Runtime cannot run upstream.onnx."""
-    data = check_and_serialize(transform(onnx.load_from_string(upstream)))
+    data = check_and_serialize(transform(onnx.load_from_string(upstream)), ONNX_CHECKED)
     baseline = run_onnx(upstream, inputs)
     return run_onnx(data, inputs), baseline
 

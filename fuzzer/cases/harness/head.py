@@ -41,4 +41,5 @@ DIVERGENCES = ()  # the target runs and its outputs are wrong: in shape, dtype o
 LOST = ()  # the conversion runs in a child, whose end is the evidence
 CHILD_TIMEOUT_S = 600.0  # a child still converting then is a hang
 MEMORY_MB = 0  # an out-of-memory case's child may grow by this much
+ONNX_CHECKED = True  # the ONNX tool's model must pass ONNX's checker (False: it is for ONNX Runtime alone)
 ORT_LEVELS = {}  # ONNX Runtime's levels by convsmith's names: the GraphOptimizationLevel member of each

@@ -1,0 +1,66 @@
+"""ort-transformers, ONNX Runtime's transformers optimizer: its fusions fire on real pattern graphs and are recorded
+under the names the installed library gives them, and its model (ONNX Runtime's contrib operators, which ONNX's
+checker rejects) is judged by ONNX Runtime's load."""
+
+from __future__ import annotations
+
+import onnx
+import pytest
+from test_onnx_patterns import pattern_graph
+
+from fuzzer.check.pipeline import check_prepared
+from fuzzer.check.source import prepare
+from fuzzer.converters import CONVERTERS
+from fuzzer.converters.ort_transformers import MODEL_TYPES
+from generators.registry import REGISTRY
+
+TOOL = CONVERTERS["ort-transformers"]
+NATIVE_BERT = {"upstream": "onnx-native", "opset": 17, "model_type": "bert"}
+
+
+def test_an_rms_norm_pattern_is_fused_and_judged_by_onnx_runtime_not_onnx_checker() -> None:
+    graph = pattern_graph(REGISTRY["pattern_rms_norm"], 0)
+    assert graph is not None
+    result = check_prepared(prepare(graph, 0, {}, 1.0), TOOL, NATIVE_BERT)
+    assert result.target is not None and result.target.model is not None
+    assert not result.verdict.is_bug, result.verdict
+    assert "FusionSimplifiedLayerNormalization" in result.target.rewrites
+    model = onnx.load_from_string(result.target.model)
+    assert "SimplifiedLayerNormalization" in {node.op_type for node in model.graph.node}
+    with pytest.raises(onnx.checker.ValidationError, match="SimplifiedLayerNormalization"):
+        onnx.checker.check_model(model, full_check=True)  # ONNX Runtime's op in ONNX's domain: ORT alone runs it
+
+
+def test_a_layer_norm_pattern_fires_the_layer_norm_fusion_under_every_drawn_model_type() -> None:
+    graph = pattern_graph(REGISTRY["pattern_layer_norm"], 0)
+    assert graph is not None
+    prepared = prepare(graph, 0, {}, 1.0)
+    for model_type in ("bert", "gpt2", "clip"):
+        result = check_prepared(prepared, TOOL, {**NATIVE_BERT, "model_type": model_type})
+        assert result.target is not None and not result.verdict.is_bug, (model_type, result.verdict)
+        assert "FusionLayerNormalization" in result.target.rewrites, model_type
+
+
+def test_the_fusion_list_is_read_from_the_installed_library() -> None:
+    from onnxruntime.transformers.optimizer import MODEL_TYPES as LIBRARY_TYPES
+
+    names = set(TOOL.rewrite_names())
+    assert {"FusionLayerNormalization", "FusionSimplifiedLayerNormalization", "FusionGelu", "FusionAttention"} <= names
+    out_of_reach = TOOL.rewrites_out_of_reach("cpu")
+    assert set(out_of_reach) <= names
+    assert "FusionNhwcConv" in out_of_reach and "FusionLayerNormalization" not in out_of_reach
+    assert TOOL.rewrites_beyond_float() == {"FusionQOrderedAttention", "FusionQOrderedGelu",
+                                            "FusionQOrderedLayerNormalization", "FusionQOrderedMatMul"}
+    assert set(MODEL_TYPES) <= set(LIBRARY_TYPES)
+
+
+def test_the_optimizer_leaves_the_model_it_is_given_as_it_was() -> None:
+    graph = pattern_graph(REGISTRY["pattern_layer_norm"], 0)
+    assert graph is not None
+    result = check_prepared(prepare(graph, 0, {}, 1.0), CONVERTERS["onnxslim"], {"upstream": "onnx-native",
+                                                                                "opset": 17})
+    assert result.target is not None and result.target.baseline_model is not None
+    received = onnx.load_from_string(result.target.baseline_model)
+    before = received.SerializeToString()
+    TOOL.transform(received, TOOL.options(NATIVE_BERT))  # type: ignore[arg-type]
+    assert received.SerializeToString() == before

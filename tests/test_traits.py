@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import onnx
+import pytest
 from onnx import TensorProto, helper
 
 from fuzzer.campaign.culprit_cut import avoided_culprits
@@ -35,8 +36,10 @@ from fuzzer.converters.options import ConverterOptions
 from fuzzer.converters.upstream import OnnxPassConverter, UpstreamOptions
 from generators.builder import GraphBuilder
 from generators.dtypes import DType
-from generators.generator import generate
+from generators.generator import GenOptions, generate
 from generators.ir import Graph
+from generators.onnx_native import native_nodes
+from generators.registry import REGISTRY
 from oracles.verdict import Symptom
 
 BF16_INPUT = trait_token("input:bfloat16")
@@ -54,6 +57,32 @@ def test_a_graphs_traits_are_its_input_dtypes_its_scalar_inputs_and_outputs_and_
     assert is_trait(BF16_INPUT) and not is_trait("sin")
     assert describe_trait(BF16_INPUT) == "a bfloat16 input"
     assert describe_trait(trait_token("scalar-input:bool")) == "a scalar bool input"
+
+
+def test_an_operator_written_as_an_onnx_conv_gives_the_onnx_core_trait_in_its_input_dtype() -> None:
+    b = GraphBuilder()
+    x = b.input((1, 2, 5, 5), DType.BFLOAT16)
+    y = b.op("conv2d", (x,), (1, 3, 5, 5), DType.BFLOAT16, stride=(1, 1), padding=(1, 1), dilation=(1, 1), groups=1,
+             kernel=(3, 3), out_channels=3, bias=True)
+    traits = graph_traits(b.build((b.op("sin", (y,), (1, 3, 5, 5), DType.BFLOAT16),)))
+    assert "onnx-core:Conv:bfloat16" in traits and not any(t.startswith("onnx-core:Sin") for t in traits)
+    assert describe_trait(trait_token("onnx-core:Conv:bfloat16")) == \
+        "an operator written as an ONNX Conv node, in bfloat16"
+
+
+CORES = sorted(name for name, op in REGISTRY.items() if op.onnx_core)
+
+
+@pytest.mark.parametrize("name", CORES)
+def test_an_operators_onnx_core_is_written_by_its_native_counterpart(name: str) -> None:
+    """OpSpec.onnx_core is what the operator's counterpart writes (the exporters write it too)."""
+    for seed in range(20):
+        graph = generate(seed, GenOptions(nodes=1, include_ops=(name,), dtypes=(DType.FLOAT32,), max_numel=256))
+        nodes = native_nodes(graph, 17) if graph.nodes and graph.nodes[0].op == name else None
+        if nodes is not None:
+            assert REGISTRY[name].onnx_core in {node.op_type for node in nodes}
+            return
+    pytest.fail(f"no float32 graph of {name} with a native counterpart at opset 17 in 20 seeds")
 
 
 def _test(novelty: Novelty, converter: str, ops: list[str], traits: list[str], signature: str = "") -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from generators.ir import Graph
+from generators.registry import REGISTRY
 
 TRAIT = "trait"  # the first element of a trait's pair, (TRAIT, detail), as FEATURE is of a feature's
 TRAIT_PREFIX = TRAIT + ":"
@@ -25,8 +26,10 @@ TRAIT_PREFIX = TRAIT + ":"
 
 def graph_traits(graph: Graph) -> frozenset[str]:
     """The details of the traits `graph` holds: 'input:<dtype>', 'scalar-input:<dtype>' (and 'scalar-input', of
-    any dtype), 'scalar-output:<dtype>' and 'dtype:<dtype>'."""
+    any dtype), 'scalar-output:<dtype>', 'dtype:<dtype>' and 'onnx-core:<ONNX op>:<dtype>' (OpSpec.onnx_core)."""
     found = {f"dtype:{t.dtype.value}" for t in graph.types.values()}
+    found |= {f"onnx-core:{core}:{graph.types[node.inputs[0]].dtype.value}" for node in graph.nodes
+              if node.inputs and (core := REGISTRY[node.op].onnx_core)}
     found |= {f"input:{t.dtype.value}" for t in graph.inputs.values()}
     scalar = {f"scalar-input:{t.dtype.value}" for t in graph.inputs.values() if t.rank == 0}
     found |= scalar | ({"scalar-input"} if scalar else set())
@@ -68,7 +71,9 @@ def describe_trait(token: str) -> str:
              "scalar-constant-twin-dims": "a scalar constant in an Add, Sub, Mul or Div with a computed tensor of two "
                                           "equal dimensions, in the model it is given",
              "constant-shape-expand": "an Expand to a shape of Constant nodes in the model it is given"}
-    said = " ".join(words.get(kind, kind + " {}").format(dtype).split())
+    core, _, core_dtype = dtype.partition(":")  # an onnx-core detail is '<ONNX op>:<dtype>'
+    said = (f"an operator written as an ONNX {core} node, in {core_dtype}" if kind == "onnx-core" else
+            " ".join(words.get(kind, kind + " {}").format(dtype).split()))
     return f"{said} (as {setting})" if setting else said
 
 

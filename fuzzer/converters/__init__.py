@@ -12,6 +12,7 @@ from fuzzer.converters.onnx_optimizer import OnnxOptimizer
 from fuzzer.converters.onnx_simplifier import OnnxSim
 from fuzzer.converters.onnx_slim import OnnxSlim
 from fuzzer.converters.ort_optimizer import OrtOptimizer
+from fuzzer.converters.ort_shape_infer import OrtShapeInfer
 from fuzzer.converters.ort_transformers import OrtTransformers
 from fuzzer.converters.registry import DEFAULT_REGISTRY, ConverterRegistry, load_registry
 from fuzzer.converters.role import Role
@@ -22,7 +23,7 @@ from fuzzer.converters.version_converter import OnnxVersionConverter
 
 CONVERTERS = ConverterRegistry([
     TorchOnnxDynamo(), TorchOnnxScript(), OrtOptimizer(), OnnxSim(), OnnxSlim(), OnnxOptimizer(),
-    OnnxVersionConverter(), OrtTransformers(), Tf2Onnx(), Onnx2Tf(),
+    OnnxVersionConverter(), OrtTransformers(), OrtShapeInfer(), Tf2Onnx(), Onnx2Tf(),
 ])
 
 # Converters convsmith knows of but does not offer, and why (`convsmith converters` prints them).

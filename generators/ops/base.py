@@ -133,6 +133,10 @@ class OpSpec:
     float32_attrs: ClassVar[tuple[str, ...]] = ()
     # forward can return a tuple holding one output (a one-piece split or unbind): the repro renderer unpacks it.
     returns_sequence: ClassVar[bool] = False
+    # The ONNX operator at the heart of what the op is written as, by its counterpart and by the exporters alike
+    # (Conv for every convolution and conv pattern): a bug of that ONNX operator in one dtype hits every such op, so
+    # the graph trait 'onnx-core:<op>:<dtype>' (fuzzer/campaign/traits.py) names it. None: no one operator is.
+    onnx_core: ClassVar[str | None] = None
     # The first opset at which the op has an ONNX counterpart (`onnx_nodes`); None: it has none.
     onnx_since: ClassVar[int | None] = None
     # The dtypes (of the first input, else the output) whose counterpart ONNX Runtime's CPU kernels run at every

@@ -53,6 +53,7 @@ class ConvND(OpSpec):
     """A convolution over `n` spatial dims; the weight and bias come from ctx.weight."""
 
     family = "conv"
+    onnx_core = "Conv"
     sigs = same_sigs(CONV_DTYPES)
     dtype_exclusions = excluded((DType.INT64,), INT64_CPU_ONLY)
     n: ClassVar[int]
@@ -153,6 +154,8 @@ class ConvND(OpSpec):
 
 class ConvTransposeND(ConvND):
     """Transposed convolution; the weight is [C_in, C_out/groups, *k]."""
+
+    onnx_core = "ConvTranspose"
 
     def channels(self, ctx: BuildContext, c_in: Dim, w: SymTensor) -> tuple[Any, Dim, list[z3.BoolRef]]:
         groups = ctx.choice("groups", GROUP_OPTIONS)

@@ -184,6 +184,7 @@ class DepthwiseConvResidual(Pattern):
     FusedConv taking the residual (ONNX Runtime's ConvAddActivationFusion, level all)."""
 
     name = "pattern_depthwise_conv_residual"
+    onnx_core = "Conv"
     ranks = ((4,), (4,))
     sigs = same_sigs(FLOATS, 2)
     emits_zeros = True

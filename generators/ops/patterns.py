@@ -129,6 +129,7 @@ class ConvBatchNorm(Pattern):
     """Conv followed by inference BatchNormalization: folded into the Conv's weight and bias."""
 
     name = "pattern_conv_bn"
+    onnx_core = "Conv"
     ranks = ((4,),)
     sigs = same_sigs(FLOATS)
     float32_attrs = ("eps",)
@@ -173,6 +174,7 @@ class ConvAddBias(Pattern):
     """A bias-free Conv, then Add of a [C_out, 1, 1] bias: the Add becomes the Conv's bias."""
 
     name = "pattern_conv_add"
+    onnx_core = "Conv"
     ranks = ((4,),)
     sigs = same_sigs(FLOATS)
     dtype_exclusions = CONV_INTS
@@ -208,6 +210,7 @@ class ConvActivation(Pattern):
     """Conv followed by an activation (Relu, Clip, LeakyRelu, Sigmoid, Tanh): ONNX Runtime's FusedConv."""
 
     name = "pattern_conv_activation"
+    onnx_core = "Conv"
     ranks = ((4,),)
     sigs = same_sigs(FLOATS)
     dtype_exclusions = CONV_INTS
@@ -266,6 +269,7 @@ class PadConv(Pattern):
     """An explicit zero Pad, then an unpadded Conv: the Pad moves into the Conv's pads."""
 
     name = "pattern_pad_conv"
+    onnx_core = "Conv"
     ranks = ((4,),)
     sigs = same_sigs(FLOATS)
     dtype_exclusions = CONV_INTS

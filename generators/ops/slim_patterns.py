@@ -59,6 +59,7 @@ class ConvMul(Pattern):
     declined, so C_out is at least 2.)"""
 
     name = "pattern_conv_mul"
+    onnx_core = "Conv"
     ranks = ((4,),)
     sigs = same_sigs(FLOATS)
     dtype_exclusions = CONV_INTS
@@ -92,6 +93,7 @@ class ConvTransposeMul(Pattern):
     for FusionConvMul)."""
 
     name = "pattern_conv_transpose_mul"
+    onnx_core = "ConvTranspose"
     ranks = ((4,),)
     sigs = same_sigs(FLOATS)
     dtype_exclusions = CONV_TRANSPOSE_INTS

@@ -1,4 +1,4 @@
-"""ort-transformers, ONNX Runtime's transformers optimizer: its fusions fire on real pattern graphs and are recorded
+"""ONNX Runtime's Python tools as ONNX tools. ort-transformers: its fusions fire on real pattern graphs, recorded
 under the names the installed library gives them, and its model (ONNX Runtime's contrib operators, which ONNX's
 checker rejects) is judged by ONNX Runtime's load."""
 
@@ -64,3 +64,18 @@ def test_the_optimizer_leaves_the_model_it_is_given_as_it_was() -> None:
     before = received.SerializeToString()
     TOOL.transform(received, TOOL.options(NATIVE_BERT))  # type: ignore[arg-type]
     assert received.SerializeToString() == before
+
+
+def test_symbolic_shape_inference_writes_every_tensors_shape_and_its_model_is_checked_by_onnx() -> None:
+    """ort-shape-infer, ONNX Runtime's symbolic shape inference: on a model it handles, every intermediate gets its
+    shape and the model passes ONNX's checker (Converter.onnx_checked, left on)."""
+    infer = CONVERTERS["ort-shape-infer"]
+    graph = pattern_graph(REGISTRY["pattern_layer_norm"], 0)
+    assert graph is not None and infer.onnx_checked
+    result = check_prepared(prepare(graph, 0, {}, 1.0), infer, {"upstream": "onnx-native", "opset": 17})
+    assert result.target is not None and result.target.model is not None
+    assert not result.verdict.is_bug, result.verdict
+    model = onnx.load_from_string(result.target.model)
+    written = {v.name for v in model.graph.value_info if v.type.tensor_type.HasField("shape")}
+    intermediates = {out for node in model.graph.node for out in node.output} - {o.name for o in model.graph.output}
+    assert intermediates and intermediates <= written

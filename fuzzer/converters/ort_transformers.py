@@ -19,7 +19,7 @@ import onnx
 from fuzzer.converters.describe import Component, FaultSite, Snippet
 from fuzzer.converters.options import ConverterOptions
 from fuzzer.converters.setting import Hints, Setting
-from fuzzer.converters.upstream import UpstreamChoices, OnnxPassConverter, UpstreamOptions
+from fuzzer.converters.upstream import OnnxPassConverter, UpstreamChoices, UpstreamOptions
 from fuzzer.support.quiet import library_output
 
 # The model types a campaign draws: each is an optimizer class with its own fusion order and options. Left out:
@@ -53,7 +53,8 @@ class OrtTransformers(OnnxPassConverter):
 
     def snippet(self, options: ConverterOptions) -> Snippet:
         opts: OrtTransformersOptions = options  # type: ignore[assignment]
-        return Snippet(("import os", "import tempfile", "from onnxruntime.transformers.optimizer import optimize_model"), (
+        imports = ("import os", "import tempfile", "from onnxruntime.transformers.optimizer import optimize_model")
+        return Snippet(imports, (
             "path = os.path.join(tempfile.mkdtemp(), 'optimized.onnx')",
             f"optimize_model(model, model_type={opts.model_type!r}, opt_level=0).save_model_to_file(path)",
             "model = onnx.load(path)"))

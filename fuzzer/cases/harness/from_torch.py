@@ -8,8 +8,16 @@ import torch
 
 from fuzzer.cases.harness.child import exit_status
 from fuzzer.cases.harness.export import export_dynamo, export_script, export_upstream
-from fuzzer.cases.harness.head import (CASE, CONVERTER, DEVICE, INPUT_NAMES, ONNX_CHECKED, OPTIONS, OUTPUT_NAMES,
-                                       SECOND_SHAPE)
+from fuzzer.cases.harness.head import (
+    CASE,
+    CONVERTER,
+    DEVICE,
+    INPUT_NAMES,
+    ONNX_CHECKED,
+    OPTIONS,
+    OUTPUT_NAMES,
+    SECOND_SHAPE,
+)
 from fuzzer.cases.harness.judging import judge, judged, report_crash
 from fuzzer.cases.harness.runtime import check_and_serialize, export, run_onnx, symbolic_inputs, transform
 from fuzzer.cases.harness.torch_tensors import load_tensor, to_numpy

@@ -1,11 +1,15 @@
 """ONNX Runtime's Python tools as ONNX tools. ort-transformers: its fusions fire on real pattern graphs, recorded
 under the names the installed library gives them, and its model (ONNX Runtime's contrib operators, which ONNX's
-checker rejects) is judged by ONNX Runtime's load."""
+checker rejects) is judged by ONNX Runtime's load. ort-shape-infer: the shapes it writes, its refusal."""
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import onnx
 import pytest
+from onnx import TensorProto, helper
 from test_onnx_patterns import pattern_graph
 
 from fuzzer.check.pipeline import check_prepared
@@ -79,3 +83,20 @@ def test_symbolic_shape_inference_writes_every_tensors_shape_and_its_model_is_ch
     written = {v.name for v in model.graph.value_info if v.type.tensor_type.HasField("shape")}
     intermediates = {out for node in model.graph.node for out in node.output} - {o.name for o in model.graph.output}
     assert intermediates and intermediates <= written
+
+
+def test_symbolic_shape_inference_that_cannot_infer_a_shape_refuses_as_unsupported_and_leaves_no_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An operator it does not know: its documented refusal, which convsmith counts as unsupported; the model it saves
+    beside the caller on the way out is written in a folder of its own, and nothing is left in the working folder."""
+    infer = CONVERTERS["ort-shape-infer"]
+    monkeypatch.chdir(tmp_path)
+    node = helper.make_node("Mystery", ["x"], ["y"], domain="custom.domain")
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    opsets = [helper.make_opsetid("", 17), helper.make_opsetid("custom.domain", 1)]
+    model = helper.make_model(graph, opset_imports=opsets)
+    with pytest.raises(Exception, match="Incomplete symbolic shape inference") as raised:
+        infer.transform(model, infer.options({}))  # type: ignore[arg-type]
+    assert any(re.search(pattern, str(raised.value)) for pattern in infer.unsupported_messages)
+    assert list(tmp_path.iterdir()) == []

@@ -5,6 +5,8 @@ writes that ONNX infers otherwise fails there) and compute what the model it was
 
 from __future__ import annotations
 
+import contextlib
+import tempfile
 from dataclasses import dataclass
 
 import onnx
@@ -56,5 +58,7 @@ class OrtShapeInfer(OnnxPassConverter):
     def transform(self, model: onnx.ModelProto, options: OrtShapeInferOptions) -> onnx.ModelProto:
         from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference
 
-        with library_output():
+        # It saves the model to sym_shape_infer_temp.onnx in the working folder when it cannot infer every shape:
+        # run it in a folder of its own, so that nothing is left beside the campaign.
+        with library_output(), tempfile.TemporaryDirectory() as folder, contextlib.chdir(folder):
             return SymbolicShapeInference.infer_shapes(model, auto_merge=options.auto_merge)

@@ -11,11 +11,12 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 from test_onnx_patterns import pattern_graph
+from test_whose_bug import diagnosed
 
 from fuzzer.check.pipeline import check_prepared
 from fuzzer.check.source import prepare
 from fuzzer.converters import CONVERTERS
-from fuzzer.converters.ort_transformers import MODEL_TYPES
+from fuzzer.converters.ort_transformers import MODEL_TYPES, OrtTransformers, OrtTransformersOptions
 from generators.registry import REGISTRY
 
 TOOL = CONVERTERS["ort-transformers"]
@@ -100,3 +101,29 @@ def test_symbolic_shape_inference_that_cannot_infer_a_shape_refuses_as_unsupport
         infer.transform(model, infer.options({}))  # type: ignore[arg-type]
     assert any(re.search(pattern, str(raised.value)) for pattern in infer.unsupported_messages)
     assert list(tmp_path.iterdir()) == []
+
+
+class GeluMisfused(OrtTransformers):
+    """The transformers optimizer with a planted fault in one fusion: the Gelu its Gelu fusion writes (only where
+    FusionOptions.enable_gelu is on) becomes a Relu. Everything else is the real optimizer."""
+
+    name = "planted-gelu-transformers"
+
+    def transform(self, model: onnx.ModelProto, options: OrtTransformersOptions) -> onnx.ModelProto:
+        fused = super().transform(model, options)
+        for node in fused.graph.node:
+            if node.domain == "com.microsoft" and node.op_type == "Gelu":
+                node.op_type, node.domain = "Relu", ""
+        return fused
+
+
+def test_a_fault_in_one_fusion_is_blamed_on_the_fusion_flag_that_shows_it_alone() -> None:
+    graph = pattern_graph(REGISTRY["pattern_gelu"], 0)
+    assert graph is not None
+    case = diagnosed(graph, GeluMisfused(), NATIVE_BERT, seed=0)
+    assert case.blame is not None and case.blame.component.project == "ONNX Runtime"
+    assert case.blame.component.name.endswith("the fusion `FusionOptions.enable_gelu` turns on")
+    outcomes = {c.options["passes"][0]: c.outcome for c in case.cross_checks or () if c.options.get("passes")}
+    assert outcomes["enable_gelu"] == "same bug"
+    assert {flag for flag, outcome in outcomes.items() if outcome != "passes"} == {"enable_gelu"}
+    assert case.workaround is not None and "FusionOptions.enable_gelu off" in case.workaround.setting

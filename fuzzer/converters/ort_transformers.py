@@ -13,6 +13,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from types import ModuleType
+from typing import Any
 
 import onnx
 
@@ -27,12 +28,23 @@ from fuzzer.support.quiet import library_output
 # provider has no kernel for) and phi (its preprocessing reads the dynamo exporter's local functions and fails on
 # any other model before fusing).
 MODEL_TYPES = ("bert", "gpt2", "t5", "bart", "clip", "conformer", "sam2", "tnlr", "bert_tf", "bert_keras")
+# A FusionOptions flag that is no fusion: the shape inference some fusions read. The other `enable_*` flags on for a
+# model type are its passes, each of which can run alone (the others off), as a user turns one off.
+SHAPE_INFERENCE_FLAG = "enable_shape_inference"
 
 
 @dataclass(frozen=True)
 class OrtTransformersOptions(UpstreamOptions):
     choices = UpstreamChoices(model_type=MODEL_TYPES)
     model_type: str = "bert"
+    passes: tuple[str, ...] = ()  # the FusionOptions flags left on (empty: the model type's defaults)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        unknown = set(self.passes) - set(fusion_flags(self.model_type)) if self.passes else set()
+        if unknown:
+            raise ValueError(f"option passes: {sorted(unknown)} are no fusion flags of model_type "
+                             f"{self.model_type!r}; its flags: {', '.join(fusion_flags(self.model_type))}")
 
 
 class OrtTransformers(OnnxPassConverter):
@@ -47,26 +59,48 @@ class OrtTransformers(OnnxPassConverter):
     onnx_checked = False  # it writes ONNX Runtime's contrib operators, some in ONNX's domain
 
     def component(self, site: FaultSite) -> Component:
-        """The transformers optimizer of the case's model type (onnxruntime/python/tools/transformers)."""
+        """The fusion flag that shows the bug alone (the cross-checks run each), else the model type's optimizer."""
         model_type = site.options.get("model_type", OrtTransformersOptions.model_type)
-        return self.own_component(f"transformers optimizer (onnxruntime.transformers, model_type={model_type!r})")
+        where = f"transformers optimizer (onnxruntime.transformers, model_type={model_type!r})"
+        passes = site.same_bug_passes or tuple(site.options.get("passes") or ())
+        if len(passes) == 1:
+            return self.own_component(f"{where}, the fusion `FusionOptions.{passes[0]}` turns on")
+        return self.own_component(where)
 
     def snippet(self, options: ConverterOptions) -> Snippet:
         opts: OrtTransformersOptions = options  # type: ignore[assignment]
-        imports = ("import os", "import tempfile", "from onnxruntime.transformers.optimizer import optimize_model")
-        return Snippet(imports, (
-            "path = os.path.join(tempfile.mkdtemp(), 'optimized.onnx')",
-            f"optimize_model(model, model_type={opts.model_type!r}, opt_level=0).save_model_to_file(path)",
-            "model = onnx.load(path)"))
+        off = self._off(opts)
+        imports = ("import os", "import tempfile", "from onnxruntime.transformers.optimizer import optimize_model",
+                   *(("from onnxruntime.transformers.fusion_options import FusionOptions",) if off else ()))
+        return Snippet(imports, _optimize_lines(opts.model_type, off))
+
+    def pass_names(self, options: ConverterOptions) -> tuple[str, ...]:
+        """The FusionOptions flags on (the model type's own unless `passes` names some)."""
+        opts: OrtTransformersOptions = options  # type: ignore[assignment]
+        return opts.passes or fusion_flags(opts.model_type)
 
     def avoid_settings(self, options: ConverterOptions, hints: Hints) -> tuple[Setting, ...]:
-        """The generic bert optimizer instead of a model type's own (another fusion order and set)."""
+        """The fusion flags that show the bug alone (the cross-checks') turned off; the generic bert optimizer
+        instead of a model type's own (another fusion order and set)."""
         opts: OrtTransformersOptions = options  # type: ignore[assignment]
-        if opts.model_type == "bert":
-            return ()
-        return (Setting(f"model_type 'bert' instead of {opts.model_type!r}", self.name,
-                        {**opts.to_json(), "model_type": "bert"},
-                        "optimize_model(model, model_type='bert', opt_level=0).save_model_to_file(path)"),)
+        data, on = opts.to_json(), self.pass_names(opts)
+        culprits = [p for p in hints.culprit_passes if p in on]
+        kept = tuple(p for p in on if p not in culprits)
+        without = (Setting(f"{self.display_name} with " + ", ".join(f"FusionOptions.{c}" for c in culprits) +
+                           " off", self.name, {**data, "passes": list(kept)},
+                           "; ".join((f"fusion_options = FusionOptions({opts.model_type!r})",
+                                      *(f"fusion_options.{flag} = False" for flag in (*self._off(opts), *culprits)),
+                                      "optimize_model(..., optimization_options=fusion_options)"))),
+                   ) if culprits and kept else ()
+        bert = (Setting(f"model_type 'bert' instead of {opts.model_type!r}", self.name,
+                        {**data, "model_type": "bert", "passes": []},
+                        "optimize_model(model, model_type='bert', opt_level=0).save_model_to_file(path)"),
+                ) if opts.model_type != "bert" else ()
+        return (*without, *bert)
+
+    def _off(self, options: OrtTransformersOptions) -> tuple[str, ...]:
+        """The model type's fusion flags `options` turn off."""
+        return tuple(f for f in fusion_flags(options.model_type) if f not in self.pass_names(options))
 
     def rewrite_names(self) -> tuple[str, ...]:
         """Every fusion the installed `onnxruntime.transformers` defines: each subclass of its Fusion base that an
@@ -103,11 +137,40 @@ class OrtTransformers(OnnxPassConverter):
 
         own = onnx.ModelProto()
         own.CopyFrom(model)  # the optimizer rewrites the proto it is given in place
+        flags = _fusion_options(options.model_type)
+        for flag in self._off(options):
+            setattr(flags, flag, False)
         with library_output(), tempfile.TemporaryDirectory() as folder:  # its progress bars and fusion log
             # Saved as its users save it: the save sorts the nodes and imports com.microsoft, which `.model` lacks.
             path = os.path.join(folder, "optimized.onnx")
-            optimize_model(own, model_type=options.model_type, opt_level=0).save_model_to_file(path)
+            optimize_model(own, model_type=options.model_type, opt_level=0,
+                           optimization_options=flags).save_model_to_file(path)
             return onnx.load(path)
+
+
+def fusion_flags(model_type: str) -> tuple[str, ...]:
+    """The FusionOptions flags a model type turns on that each turn on a fusion (its passes)."""
+    defaults = vars(_fusion_options(model_type))
+    return tuple(sorted(k for k, v in defaults.items() if k.startswith("enable_") and v is True
+                        and k != SHAPE_INFERENCE_FLAG))
+
+
+def _fusion_options(model_type: str) -> Any:
+    _fusion_base()  # puts the package's folder on sys.path
+    return importlib.import_module("fusion_options").FusionOptions(model_type)
+
+
+def _optimize_lines(model_type: str, off: tuple[str, ...]) -> tuple[str, ...]:
+    """The optimizer's call as a user writes it, with the fusion flags `off` turned off."""
+    path = "path = os.path.join(tempfile.mkdtemp(), 'optimized.onnx')"
+    if not off:
+        return (path, f"optimize_model(model, model_type={model_type!r}, opt_level=0).save_model_to_file(path)",
+                "model = onnx.load(path)")
+    flags = ", ".join(repr(flag) for flag in off)
+    return (path, f"fusion_options = FusionOptions({model_type!r})",
+            f"for flag in [{flags}]: setattr(fusion_options, flag, False)",
+            f"optimize_model(model, model_type={model_type!r}, opt_level=0, "
+            "optimization_options=fusion_options).save_model_to_file(path)", "model = onnx.load(path)")
 
 
 def _fusion_base() -> ModuleType:

@@ -36,7 +36,7 @@ def test_an_rms_norm_pattern_is_fused_and_judged_by_onnx_runtime_not_onnx_checke
         onnx.checker.check_model(model, full_check=True)  # ONNX Runtime's op in ONNX's domain: ORT alone runs it
 
 
-def test_a_layer_norm_pattern_fires_the_layer_norm_fusion_under_every_drawn_model_type() -> None:
+def test_a_layer_norm_pattern_fires_the_layer_norm_fusion_under_the_bert_gpt2_and_clip_optimizers() -> None:
     graph = pattern_graph(REGISTRY["pattern_layer_norm"], 0)
     assert graph is not None
     prepared = prepare(graph, 0, {}, 1.0)

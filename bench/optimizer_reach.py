@@ -74,7 +74,7 @@ def main() -> int:
     for row in rows:
         print(f"{row.converter}: {row.summary()}; never fired: {', '.join(row.never_fired) or 'none'}")
         if row.out_of_reach:
-            print(f"  cannot fire on the CPU: {', '.join(row.out_of_reach)}")
+            print(f"  cannot fire in this campaign: {', '.join(row.out_of_reach)}")
     print("tests that ended in a root cause the campaign had already found, per converter (and those that hit one "
           "first, then ran with its culprit cut out):")
     for converter, (known, cut, total) in sorted(shares.items()):

@@ -135,4 +135,4 @@ def test_transformers_that_cannot_fire_on_the_cpu_are_the_installed_runtimes_and
     assert row.reachable == tuple(n for n in known if n not in out)
     assert row.share == 2 / len(row.reachable) and row.float_share == 1 / len(row.float_rewrites)
     assert len(row.float_rewrites) == len(row.reachable) - len(beyond - set(out))
-    assert row.summary().endswith(f"; {len(out)} more cannot fire on this device")
+    assert row.summary().endswith(f"; {len(out)} more cannot fire in this campaign")

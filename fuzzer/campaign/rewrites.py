@@ -18,7 +18,8 @@ from fuzzer.converters.role import Role
 @dataclass(frozen=True)
 class RewriteCoverage:
     """One tool's rewrites: those its library has, and per rewrite the tests that fired it and found a bug; those
-    that cannot fire on this device (with why) are left out of the shares."""
+    that cannot fire in this campaign (on this device, or under the options it draws; with why) are left out of the
+    shares."""
 
     converter: str
     known: tuple[str, ...]  # empty where the library is not installed here
@@ -67,7 +68,7 @@ class RewriteCoverage:
             text += (f"; for float graphs {sum(1 for n in floats if self.fired.get(n))} of {len(floats)} "
                      f"({self.float_share:.0%})")
         if self.out_of_reach:
-            text += f"; {len(self.out_of_reach)} more cannot fire on this device"
+            text += f"; {len(self.out_of_reach)} more cannot fire in this campaign"
         return text
 
 

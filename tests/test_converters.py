@@ -308,3 +308,31 @@ def test_a_failed_conversion_books_its_time_under_the_step_that_failed(monkeypat
     verdict = judge(prepare(hand_graphs.conv_relu_add(), 0, {}, 1.0), converter, converter.options(), timings).verdict
     assert verdict.stage is Stage.NODE_CONVERSION and "planted: the export gave up" in verdict.message
     assert timings["export"] >= 0.05
+
+
+def _model_with_inputs(*names: str) -> onnx.ModelProto:
+    nodes = [onnx.helper.make_node("Identity", [name], [f"out_{name}"]) for name in names]
+    graph = onnx.helper.make_graph(
+        nodes, "g", [onnx.helper.make_tensor_value_info(n, onnx.TensorProto.FLOAT, [2]) for n in names],
+        [onnx.helper.make_tensor_value_info(f"out_{n}", onnx.TensorProto.FLOAT, [2]) for n in names])
+    return onnx.helper.make_model(graph)
+
+
+def test_an_onnx_tools_model_is_fed_by_the_upstreams_own_names_where_the_exporter_renamed_an_input() -> None:
+    """The dynamo exporter writes an input that is also an output as `<name>_orig` (its run is then fed by
+    position); a tool that drops an unused input of that model must still be fed by name, so by the upstream's."""
+    from fuzzer.check.result import Expected
+    from fuzzer.converters.runtime import declared_input_names
+    from generators.builder import GraphBuilder
+    from generators.dtypes import DType
+
+    b = GraphBuilder()
+    x, y = b.input((2,), DType.FLOAT32), b.input((2,), DType.FLOAT32)
+    prepared = prepare(b.build((b.op("sin", (x,), (2,), DType.FLOAT32), b.op("cos", (y,), (2,), DType.FLOAT32))),
+                       0, {}, 1.0)
+    assert isinstance(prepared, Expected)
+    source = prepared.source
+    first, second = source.input_names
+    assert declared_input_names(_model_with_inputs(first, second), source) == (first, second)
+    assert declared_input_names(_model_with_inputs(first, "t4_orig"), source) == (first, "t4_orig")
+    assert declared_input_names(_model_with_inputs(first), source) == (first, second)  # a name it knows: by name

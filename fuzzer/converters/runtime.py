@@ -189,13 +189,25 @@ def run_session(session: ort.InferenceSession, names: Sequence[str], inputs: Seq
 
 
 def run_model(model: bytes, source: Source, steps: Steps, level: str = "disabled",
-              load_stage: Stage = Stage.RUNTIME_LOAD, disabled_optimizers: Sequence[str] = ()) -> tuple[
-        tuple[np.ndarray, ...], tuple[str, ...]]:
-    """Load (tagged `load_stage`: graph optimization when optimizers run at load) and run one model."""
+              load_stage: Stage = Stage.RUNTIME_LOAD, disabled_optimizers: Sequence[str] = (),
+              names: Sequence[str] | None = None) -> tuple[tuple[np.ndarray, ...], tuple[str, ...]]:
+    """Load (tagged `load_stage`: graph optimization when optimizers run at load) and run one model, its inputs fed
+    by `names` (the source's by default)."""
     with steps.at(load_stage, "runtime_load"):
         session = make_session(model, level, disabled_optimizers, source.device)
     with steps.at(Stage.RUNTIME_EXECUTION, "runtime"):
-        return run_session(session, source.input_names, source.inputs)
+        return run_session(session, source.input_names if names is None else names, source.inputs)
+
+
+def declared_input_names(model: onnx.ModelProto, source: Source) -> tuple[str, ...]:
+    """The names a model made from `model` is fed by: the source's, unless `model` renamed its inputs (the dynamo
+    exporter writes an input that is also an output as `<name>_orig`) and was fed by position; then its own, in
+    order. An ONNX tool that drops an unused input of such a model is then still fed by name."""
+    initializers = {t.name for t in model.graph.initializer}
+    declared = tuple(i.name for i in model.graph.input if i.name not in initializers)
+    if set(declared) <= set(source.input_names) or len(declared) != len(source.inputs):
+        return source.input_names
+    return declared
 
 
 def check_and_serialize(model: onnx.ModelProto, steps: Steps, checked: bool = True) -> bytes:
@@ -213,13 +225,13 @@ def check_and_serialize(model: onnx.ModelProto, steps: Steps, checked: bool = Tr
 
 
 def run_onnx_target(model: onnx.ModelProto | bytes, source: Source, steps: Steps | None = None,
-                    checked: bool = True) -> TargetRun:
-    """The shared target step: check (where `checked`), serialize, run with optimizations off. Fault injection calls
-    this too."""
+                    checked: bool = True, names: Sequence[str] | None = None) -> TargetRun:
+    """The shared target step: check (where `checked`), serialize, run with optimizations off, inputs fed by `names`
+    (the source's by default). Fault injection calls this too."""
     steps = steps or Steps()
     proto = model if isinstance(model, onnx.ModelProto) else _parse(model, steps)
     data = check_and_serialize(proto, steps, checked)
-    outputs, dtypes = run_model(data, source, steps)
+    outputs, dtypes = run_model(data, source, steps, names=names)
     return TargetRun(outputs, dtypes, dict(steps.timings), model=data)
 
 

@@ -30,7 +30,7 @@ from fuzzer.converters.native import NATIVE, native_model, second_opinion
 from fuzzer.converters.options import ConverterOptions
 from fuzzer.converters.registry import default_registry
 from fuzzer.converters.role import Role
-from fuzzer.converters.runtime import check_and_serialize, run_model, run_onnx_target
+from fuzzer.converters.runtime import check_and_serialize, declared_input_names, run_model, run_onnx_target
 from generators.ir import Graph
 from generators.onnx_native import NATIVE_OPSETS, native_opsets
 from generators.registry import REGISTRY
@@ -300,7 +300,7 @@ class OnnxPassConverter(Converter):
             raise exc.again(steps.timings, (TRANSFORMED_UNRUN,) if transformed else ()) from exc
         with steps.at(self.transform_stage, "transform"):
             model = self.transform(up.model, options)
-        run = run_onnx_target(model, source, steps, self.onnx_checked)
+        run = run_onnx_target(model, source, steps, self.onnx_checked, declared_input_names(up.model, source))
         start = time.perf_counter()
         try:
             fired = self.fired(up.model, options)

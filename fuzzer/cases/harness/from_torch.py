@@ -19,7 +19,14 @@ from fuzzer.cases.harness.head import (
     SECOND_SHAPE,
 )
 from fuzzer.cases.harness.judging import judge, judged, report_crash
-from fuzzer.cases.harness.runtime import check_and_serialize, export, run_onnx, symbolic_inputs, transform
+from fuzzer.cases.harness.runtime import (
+    check_and_serialize,
+    declared_names,
+    export,
+    run_onnx,
+    symbolic_inputs,
+    transform,
+)
 from fuzzer.cases.harness.torch_tensors import load_tensor, to_numpy
 
 
@@ -65,7 +72,7 @@ def transform_export(module, inputs):
     upstream = check_and_serialize(export_upstream(module, inputs))
     data = check_and_serialize(transform(onnx.load_from_string(upstream)), ONNX_CHECKED)
     baseline = run_onnx(upstream, inputs)
-    return run_onnx(data, inputs), baseline, data
+    return run_onnx(data, inputs, names=declared_names(upstream)), baseline, data
 
 
 def convert_and_run(module, inputs):

@@ -10,7 +10,7 @@ from fuzzer.cases.harness.child import exit_status
 from fuzzer.cases.harness.head import CASE, CONVERTER, HERE, INPUT_NAMES, ONNX_CHECKED, OPTIONS
 from fuzzer.cases.harness.judging import judge, judged, report_crash
 from fuzzer.cases.harness.numpy_tensors import load_tensor
-from fuzzer.cases.harness.runtime import check_and_serialize, run_onnx, symbolic_inputs, transform
+from fuzzer.cases.harness.runtime import check_and_serialize, declared_names, run_onnx, symbolic_inputs, transform
 
 
 def optimize_upstream_in_session(upstream, inputs):
@@ -26,7 +26,7 @@ def transform_upstream(upstream, inputs):
     even where ONNX Runtime cannot run upstream.onnx."""
     data = check_and_serialize(transform(onnx.load_from_string(upstream)), ONNX_CHECKED)
     baseline = run_onnx(upstream, inputs)
-    return run_onnx(data, inputs), baseline
+    return run_onnx(data, inputs, names=declared_names(upstream)), baseline
 
 
 def convert_and_run(upstream, inputs):

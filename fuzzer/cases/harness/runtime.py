@@ -17,9 +17,9 @@ def from_ort_value(value):
     return (words.astype(np.uint32) << 16).view(np.float32)
 
 
-def run_onnx(data, inputs, level="disabled", free_dims=False):
+def run_onnx(data, inputs, level="disabled", free_dims=False, names=INPUT_NAMES):
     """ONNX Runtime on DEVICE, one CPU thread, at an optimization level (as convsmith runs targets); `free_dims`
-    fixes each named input dimension to its size in `inputs`."""
+    fixes each named input dimension to its size in `inputs`; `inputs` go by `names` where the model's match."""
     options = ort.SessionOptions()
     options.graph_optimization_level = getattr(ort.GraphOptimizationLevel, ORT_LEVELS[level])
     options.intra_op_num_threads = options.inter_op_num_threads = 1
@@ -27,7 +27,7 @@ def run_onnx(data, inputs, level="disabled", free_dims=False):
     graph = onnx.load_from_string(data).graph
     initializers = {t.name for t in graph.initializer}
     wanted = [i.name for i in graph.input if i.name not in initializers]
-    by_name = dict(zip(INPUT_NAMES, inputs))
+    by_name = dict(zip(names, inputs))
     given = [by_name[n] for n in wanted] if all(n in by_name for n in wanted) else list(inputs)
     for value, x in zip([i for i in graph.input if i.name not in initializers], given) if free_dims else ():
         for dim, size in zip(value.type.tensor_type.shape.dim, x.shape):
@@ -41,6 +41,15 @@ def run_onnx(data, inputs, level="disabled", free_dims=False):
     pairs = zip(wanted, [by_name[n] for n in wanted] if all(n in by_name for n in wanted) else inputs)
     values = session.run_with_ort_values(None, {n: ort_value(x) for n, x in pairs})
     return [from_ort_value(v) for v in values]
+
+
+def declared_names(upstream):
+    """The names the tool's model is fed by: INPUT_NAMES, unless upstream.onnx renamed its inputs (then fed by
+    position) and the tool may drop an unused one: then upstream.onnx's own, in order."""
+    graph = onnx.load_from_string(upstream).graph
+    initializers = {t.name for t in graph.initializer}
+    declared = tuple(i.name for i in graph.input if i.name not in initializers)
+    return INPUT_NAMES if set(declared) <= set(INPUT_NAMES) or len(declared) != len(INPUT_NAMES) else declared
 
 
 def symbolic_inputs(data):

@@ -149,6 +149,7 @@ class AvgPoolND(PoolND):
     keeps_zeros = True  # a window of zeros averages to zero
     has_divisor: ClassVar[bool] = True
     onnx_op, onnx_since = "AveragePool", 11
+    onnx_core = "AveragePool"
     onnx_types = frozenset({DType.FLOAT32, DType.FLOAT16})  # AveragePool's kernels
 
     def onnx_window(self, attrs: AttrMap) -> dict[str, Any] | None:

@@ -20,7 +20,8 @@ from fuzzer.check.pipeline import check_prepared
 from fuzzer.check.result import CheckOptions
 from fuzzer.check.source import prepare
 from fuzzer.converters import CONVERTERS
-from fuzzer.converters.onnx2tf_importer import as_onnx_model, channels_first, graph_inputs
+from fuzzer.converters.onnx2tf_importer import as_onnx_model, channels_first
+from fuzzer.converters.runtime import graph_inputs
 from fuzzer.converters.tf2onnx_exporter import Tf2Onnx, Tf2OnnxOptions
 from generators.builder import GraphBuilder
 from generators.dtypes import DType

@@ -22,6 +22,7 @@ from fuzzer.converters.conversion import Source, Steps, TargetRun
 from fuzzer.converters.describe import Component, FaultSite, Snippet
 from fuzzer.converters.options import ConverterOptions
 from fuzzer.converters.role import Role
+from fuzzer.converters.runtime import graph_inputs
 from fuzzer.converters.setting import Hints, Setting
 from fuzzer.converters.tf2onnx_exporter import import_quietly, quiet_availability, quiet_tensorflow, source_arrays
 from fuzzer.converters.upstream import UpstreamChoices, UpstreamOptions, export_upstream
@@ -116,12 +117,6 @@ class Onnx2Tf(Converter):
         pairs = [ir_array(as_onnx_model(r, b)) for r, b in zip(results, up.outputs, strict=False)]
         return TargetRun(tuple(a for a, _ in pairs), tuple(d for _, d in pairs), dict(steps.timings),
                          baseline=up.outputs, baseline_model=up.data, baseline_dtypes=up.output_dtypes)
-
-
-def graph_inputs(model: onnx.ModelProto) -> list[str]:
-    """The model's inputs that take data: tf2onnx lists its initializers among the graph's inputs too."""
-    constants = {t.name for t in model.graph.initializer}
-    return [i.name for i in model.graph.input if i.name not in constants]
 
 
 def model_inputs(names: Sequence[str], source: Source) -> dict[str, np.ndarray]:

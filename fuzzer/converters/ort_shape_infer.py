@@ -13,6 +13,7 @@ import onnx
 
 from fuzzer.converters.describe import Component, FaultSite, Snippet
 from fuzzer.converters.options import ConverterOptions
+from fuzzer.converters.ort_optimizer import ORT_TRACKER
 from fuzzer.converters.setting import Hints, Setting
 from fuzzer.converters.upstream import OnnxPassConverter, UpstreamOptions
 from fuzzer.support.quiet import library_output
@@ -31,7 +32,7 @@ class OrtShapeInfer(OnnxPassConverter):
     display_name = "ONNX Runtime symbolic shape inference"
     project = "ONNX Runtime"
     distribution = "onnxruntime"
-    tracker = "https://github.com/microsoft/onnxruntime/issues"
+    tracker = ORT_TRACKER
     libraries = ("onnxruntime", "onnxruntime.tools.symbolic_shape_infer")
     distributions = ("torch", "onnx", "onnxruntime")
     options_type = OrtShapeInferOptions

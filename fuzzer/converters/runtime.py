@@ -199,12 +199,17 @@ def run_model(model: bytes, source: Source, steps: Steps, level: str = "disabled
         return run_session(session, source.input_names if names is None else names, source.inputs)
 
 
+def graph_inputs(model: onnx.ModelProto) -> list[str]:
+    """The model's inputs that take data: tf2onnx lists its initializers among the graph's inputs too."""
+    constants = {t.name for t in model.graph.initializer}
+    return [i.name for i in model.graph.input if i.name not in constants]
+
+
 def declared_input_names(model: onnx.ModelProto, source: Source) -> tuple[str, ...]:
     """The names a model made from `model` is fed by: the source's, unless `model` renamed its inputs (the dynamo
     exporter writes an input that is also an output as `<name>_orig`) and was fed by position; then its own, in
     order. An ONNX tool that drops an unused input of such a model is then still fed by name."""
-    initializers = {t.name for t in model.graph.initializer}
-    declared = tuple(i.name for i in model.graph.input if i.name not in initializers)
+    declared = tuple(graph_inputs(model))
     if set(declared) <= set(source.input_names) or len(declared) != len(source.inputs):
         return source.input_names
     return declared

@@ -19,6 +19,7 @@ import onnx
 
 from fuzzer.converters.describe import Component, FaultSite, Snippet
 from fuzzer.converters.options import ConverterOptions
+from fuzzer.converters.ort_optimizer import ORT_TRACKER
 from fuzzer.converters.setting import Hints, Setting
 from fuzzer.converters.upstream import OnnxPassConverter, UpstreamChoices, UpstreamOptions
 from fuzzer.support.quiet import library_output
@@ -52,7 +53,7 @@ class OrtTransformers(OnnxPassConverter):
     display_name = "ONNX Runtime transformers optimizer"
     project = "ONNX Runtime"
     distribution = "onnxruntime"
-    tracker = "https://github.com/microsoft/onnxruntime/issues"
+    tracker = ORT_TRACKER
     libraries = ("onnxruntime", "onnxruntime.transformers.optimizer")
     distributions = ("torch", "onnx", "onnxruntime")
     options_type = OrtTransformersOptions
@@ -99,8 +100,10 @@ class OrtTransformers(OnnxPassConverter):
         return (*without, *bert)
 
     def _off(self, options: OrtTransformersOptions) -> tuple[str, ...]:
-        """The model type's fusion flags `options` turn off."""
-        return tuple(f for f in fusion_flags(options.model_type) if f not in self.pass_names(options))
+        """The model type's fusion flags `options` turn off (none where `passes` is empty: its defaults)."""
+        if not options.passes:
+            return ()
+        return tuple(f for f in fusion_flags(options.model_type) if f not in options.passes)
 
     def rewrite_names(self) -> tuple[str, ...]:
         """Every fusion the installed `onnxruntime.transformers` defines: each subclass of its Fusion base that an
@@ -125,12 +128,17 @@ class OrtTransformers(OnnxPassConverter):
         return frozenset(name for name in self.rewrite_names() if name.startswith("FusionQOrdered"))
 
     def fired(self, model: onnx.ModelProto, options: ConverterOptions) -> tuple[str, ...]:
-        """The fusions that added or removed nodes when the optimizer ran on `model` (each Fusion's `apply` is
-        watched for one run)."""
+        """The fusions that added or removed nodes when the optimizer ran on `model`."""
+        return self.transform_watched(model, options)[1]
+
+    def transform_watched(self, model: onnx.ModelProto, options: ConverterOptions) -> tuple[
+            onnx.ModelProto, tuple[str, ...]]:
+        """The optimizer's own call with each Fusion's `apply` watched: its model and the fusions that added or
+        removed nodes, from the one run."""
         fired: list[str] = []
         with _watching_fusions(fired):
-            self.transform(model, options)  # type: ignore[arg-type]
-        return tuple(dict.fromkeys(fired))
+            made = self.transform(model, options)  # type: ignore[arg-type]
+        return made, tuple(dict.fromkeys(fired))
 
     def transform(self, model: onnx.ModelProto, options: OrtTransformersOptions) -> onnx.ModelProto:
         from onnxruntime.transformers.optimizer import optimize_model

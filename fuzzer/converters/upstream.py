@@ -289,6 +289,12 @@ class OnnxPassConverter(Converter):
         say. Run apart from `transform`, which stays the tool's own call."""
         return ()
 
+    def transform_watched(self, model: onnx.ModelProto, options: ConverterOptions) -> tuple[
+            onnx.ModelProto, tuple[str, ...] | None]:
+        """`transform`, and the rewrites it fired where watching the tool's own call tells them without a second
+        run; None where `fired` runs apart."""
+        return self.transform(model, options), None
+
     def convert_impl(self, source: Source, options: ConverterOptions) -> TargetRun:
         steps = Steps()
         try:
@@ -299,11 +305,11 @@ class OnnxPassConverter(Converter):
             transformed = self.transform_unrunnable(exc.unrunnable, options, steps)
             raise exc.again(steps.timings, (TRANSFORMED_UNRUN,) if transformed else ()) from exc
         with steps.at(self.transform_stage, "transform"):
-            model = self.transform(up.model, options)
+            model, watched = self.transform_watched(up.model, options)
         run = run_onnx_target(model, source, steps, self.onnx_checked, declared_input_names(up.model, source))
         start = time.perf_counter()
         try:
-            fired = self.fired(up.model, options)
+            fired = watched if watched is not None else self.fired(up.model, options)
         except Exception:  # the measurement's own runs failing is no verdict on the tool's call, which passed
             fired = ()
         steps.timings["rewrites"] = time.perf_counter() - start

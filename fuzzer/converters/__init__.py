@@ -8,9 +8,11 @@ from __future__ import annotations
 
 from fuzzer.converters.base import Converter, ConverterInfo
 from fuzzer.converters.onnx2tf_importer import Onnx2Tf
+from fuzzer.converters.onnx_graphsurgeon import GraphSurgeon
 from fuzzer.converters.onnx_optimizer import OnnxOptimizer
 from fuzzer.converters.onnx_simplifier import OnnxSim
 from fuzzer.converters.onnx_slim import OnnxSlim
+from fuzzer.converters.onnxscript_optimizer import OnnxscriptOptimizer, OnnxscriptOrtFusions
 from fuzzer.converters.ort_optimizer import OrtOptimizer
 from fuzzer.converters.ort_shape_infer import OrtShapeInfer
 from fuzzer.converters.ort_transformers import OrtTransformers
@@ -23,7 +25,9 @@ from fuzzer.converters.version_converter import OnnxVersionConverter
 
 CONVERTERS = ConverterRegistry([
     TorchOnnxDynamo(), TorchOnnxScript(), OrtOptimizer(), OnnxSim(), OnnxSlim(), OnnxOptimizer(),
-    OnnxVersionConverter(), OrtTransformers(), OrtShapeInfer(), Tf2Onnx(), Onnx2Tf(),
+    OnnxVersionConverter(), OrtTransformers(), OrtShapeInfer(), OnnxscriptOptimizer(), OnnxscriptOrtFusions(),
+    GraphSurgeon(),
+    Tf2Onnx(), Onnx2Tf(),
 ])
 
 # Converters convsmith knows of but does not offer, and why (`convsmith converters` prints them).

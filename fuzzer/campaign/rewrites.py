@@ -86,12 +86,14 @@ def fired_counts(db: CampaignDB) -> dict[str, tuple[dict[str, int], dict[str, in
 
 
 def coverage(db: CampaignDB, converters: Mapping[str, Converter], device: str = "cpu") -> list[RewriteCoverage]:
-    """Every converter that records rewrites (Converter.rewrite_names), with what the campaign fired on `device`."""
+    """Every converter the campaign tested that records rewrites (Converter.rewrite_names), with what the campaign
+    fired on `device`."""
     counts = fired_counts(db)
+    tested = {converter for converter, *_ in tallies.cells(db.conn)}
     rows = []
     for name, converter in sorted(converters.items()):
         listed = converter.rewrite_names()
-        if listed is None and name not in counts:
+        if name not in counts and (listed is None or name not in tested):
             continue
         known = (listed or ()) if converter.availability()[0] else ()
         fired, failed = counts.get(name, ({}, {}))

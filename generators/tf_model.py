@@ -58,7 +58,9 @@ def render_tf_model(graph: Graph, registry: Mapping[str, OpSpec] = REGISTRY, wid
         raise ValueError(problem)
     names = {n: identifier(n) for n in graph.types}
     lines = ["def make_model(weights):"]
-    lines += [f"    {names[w]} = tf.constant(weights[{w!r}])" for w in graph.weights]
+    # Weights as TensorFlow models hold them, in variables: tf2onnx freezes a captured variable into an initializer,
+    # but writes a captured eager tensor (tf.constant) as one more graph input, which no caller feeds.
+    lines += [f"    {names[w]} = tf.Variable(weights[{w!r}], trainable=False)" for w in graph.weights]
     lines.append(f"    def model({', '.join(names[n] for n in graph.inputs)}):")
     for node in graph.nodes:
         op = registry[node.op]

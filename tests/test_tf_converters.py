@@ -77,6 +77,21 @@ def test_the_real_tf2onnx_passes_the_same_graph_from_a_function_and_from_keras()
         assert check_prepared(prepared, CONVERTERS["tf2onnx"], options, FAST).verdict.symptom is Symptom.PASS
 
 
+@pytest.mark.slow
+def test_a_graph_with_weights_exports_with_no_input_beyond_the_graphs() -> None:
+    """The weights are variables, which tf2onnx freezes into initializers (a captured tf.constant would become one
+    more graph input that nothing feeds)."""
+    _available()
+    b = GraphBuilder()
+    x, w = b.input((2, 3, 4)), b.weight((3,))
+    prepared = prepare(b.build((b.op("prelu", (x, w), (2, 3, 4)),)), 3, {}, 1.0)
+    for options in ({"source": "function"}, {"source": "keras"}):
+        result = check_prepared(prepared, CONVERTERS["tf2onnx"], options, FAST)
+        assert result.verdict.symptom is Symptom.PASS, (options, result.verdict)
+        assert result.target is not None and result.target.model is not None
+        assert graph_inputs(onnx.load_from_string(result.target.model)) == ["in0"]
+
+
 def test_optimizer_off_is_a_keras_option_only() -> None:
     with pytest.raises(ValueError, match="from_function takes no optimizers"):
         Tf2OnnxOptions(source="function", optimize=False)

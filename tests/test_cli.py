@@ -37,6 +37,8 @@ BAD_INPUTS = [
     (["check", "GRAPH", "--converters", "torch-onnx-script", "--option", "nosuch=1"], Exit.USAGE, "nosuch"),
     (["check", "GRAPH", "--converters", "nosuch"], Exit.USAGE, "unknown converter(s): nosuch"),
     (["check", "missing.json", "--converters", "torch-onnx-script"], Exit.USAGE, "cannot read missing.json"),
+    (["check", ".", "--converters", "torch-onnx-script"], Exit.USAGE, "cannot read case.json"),
+    (["check", "BINARY", "--converters", "torch-onnx-script"], Exit.USAGE, "not a text file"),
     (["ops", "--family", "nosuch"], Exit.USAGE, "unknown family 'nosuch'"),
     (["generate", "--seed", "1", "--out", "g", "--nodes", "0"], Exit.USAGE, "--nodes"),
     (["status", "nowhere"], Exit.USAGE, "no such campaign folder"),
@@ -56,8 +58,9 @@ def test_bad_input_gets_one_line_and_its_status_and_creates_nothing(
     monkeypatch.chdir(tmp_path)
     graph = tmp_path / "graph.json"
     graph.write_text(hand_graphs.elementwise().dumps())
+    (tmp_path / "model.onnx").write_bytes(b"\x08\xc1\xff")
     before = _tree(tmp_path)
-    argv = [str(graph) if a == "GRAPH" else a for a in argv]
+    argv = [str(graph) if a == "GRAPH" else "model.onnx" if a == "BINARY" else a for a in argv]
     with pytest.raises(SystemExit) as exited:
         sys.exit(main(argv))
     err = capsys.readouterr().err
@@ -114,6 +117,22 @@ def test_check_exit_1_when_a_bug_shows_0_when_not(tmp_path: Path, capsys: pytest
     assert main(["check", str(tmp_path / "ok.json"), "--converters", "planted-sin-exporter", "--registry",
                  PLANTED]) == Exit.OK
     assert capsys.readouterr().out.startswith("planted-sin-exporter: pass at none")
+
+
+def test_check_takes_a_case_folder_or_its_case_json_with_the_cases_seed(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    g = hand_graphs.GraphBuilder()
+    x = g.input((2, 3))
+    case = {"schema_version": 1, "id": "c", "signature": "s", "seed": 7,
+            "graph": g.build((g.op("sin", (x,), (2, 3)),)).to_json()}
+    (tmp_path / "case.json").write_text(json.dumps(case))
+    for path in (tmp_path, tmp_path / "case.json"):
+        assert main(["check", str(path), "--converters", "planted-sin-exporter", "--registry", PLANTED,
+                     "--json"]) == Exit.BUG
+        assert [v["seed"] for v in json.loads(capsys.readouterr().out)] == [7]
+    (tmp_path / "case.json").write_text(json.dumps({**case, "graph": {"schema_version": 1}}))
+    assert main(["check", str(tmp_path), "--converters", "planted-sin-exporter", "--registry", PLANTED]) == Exit.USAGE
+    assert "case.json: the case graph: " in capsys.readouterr().err
 
 
 def test_check_refuses_a_converter_its_registry_lacks_and_a_registry_that_does_not_load(

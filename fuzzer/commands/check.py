@@ -15,17 +15,20 @@ from fuzzer.support.quiet import library_output
 from generators.ir import Graph, GraphError, validate
 from generators.registry import REGISTRY
 
+CASE_FILE = "case.json"
 NAME = "check"
 HELP = "run one graph through converters and print each verdict with its metrics (exit 1 when a bug shows)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("graph", type=Path, help="graph.json (from `convsmith generate` or a case folder)")
+    parser.add_argument("graph", type=Path,
+                        help="graph.json (from `convsmith generate`), or a case folder or its case.json")
     parser.add_argument("--converters", type=names, required=True,
                         help="comma-separated converters (see `convsmith converters`)")
     parser.add_argument("--registry", default=DEFAULT_REGISTRY, metavar="MODULE:ATTR",
                         help="where the converters are found (default: convsmith's own)")
-    parser.add_argument("--seed", type=int, default=0, help="seed for weights and the input search")
+    parser.add_argument("--seed", type=int, default=None,
+                        help="seed for weights and the input search (default: a case's own, else 0)")
     parser.add_argument("--option", action="append", default=[], metavar="KEY=JSON",
                         help="converter option for every converter named, e.g. --option opset=17 (repeatable)")
     parser.add_argument("--json", action="store_true", help="print the verdicts as a JSON list")
@@ -44,22 +47,33 @@ def parse_options(pairs: list[str]) -> dict:
     return options
 
 
-def load_graph(path: Path) -> Graph:
-    """Read and validate a graph file, or raise UsageError with one line."""
+def load_graph(path: Path) -> tuple[Graph, int | None]:
+    """A graph file's graph, or a case's (its folder or its case.json) with the case's seed; UsageError with one line
+    for anything else."""
+    file = path / CASE_FILE if path.is_dir() else path
     try:
-        text = path.read_text()
+        text = file.read_text()
     except OSError as exc:
-        raise UsageError(f"cannot read {path}: {exc.strerror}") from None
+        raise UsageError(f"cannot read {file}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise UsageError(f"{file}: not a text file (a graph.json or a case folder was expected)") from None
     try:
-        graph = Graph.loads(text)
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{file}: not JSON: {exc}") from None
+    case = isinstance(data, dict) and "graph" in data and "signature" in data
+    try:
+        graph = Graph.from_json(data["graph"] if case else data)
         validate(graph, REGISTRY)
     except GraphError as exc:
-        raise UsageError(f"{path}: {exc}") from None
-    return graph
+        raise UsageError(f"{file}: {'the case graph: ' if case else ''}{exc}") from None
+    seed = data.get("seed") if case else None
+    return graph, seed if isinstance(seed, int) else None
 
 
 def run(args: argparse.Namespace) -> int:
-    graph = load_graph(args.graph)
+    graph, case_seed = load_graph(args.graph)
+    seed = args.seed if args.seed is not None else (case_seed or 0)
     options = parse_options(args.option)
     registry = registry_named(args.registry)
     if not args.converters:
@@ -76,11 +90,12 @@ def run(args: argparse.Namespace) -> int:
     results = []
     for name in args.converters:
         with library_output() as captured:
-            results.append(run_check(graph, args.seed, name, options, registry=registry))
+            results.append(run_check(graph, seed, name, options, registry=registry))
         if args.verbose and captured.text:
             sys.stderr.write(captured.text)
     if args.json:
-        print(json.dumps([{**r.verdict.to_json(), "timings": dict(r.timings)} for r in results], indent=1))
+        print(json.dumps([{**r.verdict.to_json(), "seed": seed, "timings": dict(r.timings)} for r in results],
+                         indent=1))
     else:
         for result in results:
             print_verdict(result)

@@ -25,14 +25,19 @@ class OnnxscriptOptimizerOptions(UpstreamOptions):
     onnx_shape_inference: bool = True  # ONNX's shape inference on each node it folds
 
 
-class OnnxscriptOptimizer(OnnxPassConverter):
-    name = "onnxscript-optimizer"
-    display_name = "onnxscript optimizer"
+class OnnxscriptTool(OnnxPassConverter):
+    """What onnxscript's tools share: their project, tracker and the distributions a case's versions name."""
+
     project = "onnxscript"
     distribution = "onnxscript"
     tracker = ONNXSCRIPT_TRACKER
-    libraries = ("onnxscript", "onnxscript.optimizer", "onnx_ir")
     distributions = ("torch", "onnx", "onnxscript", "onnx-ir", "onnxruntime")
+
+
+class OnnxscriptOptimizer(OnnxscriptTool):
+    name = "onnxscript-optimizer"
+    display_name = "onnxscript optimizer"
+    libraries = ("onnxscript", "onnxscript.optimizer", "onnx_ir")
     options_type = OnnxscriptOptimizerOptions
 
     def component(self, site: FaultSite) -> Component:
@@ -75,18 +80,14 @@ def _call(options: OnnxscriptOptimizerOptions) -> str:
             f"onnx_shape_inference={options.onnx_shape_inference})")
 
 
-class OnnxscriptOrtFusions(OnnxPassConverter):
+class OnnxscriptOrtFusions(OnnxscriptTool):
     """onnxscript-ort-fusions: onnxscript's fusions for ONNX Runtime (`onnxscript.rewriter.ort_fusions`), which fold
     and rewrite a model, then fuse Gelu, RMS and skip normalizations, rotary embeddings and attention into ONNX
     Runtime's contrib operators (FusedMatMul and others)."""
 
     name = "onnxscript-ort-fusions"
     display_name = "onnxscript ort_fusions"
-    project = "onnxscript"
-    distribution = "onnxscript"
-    tracker = ONNXSCRIPT_TRACKER
     libraries = ("onnxscript", "onnxscript.rewriter.ort_fusions", "onnx_ir")
-    distributions = ("torch", "onnx", "onnxscript", "onnx-ir", "onnxruntime")
     options_type = UpstreamOptions
     onnx_checked = False  # it writes ONNX Runtime's contrib operators
 

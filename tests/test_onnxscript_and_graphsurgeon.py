@@ -78,3 +78,15 @@ def test_the_tool_leaves_the_model_it_is_given_as_it_was(tool: str) -> None:
 def test_a_wrong_graphsurgeon_option_is_refused_by_name() -> None:
     with pytest.raises(ValueError, match="partitioning='some'"):
         CONVERTERS["onnx-graphsurgeon"].options({**NATIVE, "partitioning": "some"})
+
+
+def test_the_workarounds_tried_turn_one_option_each() -> None:
+    from fuzzer.converters.setting import Hints
+
+    optimizer = CONVERTERS["onnxscript-optimizer"]
+    tried = optimizer.avoid_settings(optimizer.options(NATIVE), Hints())
+    assert [s.description for s in tried] == ["num_iterations=1", "onnx_shape_inference=False"]
+    surgeon = CONVERTERS["onnx-graphsurgeon"]
+    tried = surgeon.avoid_settings(surgeon.options({**NATIVE, "partitioning": "recursive"}), Hints())
+    assert [(s.description, s.options["fold_shapes"], s.options["partitioning"]) for s in tried] == [
+        ("fold_shapes=False", False, "recursive")]

@@ -5,7 +5,7 @@ its own code folds shape arithmetic), cleanup of what no output needs, and a top
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import onnx
@@ -48,11 +48,10 @@ class GraphSurgeon(OnnxPassConverter):
     def avoid_settings(self, options: ConverterOptions, hints: Hints) -> tuple[Setting, ...]:
         """Shape folding turned the other way; folding part by part instead of the graph as one."""
         opts: GraphSurgeonOptions = options  # type: ignore[assignment]
-        shapes = GraphSurgeonOptions.from_json({**opts.to_json(), "fold_shapes": not opts.fold_shapes})
-        parted = GraphSurgeonOptions.from_json({**opts.to_json(), "partitioning": "basic"})
-        return (Setting(f"fold_shapes={not opts.fold_shapes}", self.name, shapes.to_json(),
-                        "; ".join(_lines(shapes))),  # type: ignore[arg-type]
-                *((Setting("partitioning='basic'", self.name, parted.to_json(), "; ".join(_lines(parted))),)  # type: ignore[arg-type]
+        shapes = replace(opts, fold_shapes=not opts.fold_shapes)
+        parted = replace(opts, partitioning="basic")
+        return (Setting(f"fold_shapes={shapes.fold_shapes}", self.name, shapes.to_json(), "; ".join(_lines(shapes))),
+                *((Setting("partitioning='basic'", self.name, parted.to_json(), "; ".join(_lines(parted))),)
                   if opts.partitioning == "none" else ()))
 
     def rewrite_names(self) -> tuple[str, ...]:

@@ -5,7 +5,7 @@ native models too."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import onnx
 
@@ -50,13 +50,12 @@ class OnnxscriptOptimizer(OnnxscriptTool):
     def avoid_settings(self, options: ConverterOptions, hints: Hints) -> tuple[Setting, ...]:
         """Its loop run once instead of twice; ONNX's shape inference while folding turned the other way."""
         opts: OnnxscriptOptimizerOptions = options  # type: ignore[assignment]
-        data = opts.to_json()
-        once = OnnxscriptOptimizerOptions.from_json({**data, "num_iterations": 1})
-        other = OnnxscriptOptimizerOptions.from_json({**data, "onnx_shape_inference": not opts.onnx_shape_inference})
-        return (*((Setting("num_iterations=1", self.name, once.to_json(), _call(once)),)  # type: ignore[arg-type]
+        once = replace(opts, num_iterations=1)
+        other = replace(opts, onnx_shape_inference=not opts.onnx_shape_inference)
+        return (*((Setting("num_iterations=1", self.name, once.to_json(), _call(once)),)
                   if opts.num_iterations != 1 else ()),
-                Setting(f"onnx_shape_inference={other.onnx_shape_inference}",  # type: ignore[attr-defined]
-                        self.name, other.to_json(), _call(other)))  # type: ignore[arg-type]
+                Setting(f"onnx_shape_inference={other.onnx_shape_inference}", self.name, other.to_json(),
+                        _call(other)))
 
     def rewrite_names(self) -> tuple[str, ...]:
         """Constant folding, every default rewrite rule and the cleanup passes (the dynamo exporter's list)."""

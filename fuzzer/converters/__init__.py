@@ -26,8 +26,7 @@ from fuzzer.converters.version_converter import OnnxVersionConverter
 CONVERTERS = ConverterRegistry([
     TorchOnnxDynamo(), TorchOnnxScript(), OrtOptimizer(), OnnxSim(), OnnxSlim(), OnnxOptimizer(),
     OnnxVersionConverter(), OrtTransformers(), OrtShapeInfer(), OnnxscriptOptimizer(), OnnxscriptOrtFusions(),
-    GraphSurgeon(),
-    Tf2Onnx(), Onnx2Tf(),
+    GraphSurgeon(), Tf2Onnx(), Onnx2Tf(),
 ])
 
 # Converters convsmith knows of but does not offer, and why (`convsmith converters` prints them).

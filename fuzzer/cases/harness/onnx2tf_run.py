@@ -6,7 +6,7 @@ import numpy as np
 
 from fuzzer.cases.harness.export import export_upstream
 from fuzzer.cases.harness.head import INPUT_NAMES, OPTIONS
-from fuzzer.cases.harness.runtime import check_and_serialize, run_onnx
+from fuzzer.cases.harness.runtime import check_and_serialize, data_inputs, run_onnx
 
 
 def convert_with_onnx2tf(upstream, inputs):
@@ -19,8 +19,7 @@ def convert_with_onnx2tf(upstream, inputs):
 
     baseline = run_onnx(upstream, inputs)
     model = onnx.load_from_string(upstream)
-    constants = {t.name for t in model.graph.initializer}  # tf2onnx lists its initializers among the inputs too
-    input_names = [i.name for i in model.graph.input if i.name not in constants]
+    input_names = [value.name for value in data_inputs(model.graph)]
     with tempfile.TemporaryDirectory() as out:
         path = os.path.join(out, "model.onnx")
         with open(path, "wb") as handle:

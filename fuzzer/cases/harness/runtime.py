@@ -17,6 +17,12 @@ def from_ort_value(value):
     return (words.astype(np.uint32) << 16).view(np.float32)
 
 
+def data_inputs(graph):
+    """The graph's inputs that take data (some exporters list their initializers among the inputs too)."""
+    initializers = {t.name for t in graph.initializer}
+    return [value for value in graph.input if value.name not in initializers]
+
+
 def run_onnx(data, inputs, level="disabled", free_dims=False, names=INPUT_NAMES):
     """ONNX Runtime on DEVICE, one CPU thread, at an optimization level (as convsmith runs targets); `free_dims`
     fixes each named input dimension to its size in `inputs`; `inputs` go by `names` where the model's match."""
@@ -25,11 +31,10 @@ def run_onnx(data, inputs, level="disabled", free_dims=False, names=INPUT_NAMES)
     options.intra_op_num_threads = options.inter_op_num_threads = 1
     options.log_severity_level = 3
     graph = onnx.load_from_string(data).graph
-    initializers = {t.name for t in graph.initializer}
-    wanted = [i.name for i in graph.input if i.name not in initializers]
+    wanted = [value.name for value in data_inputs(graph)]
     by_name = dict(zip(names, inputs))
     given = [by_name[n] for n in wanted] if all(n in by_name for n in wanted) else list(inputs)
-    for value, x in zip([i for i in graph.input if i.name not in initializers], given) if free_dims else ():
+    for value, x in zip(data_inputs(graph), given) if free_dims else ():
         for dim, size in zip(value.type.tensor_type.shape.dim, x.shape):
             if dim.dim_param:
                 options.add_free_dimension_override_by_name(dim.dim_param, int(size))
@@ -46,9 +51,7 @@ def run_onnx(data, inputs, level="disabled", free_dims=False, names=INPUT_NAMES)
 def declared_names(upstream):
     """The names the tool's model is fed by: INPUT_NAMES, unless upstream.onnx renamed its inputs (then fed by
     position) and the tool may drop an unused one: then upstream.onnx's own, in order."""
-    graph = onnx.load_from_string(upstream).graph
-    initializers = {t.name for t in graph.initializer}
-    declared = tuple(i.name for i in graph.input if i.name not in initializers)
+    declared = tuple(value.name for value in data_inputs(onnx.load_from_string(upstream).graph))
     return INPUT_NAMES if set(declared) <= set(INPUT_NAMES) or len(declared) != len(INPUT_NAMES) else declared
 
 
@@ -56,8 +59,7 @@ def symbolic_inputs(data):
     """The model with every dimension of its inputs named and its intermediate shapes dropped (as convsmith's
     free_dims option runs it: a dynamic model, fixed again by name in the session)."""
     proto = onnx.load_from_string(data)
-    initializers = {t.name for t in proto.graph.initializer}
-    for i, value in enumerate([v for v in proto.graph.input if v.name not in initializers]):
+    for i, value in enumerate(data_inputs(proto.graph)):
         for k, dim in enumerate(value.type.tensor_type.shape.dim):
             dim.dim_param = f"in{i}_{k}"
     del proto.graph.value_info[:]

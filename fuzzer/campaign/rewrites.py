@@ -92,8 +92,10 @@ def coverage(db: CampaignDB, converters: Mapping[str, Converter], device: str = 
     tested = {converter for converter, *_ in tallies.cells(db.conn)}
     rows = []
     for name, converter in sorted(converters.items()):
+        if name not in counts and name not in tested:
+            continue  # a tool the campaign never ran: its library's list (some tools run it to read it) is not asked
         listed = converter.rewrite_names()
-        if name not in counts and (listed is None or name not in tested):
+        if listed is None and name not in counts:
             continue
         known = (listed or ()) if converter.availability()[0] else ()
         fired, failed = counts.get(name, ({}, {}))

@@ -7,6 +7,7 @@ import json
 import sys
 from pathlib import Path
 
+from fuzzer.cases.case_json import CASE_JSON
 from fuzzer.check.pipeline import CheckResult, available_converter, run_check
 from fuzzer.commands.flags import names, registry_named
 from fuzzer.converters import DEFAULT_REGISTRY
@@ -15,7 +16,6 @@ from fuzzer.support.quiet import library_output
 from generators.ir import Graph, GraphError, validate
 from generators.registry import REGISTRY
 
-CASE_FILE = "case.json"
 NAME = "check"
 HELP = "run one graph through converters and print each verdict with its metrics (exit 1 when a bug shows)"
 
@@ -50,7 +50,7 @@ def parse_options(pairs: list[str]) -> dict:
 def load_graph(path: Path) -> tuple[Graph, int | None]:
     """A graph file's graph, or a case's (its folder or its case.json) with the case's seed; UsageError with one line
     for anything else."""
-    file = path / CASE_FILE if path.is_dir() else path
+    file = path / CASE_JSON if path.is_dir() else path
     try:
         text = file.read_text()
     except OSError as exc:

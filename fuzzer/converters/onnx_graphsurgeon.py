@@ -27,6 +27,11 @@ class GraphSurgeonOptions(UpstreamOptions):
     fold_shapes: bool = True  # fold Shape and the arithmetic on it where the input's shape is static
     partitioning: str = "none"  # fold the graph as one, or part by part so that one failing part spares the rest
 
+    @property
+    def library_partitioning(self) -> str | None:
+        """`partitioning` as fold_constants takes it."""
+        return None if self.partitioning == "none" else self.partitioning
+
 
 class GraphSurgeon(OnnxPassConverter):
     name = "onnx-graphsurgeon"
@@ -83,8 +88,7 @@ class GraphSurgeon(OnnxPassConverter):
 
 
 def _steps(options: GraphSurgeonOptions) -> tuple[Callable[[Any], Any], ...]:
-    partitioning = None if options.partitioning == "none" else options.partitioning
-    return (lambda g: g.fold_constants(fold_shapes=options.fold_shapes, partitioning=partitioning),
+    return (lambda g: g.fold_constants(fold_shapes=options.fold_shapes, partitioning=options.library_partitioning),
             lambda g: g.cleanup(), lambda g: g.toposort())
 
 
@@ -93,7 +97,6 @@ def _nodes(graph: Any) -> tuple[str, ...]:
 
 
 def _lines(options: GraphSurgeonOptions) -> tuple[str, ...]:
-    partitioning = None if options.partitioning == "none" else options.partitioning
     return ("graph = gs.import_onnx(model)",
-            f"graph.fold_constants(fold_shapes={options.fold_shapes}, partitioning={partitioning!r})"
+            f"graph.fold_constants(fold_shapes={options.fold_shapes}, partitioning={options.library_partitioning!r})"
             ".cleanup().toposort()", "model = gs.export_onnx(graph)")

@@ -14,6 +14,7 @@ from fuzzer.campaign.culprit_cut import (
     CULPRIT_AVOIDED,
     CULPRIT_CUT,
     CULPRIT_GUESSED,
+    CUT_TIMER,
     avoided_culprits,
     culprit_operator,
     known_culprits,
@@ -119,6 +120,8 @@ def test_a_known_bug_is_cut_out_and_the_rest_of_the_graph_tested(tmp_path: Path)
     assert all(r.cut_from == first.signature and f"{CULPRIT_CUT}:sin" in r.labels for r in cut)
     assert all("Sin" not in r.message for r in cut)  # each ended past the filed bug: the Neg bug, or a pass
     assert any("Neg" in r.message and r.is_bug for r in cut)
+    # The retest's own steps are booked by name inside the cut's timer, the preparation of the cut graph too.
+    assert all({f"{CUT_TIMER}.transform", f"{CUT_TIMER}.inputs", CUT_TIMER} <= set(r.timings) for r in cut)
     # Every bug names the operator it is filed under, for demotion to narrow to (novelty.py).
     assert {r.culprit for r, _ in results if r.is_bug} == {"sin", "neg"}
     assert all(r.culprit == ("sin" if "Sin" in r.message else "neg") for r, _ in results if r.is_bug)
@@ -178,7 +181,8 @@ def test_a_demoted_culprit_is_cut_out_before_its_own_converter_runs(tmp_path: Pa
     for result in by_ops[("neg", "sin")]:  # sin cut out first: the Neg bug shows, where the upstream exports neg
         assert f"{CULPRIT_AVOIDED}:sin" in result.labels and not result.cut_from
         assert result.message.startswith("upstream ") or (result.is_bug and "Neg" in result.message)
-    assert any(r.is_bug and CULPRIT_AVOIDED in r.timings for r in by_ops[("neg", "sin")])
+    assert any(r.is_bug and {CULPRIT_AVOIDED, f"{CULPRIT_AVOIDED}.inputs"} <= set(r.timings)
+               for r in by_ops[("neg", "sin")])
     for result in by_ops[("sin",)]:  # nothing left once sin is cut: not run
         assert result.symptom == Symptom.UNSUPPORTED.json_name and result.labels == (f"skipped-{CULPRIT_AVOIDED}",)
     for result in by_ops[("neg",)]:  # nothing to avoid

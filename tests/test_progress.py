@@ -24,6 +24,11 @@ from fuzzer.check.result import book_inner
     ("rerun.oracle", "oracle"),
     ("locate.reference", "generation"),
     ("locate.capture", "conversion"),
+    ("culprit-avoided", "generation"),
+    ("culprit-avoided.inputs", "generation"),
+    ("culprit_cut", "generation"),
+    ("culprit_cut.export", "conversion"),
+    ("culprit_cut.runtime", "runtime"),
 ])
 def test_each_timer_is_booked_by_its_own_step(timer: str, share: str) -> None:
     assert category(timer) == share

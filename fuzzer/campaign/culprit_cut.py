@@ -35,6 +35,8 @@ CULPRIT_CUT = "culprit-cut"  # label of a test's verdict reached with the culpri
 # The same, where the filed bug's verdict named no operator of the graph: culprit-cut-guessed:OP,OP (known_culprits).
 CULPRIT_GUESSED = CULPRIT_CUT + "-guessed"
 CULPRIT_AVOIDED = "culprit-avoided"  # label of a test run with known culprits cut out first: culprit-avoided:OP,OP
+# The timer of the cut-and-retest of past_known; its steps inside are booked as "culprit_cut.<step>".
+CUT_TIMER = "culprit_cut"
 CUT_ROUNDS = 2  # a graph whose rest ends in a second filed bug is cut once more, no further
 
 

@@ -15,7 +15,10 @@ from fuzzer.campaign.result import LOST_SYMPTOMS
 if TYPE_CHECKING:
     from fuzzer.campaign.db import CampaignDB
 
-GENERATION = frozenset({"generate", "materialize", "inputs", "source", "reference", "wait_for_graph"})
+# Cutting a filed bug's culprit out of a graph makes the graph a test then runs ("culprit-avoided" before the test,
+# "culprit_cut" after it): generation, while the steps inside them are booked by their own names.
+GENERATION = frozenset({"generate", "materialize", "inputs", "source", "reference", "wait_for_graph",
+                        "culprit-avoided", "culprit_cut"})
 AHEAD = "ahead."  # timers of a feeder's own work (ahead.py), done beside the worker's, not in its time
 ORACLE = frozenset({"oracle", "rerun", "locate", "culprit"})
 SHARE_NAMES = ("generation", "conversion", "runtime", "oracle", "overhead")

@@ -30,6 +30,7 @@ from fuzzer.campaign.culprit_cut import (
     CULPRIT_CUT,
     CULPRIT_GUESSED,
     CUT_ROUNDS,
+    CUT_TIMER,
     avoided_among,
     avoided_culprits,
     culprit_operator,
@@ -59,7 +60,7 @@ from fuzzer.campaign.worker_config import WorkerConfig
 from fuzzer.cases.case import case_from_result, case_id, case_log, collect_versions
 from fuzzer.cases.wire import case_message
 from fuzzer.check.pipeline import CheckOptions, CheckResult, check_prepared, prepare
-from fuzzer.check.result import Prepared
+from fuzzer.check.result import Prepared, add_timings, follow_up_timings
 from fuzzer.converters import ConverterRegistry, load_registry
 from fuzzer.converters.base import Converter
 from fuzzer.support.confine import confine
@@ -191,12 +192,13 @@ class UnitRunner:
             self.skip(idx, seed, name, SKIPPED, f"a known root cause: most {name} tests of a graph with "
                       f"{' or '.join(map(describe_trait, covering))} end in a bug already filed", {}, start)
             return
+        avoid_timings: dict[str, float] = {}
         if avoided:
-            rest = self.prepared_without(seed, graph, avoided)
-            avoid_s = time.perf_counter() - start
+            rest = self.prepared_without(seed, graph, avoided, avoid_timings)
+            avoid_timings = follow_up_timings(CULPRIT_AVOIDED, time.perf_counter() - start, avoid_timings)
             if rest is None:
                 self.skip(idx, seed, name, f"skipped-{CULPRIT_AVOIDED}", "nothing testable is left once the operators "
-                          "of its filed bugs are cut out: " + ", ".join(avoided), {}, start)
+                          "of its filed bugs are cut out: " + ", ".join(avoided), {}, start, avoid_timings)
                 return
             graph, prepared = rest
         opts, known_cause, left, exported = chosen_options(self.config, converter, seed, graph, prepared, demoted)
@@ -228,7 +230,7 @@ class UnitRunner:
         if avoided:
             result = dataclasses.replace(
                 result, verdict=result.verdict.with_labels(f"{CULPRIT_AVOIDED}:{','.join(avoided)}"),
-                timings={**result.timings, CULPRIT_AVOIDED: avoid_s})
+                timings={**result.timings, **avoid_timings})
         if exported:  # the upstream exports, made before the check
             result = dataclasses.replace(result, timings={**exported, **result.timings})
         if left:
@@ -263,7 +265,8 @@ class UnitRunner:
             operator = self.culprit(graph, verdict)
             operators = [operator] if operator else known_culprits(graph, converter.name, demoted)
             start = time.perf_counter()
-            rest = self.prepared_without(seed, graph, operators) if operators else None
+            inner: dict[str, float] = {}
+            rest = self.prepared_without(seed, graph, operators, inner) if operators else None
             if rest is None:
                 break
             smaller, prepared = rest
@@ -272,23 +275,25 @@ class UnitRunner:
             except Exception as exc:  # a convsmith bug: reported; the test keeps the result it had
                 self.own_error(idx, seed, converter.name, Step.CONVERT, exc)
                 break
-            timings = {**result.timings, "culprit_cut": result.timings.get("culprit_cut", 0.0)
-                       + time.perf_counter() - start}
+            add_timings(inner, retest.timings)
+            timings = dict(result.timings)
+            add_timings(timings, follow_up_timings(CUT_TIMER, time.perf_counter() - start, inner))
             cut_from = cut_from or verdict.signature
             label = f"{CULPRIT_CUT if operator else CULPRIT_GUESSED}:{','.join(operators)}"
             result = dataclasses.replace(retest, verdict=retest.verdict.with_labels(label), timings=timings)
             graph = smaller
         return result, graph, cut_from
 
-    def prepared_without(self, seed: int, graph: Graph, operators: Sequence[str]) -> tuple[Graph, Prepared] | None:
-        """`graph` with every node of `operators` cut out, prepared; None when nothing observable is left or the rest
-        has no valid inputs (nothing to test it on)."""
+    def prepared_without(self, seed: int, graph: Graph, operators: Sequence[str], timings: dict[str, float]
+                         ) -> tuple[Graph, Prepared] | None:
+        """`graph` with every node of `operators` cut out, prepared (its steps timed into `timings`); None when nothing
+        observable is left or the rest has no valid inputs (nothing to test it on)."""
         rest: Graph | None = graph
         for operator in operators:
             rest = without_culprit(rest, operator) if rest is not None else None
         if rest is None:
             return None
-        prepared = prepare(rest, seed, {}, self.check_options.input_budget_s, self.config.device,
+        prepared = prepare(rest, seed, timings, self.check_options.input_budget_s, self.config.device,
                            self.config.values_for(seed))
         return None if isinstance(prepared, CheckResult) else (rest, prepared)
 

@@ -23,7 +23,7 @@ import pytest
 
 from fuzzer.campaign.assignment import Assignment
 from fuzzer.campaign.db import DB_NAME, CampaignDB
-from fuzzer.campaign.loop import Campaign
+from fuzzer.campaign.loop import QUEUED_UNITS, Campaign
 from fuzzer.campaign.mailbox import Inbox, Outbox
 from fuzzer.campaign.messages import RunUnit, Stop, from_json
 from fuzzer.campaign.novelty import AVOID_PROBABILITY, HITS_TO_DEMOTE
@@ -229,6 +229,22 @@ def test_graphs_prepared_ahead_give_every_test_the_verdict_it_gets_in_process(tm
 
 
 @pytest.mark.slow
+def test_a_worker_without_a_feeder_holds_one_unit_queued_behind_its_current_one(tmp_path: Path, monkeypatch) -> None:
+    """So that it goes on to the next unit at once, not after a round trip to the campaign at every unit."""
+    queued: list[int] = []
+    original = Assignment.next_unit
+
+    def counting_next_unit(self: Assignment) -> None:
+        queued.append(len(self.ahead))
+        original(self)
+
+    monkeypatch.setattr(Assignment, "next_unit", counting_next_unit)
+    db = run_campaign(tmp_path, ("faulty-echo",), 6, "test_isolation:QUICK_REGISTRY", workers=1)
+    assert db.conn.execute("SELECT COUNT(*) FROM tests").fetchone() == (6,)
+    assert len(queued) == 6 and max(queued) == QUEUED_UNITS == 1 and queued[-1] == 0  # the last had none behind it
+
+
+@pytest.mark.slow
 def test_a_worker_grown_past_the_memory_mark_is_replaced_between_units(tmp_path: Path, monkeypatch) -> None:
     import fuzzer.campaign.supervisor as supervision
 
@@ -237,7 +253,8 @@ def test_a_worker_grown_past_the_memory_mark_is_replaced_between_units(tmp_path:
     db = run_campaign(tmp_path, ("faulty-echo",), 4, "test_isolation:QUICK_REGISTRY", workers=1)
     assert db.conn.execute("SELECT COUNT(*) FROM units WHERE done = 1").fetchone() == (4,)
     assert db.conn.execute("SELECT COUNT(*) FROM tests").fetchone() == (4,)
-    assert len(set(spawned)) >= 4  # a fresh worker for each unit (the last one may end with the campaign)
+    # It takes no unit once past the mark and is replaced when it has run the one queued behind its current one.
+    assert len(set(spawned)) >= 4 // (QUEUED_UNITS + 1)
 
 
 @pytest.mark.slow

@@ -54,6 +54,9 @@ DISK_FULL = "disk full"  # the status of a campaign stopped by a full device (re
 # Units queued behind a worker's current one when it prepares ahead: room for its feeder to get through a slow unit
 # (a long input search, a hard graph) before the worker runs dry; a worker's death loses what its feeder holds.
 AHEAD_UNITS = 16
+# Without a feeder, one unit queued behind the current one: the worker goes on to it at once, where it waited for
+# this process to record its last result and send the next unit at every unit.
+QUEUED_UNITS = 1
 
 
 @dataclass
@@ -211,10 +214,11 @@ class Campaign:
     # ---- units out ----------------------------------------------------------------------------------------
 
     def dispatch(self) -> None:
-        """Give each idle worker a unit and, with feeders, keep AHEAD_UNITS more queued behind its current one (a
-        worker due for recycling gets none, so that it comes to rest)."""
+        """Give each idle worker a unit and keep more queued behind its current one: AHEAD_UNITS with feeders,
+        QUEUED_UNITS without (a worker due for recycling gets none, so that it comes to rest)."""
         if self.stopping:
             return
+        queued = AHEAD_UNITS if self.spec.worker.prepare_ahead else QUEUED_UNITS
         for slot in self.supervisor.available():
             if not slot.work.busy:
                 unit = self.scheduler.next_unit()
@@ -223,7 +227,7 @@ class Campaign:
                 self.tests_started = self.tests_started or time.monotonic()
                 self.send_unit(slot, unit)
                 slot.work.begin(unit)
-            while self.spec.worker.prepare_ahead and len(slot.work.ahead) < AHEAD_UNITS:
+            while len(slot.work.ahead) < queued:
                 unit = self.scheduler.next_unit()
                 if unit is None:
                     return

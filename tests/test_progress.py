@@ -2,6 +2,7 @@
 
 import pytest
 
+from fuzzer.campaign.culprit_cut import CULPRIT_AVOIDED, CUT_TIMER
 from fuzzer.campaign.progress import category
 from fuzzer.check.result import book_inner
 
@@ -24,11 +25,11 @@ from fuzzer.check.result import book_inner
     ("rerun.oracle", "oracle"),
     ("locate.reference", "generation"),
     ("locate.capture", "conversion"),
-    ("culprit-avoided", "generation"),
-    ("culprit-avoided.inputs", "generation"),
-    ("culprit_cut", "generation"),
-    ("culprit_cut.export", "conversion"),
-    ("culprit_cut.runtime", "runtime"),
+    (CULPRIT_AVOIDED, "generation"),  # the worker's own names: progress.py spells them out
+    (f"{CULPRIT_AVOIDED}.inputs", "generation"),
+    (CUT_TIMER, "generation"),
+    (f"{CUT_TIMER}.export", "conversion"),
+    (f"{CUT_TIMER}.runtime", "runtime"),
 ])
 def test_each_timer_is_booked_by_its_own_step(timer: str, share: str) -> None:
     assert category(timer) == share

@@ -60,7 +60,7 @@ from fuzzer.campaign.worker_config import WorkerConfig
 from fuzzer.cases.case import case_from_result, case_id, case_log, collect_versions
 from fuzzer.cases.wire import case_message
 from fuzzer.check.pipeline import CheckOptions, CheckResult, check_prepared, prepare
-from fuzzer.check.result import Prepared, add_timings, follow_up_timings
+from fuzzer.check.result import Prepared, add_timings, book_inner
 from fuzzer.converters import ConverterRegistry, load_registry
 from fuzzer.converters.base import Converter
 from fuzzer.support.confine import confine
@@ -194,8 +194,10 @@ class UnitRunner:
             return
         avoid_timings: dict[str, float] = {}
         if avoided:
-            rest = self.prepared_without(seed, graph, avoided, avoid_timings)
-            avoid_timings = follow_up_timings(CULPRIT_AVOIDED, time.perf_counter() - start, avoid_timings)
+            inner: dict[str, float] = {}
+            rest = self.prepared_without(seed, graph, avoided, inner)
+            avoid_timings[CULPRIT_AVOIDED] = time.perf_counter() - start
+            book_inner(avoid_timings, CULPRIT_AVOIDED, inner)
             if rest is None:
                 self.skip(idx, seed, name, f"skipped-{CULPRIT_AVOIDED}", "nothing testable is left once the operators "
                           "of its filed bugs are cut out: " + ", ".join(avoided), {}, start, avoid_timings)
@@ -277,7 +279,8 @@ class UnitRunner:
                 break
             add_timings(inner, retest.timings)
             timings = dict(result.timings)
-            add_timings(timings, follow_up_timings(CUT_TIMER, time.perf_counter() - start, inner))
+            add_timings(timings, {CUT_TIMER: time.perf_counter() - start})
+            book_inner(timings, CUT_TIMER, inner)
             cut_from = cut_from or verdict.signature
             label = f"{CULPRIT_CUT if operator else CULPRIT_GUESSED}:{','.join(operators)}"
             result = dataclasses.replace(retest, verdict=retest.verdict.with_labels(label), timings=timings)

@@ -83,13 +83,6 @@ def add_timings(timings: dict[str, float], steps: Mapping[str, float], prefix: s
         timings[prefix + name] = timings.get(prefix + name, 0.0) + seconds
 
 
-def follow_up_timings(follow_up_name: str, seconds: float, inner: Mapping[str, float]) -> dict[str, float]:
-    """A follow-up that took `seconds` in all, its inner steps booked as book_inner books them."""
-    timings = {follow_up_name: seconds}
-    book_inner(timings, follow_up_name, inner)
-    return timings
-
-
 def book_inner(timings: dict[str, float], follow_up_name: str, inner: Mapping[str, float]) -> None:
     """Move the steps timed inside a follow-up (the converter's export, the runtime, the oracle) out of its own
     timer into "<follow-up>.<step>" entries, so time spent converting again is booked as conversion."""

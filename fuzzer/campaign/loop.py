@@ -79,6 +79,7 @@ class Campaign:
     started: float | None = None  # time.monotonic() the time budget counts from (the process's start); None: run()'s
     engine: str = "local"  # the workers: local processes, or "ray": actors across a Ray cluster (ray_engine.py)
     ray_address: str | None = None  # the Ray cluster's HOST:PORT; None: one started on this machine
+    show_libraries: bool = False  # -v: what the libraries print in the fork server reaches the terminal, not a log
 
     def __post_init__(self) -> None:
         self.registry = self.registry or load_registry(self.spec.worker.registry)
@@ -165,7 +166,8 @@ class Campaign:
             from fuzzer.campaign.ray_engine import RayEngine
 
             return RayEngine(self.spec.worker, self.log_dir, self, self.preloaded_libraries(), self.ray_address)
-        return Supervisor(self.spec.worker, self.log_dir, self, self.mp_context, self.preloaded_libraries())
+        return Supervisor(self.spec.worker, self.log_dir, self, self.mp_context, self.preloaded_libraries(),
+                          self.show_libraries)
 
     def preloaded_libraries(self) -> list[str]:
         """The campaign's converters' libraries, imported once in the fork server rather than in every worker: a

@@ -22,6 +22,7 @@ from fuzzer.campaign.worker_config import WorkerConfig
 from fuzzer.support.confine import lower_priority, rss_bytes
 from fuzzer.support.errors import UsageError
 from fuzzer.support.faults import Fault, describe_exit, fault_file, log_file, read_fault, request_stack_dump
+from fuzzer.support.quiet import output_to
 from fuzzer.support.scratch import scratch_root, sweep_dead
 from oracles.verdict import Symptom
 
@@ -35,6 +36,7 @@ RECYCLE_GROWTH_MB = 700
 CAMPAIGN_NICE = 5  # the campaign process's niceness, at least, while its workers keep theirs (yield_to_workers)
 MAX_START_FAILURES = 3
 WARM_START = "fuzzer.campaign.warm_start"  # imported by the fork server last: warms the libraries preloaded before it
+FORK_SERVER_LOG = "fork-server.log"  # what the libraries print as the fork server preloads them (TensorFlow's notices)
 HOUSEKEEPING_S = 0.5  # how often the loop checks workers' memory and writes its heartbeat
 
 
@@ -69,7 +71,7 @@ class Supervisor:
     """Keeps `workers` processes running `worker` config; `libraries` are imported once in the fork server."""
 
     def __init__(self, worker: WorkerConfig, log_dir: Path, listener: Listener, mp_context: str = "forkserver",
-                 libraries: Sequence[str] = ()) -> None:
+                 libraries: Sequence[str] = (), show_libraries: bool = False) -> None:
         self.worker = worker
         self.log_dir = log_dir
         self.listener = listener
@@ -77,6 +79,7 @@ class Supervisor:
         self.ctx = multiprocessing.get_context(mp_context)
         if mp_context == "forkserver":
             self.ctx.set_forkserver_preload(["fuzzer.campaign.worker", *libraries, WARM_START])
+            start_fork_server(None if show_libraries else log_dir / FORK_SERVER_LOG)
         self.slots: list[Slot] = []
         self.start_failures = 0
         self.last_memory_check = 0.0
@@ -202,6 +205,19 @@ class Supervisor:
             slot.proc.join(timeout=0 if slot.work.busy else 5)
             self.kill(slot)
         sweep_dead(scratch_root(self.log_dir))
+
+
+def start_fork_server(log: Path | None) -> None:
+    """Start this process's fork server with its output in `log` (None: the terminal); its workers keep that output
+    until confine() gives them their own logs."""
+    from multiprocessing import forkserver
+
+    if log is None:
+        forkserver.ensure_running()
+        return
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with output_to(log):
+        forkserver.ensure_running()
 
 
 def busy_trouble(work: Assignment, now: float, timeout_s: float, memory_mb: int,

@@ -191,7 +191,7 @@ def run_locked(args: argparse.Namespace, out: Path, db: CampaignDB, spec: Campai
     campaign = Campaign(out, spec, db, args.workers, args.time, progress,
                         reduce_budget_s=None if args.no_reduce else args.reduce_time, yield_cpu=True,
                         started=process_started(), bisect=args.bisect, engine=args.engine,
-                        ray_address=args.address)
+                        ray_address=args.address, show_libraries=args.verbose)
     # `kill PID` (a service manager's stop, a batch system's time limit) stops the campaign as Ctrl-C does: the tests in
     # flight are given up, the demotion tally and the session are recorded, and --resume goes on from there.
     previous = signal.signal(signal.SIGTERM, _interrupt)

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from fuzzer.support.errors import CannotRun, Exit, UsageError
+from fuzzer.support.quiet import quiet_environment
 
 COMMANDS: tuple[str, ...] = (
     "generate",
@@ -98,6 +99,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Parse arguments and run one subcommand; returns the process exit status."""
     parser, modules = build_parser()
     args = parser.parse_args(argv)
+    if not args.verbose:
+        quiet_environment()  # before any TensorFlow import, here or in a child: children inherit it
     module = modules[args.command]
     if isinstance(module, ModuleNotFoundError):
         print(f"convsmith {args.command}: needs the missing module {module.name!r}", file=sys.stderr)

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from fuzzer.support.errors import UsageError
+from fuzzer.support.quiet import library_output
 from generators.registry import REGISTRY
 
 NAME = "ops"
@@ -29,7 +30,7 @@ def run(args: argparse.Namespace) -> int:
     if args.family is not None and args.family not in REGISTRY.families:
         raise UsageError(f"unknown family {args.family!r}; known: {', '.join(REGISTRY.families)}")
     if args.coverage is not None:
-        return print_coverage(args.json, Path(args.coverage) if args.coverage else None)
+        return print_coverage(args.json, Path(args.coverage) if args.coverage else None, args.verbose)
     rows = [op for op in REGISTRY.values() if args.family in (None, op.family)]
     table = [{"name": op.name, "family": op.family, "inputs": op.arity,
               "dtypes": sorted({d.value for s in op.sigs for d in s.ins} | {s.out.value for s in op.sigs}),
@@ -48,15 +49,15 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def print_coverage(as_json: bool, campaign: Path | None = None) -> int:
+def print_coverage(as_json: bool, campaign: Path | None = None, verbose: bool = False) -> int:
     """Per exporter: how many of its ATen operators the catalogue exercises, and the public ones it does not; with a
-    campaign, every rewrite of each ONNX tool and how often it fired."""
-    from fuzzer.converters import CONVERTERS
-    from fuzzer.converters.coverage import coverage, exercised_aten_ops
-
-    rewrites = campaign_rewrites(campaign) if campaign is not None else None
-    exporters = [c for c in CONVERTERS.values() if c.supported_aten_ops is not None and c.availability()[0]]
-    rows = coverage(exporters, exercised_aten_ops(REGISTRY))
+    campaign, every rewrite of each ONNX tool and how often it fired. What the libraries print meanwhile (torch's
+    registration warnings, TensorFlow's import notices) is shown only with -v."""
+    if verbose:
+        rewrites, rows = coverage_rows(campaign)
+    else:
+        with library_output():
+            rewrites, rows = coverage_rows(campaign)
     if as_json:
         print(json.dumps({"aten": [{"converter": r.converter, "supported": len(r.supported),
                                     "exercised": len(r.exercised), "not_exercised": list(r.missing)} for r in rows],
@@ -69,6 +70,16 @@ def print_coverage(as_json: bool, campaign: Path | None = None) -> int:
               f"{len(row.missing)} public ones are not:")
         print("  " + " ".join(name.removeprefix("aten::") for name in row.missing))
     return 0
+
+
+def coverage_rows(campaign: Path | None) -> tuple[list[Any] | None, list[Any]]:
+    """The campaign's rewrite coverage (None without one) and each available exporter's ATen coverage."""
+    from fuzzer.converters import CONVERTERS
+    from fuzzer.converters.coverage import coverage, exercised_aten_ops
+
+    rewrites = campaign_rewrites(campaign) if campaign is not None else None
+    exporters = [c for c in CONVERTERS.values() if c.supported_aten_ops is not None and c.availability()[0]]
+    return rewrites, coverage(exporters, exercised_aten_ops(REGISTRY))
 
 
 def campaign_rewrites(folder: Path) -> list[Any]:

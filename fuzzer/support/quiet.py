@@ -2,7 +2,8 @@
 
 The libraries under test print from C++ as well as from Python, so the capture is at the file-descriptor level:
 stdout and stderr point at a temporary file while the block runs; the text is handed back to the caller, who
-logs it or shows it behind -v.
+logs it or shows it behind -v. Processes that import those libraries for the whole of their life (a campaign's
+fork server) have their output sent to a log file instead (output_to).
 """
 
 from __future__ import annotations
@@ -13,9 +14,21 @@ import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TypeVar
 
 T = TypeVar("T")
+
+# Log levels of the libraries' native logging, set before their first import. TensorFlow's absl notices printed on
+# import ("All log messages before absl::InitializeLog()", "Could not find cuda drivers") ignore them: those are
+# caught by the file-descriptor capture alone.
+QUIET_ENVIRONMENT = {"TF_CPP_MIN_LOG_LEVEL": "3", "GRPC_VERBOSITY": "ERROR", "GLOG_minloglevel": "2"}
+
+
+def quiet_environment() -> None:
+    """Turn the libraries' native logging down in this process and its children (a user's own setting wins)."""
+    for name, value in QUIET_ENVIRONMENT.items():
+        os.environ.setdefault(name, value)
 
 
 @dataclass
@@ -46,6 +59,27 @@ def library_output() -> Iterator[Captured]:
             os.close(saved[1])
             sink.seek(0)
             captured.text = sink.read().decode("utf-8", errors="replace")
+
+
+@contextmanager
+def output_to(path: Path) -> Iterator[None]:
+    """File descriptors 1 and 2 appended to `path` for the block: a process started inside keeps them for its life."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    log = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    os.close(log)
+    try:
+        yield
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        os.close(saved[0])
+        os.close(saved[1])
 
 
 def quietly(fn: Callable[..., T], log: Callable[[str], None]) -> Callable[..., T]:

@@ -109,8 +109,8 @@ def test_onnx2tf_channels_last_outputs_are_moved_back_and_nothing_else() -> None
     nchw = np.arange(24).reshape(1, 2, 3, 4)
     assert channels_first(np.moveaxis(nchw, 1, -1), (1, 2, 3, 4)).tolist() == nchw.tolist()
     assert channels_first(nchw, (1, 2, 3, 4)) is nchw
-    other = np.zeros((4, 3))
-    assert channels_first(other, (3, 4)) is other
+    other = np.zeros((4, 3, 2))
+    assert channels_first(other, (3, 4, 2)) is other
 
 
 def test_onnx2tf_float16_outputs_computed_in_float32_are_narrowed_back_by_design() -> None:
@@ -205,14 +205,15 @@ def test_onnx2tf_tflite_float16_inputs_made_float32_by_design_are_widened(tmp_pa
 def test_onnx2tf_keras_target_saves_nothing_and_its_repro_line_says_so(tmp_path: Path) -> None:
     """The Keras target's test runs the Keras model alone: onnx2tf is told not to save (no saved model, no .tflite,
     which the tflite target tests), and the user's line in a report carries the same flag."""
-    from fuzzer.converters.onnx2tf_importer import Onnx2TfOptions, convert, convert_line
+    from fuzzer.converters.onnx2tf_importer import Onnx2TfOptions, channels_first_inputs, convert, convert_line
 
     ok, reason = CONVERTERS["onnx2tf"].availability()
     if not ok:
         pytest.skip(reason)
     path = tmp_path / "model.onnx"
-    onnx.save(hand_graphs.one_node_model("Tanh", onnx.TensorProto.FLOAT, [2, 3], 18), path)
-    keras = convert(str(path), str(tmp_path), ["x"], Onnx2TfOptions(target="keras"))
+    model = hand_graphs.one_node_model("Tanh", onnx.TensorProto.FLOAT, [2, 3], 18)
+    onnx.save(model, path)
+    keras = convert(str(path), str(tmp_path), channels_first_inputs(model), Onnx2TfOptions(target="keras"))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model.onnx", "no_replacements.json"]
     value = np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3)
     assert np.allclose(np.asarray(keras(value)), np.tanh(value), atol=1e-6)

@@ -1,8 +1,9 @@
 """onnx2tf: the upstream ONNX model converted into TensorFlow (the Keras model onnx2tf returns, or the float32 TFLite
 model it writes), run there and judged against the upstream model's run in ONNX Runtime with optimizations off.
 
-onnx2tf moves NCHW inputs to NHWC unless told to keep them: every input is kept at its ONNX shape
-(`keep_shape_absolutely_input_names`), so the outputs compare with the upstream model's as they are.
+onnx2tf moves rank 3 to 5 inputs to channels-last unless told to keep them: those are named in its documented
+`keep_ncw_or_nchw_or_ncdhw_input_names`, so the model is fed the upstream's inputs as they are; other ranks it never
+moves. Outputs it leaves channels-last are moved back before judging (`channels_first`).
 """
 
 from __future__ import annotations
@@ -101,14 +102,13 @@ class Onnx2Tf(Converter):
         quiet_tensorflow()
         steps = Steps()
         up = export_upstream(source, options.upstream, options.opset, steps)
-        names = graph_inputs(up.model)
-        arrays = model_inputs(names, source)
+        arrays = model_inputs(graph_inputs(up.model), source)
         with tempfile.TemporaryDirectory(prefix="convsmith-onnx2tf-") as folder:
             path = os.path.join(folder, "model.onnx")
             with open(path, "wb") as handle:
                 handle.write(up.data)
             with steps.at(Stage.NODE_CONVERSION, "convert"):
-                keras = convert(path, folder, names, options)
+                keras = convert(path, folder, channels_first_inputs(up.model), options)
             with steps.at(Stage.RUNTIME_EXECUTION, "runtime"):
                 if options.target == "tflite":
                     results = run_tflite(os.path.join(folder, "model_float32.tflite"), arrays, up.model)
@@ -133,11 +133,21 @@ def model_inputs(names: Sequence[str], source: Source) -> dict[str, np.ndarray]:
 # take far longer than the conversion it follows (docs/converters.md).
 NO_REPLACEMENTS = "no_replacements.json"
 NO_REPLACEMENTS_TEXT = '{"operations": []}'
+CHANNEL_RANKS = (3, 4, 5)  # NCW, NCHW, NCDHW: the ranks onnx2tf moves to channels-last
 
 
-def convert(path: str, folder: str, inputs: Sequence[str], options: Onnx2TfOptions) -> Any:
-    """onnx2tf's own call, as convert_line writes it: the Keras model (for the tflite target, the saved model and the
-    .tflite files go to `folder`; the Keras target saves nothing, as the TFLite model is the other target's test)."""
+def channels_first_inputs(model: onnx.ModelProto) -> list[str]:
+    """The data inputs onnx2tf would move to channels-last (rank 3 to 5): kept as they are by naming them in
+    `keep_ncw_or_nchw_or_ncdhw_input_names`, which onnx2tf rejects for any other rank."""
+    constants = {t.name for t in model.graph.initializer}
+    return [i.name for i in model.graph.input
+            if i.name not in constants and len(i.type.tensor_type.shape.dim) in CHANNEL_RANKS]
+
+
+def convert(path: str, folder: str, channels_first: Sequence[str], options: Onnx2TfOptions) -> Any:
+    """onnx2tf's own call, as convert_line writes it, with `channels_first` the inputs kept NCW/NCHW/NCDHW: the Keras
+    model (for the tflite target, the saved model and the .tflite files go to `folder`; the Keras target saves
+    nothing, as the TFLite model is the other target's test)."""
     onnx2tf, tf_keras = import_quietly("onnx2tf"), import_quietly("tf_keras")
     tf_keras.backend.clear_session()  # onnx2tf builds into Keras' global graph: each conversion starts empty
     replacements = os.path.join(folder, NO_REPLACEMENTS)
@@ -147,7 +157,8 @@ def convert(path: str, folder: str, inputs: Sequence[str], options: Onnx2TfOptio
     with library_output() as printed:  # onnx2tf prints its saved model's signature even when non_verbose
         try:
             return onnx2tf.convert(input_onnx_file_path=path, output_folder_path=folder, non_verbose=True,
-                                   keep_shape_absolutely_input_names=list(inputs), not_use_onnxsim=not options.onnxsim,
+                                   keep_ncw_or_nchw_or_ncdhw_input_names=list(channels_first),
+                                   not_use_onnxsim=not options.onnxsim,
                                    copy_onnx_input_output_names_to_tflite=options.target == "tflite",
                                    disable_model_save=options.target == "keras", param_replacement_file=replacements)
         except SystemExit as exc:  # onnx2tf logs why it cannot convert, then exits: a failure, not a dead process
@@ -213,10 +224,14 @@ def as_onnx_model(array: np.ndarray, baseline: np.ndarray) -> np.ndarray:
 
 
 def channels_first(array: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
-    """An output onnx2tf left channels-last (its documented NHWC layout) moved back to the ONNX model's NCHW; any
-    other output as it is."""
-    last = (shape[0], *shape[2:], shape[1]) if len(shape) >= 3 else shape
-    return np.moveaxis(array, -1, 1) if array.shape != tuple(shape) and array.shape == last else array
+    """An output onnx2tf left channels-last (its documented NHWC layout) moved back to the ONNX model's layout; any
+    other output as it is. The channel axis is 1 from rank 3 up (NCW, NCHW, NCDHW) and 0 at rank 2 (a (C, W) that
+    is an NCW with its batch squeezed away, which onnx2tf gives as (W, C))."""
+    if len(shape) < 2:
+        return array
+    axis = 1 if len(shape) >= 3 else 0
+    last = (*shape[:axis], *shape[axis + 1:], shape[axis])
+    return np.moveaxis(array, -1, axis) if array.shape != tuple(shape) and array.shape == last else array
 
 
 def ir_array(array: np.ndarray) -> tuple[np.ndarray, str]:
@@ -227,12 +242,13 @@ def ir_array(array: np.ndarray) -> tuple[np.ndarray, str]:
 
 
 def convert_line(options: Onnx2TfOptions) -> str:
-    """The user's onnx2tf call on model.onnx: its Keras model alone, or with the .tflite files written to out/."""
+    """The user's onnx2tf call on model.onnx, its rank 3 to 5 inputs (`nchw_inputs`) kept channels-first: its Keras
+    model alone, or with the .tflite files written to out/."""
     extra = "" if options.onnxsim else ", not_use_onnxsim=True"
     if options.target == "tflite":
         extra += ", copy_onnx_input_output_names_to_tflite=True"
     else:
         extra += ", disable_model_save=True"
     return ('keras_model = onnx2tf.convert(input_onnx_file_path="model.onnx", output_folder_path="out", '
-            f"non_verbose=True, keep_shape_absolutely_input_names=input_names{extra}, "
+            f"non_verbose=True, keep_ncw_or_nchw_or_ncdhw_input_names=nchw_inputs{extra}, "
             f'param_replacement_file="{NO_REPLACEMENTS}")')

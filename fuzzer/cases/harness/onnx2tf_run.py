@@ -13,57 +13,72 @@ def convert_with_onnx2tf(upstream, inputs):
     """onnx2tf: (its model's outputs, upstream.onnx's outputs with optimizations off)."""
     import tempfile
 
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # TensorFlow's C++ notes would bury the outcome
     import onnx
-    import onnx2tf
 
     baseline = run_onnx(upstream, inputs)
     model = onnx.load_from_string(upstream)
     input_names = [value.name for value in data_inputs(model.graph)]
+    by_name = dict(zip(INPUT_NAMES, inputs))  # an exporter may drop an input no output reads
+    arrays = ({n: by_name[n] for n in input_names} if all(n in by_name for n in input_names) else
+              dict(zip(input_names, inputs)))
+    arrays = {n: np.asarray(x) for n, x in arrays.items()}  # numpy, or the CPU torch tensors of a source script
     with tempfile.TemporaryDirectory() as out:
         path = os.path.join(out, "model.onnx")
         with open(path, "wb") as handle:
             handle.write(upstream)
-        replacements = os.path.join(out, "no_replacements.json")  # replaces nothing: no fix search after a failure
-        with open(replacements, "w") as handle:
-            handle.write('{"operations": []}')
-        try:
-            keras_model = onnx2tf.convert(input_onnx_file_path=path, output_folder_path=out, non_verbose=True,
-                                          keep_shape_absolutely_input_names=input_names,
-                                          not_use_onnxsim=not OPTIONS["onnxsim"],
-                                          copy_onnx_input_output_names_to_tflite=OPTIONS["target"] == "tflite",
-                                          disable_model_save=OPTIONS["target"] == "keras",
-                                          param_replacement_file=replacements)
-        except SystemExit as exc:  # onnx2tf logs why it cannot convert (above), then exits
-            raise Onnx2TfExit(f"onnx2tf exited with status {exc.code}") from None
-        by_name = dict(zip(INPUT_NAMES, inputs))  # an exporter may drop an input no output reads
-        arrays = ({n: by_name[n] for n in input_names} if all(n in by_name for n in input_names) else
-                  dict(zip(input_names, inputs)))
-        arrays = {n: np.asarray(x) for n, x in arrays.items()}  # numpy, or the CPU torch tensors of a source script
+        keras_model = onnx2tf_convert(path, out, model)
         if OPTIONS["target"] == "tflite":
-            from ai_edge_litert.interpreter import Interpreter
-
-            interpreter = Interpreter(model_path=os.path.join(out, "model_float32.tflite"))
-            interpreter.allocate_tensors()
-            for detail in interpreter.get_input_details():  # float16 inputs onnx2tf made float32 widened
-                value = arrays[detail["name"]]
-                wide = value.dtype == np.float16 and detail["dtype"] == np.float32
-                interpreter.set_tensor(detail["index"], value.astype(np.float32) if wide else value)
-            interpreter.invoke()
-            found = {d["name"]: interpreter.get_tensor(d["index"]) for d in interpreter.get_output_details()}
-            names = [o.name for o in model.graph.output]
-            outputs = ([found[n] for n in names] if all(n in found for n in names) else  # else Identity, Identity_1...
-                       [found[n] for n in sorted(found, key=lambda n: int(n.rpartition("_")[2]) if "_" in n else 0)])
+            outputs = run_tflite(os.path.join(out, "model_float32.tflite"), arrays, model)
         else:
             names = [t.name.split(":")[0] for t in keras_model.inputs]
-            values = [arrays[n] for n in names] if all(n in arrays for n in names) else list(inputs)
+            values = [arrays[n] for n in names] if all(n in arrays for n in names) else list(arrays.values())
             result = keras_model(values if len(values) > 1 else values[0])
             outputs = list(result) if isinstance(result, (tuple, list)) else [result]
     return [as_onnx_model(tf_output(y), b) for y, b in zip(outputs, baseline)], baseline
 
 
+def onnx2tf_convert(path, out, model):
+    """onnx2tf.convert on the model at `path` as convsmith called it: its Keras model (the .tflite files in `out`)."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # TensorFlow's C++ notes would bury the outcome
+    import onnx2tf
+
+    # onnx2tf moves rank 3 to 5 inputs to channels-last unless named in its documented option (no other rank)
+    nchw_inputs = [v.name for v in data_inputs(model.graph) if len(v.type.tensor_type.shape.dim) in (3, 4, 5)]
+    replacements = os.path.join(out, "no_replacements.json")  # replaces nothing: no fix search after a failure
+    with open(replacements, "w") as handle:
+        handle.write('{"operations": []}')
+    try:
+        return onnx2tf.convert(input_onnx_file_path=path, output_folder_path=out, non_verbose=True,
+                               keep_ncw_or_nchw_or_ncdhw_input_names=nchw_inputs,
+                               not_use_onnxsim=not OPTIONS["onnxsim"],
+                               copy_onnx_input_output_names_to_tflite=OPTIONS["target"] == "tflite",
+                               disable_model_save=OPTIONS["target"] == "keras", param_replacement_file=replacements)
+    except SystemExit as exc:  # onnx2tf logs why it cannot convert (above), then exits
+        raise Onnx2TfExit(f"onnx2tf exited with status {exc.code}") from None
+
+
 class Onnx2TfExit(RuntimeError):
     """onnx2tf called sys.exit on a model it could not convert (the reason is in its log above)."""
+
+
+def run_tflite(path, arrays, model):
+    """The float32 .tflite in LiteRT's interpreter, fed as its input details declare, its outputs in the ONNX model's
+    order."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    interpreter = Interpreter(model_path=path)
+    interpreter.allocate_tensors()
+    for detail in interpreter.get_input_details():  # float16 inputs onnx2tf made float32 widened
+        value = arrays[detail["name"]]
+        wide = value.dtype == np.float16 and detail["dtype"] == np.float32
+        interpreter.set_tensor(detail["index"], value.astype(np.float32) if wide else value)
+    interpreter.invoke()
+    found = {d["name"]: interpreter.get_tensor(d["index"]) for d in interpreter.get_output_details()}
+    names = [o.name for o in model.graph.output]
+    if all(n in found for n in names):
+        return [found[n] for n in names]
+    # Unnamed, they are Identity, Identity_1, ... in the ONNX model's output order.
+    return [found[n] for n in sorted(found, key=lambda n: int(n.rpartition("_")[2]) if "_" in n else 0)]
 
 
 def onnx2tf_on_export(module, inputs):
@@ -88,7 +103,10 @@ def as_onnx_model(array, baseline):
 
 
 def channels_first(array, shape):
-    """An output onnx2tf left channels-last (its documented NHWC layout) moved back to the ONNX model's NCHW."""
-    last = (shape[0], *shape[2:], shape[1]) if len(shape) >= 3 else shape
-    return np.moveaxis(array, -1, 1) if array.shape != tuple(shape) and array.shape == last else array
-
+    """An output onnx2tf left channels-last (its documented NHWC layout) moved back to the ONNX model's layout: the
+    channel axis is 1 from rank 3 up, 0 at rank 2 (a (C, W) that onnx2tf gives as (W, C))."""
+    if len(shape) < 2:
+        return array
+    axis = 1 if len(shape) >= 3 else 0
+    last = (*shape[:axis], *shape[axis + 1:], shape[axis])
+    return np.moveaxis(array, -1, axis) if array.shape != tuple(shape) and array.shape == last else array

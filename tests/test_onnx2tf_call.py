@@ -1,0 +1,86 @@
+"""onnx2tf called as its documentation tells users: rank 3 to 5 inputs kept channels-first by its
+`keep_ncw_or_nchw_or_ncdhw_input_names`, the outputs it leaves channels-last moved back, and its onnxsim pass run
+whatever the caller's PATH. Every test runs the real onnx2tf."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from fuzzer.converters import CONVERTERS
+from fuzzer.converters.onnx2tf_importer import (
+    Onnx2TfOptions,
+    channels_first,
+    channels_first_inputs,
+    convert,
+    convert_line,
+    run_tflite,
+)
+
+
+def _available() -> None:
+    ok, reason = CONVERTERS["onnx2tf"].availability()
+    if not ok:
+        pytest.skip(reason)
+
+
+def pool_model() -> onnx.ModelProto:
+    """An NCHW max pool beside an unbatched 1-D one on a rank-2 (C, W) input (unsqueezed, pooled, squeezed)."""
+    nodes = [helper.make_node("MaxPool", ["x"], ["p"], kernel_shape=[2, 2]),
+             helper.make_node("Unsqueeze", ["y", "zero"], ["u"]),
+             helper.make_node("MaxPool", ["u"], ["v"], kernel_shape=[2], strides=[2]),
+             helper.make_node("Squeeze", ["v", "zero"], ["q"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 3, 4]),
+                                           helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 10])],
+                              [helper.make_tensor_value_info("p", TensorProto.FLOAT, [1, 2, 2, 3]),
+                               helper.make_tensor_value_info("q", TensorProto.FLOAT, [2, 5])],
+                              [numpy_helper.from_array(np.array([0], np.int64), "zero")])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+
+
+def test_only_rank_3_to_5_data_inputs_are_named_channels_first() -> None:
+    """onnx2tf rejects its option on any other rank, and initializers listed as inputs are not fed."""
+    model = pool_model()
+    model.graph.input.append(helper.make_tensor_value_info("zero", TensorProto.INT64, [1]))
+    assert channels_first_inputs(model) == ["x"]
+    line = convert_line(Onnx2TfOptions())
+    assert "keep_ncw_or_nchw_or_ncdhw_input_names=nchw_inputs" in line and "keep_shape_absolutely" not in line
+
+
+def test_channels_last_outputs_move_back_at_rank_2_as_from_rank_3_up() -> None:
+    nchw = np.arange(24).reshape(1, 2, 3, 4)
+    assert channels_first(np.moveaxis(nchw, 1, -1), (1, 2, 3, 4)).tolist() == nchw.tolist()
+    cw = np.arange(6).reshape(2, 3)
+    assert channels_first(cw.T, (2, 3)).tolist() == cw.tolist()
+    assert channels_first(cw, (2, 3)) is cw
+    flat = np.arange(3)
+    assert channels_first(flat, (3,)) is flat
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("target", ["keras", "tflite"])
+def test_nchw_inputs_are_fed_as_they_are_and_outputs_match_onnx_runtime(tmp_path: Path, target: str) -> None:
+    """The Keras model takes x as NCHW (1, 2, 3, 4) and y as it is; onnx2tf gives p as NHWC and q as (W, C), and
+    both moved back equal ONNX Runtime's outputs exactly."""
+    _available()
+    model = pool_model()
+    path = tmp_path / "model.onnx"
+    onnx.save(model, path)
+    rng = np.random.default_rng(0)
+    feeds = {"x": rng.random((1, 2, 3, 4), np.float32), "y": rng.random((2, 10), np.float32)}
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+    keras = convert(str(path), str(tmp_path), channels_first_inputs(model), Onnx2TfOptions(target=target,
+                                                                                              onnxsim=False))
+    assert [tuple(i.shape) for i in keras.inputs] == [(1, 2, 3, 4), (2, 10)]
+    if target == "tflite":
+        got = run_tflite(str(tmp_path / "model_float32.tflite"), feeds, model)
+    else:
+        got = [np.asarray(y) for y in keras([feeds["x"], feeds["y"]])]
+    assert [g.shape for g in got] == [(1, 2, 3, 2), (5, 2)]
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_array_equal(channels_first(g, w.shape), w)

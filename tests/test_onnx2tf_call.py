@@ -4,6 +4,10 @@ whatever the caller's PATH. Every test runs the real onnx2tf."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +16,11 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from fuzzer.cases.case import case_from_result, case_log, collect_versions
+from fuzzer.cases.folder import write_case
+from fuzzer.check.pipeline import check_prepared
+from fuzzer.check.result import CheckOptions
+from fuzzer.check.source import prepare
 from fuzzer.converters import CONVERTERS
 from fuzzer.converters.onnx2tf_importer import (
     Onnx2TfOptions,
@@ -21,6 +30,10 @@ from fuzzer.converters.onnx2tf_importer import (
     convert_line,
     run_tflite,
 )
+from generators.builder import GraphBuilder
+from oracles.verdict import Symptom
+
+FAST = CheckOptions(rerun=False, locate=False, culprit=False)
 
 
 def _available() -> None:
@@ -84,3 +97,72 @@ def test_nchw_inputs_are_fed_as_they_are_and_outputs_match_onnx_runtime(tmp_path
     assert [g.shape for g in got] == [(1, 2, 3, 2), (5, 2)]
     for g, w in zip(got, want, strict=True):
         np.testing.assert_array_equal(channels_first(g, w.shape), w)
+
+
+def foldable_model() -> onnx.ModelProto:
+    """y = x + (a + b), a and b constants: onnxsim folds a + b, leaving one Add."""
+    nodes = [helper.make_node("Add", ["a", "b"], ["c"]), helper.make_node("Add", ["x", "c"], ["y"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3])],
+                              [numpy_helper.from_array(np.ones((1, 3), np.float32), "a"),
+                               numpy_helper.from_array(np.ones((1, 3), np.float32), "b")])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+
+
+def no_onnxsim_on_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """PATH set to an empty folder, as a campaign's worker may run with no environment's scripts on it."""
+    empty = tmp_path / "empty-bin"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    assert shutil.which("onnxsim") is None
+    return str(empty)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("onnxsim", "adds"), [(True, 1), (False, 2)])
+def test_onnx2tf_runs_its_onnxsim_pass_as_the_option_says_whatever_the_path(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, onnxsim: bool, adds: int) -> None:
+    """onnx2tf runs the onnxsim command in place on the model file it converts: the constant Add is folded with
+    onnxsim=True even where PATH has no onnxsim, and kept with onnxsim=False; PATH is as it was afterwards."""
+    _available()
+    empty = no_onnxsim_on_path(tmp_path, monkeypatch)
+    path = tmp_path / "model.onnx"
+    onnx.save(foldable_model(), path)
+    convert(str(path), str(tmp_path), [], Onnx2TfOptions(target="keras", onnxsim=onnxsim))
+    assert [n.op_type for n in onnx.load(path).graph.node] == ["Add"] * adds
+    assert os.environ["PATH"] == empty
+
+
+# Runs a case's repro.py as `python repro.py` does, noting each command onnx2tf ran that returned (a spy that calls
+# the real subprocess.check_output).
+SPY = """import runpy, subprocess, sys
+real = subprocess.check_output
+def spy(args, *rest, **options):
+    out = real(args, *rest, **options)
+    print("command ran:", args[0], flush=True)
+    return out
+subprocess.check_output = spy
+sys.argv = ["repro.py"]
+runpy.run_path("repro.py", run_name="__main__")
+"""
+
+
+@pytest.mark.slow
+def test_an_onnx2tf_cases_repro_runs_onnxsim_with_no_onnxsim_on_path(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The case recorded onnxsim=True, and its repro.py, run where PATH has no onnxsim, runs it too."""
+    _available()
+    b = GraphBuilder()
+    x = b.input((2, 3))
+    graph = b.build((b.op("tanh", (x,), (2, 3)),))
+    options = {"opset": 18, "target": "keras", "upstream": "torch-onnx-dynamo", "onnxsim": True}
+    onnx2tf = CONVERTERS["onnx2tf"]
+    result = check_prepared(prepare(graph, 3, {}, 1.0), onnx2tf, options, FAST)
+    assert result.verdict.symptom is Symptom.PASS, result.verdict.message
+    case = case_from_result(result, graph, 3, onnx2tf.name, collect_versions(()), log=case_log(result))
+    folder = write_case(tmp_path / "cases", case, converter=onnx2tf)
+    env = dict(os.environ, PATH=no_onnxsim_on_path(tmp_path, monkeypatch))
+    run = subprocess.run([sys.executable, "-c", SPY], cwd=folder, env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert run.returncode == 0 and "bug does not show" in run.stdout, run.stdout + run.stderr
+    assert run.stdout.count("command ran: onnxsim") == 3  # onnx2tf runs it three times in a row

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -154,7 +156,8 @@ def convert(path: str, folder: str, channels_first: Sequence[str], options: Onnx
     with open(replacements, "w") as handle:
         handle.write(NO_REPLACEMENTS_TEXT)
     code: object = None
-    with library_output() as printed:  # onnx2tf prints its saved model's signature even when non_verbose
+    # onnx2tf prints its saved model's signature even when non_verbose
+    with library_output() as printed, own_scripts_on_path():
         try:
             return onnx2tf.convert(input_onnx_file_path=path, output_folder_path=folder, non_verbose=True,
                                    keep_ncw_or_nchw_or_ncdhw_input_names=list(channels_first),
@@ -164,6 +167,21 @@ def convert(path: str, folder: str, channels_first: Sequence[str], options: Onnx
         except SystemExit as exc:  # onnx2tf logs why it cannot convert, then exits: a failure, not a dead process
             code = exc.code
     raise Onnx2TfExit(exit_reason(printed.text, code))
+
+
+@contextmanager
+def own_scripts_on_path() -> Iterator[None]:
+    """PATH led by this interpreter's scripts folder while onnx2tf runs: it runs the `onnxsim` command it finds on
+    PATH, and where there is none it skips its onnxsim pass without a word (even though onnxsim=True)."""
+    before = os.environ.get("PATH")
+    os.environ["PATH"] = os.pathsep.join(p for p in (os.path.dirname(sys.executable), before) if p)
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ["PATH"]
+        else:
+            os.environ["PATH"] = before
 
 
 class Onnx2TfExit(RuntimeError):

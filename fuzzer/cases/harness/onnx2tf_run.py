@@ -1,6 +1,7 @@
 """onnx2tf in a repro.py that starts from upstream.onnx: the model converted into TensorFlow as convsmith converted it,
 run as its Keras model or its float32 TFLite model (LiteRT), against upstream.onnx run in ONNX Runtime."""
 import os
+import sys
 
 import numpy as np
 
@@ -39,6 +40,8 @@ def convert_with_onnx2tf(upstream, inputs):
 
 def onnx2tf_convert(path, out, model):
     """onnx2tf.convert on the model at `path` as convsmith called it: its Keras model (the .tflite files in `out`)."""
+    import shutil
+
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # TensorFlow's C++ notes would bury the outcome
     import onnx2tf
 
@@ -47,7 +50,13 @@ def onnx2tf_convert(path, out, model):
     replacements = os.path.join(out, "no_replacements.json")  # replaces nothing: no fix search after a failure
     with open(replacements, "w") as handle:
         handle.write('{"operations": []}')
+    # onnx2tf runs the onnxsim command it finds on PATH, and skips its pass without a word where there is none:
+    # this interpreter's own scripts come first, as they did for convsmith
+    before = os.environ.get("PATH", "")
+    os.environ["PATH"] = os.pathsep.join(p for p in (os.path.dirname(sys.executable), before) if p)
     try:
+        if OPTIONS["onnxsim"] and not shutil.which("onnxsim"):
+            raise ImportError("onnx2tf's onnxsim pass (onnxsim=True) needs the onnxsim command: pip install onnxsim")
         return onnx2tf.convert(input_onnx_file_path=path, output_folder_path=out, non_verbose=True,
                                keep_ncw_or_nchw_or_ncdhw_input_names=nchw_inputs,
                                not_use_onnxsim=not OPTIONS["onnxsim"],
@@ -55,6 +64,8 @@ def onnx2tf_convert(path, out, model):
                                disable_model_save=OPTIONS["target"] == "keras", param_replacement_file=replacements)
     except SystemExit as exc:  # onnx2tf logs why it cannot convert (above), then exits
         raise Onnx2TfExit(f"onnx2tf exited with status {exc.code}") from None
+    finally:
+        os.environ["PATH"] = before
 
 
 class Onnx2TfExit(RuntimeError):

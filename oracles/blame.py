@@ -16,6 +16,11 @@ A float64 output computed through an attribute a format can only store as float3
 LayerNormalization's epsilon, LeakyRelu's alpha) is judged at the precision it could have: a target within
 tolerance of the reference computed with those attributes rounded to float32 is not blamed ("float32-attribute");
 otherwise its error is its distance from the nearer of the two references.
+
+A blamed target is still excused where the source's own answer is unreliable, and the reason says why: a baseline
+from a framework that flushes subnormals to zero (TensorFlow on a CPU, whose float64 twin flushes float64 subnormals
+alike) is "denormals-flushed" when it is the source computed so and the target is not to blame against the IEEE
+source and its float64 twin.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from oracles.compare import FLOAT_DTYPES, STORAGE, Tolerance, default_tolerance
+from oracles.compare import FLOAT_DTYPES, STORAGE, Tolerance, compare, default_tolerance
 
 BLAME_FACTOR = 10.0
 # How much further than an unstable source a target must be to be blamed anyway: the same resolution as for a
@@ -37,6 +42,7 @@ UNSTABLE_FACTOR = BLAME_FACTOR
 UNSTABLE_SOURCE = "unstable-source"
 BEYOND_UNSTABLE = "diverges-beyond-unstable-source"
 FLOAT32_ATTRIBUTE = "float32-attribute"
+DENORMALS_FLUSHED = "denormals-flushed"
 
 
 @dataclass(frozen=True)
@@ -44,7 +50,8 @@ class BlameResult:
     """Whether the target is to blame for one output, with both errors in tolerance units (counts for ints).
 
     reason: "target-diverges" or "diverges-beyond-unstable-source" (blamed), "within-tolerance",
-    "comparable-error", "unstable-source", "float32-attribute" or "shape".
+    "comparable-error", "unstable-source", "float32-attribute" or "shape"; or why an unreliable source excuses a
+    target blamed otherwise ("denormals-flushed").
     """
 
     blamed: bool
@@ -91,7 +98,7 @@ def normalised_error(x: np.ndarray, reference: np.ndarray, dtype: str, tol: Tole
         return math.inf
     diff = np.abs(a[finite] - r[finite])
     scale = tol.atol + tol.rtol * np.abs(r[finite])
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # a float64 diff / a tiny scale: inf units
         units = np.where(diff == 0, 0.0, diff / scale)
     return float(units.max()) if units.size else 0.0
 
@@ -135,6 +142,17 @@ def blame_output(
     if exact or err_t > factor * max(err_s, floor):
         return BlameResult(True, err_t, err_s, ratio, "target-diverges")
     return BlameResult(False, err_t, err_s, ratio, "comparable-error")
+
+
+def flush_explains(baseline: np.ndarray, target: np.ndarray, flushed: np.ndarray, eager: np.ndarray,
+                   ieee: np.ndarray, dtype: str) -> bool:
+    """Whether flushing subnormals explains a baseline the target differs from: the baseline is the source run with
+    them flushed (`flushed`), which differs from the IEEE run (`eager`), and the target is not to blame against the
+    IEEE run and its float64 twin (`ieee`)."""
+    if dtype not in FLOAT_DTYPES or not flushed.shape == eager.shape == ieee.shape == baseline.shape:
+        return False
+    return (compare(baseline, flushed, dtype).ok and not compare(eager, flushed, dtype).ok
+            and not blame_output(eager, target, ieee, dtype).blamed)
 
 
 def blame_all(

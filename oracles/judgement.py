@@ -16,7 +16,7 @@ from typing import Protocol
 
 import numpy as np
 
-from oracles.blame import BlameResult, blame_output
+from oracles.blame import DENORMALS_FLUSHED, BlameResult, blame_output, flush_explains
 from oracles.compare import FLOAT_DTYPES, OutputComparison, Reason, compare, default_tolerance
 from oracles.signature import wrong_value_signature
 from oracles.verdict import Stage, Symptom, Verdict, symptom_of
@@ -38,6 +38,9 @@ class SourceSide:
     eager: tuple[np.ndarray, ...]
     reference: tuple[np.ndarray, ...]
     valid_inputs: bool = True
+    # The graph's own (PyTorch) float64 twin where `reference` is another framework's (TensorFlow's, which flushes
+    # subnormals to zero on a CPU); None: `reference` is that twin.
+    ieee: tuple[np.ndarray, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -67,6 +70,10 @@ class Settling(Protocol):
 
     def float32_only_ops(self) -> tuple[str, ...]:
         """The ONNX operators without float64 that the target model goes through (none without a model)."""
+        ...
+
+    def flushed(self) -> tuple[np.ndarray, ...] | None:
+        """The source's settled outputs computed with subnormals flushed to zero; None where that cannot run."""
         ...
 
 
@@ -103,6 +110,7 @@ def _judge_values(source: SourceSide, target: TargetSide, baseline: Sequence[np.
     rounded = rounded_for(failing, source.dtypes, settling)
     blames = {i: blame_output(baseline[i], target.outputs[i], reference[i], source.dtypes[i], rounded=rounded[i])
               for i in failing}
+    blames = {i: excused(i, b, source, target, baseline, settling) if b.blamed else b for i, b in blames.items()}
     blamed = [i for i in failing if blames[i].blamed]
     name = target.converter
     if not blamed:
@@ -117,6 +125,26 @@ def _judge_values(source: SourceSide, target: TargetSide, baseline: Sequence[np.
                         source.valid_inputs)
     return divergence(source, target, Symptom.WRONG_VALUES, metrics, blamed[0],
                       blame_message(source.names[blamed[0]], blames[blamed[0]]))
+
+
+def excused(index: int, blame: BlameResult, source: SourceSide, target: TargetSide, baseline: Sequence[np.ndarray],
+            settling: Settling) -> BlameResult:
+    """A blamed output's blame, or not blamed with the reason the source's own answer there is unreliable."""
+    reason = unreliable_source(index, source, target, baseline, settling)
+    return blame if reason is None else dataclasses.replace(blame, blamed=False, reason=reason)
+
+
+def unreliable_source(index: int, source: SourceSide, target: TargetSide, baseline: Sequence[np.ndarray],
+                      settling: Settling) -> str | None:
+    """Why the source's answer at output `index` is no measure of the target (oracles.blame's reasons), or None."""
+    dtype, actual = source.dtypes[index], target.outputs[index]
+    if source.ieee is not None and dtype in FLOAT_DTYPES:
+        flushed = settling.flushed()
+        eager, ieee = settling.settled(source.eager, False), settling.settled(source.ieee, True)
+        if flushed is not None and flush_explains(baseline[index], actual, flushed[index], eager[index], ieee[index],
+                                                  dtype):
+            return DENORMALS_FLUSHED
+    return None
 
 
 def rounded_for(failing: Sequence[int], dtypes: Sequence[str], settling: Settling

@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 
 from fuzzer.check.result import Expected
-from fuzzer.check.source import float32_attr_reference, graph_values
+from fuzzer.check.source import float32_attr_reference, flushed_outputs, graph_values
 from fuzzer.converters.base import Converter
 from fuzzer.converters.conversion import TargetRun
 from fuzzer.converters.schema import float32_only_ops
@@ -24,7 +24,7 @@ def oracle(expected: Expected, run: TargetRun, converter: Converter) -> Verdict:
     source = SourceSide(tuple(graph.outputs), expected.source.output_dtypes,
                         tuple(producer[o].op if o in producer else None for o in graph.outputs),
                         expected.eager, expected.reference if run.reference is None else run.reference,
-                        expected.valid_inputs)
+                        expected.valid_inputs, None if run.reference is None else expected.reference)
     target = TargetSide(converter.name, converter.divergence_stage, tuple(run.outputs), tuple(run.output_dtypes),
                         None if run.baseline is None else tuple(run.baseline),
                         None if run.baseline_dtypes is None else tuple(run.baseline_dtypes))
@@ -38,6 +38,7 @@ class SourceSettling:
     def __init__(self, expected: Expected, model: bytes | None) -> None:
         self.expected, self.model = expected, model
         self.values = {False: _settling_values(expected, False), True: _settling_values(expected, True)}
+        self.flushed = functools.cache(self._flushed)  # asked per blamed output, computed once
 
     def settled(self, outputs: Sequence[np.ndarray], float64: bool, kept: Sequence[bool] = ()
                 ) -> tuple[np.ndarray, ...]:
@@ -49,6 +50,10 @@ class SourceSettling:
 
     def float32_only_ops(self) -> tuple[str, ...]:
         return () if self.model is None else float32_only_ops(self.model)
+
+    def _flushed(self) -> tuple[np.ndarray, ...] | None:
+        outputs = flushed_outputs(self.expected.source)
+        return None if outputs is None else self.settled(outputs, False)
 
 
 def _settling_values(expected: Expected, float64: bool) -> Callable[[], Mapping[str, np.ndarray]]:

@@ -6,6 +6,7 @@ import dataclasses
 from typing import TypeGuard
 
 import numpy as np
+import torch
 
 from fuzzer.check.result import CheckResult, Expected, timer
 from fuzzer.converters.conversion import Source
@@ -97,6 +98,19 @@ def graph_values(source: Source, float64: bool = False) -> dict[str, np.ndarray]
     module = float64_twin(source.module) if float64 else source.module
     env = module.run_all(*(widen_inputs(source.inputs) if float64 else source.inputs))
     return {name: to_oracle_array(value)[0] for name, value in env.items()}
+
+
+def flushed_outputs(source: Source) -> tuple[np.ndarray, ...] | None:
+    """The graph's outputs computed with subnormal floats read and written as zero (the CPU's DAZ and FTZ flags, which
+    TensorFlow sets for its kernels); None off the CPU or where torch cannot set the flags. The flags hold in the
+    calling thread: a graph's small tensors are computed there."""
+    if source.device != "cpu" or not torch.set_flush_denormal(True):
+        return None
+    try:
+        outputs = source.module(*source.inputs)
+    finally:
+        torch.set_flush_denormal(False)
+    return tuple(to_oracle_array(y)[0] for y in outputs)
 
 
 def float32_attr_reference(source: Source) -> tuple[np.ndarray, ...] | None:

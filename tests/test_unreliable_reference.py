@@ -1,0 +1,83 @@
+"""Where the source's own answer is unreliable, a target that differs from it is not filed: each case is a real graph
+through a real converter, beside a real wrong value of the same shape that is still filed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import onnx
+import pytest
+import torch
+
+from fuzzer.check.pipeline import check_prepared
+from fuzzer.check.result import CheckOptions, CheckResult
+from fuzzer.check.source import expect
+from fuzzer.converters import CONVERTERS
+from fuzzer.converters.conversion import Source
+from fuzzer.converters.tf2onnx_exporter import Tf2Onnx, Tf2OnnxOptions
+from generators.builder import GraphBuilder
+from generators.dtypes import DType
+from generators.ir import Graph
+from generators.materialize import materialize
+from oracles.verdict import Symptom
+
+FAST = CheckOptions(rerun=False, locate=False, culprit=False)
+
+
+class PlantedMulAsAdd(Tf2Onnx):
+    """tf2onnx with a planted fault: the ONNX model it writes adds where the graph multiplies."""
+
+    name = "planted-tf2onnx-mul-as-add"
+
+    def export_model(self, model: Any, graph: Graph, options: Tf2OnnxOptions) -> onnx.ModelProto:
+        proto = super().export_model(model, graph, options)
+        for node in proto.graph.node:
+            if node.op_type == "Mul":
+                node.op_type = "Add"
+        return proto
+
+
+def _binary(op: str, dtype: DType, shape: tuple[int, ...] = (4,)) -> Graph:
+    b = GraphBuilder()
+    x, y = b.input(shape, dtype), b.input(shape, dtype)
+    return b.build((b.op(op, (x, y), shape, dtype),))
+
+
+def _check(graph: Graph, inputs: tuple[list, ...], converter: Any, options: dict[str, Any] | None = None
+           ) -> CheckResult:
+    """`graph` on exactly these inputs (no input search) under `converter`."""
+    dtypes = [graph.types[n].dtype.torch for n in graph.inputs]
+    tensors = tuple(torch.tensor(v, dtype=d) for v, d in zip(inputs, dtypes, strict=True))
+    expected = expect(Source(graph, materialize(graph, 0), tensors), {})
+    assert not isinstance(expected, CheckResult)
+    return check_prepared(expected, converter, options, FAST)
+
+
+# float64 subnormals times 1e300: TensorFlow (eager and its float64 twin alike) reads them as zero; ONNX Runtime and
+# torch give the IEEE products 1e-10 and -4e-20, far beyond float64's tolerance of 0.
+SUBNORMAL_PRODUCTS = ([1e-310, 2.0, 3.0, -4e-320], [1e300, 1.0, 1.0, 1e300])
+
+
+def _tf2onnx() -> Tf2Onnx:
+    ok, reason = CONVERTERS["tf2onnx"].availability()
+    if not ok:
+        pytest.skip(reason)
+    return CONVERTERS["tf2onnx"]
+
+
+@pytest.mark.slow
+def test_tensorflows_flushed_subnormals_do_not_blame_an_ieee_target() -> None:
+    result = _check(_binary("mul", DType.FLOAT64), SUBNORMAL_PRODUCTS, _tf2onnx())
+    assert result.target is not None and result.target.baseline is not None
+    assert result.target.baseline[0].tolist() == [0.0, 2.0, 3.0, 0.0]  # what TensorFlow computed
+    assert (result.verdict.symptom, result.verdict.labels) == (Symptom.PASS, ("not-blamed:denormals-flushed",))
+
+
+@pytest.mark.slow
+def test_a_wrong_value_on_subnormal_inputs_is_still_filed() -> None:
+    _tf2onnx()
+    result = _check(_binary("mul", DType.FLOAT64), SUBNORMAL_PRODUCTS, PlantedMulAsAdd())
+    assert (result.verdict.symptom, result.verdict.diverging_op) == (Symptom.WRONG_VALUES, "mul")
+    assert result.target is not None
+    np.testing.assert_array_equal(result.target.outputs[0], np.array([1e300, 3.0, 4.0, 1e300]))

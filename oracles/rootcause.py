@@ -44,6 +44,7 @@ SCHEMA_TYPE_ERRORS: tuple[tuple[re.Pattern[str], str], ...] = (
 )
 ANY_OPERATOR = "any-operator"
 UNLOCALIZED = "unknown"  # the operator of a root cause whose evidence names none of its graph's
+SHOWN_OPERATORS = 4  # of a graph whose failing operator is not isolated, in a title
 
 
 class CauseClass(enum.Enum):
@@ -86,7 +87,10 @@ class RootCause:
 
     def title(self) -> str:
         """One line a person scans: converter, operator, symptom, stage, and the error class where there is one."""
-        text = (f"{self.converter}: {self.shown_operator} {self.symptom.replace('_', ' ')} at "
+        # Not isolated: the graph's operators, one of which it is, rather than "unknown".
+        operator = (f"one of {self.example}" if self.operator == UNLOCALIZED and self.example else
+                    "an operator not isolated" if self.operator == UNLOCALIZED else self.shown_operator)
+        text = (f"{self.converter}: {operator} {self.symptom.replace('_', ' ')} at "
                 f"{self.stage.replace('_', ' ')}")
         return text + (f": {self.error_class}" if self.error_class else "")
 
@@ -148,6 +152,10 @@ def root_cause(converter: str, stage: str, symptom: str, message: str, diverging
     operator = localized_operator(symptom, message, diverging_op, graph_ops)
     klass = "" if symptom in _DIVERGENCES else error_class(message)
     example = (named_operator(message, graph_ops) or "") if operator == ANY_OPERATOR else ""
+    if operator == UNLOCALIZED:
+        distinct = list(dict.fromkeys(graph_ops))
+        example = ", ".join(distinct[:SHOWN_OPERATORS]) + (f" and {len(distinct) - SHOWN_OPERATORS} more"
+                                                           if len(distinct) > SHOWN_OPERATORS else "")
     return RootCause(converter, stage, symptom, operator, klass, example)
 
 

@@ -54,6 +54,11 @@ class Failure:
         return cls(stage, exc_type, str(exc), innermost_frame(exc), exc)
 
     @functools.cached_property
+    def node_type(self) -> str:
+        """The type of the graph node the library was handling when it raised ("" when no frame says)."""
+        return failing_node_type(self.raised) if self.raised is not None else ""
+
+    @functools.cached_property
     def traceback(self) -> str:
         """The exception's full traceback as Python prints it ("" for a failure made without one). Formatting
         looks up every frame's source line: about a millisecond, spent on most tests when done eagerly."""
@@ -70,6 +75,42 @@ def innermost_frame(exc: BaseException) -> str:
         tb = tb.tb_next
     code = tb.tb_frame.f_code
     return f"{code.co_filename}:{tb.tb_lineno} in {code.co_name}"
+
+
+# The locals a converter's frames hold the node they are converting in: onnx2tf's make_node(graph_node), symbolic
+# shape inference's loop (node), tf2onnx's handlers (node), onnxscript's and onnx-graphsurgeon's passes (node).
+_NODE_LOCALS = ("graph_node", "node", "onnx_node")
+_LIBRARY_FRAME = ("site-packages", "dist-packages")
+FAILING_NODE = "failing node: op_type={}"  # how a crash's message names the node (oracles/rootcause.py reads it)
+
+
+def failing_node_type(exc: BaseException) -> str:
+    """The op type of the innermost library frame's node local (an ONNX NodeProto or IR node, onnx-graphsurgeon's
+    or tf2onnx's node), so a crash whose message names no operator is still filed under the one it failed on."""
+    frames = []
+    tb = exc.__traceback__
+    while tb is not None:
+        frames.append(tb.tb_frame)
+        tb = tb.tb_next
+    for frame in reversed(frames):
+        if not any(part in frame.f_code.co_filename for part in _LIBRARY_FRAME):
+            continue
+        for name in _NODE_LOCALS:
+            found = _op_type(frame.f_locals.get(name))
+            if found:
+                return found
+    return ""
+
+
+def _op_type(node: object) -> str:
+    """A node's op type where the object is one of the node kinds converters use, else ""."""
+    module = type(node).__module__ or ""
+    for attribute, modules in (("op_type", ("onnx", "onnx_ir", "onnxscript")), ("op", ("onnx_graphsurgeon",)),
+                               ("type", ("tf2onnx",))):
+        value = getattr(node, attribute, None) if module.startswith(modules) else None
+        if isinstance(value, str) and value.isidentifier():
+            return value
+    return ""
 
 
 def lacks_kernel(message: str) -> bool:
@@ -95,8 +136,9 @@ def failure_verdict(converter: str, failure: Failure, unsupported: Sequence[str]
     """The verdict of a converter's own failure; `unsupported`: the converter's documented not-implemented messages
     (regular expressions), beside those every library shares."""
     signature = crash_signature(converter, failure.stage, failure.exc_type, failure.message, failure.frame)
-    return Verdict(classify(failure, unsupported), failure.stage, converter, signature=signature,
-                   message=portable(f"{failure.exc_type}: {failure.message}")[:MESSAGE_LIMIT])
+    node = f"\n({FAILING_NODE.format(failure.node_type)})" if failure.node_type else ""
+    message = portable(f"{failure.exc_type}: {failure.message}")[:MESSAGE_LIMIT - len(node)] + node
+    return Verdict(classify(failure, unsupported), failure.stage, converter, signature=signature, message=message)
 
 
 def upstream_verdict(converter: str, upstream: str, failure: Failure, labels: tuple[str, ...] = (),

@@ -57,7 +57,8 @@ from fuzzer.campaign.traits import describe_trait, is_trait, trait_detail
 from fuzzer.campaign.unit_graph import graph_message
 from fuzzer.campaign.upstream_fallback import UPSTREAM_AFTER, chosen_options
 from fuzzer.campaign.worker_config import WorkerConfig
-from fuzzer.cases.case import case_from_result, case_id, case_log, collect_versions
+from fuzzer.cases.case import CaseData, case_from_result, case_id, case_log, collect_versions
+from fuzzer.cases.whose_bug import with_blame
 from fuzzer.cases.wire import case_message
 from fuzzer.check.pipeline import CheckOptions, CheckResult, check_prepared, prepare
 from fuzzer.check.result import Prepared, add_timings, book_inner
@@ -314,6 +315,15 @@ class UnitRunner:
         operator = self.reduced_culprits[verdict.signature]
         return operator if operator in graph.ops() else None
 
+    def blamed(self, idx: int, seed: int, case: CaseData, converter: Converter, result: CheckResult) -> CaseData:
+        """The case with whose bug it is, decided as it is first filed (with_blame); as it was where deciding
+        fails (our own error, reported: the case is filed all the same)."""
+        try:
+            return with_blame(case, converter, result.expected, own_framework=True)
+        except Exception as exc:  # diagnosing is our code; the finding itself must not be lost
+            self.own_error(idx, seed, converter.name, Step.CASE, exc)
+            return case
+
     def filed(self, signature: str) -> bool:
         """Whether the case of `signature` is filed: its folder exists, or this worker sent it (follow-ups skip the
         rerun of a filed signature)."""
@@ -337,6 +347,7 @@ class UnitRunner:
             case = case_from_result(result, graph, seed, converter.name, self.versions[converter.name],
                                     case_log(result), device=self.config.device,
                                     values=self.config.values_for(seed).value)
+            case = self.blamed(idx, seed, case, converter, result)
             self.hold(CaseSent(case_message(case)))
         except Exception as exc:  # making a case is our code
             self.own_error(idx, seed, converter.name, Step.CASE, exc)

@@ -10,13 +10,24 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
+import onnx
+
 from fuzzer.cases.case import CaseData
-from fuzzer.cases.diagnosis import BEFORE_ORT, BEFORE_TOOL, OTHER_EXPORTER, PASSES, SAME_BUG, Blame, CrossCheck
+from fuzzer.cases.diagnosis import (
+    BEFORE_ORT,
+    BEFORE_TOOL,
+    OTHER_EXPORTER,
+    OTHER_FAILURE,
+    SAME_BUG,
+    Blame,
+    CrossCheck,
+)
 from fuzzer.cases.evidence import ModelEvidence, Opinion
 from fuzzer.converters import CONVERTERS
 from fuzzer.converters.base import Converter
 from fuzzer.converters.describe import Component, FaultSite
 from fuzzer.converters.ort_optimizer import ORT_TRACKER, OrtOptimizer
+from fuzzer.converters.runtime import validate
 from oracles.rootcause import named_operator, verdict_root_cause
 from oracles.verdict import Stage, Symptom
 
@@ -69,9 +80,13 @@ def blame_case(case: CaseData, model: ModelEvidence | None, converter: Converter
     checks = {c.name: c.outcome for c in case.cross_checks or ()}
     before = checks.get(BEFORE_TOOL) or checks.get(BEFORE_ORT)
     upstream = CONVERTERS.get(str(case.converter_options.get("upstream")))
-    if before is not None and before != PASSES and upstream is not None:
+    if upstream is not None and (before == SAME_BUG or before is not None and before.startswith(OTHER_FAILURE)
+                                 and upstream_rejected(case)):
         return _before_the_tool(before, upstream, site, case)
     evidence = list(_cross_check_lines(checks))
+    if before is not None and before.startswith(OTHER_FAILURE):
+        evidence.append(f"the model {case.converter} received fails otherwise on its own ({before}): that is not "
+                        f"the failure filed here")
     verdict = case.verdict
     if verdict.symptom in (Symptom.PROCESS_DEATH, Symptom.HANG, Symptom.OUT_OF_MEMORY):
         return Blame(own, tuple(evidence + _plain_reading(verdict.stage, own)), settled=verdict.stage is not Stage.NONE)
@@ -149,11 +164,27 @@ def _plain_reading(stage: Stage, own: Component) -> list[str]:
     return [f"it fails inside the converter, at {stage.value.replace('_', ' ')}: {own.name}"]
 
 
+def upstream_rejected(case: CaseData) -> str:
+    """ONNX's checker's (full, strict shape inference) first error on the model the tool received; "" when it
+    accepts it or there is none."""
+    if case.upstream_model is None:
+        return ""
+    try:
+        validate(onnx.load_from_string(case.upstream_model))
+    except Exception as exc:  # whatever the checker or shape inference raises: the model is rejected
+        return (f"{type(exc).__name__}: {exc}".strip().splitlines() or [""])[0][:160]
+    return ""
+
+
 def _before_the_tool(before: str, upstream: Converter, site: FaultSite, case: CaseData) -> Blame:
-    """A model that was wrong before the tool received it: the exporter that made it is at fault."""
+    """A model that was wrong before the tool received it (the same failure, or one ONNX's checker rejects): the
+    exporter that made it is at fault. A tool's failure on a valid model is never this: it stays the tool's."""
     component = upstream.component(FaultSite(Stage.NODE_CONVERSION, site.operator))
-    line = f"the exporter's model alone, before {case.converter}: {before}"
-    return Blame(component, (line,), settled=before == SAME_BUG)
+    lines = [f"the exporter's model alone, before {case.converter}: {before}"]
+    if before != SAME_BUG:
+        lines.append(f"ONNX's checker rejects the model {case.converter} received ({upstream_rejected(case)}): the "
+                     "tool was handed an invalid model")
+    return Blame(component, tuple(lines), settled=True)
 
 
 def _kernel_operator(case: CaseData, model: ModelEvidence) -> str:

@@ -27,9 +27,11 @@ class CaseHead:
 
     @property
     def owner(self) -> str:
-        """Whose root cause this is: a shared component's (an ONNX Runtime kernel reached by several converters),
+        """Whose root cause this is: the blamed component's where the evidence settles it or it is shared (an ONNX
+        Runtime kernel reached by several converters, the exporter whose model a tool received already wrong),
         else the converter's."""
-        return self.blame.component.key if self.blame is not None and self.blame.shared else self.converter
+        blame = self.blame
+        return blame.component.key if blame is not None and (blame.shared or blame.settled) else self.converter
 
     @property
     def root_cause(self) -> RootCause:

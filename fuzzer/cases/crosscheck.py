@@ -26,7 +26,7 @@ from fuzzer.cases.diagnosis import (
 )
 from fuzzer.cases.replay import case_expected
 from fuzzer.check.pipeline import CheckOptions, check_prepared
-from fuzzer.check.result import Expected
+from fuzzer.check.result import Expected, Prepared
 from fuzzer.converters import CONVERTERS
 from fuzzer.converters.at_level import AtLevel
 from fuzzer.converters.base import Converter
@@ -45,7 +45,7 @@ PASS_GROUP = "{}, each pass alone"
 LOST = (Symptom.PROCESS_DEATH, Symptom.HANG, Symptom.OUT_OF_MEMORY)
 DETAIL_CHARS = 100
 
-__all__ = ["CrossCheck", "cross_checks", "outcome", "why_not_here"]
+__all__ = ["CrossCheck", "cross_checks", "deciding_checks", "outcome", "why_not_here"]
 
 
 @dataclass(frozen=True)
@@ -71,6 +71,22 @@ def cross_checks(case: CaseData, converter: Converter | None = None) -> tuple[Cr
     if converter.level_option:
         checks = _with_ort_culprit(checks, case, prepared, converter)
     return tuple(checks)
+
+
+def deciding_checks(case: CaseData, converter: Converter, prepared: Prepared | None = None,
+                    own_framework: bool = False) -> tuple[CrossCheck, ...]:
+    """The cross-checks that decide whose bug a case is (the model before the tool, the other exporters), and
+    none of the many that only narrow it down (each level, each pass alone): cheap enough to run when a signature
+    is first filed. `prepared`: the case's source as its test settled it, where the caller still has it;
+    `own_framework`: other exporters of the case's framework only (a worker's process is not confined: a
+    TensorFlow abort there would be taken for the case converter's death)."""
+    prepared = case_expected(case) if prepared is None else prepared
+    if not isinstance(prepared, Expected):
+        return ()
+    deciding = [p for p in plan(case, converter) if p.name in (BEFORE_TOOL, BEFORE_ORT)
+                or p.name.endswith(OTHER_EXPORTER.format("").strip())
+                and (not own_framework or p.converter.framework == converter.framework)]
+    return tuple(_run(p, prepared, case.verdict) for p in deciding)
 
 
 def plan(case: CaseData, converter: Converter) -> list[Planned]:

@@ -27,6 +27,11 @@ OTHER_SUFFIX = OTHER_EXPORTER.format("")
 LEVEL_NAMES = frozenset(AT_LEVEL.format(level) for level in LEVELS)
 
 
+FIRST_SIGHT = ("These are the checks that decide whose bug it is, run as the case was first filed. `convsmith "
+               "reduce` on its folder polishes it and runs the rest (each optimization level or pass alone, a "
+               "suggested fix, a workaround).\n\n")
+
+
 def render_diagnosis(case: Any, tool: str) -> str:
     """The sections (the first two only once diagnosed); `tool` is the converter's display name."""
     if case.cross_checks is None:
@@ -36,6 +41,8 @@ def render_diagnosis(case: Any, tool: str) -> str:
                     + render_remedies(case))
         return render_remedies(case)
     text = "## Cross-checks\n" + _cross_checks(case, tool) + "\n\n"
+    if case.workaround is None:  # diagnosed as first filed (with_blame); the full diagnosis always searches one
+        return text + FIRST_SIGHT + render_remedies(case)
     if case.verdict.symptom.is_divergence and case.model is not None and not _gone(case):
         text += "## Suggested fix\n" + _fix(case) + "\n\n"
     return text + render_remedies(case)
@@ -148,8 +155,10 @@ def _reading(case: Any, tool: str) -> str:
                     f"and onnx.reference agree on its outputs: the divergence comes in with {tool}.")
     if before == PASSES:
         said.append(f"The model was right before {tool}: the fault is in {tool}.")
+    elif before == SAME_BUG:
+        said.append(f"The model was already wrong before {tool}, alike: the fault is the exporter's.")
     elif before is not None and before.startswith(OTHER_FAILURE):
-        said.append("The model was already wrong before the tool.")
+        said.append(f"The model had another failure before {tool}, not this one: this one is {tool}'s own.")
     return " ".join(said)
 
 

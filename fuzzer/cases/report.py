@@ -9,6 +9,7 @@ named by id. The complete harness stays in repro.py.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from fuzzer.cases.blame import fault_site
@@ -63,14 +64,15 @@ def title(case: Any) -> str:
     cause = verdict_root_cause(case.converter, verdict, case.graph.ops())
     blame = getattr(case, "blame", None)
     who = (f"{blame.component.project} ({blame.component.name}, through {display_name(case.converter)})"
-           if blame is not None and blame.shared else display_name(case.converter))
+           if blame is not None and (blame.shared or blame.settled and blame.component.key != case.converter)
+           else display_name(case.converter))
     if symptom in DIVERGENCE_WORDS:
         dtype = f" ({verdict.diverging_dtype})" if verdict.diverging_dtype else ""
         return f"{who}: {operator_words(cause.shown_operator)} {DIVERGENCE_WORDS[symptom]}{dtype}"
     exc, _, message = verdict.message.partition(": ")
     first = message.strip().splitlines()[0] if message.strip() else ""
     where = (f"on {operator_words(cause.shown_operator)}" if cause.shown_operator != UNLOCALIZED
-             else died_in(verdict.message))
+             else died_in(verdict.message, case.graph.ops()))
     return (f"{who}: {exc.rsplit('.', 1)[-1]} at {stage_words(verdict.stage)} "
             f"{where}: {cut_at_word(_FRAME.sub('', first), TITLE_DETAIL)}")
 
@@ -104,12 +106,14 @@ TITLE_DETAIL = 100  # characters of the error's first line a title quotes
 _FRAME = re.compile(r" in (\S+\.py):\d+ in ([\w<>]+)$")
 
 
-def died_in(message: str) -> str:
+def died_in(message: str, graph_ops: Sequence[str] = ()) -> str:
     """Where a conversion whose operator is not known failed: the function of its innermost frame, when the message
-    ends in one ('in `symbolic_opset9._pad_circular`'), else 'on an operator not isolated'."""
+    ends in one ('in `symbolic_opset9._pad_circular`'), else on one of the graph's operators, none isolated."""
     found = _FRAME.search(message.strip().splitlines()[0] if message.strip() else "")
     if found is None:
-        return "on an operator not isolated"
+        ops = list(dict.fromkeys(graph_ops))
+        return (f"on one of {', '.join(f'`{op}`' for op in ops)} (not isolated)" if ops
+                else "on an operator not isolated")
     module = found.group(1).rsplit("/", 1)[-1].removesuffix(".py")
     return f"in `{module}.{found.group(2)}`"
 

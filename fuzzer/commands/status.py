@@ -10,6 +10,7 @@ from fuzzer.campaign.db import open_campaign
 from fuzzer.campaign.progress import format_summary, summarize
 from fuzzer.campaign.rewrites import format_coverage
 from fuzzer.commands.flags import DEFAULT_CORPUS
+from fuzzer.triage.limits import format_limits, limits
 from fuzzer.triage.text import format_triage
 from fuzzer.triage.view import triage
 
@@ -28,12 +29,15 @@ def run(args: argparse.Namespace) -> int:
     try:
         summary = summarize(db)
         result = triage(args.dir, db, args.corpus)
+        refusals = limits(db)
     finally:
         db.close()
     if args.json:
-        print(json.dumps({**summary, "triage": result.to_json()}, indent=1))
+        print(json.dumps({**summary, "triage": result.to_json(), "limits": [lim.to_json() for lim in refusals]},
+                         indent=1))
     else:
         print(format_triage(result))
+        print("\n".join(format_limits(refusals)))
         print(format_summary(summary))
         print("\n".join(format_coverage(list(result.rewrites), result.exporter_split)))
     return 0

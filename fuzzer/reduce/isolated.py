@@ -23,7 +23,7 @@ from typing import Any
 
 from fuzzer.cases.case import CaseData, case_from_result, case_log, collect_versions, lost_case, remade_source
 from fuzzer.cases.folder import write_case
-from fuzzer.cases.whose_bug import with_diagnosis
+from fuzzer.cases.whose_bug import with_blame, with_diagnosis
 from fuzzer.check.pipeline import CheckOptions, check_prepared, prepare
 from fuzzer.check.result import FULL_CHECK, CheckResult
 from fuzzer.converters import DEFAULT_REGISTRY, ConverterRegistry, load_registry
@@ -238,8 +238,11 @@ def _answer(message: Mapping[str, Any], registry: ConverterRegistry) -> dict[str
                             log=case_log(result), case_id_=message["case_id"], original=message["original"],
                             device=device)
     case = _with_reduction(case, message["reduction"])
+    # Whose bug it is reruns converters: here, where a death is contained. A quick reduction's case gets the
+    # checks that decide it; the full diagnosis (every level and pass, a suggested fix, a workaround) waits.
     if message.get("diagnose", True):
-        # Whose bug it is (the cross-checks and a suggested fix) reruns converters: here, where a death is contained.
         case = with_diagnosis(case, converter)
+    elif result.verdict.is_bug:
+        case = with_blame(case, converter, result.expected)
     path = write_case(Path(message["out"]), case, replace=True, converter=converter)
     return {"verdict": result.verdict.to_json(), "path": str(path)}

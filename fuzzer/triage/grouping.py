@@ -1,8 +1,9 @@
 """Findings grouped into root causes: the count users see.
 
 Two rules beyond the root-cause key: a failure in a model that an ONNX-to-ONNX tool only received is the exporter's
-(when the exporter's own test of the same graph shows a bug on the same operator, the tool's finding joins the
-exporter's root cause, filed once); and a root cause that a corpus case already has is known, not new.
+where the case's blame says so (fuzzer/cases/blame.py: the model before the tool fails alike, or ONNX's checker
+rejects it), and joins the exporter's own root cause on that graph, filed once; and a root cause that a corpus case
+already has is known, not new.
 """
 
 from __future__ import annotations
@@ -15,8 +16,7 @@ from fuzzer.campaign.db import CampaignDB
 from fuzzer.cases.case_head import root_cause_of
 from fuzzer.converters.upstream import upstream_exporters
 from fuzzer.triage.model import Finding, RootCauseGroup
-from oracles.naming import squash_operator
-from oracles.rootcause import UNLOCALIZED, RootCause
+from oracles.rootcause import RootCause
 
 ExporterBugs = Mapping[tuple[int, str], str]  # (seed, exporter) -> the signature of its bug on that graph
 
@@ -46,17 +46,15 @@ def group(findings: Sequence[Finding], exporters: ExporterBugs, known: Iterable[
 
 
 def _attributed(finding: Finding, by_signature: Mapping[str, Finding], exporters: ExporterBugs) -> RootCause:
-    """The finding's own root cause, or its exporter's when the tool only received the exporter's fault."""
+    """The finding's own root cause; where its blame says the tool only received the exporter's fault (the model
+    before the tool fails alike, or ONNX's checker rejects it), the root cause of the exporter's own test of the
+    graph, and else one keyed by the exporter. The graph hitting an exporter bug elsewhere moves nothing."""
     own = finding.root_cause
-    if not finding.upstream:
+    if not finding.upstream or finding.owner != finding.upstream:
         return own
     exporter_signature = exporters.get((finding.seed, finding.upstream))
     exporter = by_signature.get(exporter_signature) if exporter_signature else None
-    if exporter is None:
-        return own
-    theirs = exporter.root_cause
-    same_operator = squash_operator(own.operator) == squash_operator(theirs.operator)
-    return theirs if same_operator or own.operator == UNLOCALIZED else own
+    return exporter.root_cause if exporter is not None else own
 
 
 def corpus_keys(corpus: Path) -> set[str]:

@@ -20,7 +20,8 @@ otherwise its error is its distance from the nearer of the two references.
 A blamed target is still excused where the source's own answer is unreliable, and the reason says why: a baseline
 from a framework that flushes subnormals to zero (TensorFlow on a CPU, whose float64 twin flushes float64 subnormals
 alike) is "denormals-flushed" when it is the source computed so and the target is not to blame against the IEEE
-source and its float64 twin.
+source and its float64 twin; an output that differs only where the source's integers overflowed (wrapped in torch,
+saturated elsewhere, neither specified by ONNX) is "integer-overflow".
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from oracles.compare import FLOAT_DTYPES, STORAGE, Tolerance, compare, default_tolerance
+from oracles.compare import FLOAT_DTYPES, STORAGE, Tolerance, compare, default_tolerance, mismatch_mask
 
 BLAME_FACTOR = 10.0
 # How much further than an unstable source a target must be to be blamed anyway: the same resolution as for a
@@ -43,6 +44,7 @@ UNSTABLE_SOURCE = "unstable-source"
 BEYOND_UNSTABLE = "diverges-beyond-unstable-source"
 FLOAT32_ATTRIBUTE = "float32-attribute"
 DENORMALS_FLUSHED = "denormals-flushed"
+INTEGER_OVERFLOW = "integer-overflow"
 
 
 @dataclass(frozen=True)
@@ -51,7 +53,7 @@ class BlameResult:
 
     reason: "target-diverges" or "diverges-beyond-unstable-source" (blamed), "within-tolerance",
     "comparable-error", "unstable-source", "float32-attribute" or "shape"; or why an unreliable source excuses a
-    target blamed otherwise ("denormals-flushed").
+    target blamed otherwise ("denormals-flushed", "integer-overflow").
     """
 
     blamed: bool
@@ -153,6 +155,14 @@ def flush_explains(baseline: np.ndarray, target: np.ndarray, flushed: np.ndarray
         return False
     return (compare(baseline, flushed, dtype).ok and not compare(eager, flushed, dtype).ok
             and not blame_output(eager, target, ieee, dtype).blamed)
+
+
+def differs_only_where(actual: np.ndarray, baseline: np.ndarray, dtype: str, where: np.ndarray) -> bool:
+    """Whether `actual` differs from `baseline` (by compare's rules) somewhere, and only at positions in `where`."""
+    if not actual.shape == baseline.shape == where.shape:
+        return False
+    bad = mismatch_mask(actual, baseline, dtype)
+    return bool(bad.any()) and not bool((bad & ~where).any())
 
 
 def blame_all(

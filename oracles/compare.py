@@ -233,8 +233,26 @@ def _compare_exact(actual: np.ndarray, expected: np.ndarray, dtype: str) -> Outp
     return _build(actual, expected, dtype, EXACT, bad, diff, np.abs(expected.astype(np.float64)), Reason.VALUES)
 
 
-def _compare_floats(actual: np.ndarray, expected: np.ndarray, dtype: str, tol: Tolerance) -> OutputComparison:
-    """NaN positions must agree, then Inf positions and signs, then finite values within tolerance."""
+def mismatch_mask(actual: np.ndarray, expected: np.ndarray, dtype: str, tol: Tolerance | None = None) -> np.ndarray:
+    """Where `actual` fails against `expected` (of one shape) by compare's rules: the elements it counts bad."""
+    if dtype not in FLOAT_DTYPES:
+        return np.asarray(actual != expected)
+    checks = _float_checks(actual, expected, default_tolerance(dtype) if tol is None else tol)
+    return checks.nan_bad | checks.inf_bad | checks.value_bad
+
+
+@dataclass(frozen=True)
+class _FloatChecks:
+    """compare's elementwise float rules: NaN and Inf positions that disagree, finite values beyond tolerance."""
+
+    nan_bad: np.ndarray
+    inf_bad: np.ndarray
+    value_bad: np.ndarray
+    diff: np.ndarray
+    mag: np.ndarray
+
+
+def _float_checks(actual: np.ndarray, expected: np.ndarray, tol: Tolerance) -> _FloatChecks:
     a, e = actual.astype(np.float64), expected.astype(np.float64)
     nan_a, nan_e = np.isnan(a), np.isnan(e)
     inf_a, inf_e = np.isinf(a), np.isinf(e)
@@ -244,10 +262,16 @@ def _compare_floats(actual: np.ndarray, expected: np.ndarray, dtype: str, tol: T
     with np.errstate(invalid="ignore", over="ignore"):  # inf - inf where both are inf: masked out below
         diff = np.where(finite, np.abs(a - e), 0.0)
     mag = np.where(finite, np.abs(e), 0.0)
-    value_bad = finite & (diff > tol.atol + tol.rtol * mag)
-    reason = Reason.NAN if nan_bad.any() else Reason.INF if inf_bad.any() else Reason.VALUES
-    nonfinite_bad = nan_bad | inf_bad
-    return _build(actual, expected, dtype, tol, nonfinite_bad | value_bad, diff, mag, reason, nonfinite_bad.any())
+    return _FloatChecks(nan_bad, inf_bad, finite & (diff > tol.atol + tol.rtol * mag), diff, mag)
+
+
+def _compare_floats(actual: np.ndarray, expected: np.ndarray, dtype: str, tol: Tolerance) -> OutputComparison:
+    """NaN positions must agree, then Inf positions and signs, then finite values within tolerance."""
+    c = _float_checks(actual, expected, tol)
+    reason = Reason.NAN if c.nan_bad.any() else Reason.INF if c.inf_bad.any() else Reason.VALUES
+    nonfinite_bad = c.nan_bad | c.inf_bad
+    return _build(actual, expected, dtype, tol, nonfinite_bad | c.value_bad, c.diff, c.mag, reason,
+                  nonfinite_bad.any())
 
 
 def _build(

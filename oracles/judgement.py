@@ -16,7 +16,14 @@ from typing import Protocol
 
 import numpy as np
 
-from oracles.blame import DENORMALS_FLUSHED, BlameResult, blame_output, flush_explains
+from oracles.blame import (
+    DENORMALS_FLUSHED,
+    INTEGER_OVERFLOW,
+    BlameResult,
+    blame_output,
+    differs_only_where,
+    flush_explains,
+)
 from oracles.compare import FLOAT_DTYPES, OutputComparison, Reason, compare, default_tolerance
 from oracles.signature import wrong_value_signature
 from oracles.verdict import Stage, Symptom, Verdict, symptom_of
@@ -74,6 +81,10 @@ class Settling(Protocol):
 
     def flushed(self) -> tuple[np.ndarray, ...] | None:
         """The source's settled outputs computed with subnormals flushed to zero; None where that cannot run."""
+        ...
+
+    def overflowed(self) -> tuple[np.ndarray | None, ...]:
+        """Per output, where its value comes from an integer overflow of the source (None: nowhere)."""
         ...
 
 
@@ -144,6 +155,9 @@ def unreliable_source(index: int, source: SourceSide, target: TargetSide, baseli
         if flushed is not None and flush_explains(baseline[index], actual, flushed[index], eager[index], ieee[index],
                                                   dtype):
             return DENORMALS_FLUSHED
+    overflowed = settling.overflowed()[index]
+    if overflowed is not None and differs_only_where(actual, baseline[index], dtype, overflowed):
+        return INTEGER_OVERFLOW
     return None
 
 

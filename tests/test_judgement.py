@@ -38,6 +38,14 @@ class Plain:
         self.asked.append("float32_only_ops")
         return self.through
 
+    def flushed(self) -> tuple[np.ndarray, ...] | None:
+        self.asked.append("flushed")
+        return None
+
+    def overflowed(self) -> tuple[np.ndarray | None, ...]:
+        self.asked.append("overflowed")
+        return (None,)
+
 
 def _source(eager: np.ndarray, reference: np.ndarray, dtype: str = "float32", valid: bool = True) -> SourceSide:
     return SourceSide(("y",), (dtype,), ("sin",), (eager,), (reference,), valid)

@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 
 from fuzzer.check.result import Expected
-from fuzzer.check.source import float32_attr_reference, flushed_outputs, graph_values
+from fuzzer.check.source import float32_attr_reference, flushed_outputs, graph_values, overflow_masks
 from fuzzer.converters.base import Converter
 from fuzzer.converters.conversion import TargetRun
 from fuzzer.converters.schema import float32_only_ops
@@ -38,7 +38,9 @@ class SourceSettling:
     def __init__(self, expected: Expected, model: bytes | None) -> None:
         self.expected, self.model = expected, model
         self.values = {False: _settling_values(expected, False), True: _settling_values(expected, True)}
-        self.flushed = functools.cache(self._flushed)  # asked per blamed output, computed once
+        # Asked per blamed output, computed once.
+        self.flushed = functools.cache(self._flushed)
+        self.overflowed = functools.cache(functools.partial(overflow_masks, expected.source))
 
     def settled(self, outputs: Sequence[np.ndarray], float64: bool, kept: Sequence[bool] = ()
                 ) -> tuple[np.ndarray, ...]:

@@ -11,8 +11,10 @@ import torch
 from fuzzer.check.result import CheckResult, Expected, timer
 from fuzzer.converters.conversion import Source
 from fuzzer.support.tensors import to_oracle_array
+from generators.dtypes import DType
 from generators.ir import Graph
 from generators.materialize import float64_twin, materialize, widen_inputs
+from generators.ops.base import OpSpec
 from generators.valid_inputs import find_valid_inputs
 from generators.values import ValueStrategy
 from oracles.blame import source_unreliable
@@ -111,6 +113,53 @@ def flushed_outputs(source: Source) -> tuple[np.ndarray, ...] | None:
     finally:
         torch.set_flush_denormal(False)
     return tuple(to_oracle_array(y)[0] for y in outputs)
+
+
+def overflow_masks(source: Source) -> tuple[np.ndarray | None, ...]:
+    """Per graph output, where its value comes from an integer overflow of the source on these inputs: where the
+    node that made it computes, on its integers widened to float64, a value outside its integer dtype; everywhere
+    where a node upstream overflowed; None where neither. A node whose operator takes no float64 counts as none."""
+    graph = source.graph
+    env = source.module.run_all(*source.inputs)
+    masks: dict[str, np.ndarray] = {}
+    for node, op in zip(graph.nodes, source.module.ops, strict=True):
+        upstream = any(n in masks for n in node.inputs)
+        exact = _widened_forward(op, dict(node.attrs), [env[n] for n in node.inputs])
+        for k, name in enumerate(node.outputs):
+            shape, dtype = graph.types[name].shape, graph.types[name].dtype
+            own = _outside(exact[k], dtype) if exact is not None and k < len(exact) else None
+            own = own if own is not None and own.shape == shape and own.any() else None
+            if upstream:
+                masks[name] = np.ones(shape, dtype=bool)
+            elif own is not None:
+                masks[name] = own
+    return tuple(masks.get(n) for n in graph.outputs)
+
+
+def _widened_forward(op: OpSpec, attrs: dict, inputs: list[torch.Tensor]) -> tuple[torch.Tensor, ...] | None:
+    """The operator on its integer inputs widened to float64 (bools kept): their exact result, up to 2**53; None
+    where the operator does not take them so."""
+    if not any(_is_integer(x) for x in inputs):
+        return None
+    try:
+        result = op.forward(attrs, *(x.to(torch.float64) if _is_integer(x) else x for x in inputs))
+    except Exception:  # the operator needs integers (an index, a bitwise operand): it cannot be widened
+        return None
+    return tuple(result) if isinstance(result, (tuple, list)) else (result,)
+
+
+def _is_integer(x: torch.Tensor) -> bool:
+    return not x.is_floating_point() and not x.is_complex() and x.dtype is not torch.bool
+
+
+def _outside(exact: torch.Tensor, dtype: DType) -> np.ndarray | None:
+    """Where a float64 result lies outside integer `dtype`'s range; None for another dtype or a result not float."""
+    if not dtype.is_int or not exact.is_floating_point():
+        return None
+    info = torch.iinfo(dtype.torch)
+    values = exact.detach().cpu().to(torch.float64).numpy()
+    # max + 1 is a power of two, exact in float64 (float(2**63 - 1) itself rounds up to 2**63, an overflow)
+    return (values < float(info.min)) | (values >= float(info.max) + 1.0)
 
 
 def float32_attr_reference(source: Source) -> tuple[np.ndarray, ...] | None:

@@ -21,7 +21,9 @@ A blamed target is still excused where the source's own answer is unreliable, an
 from a framework that flushes subnormals to zero (TensorFlow on a CPU, whose float64 twin flushes float64 subnormals
 alike) is "denormals-flushed" when it is the source computed so and the target is not to blame against the IEEE
 source and its float64 twin; an output that differs only where the source's integers overflowed (wrapped in torch,
-saturated elsewhere, neither specified by ONNX) is "integer-overflow".
+saturated elsewhere, neither specified by ONNX) is "integer-overflow"; a target that is Inf or NaN only where an
+input beyond the square root of its dtype's largest value reaches (a decomposition's x * x overflows where a fused
+kernel does not) is "extreme-input-overflow".
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ BEYOND_UNSTABLE = "diverges-beyond-unstable-source"
 FLOAT32_ATTRIBUTE = "float32-attribute"
 DENORMALS_FLUSHED = "denormals-flushed"
 INTEGER_OVERFLOW = "integer-overflow"
+EXTREME_INPUT_OVERFLOW = "extreme-input-overflow"
 
 
 @dataclass(frozen=True)
@@ -53,7 +56,7 @@ class BlameResult:
 
     reason: "target-diverges" or "diverges-beyond-unstable-source" (blamed), "within-tolerance",
     "comparable-error", "unstable-source", "float32-attribute" or "shape"; or why an unreliable source excuses a
-    target blamed otherwise ("denormals-flushed", "integer-overflow").
+    target blamed otherwise ("denormals-flushed", "integer-overflow", "extreme-input-overflow").
     """
 
     blamed: bool

@@ -18,6 +18,7 @@ import numpy as np
 
 from oracles.blame import (
     DENORMALS_FLUSHED,
+    EXTREME_INPUT_OVERFLOW,
     INTEGER_OVERFLOW,
     BlameResult,
     blame_output,
@@ -85,6 +86,10 @@ class Settling(Protocol):
 
     def overflowed(self) -> tuple[np.ndarray | None, ...]:
         """Per output, where its value comes from an integer overflow of the source (None: nowhere)."""
+        ...
+
+    def extreme_inputs(self) -> tuple[np.ndarray | None, ...]:
+        """Per output, where an input beyond the square root of its dtype's largest value reaches (None: nowhere)."""
         ...
 
 
@@ -158,6 +163,9 @@ def unreliable_source(index: int, source: SourceSide, target: TargetSide, baseli
     overflowed = settling.overflowed()[index]
     if overflowed is not None and differs_only_where(actual, baseline[index], dtype, overflowed):
         return INTEGER_OVERFLOW
+    extreme = settling.extreme_inputs()[index] if dtype in FLOAT_DTYPES else None
+    if extreme is not None and differs_only_where(actual, baseline[index], dtype, extreme & ~np.isfinite(actual)):
+        return EXTREME_INPUT_OVERFLOW
     return None
 
 

@@ -46,6 +46,10 @@ class Plain:
         self.asked.append("overflowed")
         return (None,)
 
+    def extreme_inputs(self) -> tuple[np.ndarray | None, ...]:
+        self.asked.append("extreme_inputs")
+        return (None,)
+
 
 def _source(eager: np.ndarray, reference: np.ndarray, dtype: str = "float32", valid: bool = True) -> SourceSide:
     return SourceSide(("y",), (dtype,), ("sin",), (eager,), (reference,), valid)

@@ -23,6 +23,7 @@ from generators.builder import GraphBuilder
 from generators.dtypes import DType
 from generators.ir import Graph
 from generators.materialize import materialize
+from generators.values import LARGE_MAGNITUDE, extreme_values
 from oracles.verdict import Symptom
 
 FAST = CheckOptions(rerun=False, locate=False, culprit=False)
@@ -126,3 +127,34 @@ def test_a_wrong_integer_beside_an_overflow_is_still_filed() -> None:
     _plus_one(model)
     verdict = judge_model(model, expected, CONVERTERS["torch-onnx-script"]).verdict
     assert (verdict.symptom, verdict.diverging_op, verdict.diverging_dtype) == (Symptom.WRONG_VALUES, "prod", "int64")
+
+
+# softplus(x, beta=10) of a row holding 8.5e37, the `special` strategy's float32 extreme (finfo.max / 4): torch returns
+# x past its threshold, the TorchScript exporter's Softplus(10 * x) / 10 overflows to inf there.
+def _softplus() -> Graph:
+    b = GraphBuilder()
+    x = b.input((2, 4))
+    return b.build((b.op("softplus", (x,), (2, 4), beta=10.0, threshold=20.0),))
+
+
+SOFTPLUS_ROWS = ([[8.5e37, 1.0, 2.0, -3.0], [1.0, 2.0, 3.0, 4.0]],)
+
+
+def test_the_special_strategy_draws_float_extremes_whose_square_overflows() -> None:
+    limit = float(torch.finfo(torch.float32).max) ** 0.5
+    assert max(extreme_values(DType.FLOAT32)) > limit > LARGE_MAGNITUDE[DType.FLOAT32]
+
+
+def test_an_overflow_at_an_extreme_input_is_not_filed() -> None:
+    result = _check(_softplus(), SOFTPLUS_ROWS, CONVERTERS["torch-onnx-script"], {"opset": 17})
+    assert result.target is not None and result.expected is not None
+    assert np.isinf(result.target.outputs[0][0, 0]) and np.isfinite(result.expected.eager[0]).all()
+    assert (result.verdict.symptom, result.verdict.labels) == (Symptom.PASS, ("not-blamed:extreme-input-overflow",))
+
+
+def test_a_wrong_value_beside_an_extreme_input_is_still_filed() -> None:
+    expected = _expected(_softplus(), SOFTPLUS_ROWS)
+    model = export_script(expected.source, ScriptOptions(opset=17), Steps())
+    _plus_one(model)
+    verdict = judge_model(model, expected, CONVERTERS["torch-onnx-script"]).verdict
+    assert (verdict.symptom, verdict.diverging_op) == (Symptom.WRONG_VALUES, "softplus")

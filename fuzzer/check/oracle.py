@@ -9,7 +9,13 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 
 from fuzzer.check.result import Expected
-from fuzzer.check.source import float32_attr_reference, flushed_outputs, graph_values, overflow_masks
+from fuzzer.check.source import (
+    extreme_masks,
+    float32_attr_reference,
+    flushed_outputs,
+    graph_values,
+    overflow_masks,
+)
 from fuzzer.converters.base import Converter
 from fuzzer.converters.conversion import TargetRun
 from fuzzer.converters.schema import float32_only_ops
@@ -41,6 +47,7 @@ class SourceSettling:
         # Asked per blamed output, computed once.
         self.flushed = functools.cache(self._flushed)
         self.overflowed = functools.cache(functools.partial(overflow_masks, expected.source))
+        self.extreme_inputs = functools.cache(functools.partial(extreme_masks, expected.source))
 
     def settled(self, outputs: Sequence[np.ndarray], float64: bool, kept: Sequence[bool] = ()
                 ) -> tuple[np.ndarray, ...]:

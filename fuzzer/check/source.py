@@ -136,6 +136,34 @@ def overflow_masks(source: Source) -> tuple[np.ndarray | None, ...]:
     return tuple(masks.get(n) for n in graph.outputs)
 
 
+def extreme_masks(source: Source) -> tuple[np.ndarray | None, ...]:
+    """Per graph output, where a float input beyond the square root of its dtype's largest value reaches (a square
+    of it, as a decomposition may take, overflows): the input's mask broadcast to the output's shape where it
+    broadcasts, everywhere where it does not; None where no input is so large."""
+    extremes = [_beyond_sqrt_max(x) for x in source.inputs]
+    extremes = [m for m in extremes if m is not None and m.any()]
+    return tuple(_reaching(extremes, source.graph.types[n].shape) if extremes else None
+                 for n in source.graph.outputs)
+
+
+def _beyond_sqrt_max(x: torch.Tensor) -> np.ndarray | None:
+    if not x.is_floating_point():
+        return None
+    limit = float(torch.finfo(x.dtype).max) ** 0.5
+    return (x.detach().cpu().to(torch.float64).abs() > limit).numpy()
+
+
+def _reaching(masks: list[np.ndarray], shape: tuple[int, ...]) -> np.ndarray:
+    """The union of `masks`, each broadcast to `shape`, or all of `shape` where one does not broadcast."""
+    out = np.zeros(shape, dtype=bool)
+    for mask in masks:
+        try:
+            out |= np.broadcast_to(mask, shape)
+        except ValueError:  # not elementwise with the output: it may reach any element
+            return np.ones(shape, dtype=bool)
+    return out
+
+
 def _widened_forward(op: OpSpec, attrs: dict, inputs: list[torch.Tensor]) -> tuple[torch.Tensor, ...] | None:
     """The operator on its integer inputs widened to float64 (bools kept): their exact result, up to 2**53; None
     where the operator does not take them so."""

@@ -1,6 +1,7 @@
 """Confining a child process that runs converters: no Ctrl-C, death with its parent, one thread, an address-space
-limit, its output in a log, its temporary files in a folder of its own (fuzzer/support/scratch.py) and its fatal
-signals and hangs in a faulthandler file (campaign workers and the reducer's checker share this)."""
+limit, a bounded recursion limit, its output in a log, its temporary files in a folder of its own
+(fuzzer/support/scratch.py) and its fatal signals and hangs in a faulthandler file (campaign workers and the
+reducer's checker share this)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,11 @@ from generators.solver import keep_freed_memory
 _PR_SET_PDEATHSIG = 1
 DEFAULT_MEMORY_MB = 4096  # what a worker or a reducer's child may grow to before it counts as out of memory
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+# Python's recursion limit where converters run: far deeper than any graph here needs (the default is 1000, torch's
+# inductor asks for 2000), and shallow enough for CPython 3.11's C stack at 8 MiB. onnx2tf sets 2**31 - 1 on import:
+# unbounded, an endless recursion took the process's whole address space and ended as MemoryError (filed as out of
+# memory) or CPython's "SystemError: error return without exception set", never as the RecursionError it is.
+RECURSION_LIMIT = 20_000
 
 
 def detach_from_terminal_and_parent() -> None:
@@ -47,9 +53,24 @@ def address_space_limit(memory_mb: int, device: str, vm_size: int) -> int | None
     return vm_size + memory_mb * 2**20
 
 
+def bound_recursion(limit: int = RECURSION_LIMIT) -> None:
+    """Set Python's recursion limit to `limit`, and keep it there: a library that raises it later (on its first
+    import, which may come after this) gets at most `limit`, so every process that checks a graph recurses alike."""
+    if getattr(sys.setrecursionlimit, "bounded_at", None) != limit:
+        unbounded = getattr(sys.setrecursionlimit, "unbounded", sys.setrecursionlimit)
+
+        def bounded(depth: int) -> None:
+            unbounded(min(depth, limit))
+
+        bounded.bounded_at, bounded.unbounded = limit, unbounded  # type: ignore[attr-defined]
+        sys.setrecursionlimit = bounded
+    sys.setrecursionlimit(limit)
+
+
 def confine(memory_mb: int, device: str, log_dir: str | Path) -> IO[str]:
     """Set this process up to run converters (see the module doc); returns the open fault file."""
     detach_from_terminal_and_parent()
+    bound_recursion()
     keep_freed_memory()  # the feeder, forked later, inherits it
     import torch
 

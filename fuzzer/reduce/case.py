@@ -25,11 +25,11 @@ from fuzzer.support.files import STAGING_PREFIX
 from generators.edit import prune
 from generators.ir import Graph
 from generators.ops.discontinuity import LABELS
-from oracles.rootcause import UNLOCALIZED, verdict_root_cause
+from oracles.rootcause import UNLOCALIZED, error_class, verdict_root_cause
 from oracles.verdict import Symptom, Verdict
 
-# Symptoms a carried crash and the defect behind it may show (a crash downstream, an invalid model alone).
-CARRIED = frozenset({Symptom.CRASH, Symptom.INVALID_MODEL, Symptom.PROCESS_DEATH})
+# Symptoms whose failure is an exception: it is the same failure only with the same exception type and error class.
+RAISED = frozenset({Symptom.CRASH, Symptom.INVALID_MODEL})
 # Labels a candidate may not gain: its inputs left the valid domain, or sit on a discontinuity the original did not.
 GUARDED_LABELS = frozenset({INVALID_INPUTS, *LABELS})
 # How often the full check of a reduced graph is tried before the reduction is given up: a defect in native code dies
@@ -45,20 +45,48 @@ def same_bug(original: Verdict, candidate: Verdict) -> bool:
     return candidate.signature == original.signature and not gained
 
 
-def same_defect(original: Verdict, graph: Graph, candidate: Verdict, candidate_graph: Graph) -> bool:
-    """The candidate shows the defect the original only carried: a crash raised at an innocent operator, whose
-    cause an operator feeding it shows alone (negative dims left in a permutation, a crash only where they are
-    read). Both fail in the same converter, crash-like; the candidate's failing operator is upstream of the
-    original's (any of the graph's where the original names none)."""
-    if candidate.converter != original.converter or not candidate.is_bug or not original.is_bug:
+def same_failure(original: Verdict, candidate: Verdict) -> bool:
+    """Both fail alike: the same converter, stage and symptom; for an exception, the same type and error class (a
+    reduction that turned a TypeError into a ValidationError found another bug); for a death, the same signal."""
+    if (candidate.converter, candidate.stage, candidate.symptom) != (original.converter, original.stage,
+                                                                     original.symptom):
         return False
-    if {original.symptom, candidate.symptom} - CARRIED:
+    if original.symptom in RAISED:
+        return (exception_type(candidate.message) == exception_type(original.message)
+                and error_class(candidate.message) == error_class(original.message))
+    if original.symptom is Symptom.PROCESS_DEATH:
+        return _signal(original.message) is not None and _signal(original.message) == _signal(candidate.message)
+    return False
+
+
+def exception_type(message: str) -> str:
+    """The exception type a crash's message starts with ('builtins.TypeError: ...'), "" where it names none."""
+    head = message.partition(":")[0].strip()
+    return head if re.fullmatch(r"[\w.]+", head) else ""
+
+
+def same_defect(original: Verdict, graph: Graph, candidate: Verdict, candidate_graph: Graph) -> bool:
+    """The candidate shows the original's failure (same_failure) at another operator: a crash raised at an
+    innocent operator whose cause, an operator feeding it, fails alike alone. The candidate's failing operator is
+    upstream of the original's (any of the graph's where the original names none)."""
+    if not candidate.is_bug or not original.is_bug or not same_failure(original, candidate):
         return False
     carrier = verdict_root_cause(original.converter, original, graph.ops()).shown_operator
     found = verdict_root_cause(candidate.converter, candidate, candidate_graph.ops()).shown_operator
     if found in (UNLOCALIZED, carrier):
         return False
     return found in graph.ops() if carrier == UNLOCALIZED else found in upstream_ops(graph, carrier)
+
+
+def keeps_computing_nodes(original: Verdict, graph: Graph, candidate_graph: Graph) -> bool:
+    """A wrong shape that names no operator (outputs missing, whichever they are) is kept only by a graph whose
+    outputs are all computed by operators that computed the original's: an output fed straight from an input, or
+    by another operator, loses outputs for another reason."""
+    if original.symptom is not Symptom.WRONG_SHAPE or original.diverging_op is not None:
+        return True
+    computed = {out: node.op for node in candidate_graph.nodes for out in node.outputs}
+    involved = {node.op for node in graph.nodes if set(node.outputs) & set(graph.outputs)}
+    return all(computed.get(out) in involved for out in candidate_graph.outputs)
 
 
 def upstream_ops(graph: Graph, op: str) -> set[str]:
@@ -115,10 +143,14 @@ def _signal(message: str) -> str | None:
     return found.group(1) if found else None
 
 
-def keeps_defect(case: CaseData, verdict: Verdict, graph: Graph) -> bool:
-    """The reducer's acceptance: the same bug, the defect it carried (see same_defect), or the same hang."""
-    return (same_bug(case.verdict, verdict) or same_defect(case.verdict, case.graph, verdict, graph)
-            or same_hang_or_death(case.verdict, verdict))
+def keeps_defect(original: Verdict, original_graph: Graph, verdict: Verdict, graph: Graph) -> bool:
+    """The reducer's acceptance of `graph` and its `verdict`: the same bug, the same failure at an operator feeding
+    the original's (see same_defect), or the same hang or death; and, for missing outputs, computed by the same
+    operators."""
+    if not keeps_computing_nodes(original, original_graph, graph):
+        return False
+    return (same_bug(original, verdict) or same_defect(original, original_graph, verdict, graph)
+            or same_hang_or_death(original, verdict))
 
 
 def signature_oracle(case: CaseData, checker: IsolatedChecker) -> Callable[[Graph], bool]:
@@ -130,7 +162,7 @@ def signature_oracle(case: CaseData, checker: IsolatedChecker) -> Callable[[Grap
             verdict = checker.verdict(job)
         except RuntimeError:  # a candidate that breaks convsmith itself is not the bug we are after
             return False
-        return keeps_defect(case, verdict, graph)
+        return keeps_defect(case.verdict, case.graph, verdict, graph)
 
     return is_same_bug
 
@@ -188,7 +220,7 @@ def _write_checked(case: CaseData, job: Job, staging: Path, checker: IsolatedChe
     seen: list[str] = []
     for _ in range(FINAL_TRIES):
         written, verdict = checker.write_case(job, staging, reduced_id(case.id), original, record, diagnose=diagnose)
-        if verdict.signature == case.signature or keeps_defect(case, verdict, job.graph):
+        if verdict.signature == case.signature or keeps_defect(case.verdict, case.graph, verdict, job.graph):
             return written
         seen.append(verdict.signature or verdict.symptom.json_name)  # a pass has no signature
         if verdict.symptom is Symptom.HANG and case.verdict.symptom is not Symptom.HANG:
@@ -235,4 +267,4 @@ def reduced_id(case_id: str) -> str:
 
 
 __all__ = ["CheckerConfig", "IsolatedChecker", "NotReproducedAlone", "Reduction", "ReductionFailed", "reduce_case",
-           "reduced_id", "same_bug", "same_defect", "signature_oracle"]
+           "keeps_defect", "reduced_id", "same_bug", "same_defect", "same_failure", "signature_oracle"]

@@ -1,7 +1,8 @@
 """The reducer: passes over a concrete graph, run to a fixpoint, keeping only smaller graphs with the same bug.
 
-One acceptance point (`Shrinker.consider`): a candidate is pruned, validated, and kept only when it is strictly
-smaller in the size order (fuzzer/reduce/size.py) and `is_same_bug` says it still shows the same bug. The
+One acceptance point (`Shrinker.consider`): a candidate is pruned, validated, and kept only when it still has an
+operator, is strictly smaller in the size order (fuzzer/reduce/size.py) and `is_same_bug` says it still shows the
+same bug. The
 passes live in fuzzer/reduce/passes.py, listed once in PASSES; each keeps tries/accepts/seconds statistics.
 """
 
@@ -80,7 +81,7 @@ class Shrinker:
     _seen: set[str] = field(default_factory=set)
 
     def consider(self, candidate: Graph | None) -> bool:
-        if candidate is None:
+        if candidate is None or not candidate.nodes:  # a graph of no operator shows no converter's defect
             return False
         try:
             validate(candidate, REGISTRY)

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from fuzzer.cases.repro import identifier, render_module
+from fuzzer.cases.snippet_tf import onnx2tf_snippet, tf2onnx_snippet
 from fuzzer.converters import CONVERTERS
 from fuzzer.converters.describe import Snippet
 from fuzzer.converters.dynamic import DynamicAxes
@@ -31,6 +32,9 @@ def render_snippet(case: Any) -> str | None:
     no snippet) or the case holds no tensors (a worker died before it could save them)."""
     converter = CONVERTERS.get(case.converter)
     has_data = len(case.inputs) == len(case.graph.inputs) and set(case.weights) == set(case.graph.weights)
+    if converter is not None and has_data and (converter.framework == "tensorflow" or
+                                               converter.runtime == "tensorflow"):
+        return _tensorflow_family(case, converter)
     if converter is None or not has_data or converter.runtime != "onnxruntime":
         return None  # the few lines run the target in ONNX Runtime: another runtime's case has repro.py only
     # Only an exporter's case records dynamic dims (the ONNX tools' snippets take none).
@@ -51,6 +55,16 @@ def render_snippet(case: Any) -> str | None:
         upstream = exporter.snippet(exporter.options({"opset": case.converter_options.get("opset", 17)}))
         call = Snippet(upstream.imports + call.imports, upstream.lines + call.lines, call.level, True, call.free_dims)
     return _from_torch(case, call, runs_ort)
+
+
+def _tensorflow_family(case: Any, converter: Any) -> str | None:
+    """tf2onnx's snippet (from TensorFlow) or onnx2tf's (run in TensorFlow): fuzzer/cases/snippet_tf.py; None with
+    bfloat16 tensors, which numpy cannot write."""
+    if any(x.dtype.name == "bfloat16" for x in (*case.inputs, *case.weights.values())):
+        return None
+    call = converter.snippet(converter.options(case.converter_options))
+    make = tf2onnx_snippet if converter.framework == "tensorflow" else onnx2tf_snippet
+    return make(case, call, _numpy_value, _tolerance(case))
 
 
 def _from_torch(case: Any, call: Snippet, runs_ort: bool) -> str:

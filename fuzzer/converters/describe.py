@@ -15,14 +15,16 @@ class Snippet:
     """How a report's few-line snippet calls a converter, as plain Python.
 
     An exporter's `lines` turn `module` and `inputs` (torch) into the ONNX `model` (a dynamic export's define the
-    dims they mark first); an ONNX-to-ONNX converter's turn
-    `model` into the converted `model`; `level` is the ONNX Runtime optimization level the target then runs at."""
+    dims they mark first), a TensorFlow exporter's turn `fn` and `signature` into it; an ONNX-to-ONNX converter's
+    turn `model` into the converted `model`; `level` is the ONNX Runtime optimization level the target then runs at.
+    A target that runs elsewhere has `runs`: the lines that run it on `inputs` (arrays by input name) into `got`."""
 
     imports: tuple[str, ...]
     lines: tuple[str, ...]
     level: str = "disabled"
     from_torch: bool = False
     free_dims: bool = False  # the run fixes each named input dimension to the input's size
+    runs: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -76,8 +76,10 @@ class Onnx2Tf(Converter):
 
     def snippet(self, options: ConverterOptions) -> Snippet:
         opts: Onnx2TfOptions = options  # type: ignore[assignment]
-        return Snippet(("import onnx2tf",), (f"open({NO_REPLACEMENTS!r}, 'w').write({NO_REPLACEMENTS_TEXT!r})",
-                                             convert_line(opts)))
+        imports = ("import onnx2tf", *(("from ai_edge_litert.interpreter import Interpreter",)
+                                        if opts.target == "tflite" else ()))
+        return Snippet(imports, (f"open({NO_REPLACEMENTS!r}, 'w').write({NO_REPLACEMENTS_TEXT!r})",
+                                 convert_line(opts)), runs=run_lines(opts))
 
     def component(self, site: FaultSite) -> Component:
         where = "its TFLite model (LiteRT)" if site.options.get("target") == "tflite" else "its Keras model"
@@ -270,3 +272,22 @@ def convert_line(options: Onnx2TfOptions) -> str:
     return ('keras_model = onnx2tf.convert(input_onnx_file_path="model.onnx", output_folder_path="out", '
             f"non_verbose=True, keep_ncw_or_nchw_or_ncdhw_input_names=nchw_inputs{extra}, "
             f'param_replacement_file="{NO_REPLACEMENTS}")')
+
+
+def run_lines(options: Onnx2TfOptions) -> tuple[str, ...]:
+    """The user's run of what convert_line made on `inputs` (by ONNX name), as run_keras and run_tflite run it."""
+    if options.target == "keras":
+        return ("got = keras_model(list(inputs.values()) if len(inputs) > 1 else next(iter(inputs.values())))",
+                "got = [np.asarray(y) for y in (got if isinstance(got, (list, tuple)) else [got])]")
+    return ('interpreter = Interpreter(model_path="out/model_float32.tflite")',
+            "interpreter.allocate_tensors()",
+            "for d in interpreter.get_input_details():",
+            '    x = inputs[d["name"]]',
+            "    x = x.astype(np.float32) if x.dtype == np.float16 else x  # onnx2tf makes float16 models float32",
+            '    interpreter.set_tensor(d["index"], x)',
+            "interpreter.invoke()",
+            'found = {d["name"]: interpreter.get_tensor(d["index"]) for d in interpreter.get_output_details()}',
+            "names = [o.name for o in model.graph.output]",
+            "if not all(n in found for n in names):  # unnamed: Identity, Identity_1, ... in the model's order",
+            '    names = sorted(found, key=lambda n: int(n.rpartition("_")[2]) if "_" in n else 0)',
+            "got = [found[n] for n in names]")

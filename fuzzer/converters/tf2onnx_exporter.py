@@ -124,7 +124,8 @@ class Tf2Onnx(Converter):
 
     def snippet(self, options: ConverterOptions) -> Snippet:
         opts: Tf2OnnxOptions = options  # type: ignore[assignment]
-        return Snippet(("import tf2onnx",), (export_line(opts),))
+        return Snippet(("import tf2onnx", *(("import tf_keras",) if opts.source == "keras" else ())),
+                       (*model_lines(opts), export_line(opts)))
 
     def component(self, site: FaultSite) -> Component:
         return self.own_component(f"tf2onnx: the conversion {site.named()}")
@@ -263,6 +264,16 @@ def export(model: Any, graph: Graph, options: Tf2OnnxOptions) -> onnx.ModelProto
     else:
         proto, _ = tf2onnx.convert.from_function(model, input_signature=signature, opset=options.opset)
     return proto
+
+
+def model_lines(options: Tf2OnnxOptions) -> tuple[str, ...]:
+    """The user's lines that make `model` of `fn` and `signature`: a tf.function, or a Lambda layer between Inputs."""
+    if options.source == "function":
+        return ("model = tf.function(fn, autograph=False)",)
+    return ("layer_inputs = [tf_keras.Input(batch_shape=s.shape, dtype=s.dtype, name=s.name) for s in signature]",
+            "layer_outputs = tf_keras.layers.Lambda(lambda xs: fn(*xs), autocast=False)(layer_inputs)",
+            "model = tf_keras.Model(layer_inputs, list(layer_outputs) if isinstance(layer_outputs, (tuple, list)) "
+            "else [layer_outputs])")
 
 
 def export_line(options: Tf2OnnxOptions) -> str:

@@ -63,14 +63,15 @@ def _check(graph: Graph, inputs: tuple[list, ...], converter: Any, options: dict
     return check_prepared(_expected(graph, inputs), converter, options, FAST)
 
 
-def _plus_one(model: onnx.ModelProto) -> None:
-    """The model's only output with 1 added (of its own dtype): a real wrong value everywhere."""
-    out = model.graph.output[0]
+def _plus_one(model: onnx.ModelProto, output: int = 0) -> None:
+    """The model's output number `output` with 1 added (of its own dtype): a real wrong value everywhere."""
+    out = model.graph.output[output]
     dtype = onnx.helper.tensor_dtype_to_np_dtype(out.type.tensor_type.elem_type)
-    model.graph.initializer.append(numpy_helper.from_array(np.array(1, dtype), "planted_one"))
+    before, one = f"{out.name}_before_plus_one_{len(model.graph.node)}", f"planted_one_{len(model.graph.node)}"
+    model.graph.initializer.append(numpy_helper.from_array(np.array(1, dtype), one))
     for node in model.graph.node:
-        node.output[:] = [f"{o}_before_plus_one" if o == out.name else o for o in node.output]
-    model.graph.node.append(helper.make_node("Add", [f"{out.name}_before_plus_one", "planted_one"], [out.name]))
+        node.output[:] = [before if o == out.name else o for o in node.output]
+    model.graph.node.append(helper.make_node("Add", [before, one], [out.name]))
 
 
 # float64 subnormals times 1e300: TensorFlow (eager and its float64 twin alike) reads them as zero; ONNX Runtime and
@@ -158,3 +159,59 @@ def test_a_wrong_value_beside_an_extreme_input_is_still_filed() -> None:
     _plus_one(model)
     verdict = judge_model(model, expected, CONVERTERS["torch-onnx-script"]).verdict
     assert (verdict.symptom, verdict.diverging_op) == (Symptom.WRONG_VALUES, "softplus")
+
+
+# topk(tanh(x), 1) where torch's tanh and ONNX Runtime's round two neighbouring floats' images differently: torch
+# orders them, ONNX Runtime ties them (and TopK names the lower index of a tie), so the two pick different indices of
+# values an ulp apart. A far third value stays a wrong pick.
+def _tanh_topk() -> Graph:
+    from generators.ir import Node, TensorType, validate
+    from generators.registry import REGISTRY
+
+    three, one, index = TensorType((3,), DType.FLOAT32), TensorType((1,), DType.FLOAT32), TensorType((1,), DType.INT64)
+    nodes = (Node("tanh", ("x",), ("t",), {}),
+             Node("topk", ("t",), ("v", "i"), {"k": 1, "dim": 0, "largest": True, "sorted": True}))
+    graph = Graph({"x": three}, {}, nodes, ("v", "i"), {"x": three, "t": three, "v": one, "i": index})
+    validate(graph, REGISTRY)
+    return graph
+
+
+def _onnxruntime_tanh(x: np.ndarray) -> np.ndarray:
+    import onnxruntime as ort
+
+    node = helper.make_node("Tanh", ["x"], ["y"])
+    info = [helper.make_tensor_value_info(n, onnx.TensorProto.FLOAT, None) for n in ("x", "y")]
+    model = helper.make_model(helper.make_graph([node], "tanh", info[:1], info[1:]),
+                              opset_imports=[helper.make_opsetid("", 17)])
+    return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+
+
+def _ulp_flipped_pair() -> tuple[float, float]:
+    """Neighbouring floats (lower, upper) whose tanh torch orders and ONNX Runtime does not."""
+    upper = np.linspace(0.5, 1.5, 4001, dtype=np.float32)
+    lower = np.nextafter(upper, np.float32(-np.inf))
+    ordered = torch.tanh(torch.from_numpy(upper)).numpy() > torch.tanh(torch.from_numpy(lower)).numpy()
+    flipped = np.flatnonzero(ordered & (_onnxruntime_tanh(upper) <= _onnxruntime_tanh(lower)))
+    assert flipped.size, "no pair of neighbouring floats whose tanh torch and ONNX Runtime round apart"
+    return float(lower[flipped[0]]), float(upper[flipped[0]])
+
+
+def test_topk_indices_of_values_an_ulp_apart_are_not_filed() -> None:
+    lower, upper = _ulp_flipped_pair()
+    result = _check(_tanh_topk(), ([lower, upper, -1.0],), CONVERTERS["torch-onnx-script"], {"opset": 17})
+    assert result.target is not None and result.expected is not None
+    assert (result.expected.eager[1].tolist(), result.target.outputs[1].tolist()) == ([1], [0])
+    assert (result.verdict.symptom, result.verdict.labels) == (Symptom.PASS, ())
+
+
+def test_a_topk_index_at_a_far_value_is_still_filed() -> None:
+    lower, upper = _ulp_flipped_pair()
+    expected = _expected(_tanh_topk(), ([lower, upper, -1.0],))
+    model = export_script(expected.source, ScriptOptions(opset=17), Steps())
+    _plus_one(model, 1)  # index 0 becomes 1 (a near tie, right) or 1 becomes 2 (a far value, wrong)
+    result = judge_model(model, expected, CONVERTERS["torch-onnx-script"])
+    assert result.target is not None and result.target.outputs[1].tolist() == [1]
+    assert result.verdict.symptom is Symptom.PASS
+    _plus_one(model, 1)
+    verdict = judge_model(model, expected, CONVERTERS["torch-onnx-script"]).verdict
+    assert (verdict.symptom, verdict.diverging_op, verdict.diverging_dtype) == (Symptom.WRONG_VALUES, "topk", "int64")

@@ -3,12 +3,19 @@
 torch leaves the index among equal values unspecified (sort with stable=False, topk), or names the first one
 (argmax, max(dim)) while a tie in the float32 source is one rounding away from no tie in a converted model; either
 way an index is judged by the value it points at. `settle_tied_indices` rewrites each index to a canonical one
-holding the same value, which a wrong index (pointing at another value) cannot reach.
+holding the same value, which a wrong index (pointing at another value) cannot reach. Float values a few ulps apart
+count as one value: a converted model computes them upstream in another order or with another kernel, and a 1-ulp
+change flips which of them is larger.
 """
 
 from __future__ import annotations
 
 import numpy as np
+
+# How far apart, relative to their magnitude, two floats may be and still be one value to an index: at least 1e-6
+# (about 8 float32 ulps, discontinuity.Closeness's "near"), and 8 ulps of a coarser dtype (float16).
+NEAR_TIE_REL = 1e-6
+NEAR_TIE_ULPS = 8
 
 
 def settle_tied_indices(x: np.ndarray, indices: np.ndarray, axis: int | None, keepdim: bool = True) -> np.ndarray:
@@ -29,6 +36,7 @@ def settle_tied_indices(x: np.ndarray, indices: np.ndarray, axis: int | None, ke
             return indices
         lines = np.moveaxis(x, axis, -1).reshape(-1, x.shape[axis])
         picks = np.moveaxis(full, axis, -1).reshape(lines.shape[0], -1)
+    lines = merge_near_ties(lines)
     if picks.shape[1] == 1:
         settled = _settle_single_picks(lines, picks[:, 0])[:, None]
     else:
@@ -58,3 +66,21 @@ def _settle_single_picks(lines: np.ndarray, picks: np.ndarray) -> np.ndarray:
     values = lines[np.arange(lines.shape[0]), np.where(inside, picks, 0)]
     first = (lines == values[:, None]).argmax(axis=1)
     return np.where(inside & (values == values), first, picks)
+
+
+def merge_near_ties(lines: np.ndarray) -> np.ndarray:
+    """Each row of `lines` with every run of near neighbours (in sorted order) set to the run's smallest value; rows
+    of integers, and NaN, are left as they are."""
+    if lines.dtype.kind != "f" or lines.shape[-1] < 2:
+        return lines
+    rel = max(NEAR_TIE_REL, NEAR_TIE_ULPS * float(np.finfo(lines.dtype).eps))
+    order = np.argsort(lines, axis=-1, kind="stable")
+    ordered = np.take_along_axis(lines, order, axis=-1).astype(np.float64)
+    low, high = ordered[:, :-1], ordered[:, 1:]
+    with np.errstate(invalid="ignore"):  # inf - inf and NaN: not near (equal infinities stay equal regardless)
+        near = np.abs(high - low) <= rel * np.maximum(np.abs(low), np.abs(high))
+    starts = np.concatenate([np.ones((lines.shape[0], 1), dtype=bool), ~near], axis=1)
+    first = np.maximum.accumulate(np.where(starts, np.arange(lines.shape[1]), 0), axis=1)
+    merged = np.empty_like(lines)
+    np.put_along_axis(merged, order, np.take_along_axis(ordered, first, axis=1).astype(lines.dtype), axis=1)
+    return merged

@@ -94,6 +94,7 @@ def test_a_campaign_case_of_a_dead_worker_replays_alone_and_names_no_path(tmp_pa
         assert_no_finder_paths(folder)
         case = read_case(folder)
         assert "`unknown`" not in title(case) and "…" not in title(case).split(":", 1)[0]
+        assert case.blame is not None and case.blame.component.key == AbortOnSin.name  # from the death's stack
         ran = run_alone(folder, tmp_path)
         assert ran.returncode == 1, ran.stdout[-2000:] + ran.stderr[-2000:]
         assert "killed by SIGABRT" in ran.stdout and "BUG REPRODUCES" in ran.stdout

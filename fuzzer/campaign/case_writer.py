@@ -5,6 +5,7 @@ test that found the case is recorded, so a resume runs it again and writes its c
 
 from __future__ import annotations
 
+import dataclasses
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,6 +13,7 @@ from typing import Any
 
 from fuzzer.campaign.messages import CaseSent, OwnError, Step
 from fuzzer.campaign.worker_config import WorkerConfig
+from fuzzer.cases.blame import blame_case
 from fuzzer.cases.case import case_id, collect_versions, lost_case, remade_source
 from fuzzer.cases.folder import write_case
 from fuzzer.cases.wire import case_from_message
@@ -56,6 +58,8 @@ class CaseWriter:
             case = lost_case(graph, seed, verdict.converter, options, verdict,
                              collect_versions(converter.distributions), dump, device=self.worker.device,
                              values=values, source=source)
+            # No rerun here (it would die or hang again in the campaign's own process): the death's stack decides.
+            case = dataclasses.replace(case, blame=blame_case(case, None, converter))
             return write_case(self.out_dir, case, converter=converter).name, None
         except Exception as exc:  # our code: keep fuzzing, keep the traceback
             if is_disk_full(exc):

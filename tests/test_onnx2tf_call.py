@@ -166,3 +166,31 @@ def test_an_onnx2tf_cases_repro_runs_onnxsim_with_no_onnxsim_on_path(tmp_path: P
                          timeout=300)
     assert run.returncode == 0 and "bug does not show" in run.stdout, run.stdout + run.stderr
     assert run.stdout.count("command ran: onnxsim") == 3  # onnx2tf runs it three times in a row
+
+
+def scalar_add_model() -> onnx.ModelProto:
+    """z = s + y, s a rank-0 input."""
+    graph = helper.make_graph([helper.make_node("Add", ["s", "y"], ["z"])], "g",
+                              [helper.make_tensor_value_info("s", TensorProto.FLOAT, []),
+                               helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
+                              [helper.make_tensor_value_info("z", TensorProto.FLOAT, [2, 3])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+
+
+@pytest.mark.slow
+def test_a_scalar_input_is_fed_to_the_tflite_model_at_the_shape_it_declares(tmp_path: Path) -> None:
+    """onnx2tf declares a rank-0 input [1] in its .tflite (a Keras input of shape (batch,)): fed reshaped to it,
+    as its input details say, the model adds right."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    _available()
+    model = scalar_add_model()
+    path = tmp_path / "model.onnx"
+    onnx.save(model, path)
+    convert(str(path), str(tmp_path), [], Onnx2TfOptions(target="tflite", onnxsim=False))
+    tflite = str(tmp_path / "model_float32.tflite")
+    interpreter = Interpreter(model_path=tflite)
+    assert {d["name"]: d["shape"].tolist() for d in interpreter.get_input_details()} == {"s": [1], "y": [2, 3]}
+    feeds = {"s": np.array(2.0, np.float32), "y": np.arange(6, dtype=np.float32).reshape(2, 3)}
+    [got] = run_tflite(tflite, feeds, model)
+    np.testing.assert_array_equal(got, feeds["y"] + 2.0)

@@ -219,7 +219,8 @@ def run_tflite(path: str, arrays: dict[str, np.ndarray], model: onnx.ModelProto)
     interpreter = import_quietly("ai_edge_litert.interpreter").Interpreter(model_path=path)
     interpreter.allocate_tensors()
     for detail in interpreter.get_input_details():
-        interpreter.set_tensor(detail["index"], as_tflite_input(arrays[detail["name"]], detail["dtype"]))
+        interpreter.set_tensor(detail["index"], as_tflite_input(arrays[detail["name"]], detail["dtype"],
+                                                                tuple(detail["shape"])))
     interpreter.invoke()
     found = {d["name"]: interpreter.get_tensor(d["index"]) for d in interpreter.get_output_details()}
     names = [o.name for o in model.graph.output]
@@ -229,10 +230,13 @@ def run_tflite(path: str, arrays: dict[str, np.ndarray], model: onnx.ModelProto)
     return [found[n] for n in sorted(found, key=lambda n: int(n.rpartition("_")[2]) if "_" in n else 0)]
 
 
-def as_tflite_input(array: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    """An input as the .tflite model declares it: a float16 input that onnx2tf made float32 (its float16 models are
-    converted to float32, onnx2tf pull request 427) widened, exactly, as a user reading its input details would."""
-    return array.astype(np.float32) if array.dtype == np.float16 and dtype == np.float32 else array
+def as_tflite_input(array: np.ndarray, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
+    """An input as the .tflite model declares it, as a user reading its input details would feed it: a float16 input
+    that onnx2tf made float32 (its float16 models are converted to float32, onnx2tf pull request 427) widened,
+    exactly, and a scalar reshaped to the shape declared (onnx2tf makes a rank-0 input a Keras input of shape
+    (batch,), declared [1])."""
+    array = array.astype(np.float32) if array.dtype == np.float16 and dtype == np.float32 else array
+    return array.reshape(shape) if array.ndim == 0 else array
 
 
 def as_onnx_model(array: np.ndarray, baseline: np.ndarray) -> np.ndarray:
@@ -284,7 +288,7 @@ def run_lines(options: Onnx2TfOptions) -> tuple[str, ...]:
             "for d in interpreter.get_input_details():",
             '    x = inputs[d["name"]]',
             "    x = x.astype(np.float32) if x.dtype == np.float16 else x  # onnx2tf makes float16 models float32",
-            '    interpreter.set_tensor(d["index"], x)',
+            '    interpreter.set_tensor(d["index"], x.reshape(d["shape"]) if x.ndim == 0 else x)  # as declared',
             "interpreter.invoke()",
             'found = {d["name"]: interpreter.get_tensor(d["index"]) for d in interpreter.get_output_details()}',
             "names = [o.name for o in model.graph.output]",

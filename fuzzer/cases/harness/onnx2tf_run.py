@@ -82,7 +82,9 @@ def run_tflite(path, arrays, model):
     for detail in interpreter.get_input_details():  # float16 inputs onnx2tf made float32 widened
         value = arrays[detail["name"]]
         wide = value.dtype == np.float16 and detail["dtype"] == np.float32
-        interpreter.set_tensor(detail["index"], value.astype(np.float32) if wide else value)
+        value = value.astype(np.float32) if wide else value
+        # a scalar as the .tflite declares it: onnx2tf makes a rank-0 input one of shape [1]
+        interpreter.set_tensor(detail["index"], value.reshape(detail["shape"]) if value.ndim == 0 else value)
     interpreter.invoke()
     found = {d["name"]: interpreter.get_tensor(d["index"]) for d in interpreter.get_output_details()}
     names = [o.name for o in model.graph.output]

@@ -59,6 +59,27 @@ def reproduces_alone(case_dir: Path) -> bool:
     return not (case_dir / UNREPRODUCED_NOTE).is_file()
 
 
+# case.json's record of the case's repro.py run in a fresh process (fuzzer/cases/fresh_replay.py).
+REPLAY_KEY = "replay"
+
+
+def replayed(case_dir: Path) -> bool | None:
+    """Whether the case's repro.py, run in a fresh process, showed its bug: True, False, or None where no such
+    replay is recorded (or it ran past its timeout)."""
+    try:
+        record = json.loads((case_dir / CASE_JSON).read_text(encoding="utf-8")).get(REPLAY_KEY)
+    except (OSError, ValueError, AttributeError):
+        return None
+    found = record.get("reproduces") if isinstance(record, dict) else None
+    return found if isinstance(found, bool) else None
+
+
+def case_reproduces(case_dir: Path, chosen: Path) -> bool | None:
+    """The reproduces flag of a case folder and the case triage reads in it (its reduced case, or itself): False
+    where the reducer marked it, else what a fresh replay of `chosen` recorded (None: never replayed)."""
+    return False if not reproduces_alone(case_dir) else replayed(chosen)
+
+
 def reduction_polished(record: Mapping[str, Any] | None) -> bool:
     """False only for the reduction record of a shape-only first step (`polished: false`), still to polish."""
     return bool((record or {}).get("polished", True))

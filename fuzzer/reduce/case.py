@@ -15,6 +15,7 @@ from typing import Any
 from fuzzer.cases.case import CaseData
 from fuzzer.cases.case_json import REDUCED_SUFFIX
 from fuzzer.cases.folder import publish_case_folder
+from fuzzer.cases.fresh_replay import replay_and_record
 from fuzzer.check.result import INVALID_INPUTS
 from fuzzer.converters.upstream import NATIVE
 from fuzzer.reduce.isolated import CheckerConfig, IsolatedChecker, Job
@@ -207,6 +208,8 @@ def reduce_case(case: CaseData, out_dir: Path, checker: IsolatedChecker, budget_
     staging = Path(tempfile.mkdtemp(dir=out_dir, prefix=f"{STAGING_PREFIX}reduce-"))
     try:
         written = _write_checked(case, job, staging, checker, original or case.id, record, not shape_only)
+        # The checker's child is long-lived: only the case's repro.py, run in a fresh process, may say it reproduces.
+        replay_and_record(written)
         path = publish_case_folder(written, out_dir / written.name)
     finally:
         shutil.rmtree(staging, ignore_errors=True)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from fuzzer.campaign.db import CampaignDB
 from fuzzer.cases.case_head import read_case_head
-from fuzzer.cases.case_json import CaseError, reduced_folder, reproduces_alone
+from fuzzer.cases.case_json import CaseError, case_reproduces, reduced_folder
 from fuzzer.triage.model import Finding
 
 
@@ -46,4 +46,4 @@ def _from_case(out_dir: Path, base: Finding, case_dir: str) -> Finding:
         verdict.diverging_op, tuple(graph.ops()), base.seed, base.hits, base.first_seen,
         str(chosen.relative_to(out_dir)), reduced is not None, len(graph.nodes),
         tuple(sorted({t.dtype.value for t in graph.types.values()})), head.options, head.options.get("upstream"),
-        head.owner if head.owner != base.converter else None, head.polished, reproduces_alone(folder))
+        head.owner if head.owner != base.converter else None, head.polished, case_reproduces(folder, chosen))

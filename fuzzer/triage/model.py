@@ -33,12 +33,14 @@ class Finding:
     upstream: str | None = None  # the exporter an ONNX-to-ONNX converter started from
     owner: str | None = None  # a shared component blamed for it (fuzzer/cases/blame.py): its root cause's owner
     polished: bool = True  # its reduced case is polished, not only shape-reduced (reduce_queue.py)
-    reproduces: bool = True  # its case's own graph showed its bug alone (else marked by the reducer, case_json.py)
+    # Its case's repro.py showed its bug in a fresh process (True), did not or the reducer marked it (False), or no
+    # such replay is recorded (None): case_json.case_reproduces.
+    reproduces: bool | None = None
 
     @property
     def reduction_state(self) -> str:
         """'reduced', 'unreduced', or 'not reproduced alone' (a case that no reduction can keep)."""
-        if not self.reproduces:
+        if self.reproduces is False:
             return NOT_REPRODUCED
         return REDUCED if self.reduced else UNREDUCED
 
@@ -62,9 +64,10 @@ class RootCauseGroup:
 
     @property
     def representative(self) -> Finding:
-        """The smallest case: one that reproduces alone, reduced before unreduced, then fewest operators, then the
-        first seen."""
-        return min(self.findings, key=lambda f: (not f.reproduces, not f.reduced, f.nodes, f.first_seen))
+        """The smallest case: one whose repro.py showed its bug in a fresh process, then one never replayed, reduced
+        before unreduced, then fewest operators, then the first seen."""
+        replayed = {True: 0, None: 1, False: 2}
+        return min(self.findings, key=lambda f: (replayed[f.reproduces], not f.reduced, f.nodes, f.first_seen))
 
     @property
     def hits(self) -> int:

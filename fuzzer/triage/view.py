@@ -95,7 +95,7 @@ def triage(out_dir: Path, db: CampaignDB, corpus: Path | None = None, now: float
         own_errors=db.conn.execute("SELECT COUNT(*) FROM errors").fetchone()[0],
         unreduced_cases=sum(1 for f in findings if f.case_dir and f.reduction_state == UNREDUCED),
         unpolished_cases=sum(1 for f in findings if f.reduced and not f.polished),
-        unreproduced_cases=sum(1 for f in findings if f.case_dir and not f.reproduces))
+        unreproduced_cases=sum(1 for f in findings if f.case_dir and f.reproduces is False))
     tested = _enrichment(db)
     return Triage(headline, groups, _timeline(groups, started), _rates(db), _symptom_stage(cells),
                   tuple(top(tested)), started, len(tested), tuple(coverage(db, CONVERTERS)),

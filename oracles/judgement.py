@@ -93,6 +93,9 @@ class Settling(Protocol):
         ...
 
 
+WHERE_SOURCE = "where the source gives"  # a wrong dtype's message: "<target's> where the source gives <source's>"
+
+
 def judge_outputs(source: SourceSide, target: TargetSide, settling: Settling) -> Verdict:
     """Shape and dtype exactly; values only when blame says the target is measurably farther from float64."""
     name, dtypes = target.converter, source.dtypes
@@ -114,8 +117,11 @@ def judge_outputs(source: SourceSide, target: TargetSide, settling: Settling) ->
         return labelled(Verdict(Symptom.PASS, Stage.NONE, name, metrics), source.valid_inputs)
     failing = [i for i, m in enumerate(metrics) if not m.ok]
     if symptom is not Symptom.WRONG_VALUES:
+        first = metrics[failing[0]]
+        detail = (f": {first.actual_dtype} {WHERE_SOURCE} {first.expected_dtype}" if symptom is Symptom.WRONG_DTYPE
+                  else "")
         return divergence(source, target, symptom, metrics, failing[0],
-                          f"{symptom.json_name} at output {source.names[failing[0]]}")
+                          f"{symptom.json_name} at output {source.names[failing[0]]}{detail}")
     return _judge_values(source, dataclasses.replace(target, outputs=outputs), baseline, metrics, failing, settling)
 
 

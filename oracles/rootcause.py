@@ -146,9 +146,19 @@ def localized_operator(symptom: str, message: str, diverging_op: str | None, gra
     return distinct[0] if len(distinct) == 1 else UNLOCALIZED
 
 
+# A wrong dtype's message names both dtypes (oracles/judgement.py): the converter's handling of that dtype is what
+# a fix follows, whichever operator carried it (the dynamo exporter's float16 reductions whose final Cast is lost
+# were filed under amin, mse_loss, cosine_similarity and one more).
+_DTYPE_PAIR = re.compile(r": (\w+) where the source gives (\w+)$")
+
+
 def root_cause(converter: str, stage: str, symptom: str, message: str, diverging_op: str | None,
                graph_ops: Sequence[str]) -> RootCause:
     """The root cause of one bug verdict on a graph with these operators."""
+    pair = _DTYPE_PAIR.search(message) if symptom == Symptom.WRONG_DTYPE.json_name else None
+    if pair is not None:
+        return RootCause(converter, stage, symptom, ANY_OPERATOR, f"{pair.group(2)} output given as {pair.group(1)}",
+                         diverging_op or "")
     operator = localized_operator(symptom, message, diverging_op, graph_ops)
     klass = "" if symptom in _DIVERGENCES else error_class(message)
     example = (named_operator(message, graph_ops) or "") if operator == ANY_OPERATOR else ""

@@ -72,3 +72,18 @@ def test_our_own_frames_and_foreign_objects_name_no_node() -> None:
     cause = verdict_root_cause("onnx2tf", failure_verdict("onnx2tf", failure), ("slice", "amin"))
     assert cause.operator == UNLOCALIZED
     assert cause.title() == "onnx2tf: one of slice, amin crash at node conversion: ValueError: no"
+
+
+def test_a_value_declared_without_a_shape_names_the_node_that_makes_it() -> None:
+    """ONNX's checker says only "Field 'shape' ... missing": symbolic shape inference's Reduce at opset 18 was filed
+    four times under the torch operators that carried it."""
+    from fuzzer.converters.runtime import validate
+
+    model = onnx.helper.make_model(reduce_min_model().graph, opset_imports=[onnx.helper.make_opsetid("", 18)])
+    model.graph.output[0].type.tensor_type.ClearField("shape")
+    with pytest.raises(onnx.checker.ValidationError) as raised:
+        validate(model)
+    failure = Failure.of(Stage.VALIDATION, raised.value)
+    cause = verdict_root_cause("ort-shape-infer", failure_verdict("ort-shape-infer", failure), ("amin",))
+    assert (cause.operator, cause.error_class) == ("ReduceMin", "ValidationError: Field 'shape' of 'type' is "
+                                                   "required but missing.")

@@ -39,9 +39,28 @@ ORT_TYPE_TO_IR = {
 
 
 def validate(model: onnx.ModelProto) -> None:
-    """onnx.checker (full) and strict shape inference with type checks; raises what they raise."""
-    onnx.checker.check_model(model, full_check=True)
+    """onnx.checker (full) and strict shape inference with type checks; raises what they raise (a value declared
+    without a shape with the op type of the node that makes it, which the checker's words leave out)."""
+    try:
+        onnx.checker.check_model(model, full_check=True)
+    except onnx.checker.ValidationError as exc:
+        producer = shapeless_producer(model) if MISSING_SHAPE in str(exc) else ""
+        if not producer:
+            raise
+        raise onnx.checker.ValidationError(f"{exc}\n(failing node: op_type={producer})") from None
     onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True, data_prop=True)
+
+
+MISSING_SHAPE = "Field 'shape' of 'type' is required but missing"
+
+
+def shapeless_producer(model: onnx.ModelProto) -> str:
+    """The op type of the first node whose output is declared (value_info or graph output) as a tensor without a
+    shape; "" when none is."""
+    graph = model.graph
+    shapeless = {v.name for v in (*graph.value_info, *graph.output)
+                 if v.type.HasField("tensor_type") and not v.type.tensor_type.HasField("shape")}
+    return next((n.op_type for n in graph.node if shapeless.intersection(n.output)), "")
 
 
 def providers_for(device: str) -> list[str | tuple[str, dict[str, str]]]:

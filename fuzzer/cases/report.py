@@ -22,7 +22,7 @@ from fuzzer.converters.rewrite_view import changed_ops, node_lines
 from generators.ir import Graph
 from generators.registry import REGISTRY
 from oracles.dynamic import at_second_shape
-from oracles.rootcause import UNLOCALIZED, verdict_root_cause
+from oracles.rootcause import SHOWN_OPERATORS, UNLOCALIZED, verdict_root_cause
 from oracles.verdict import Stage
 
 GRAPH_LINES = 14  # the graph section shows this many definitions at most (graph.dot has it all)
@@ -112,7 +112,8 @@ def died_in(message: str, graph_ops: Sequence[str] = ()) -> str:
     found = _FRAME.search(message.strip().splitlines()[0] if message.strip() else "")
     if found is None:
         ops = list(dict.fromkeys(graph_ops))
-        return (f"on one of {', '.join(f'`{op}`' for op in ops)} (not isolated)" if ops
+        more = f" and {len(ops) - SHOWN_OPERATORS} more" if len(ops) > SHOWN_OPERATORS else ""
+        return (f"on one of {', '.join(f'`{op}`' for op in ops[:SHOWN_OPERATORS])}{more} (not isolated)" if ops
                 else "on an operator not isolated")
     module = found.group(1).rsplit("/", 1)[-1].removesuffix(".py")
     return f"in `{module}.{found.group(2)}`"

@@ -172,3 +172,13 @@ def test_the_headline_counts_reduced_cases_left_to_polish_beside_the_unreduced()
     assert "; 1 root causes and 1 cases unreduced (2 more not polished); 10 tests" in \
         Headline(**counts, unpolished_cases=2).line()
     assert "; 1 root causes and 1 cases unreduced; 10 tests" in Headline(**counts).line()
+
+
+def test_a_root_cause_title_quotes_its_representatives_error_not_the_normalized_class() -> None:
+    """The key's class has placeholders; the title a person scans quotes the smallest case's own words."""
+    crash = finding("a", converter="onnx2tf", stage="node_conversion", symptom="crash",
+                    message="builtins.ValueError: 4 is not in list", ops=("matmul",))
+    (only,) = group([crash], {})
+    assert only.cause.error_class == "ValueError: <n> is not in list"
+    assert only.title == "onnx2tf: matmul crash at node conversion: ValueError: 4 is not in list"
+    assert only.to_json()["title"] == only.title

@@ -70,6 +70,15 @@ class RootCauseGroup:
         return min(self.findings, key=lambda f: (replayed[f.reproduces], not f.reduced, f.nodes, f.first_seen))
 
     @property
+    def title(self) -> str:
+        """The root cause's title, its error quoted from the representative case where the key's normalized class
+        has placeholders (`<n>`, `<name>`) for the message's numbers and names."""
+        text, klass = self.cause.title(), self.cause.error_class
+        if "<" not in klass or not text.endswith(klass):  # a class without placeholders says it better
+            return text
+        return text.removesuffix(self.cause.error_class) + quoted_error(self.representative.message)
+
+    @property
     def hits(self) -> int:
         return sum(f.hits for f in self.findings)
 
@@ -84,7 +93,7 @@ class RootCauseGroup:
     def to_json(self) -> dict[str, Any]:
         rep = self.representative
         return {
-            "key": self.key, "title": self.cause.title(), "converter": self.cause.converter,
+            "key": self.key, "title": self.title, "converter": self.cause.converter,
             "stage": self.cause.stage, "symptom": self.cause.symptom, "operator": self.cause.operator,
             "error_class": self.cause.error_class, "cause_class": self.cause.cause.value, "known": self.known,
             "hits": self.hits, "first_seen": self.first_seen, "representative": rep.case_dir,
@@ -94,6 +103,20 @@ class RootCauseGroup:
             "dtypes": sorted({d for f in self.findings for d in f.dtypes}),
             "options": sorted({_options_text(f.options) for f in self.findings}),
         }
+
+
+QUOTED_CHARS = 100  # of an error's first line, in a root cause's title
+
+
+def quoted_error(message: str) -> str:
+    """'IndexError: tuple index out of range': the exception's own name and its message's first line."""
+    head, sep, rest = message.partition(": ")
+    name = head.rsplit(".", 1)[-1] if sep and head.replace(".", "").replace("_", "").isalnum() else ""
+    first = (rest if name else message).strip().splitlines()
+    line = first[0] if first else ""
+    if len(line) > QUOTED_CHARS:
+        line = line[:QUOTED_CHARS].rsplit(" ", 1)[0] + "…"
+    return f"{name}: {line}" if name else line
 
 
 def _options_text(options: Mapping[str, Any]) -> str:

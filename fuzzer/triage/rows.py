@@ -41,7 +41,7 @@ class Row:
 def table_row(group: RootCauseGroup, pictured: bool, started: float, out_dir: Path, page_dir: Path) -> Row:
     """The table's view of one root cause, first seen in minutes since the campaign started."""
     cause, rep = group.cause, group.representative
-    title = _CONTROL.sub("", cause.title())
+    title = _CONTROL.sub("", group.title)
     return Row(key=group.key, title=title, error=_CONTROL.sub("", cause.error_class) or title,
                converter=cause.converter, symptom=cause.symptom, stage=cause.stage, cause_class=cause.cause.value,
                operator=cause.shown_operator, first_seen_min=max(group.first_seen - started, 0.0) / 60, hits=group.hits,

@@ -20,7 +20,7 @@ def format_triage(triage: Triage, shown: int = SHOWN) -> str:
             rep = g.representative
             state = "" if rep.reduction_state == REDUCED else f", {rep.reduction_state}"
             size = f"{rep.nodes} op{'' if rep.nodes == 1 else 's'}{state}"
-            lines.append(f"  {g.hits:5d}x {g.cause.cause.value:<17} {g.cause.title()[:110]} [{size}]")
+            lines.append(f"  {g.hits:5d}x {g.cause.cause.value:<17} {g.title[:110]} [{size}]")
         if len(groups) > shown:
             lines.append(f"  ... {len(groups) - shown} more (convsmith report DIR writes them all)")
     return "\n".join(lines)

@@ -14,7 +14,7 @@ from fuzzer.cases.case import CaseData, case_from_result, case_log, collect_vers
 from fuzzer.cases.case_head import read_case_head
 from fuzzer.cases.diagnosis import BEFORE_TOOL, OTHER_FAILURE, CrossCheck
 from fuzzer.cases.folder import write_case
-from fuzzer.cases.report import render_report
+from fuzzer.cases.report import render_report, title
 from fuzzer.cases.whose_bug import with_blame
 from fuzzer.check.pipeline import check_prepared
 from fuzzer.check.source import prepare
@@ -65,6 +65,9 @@ def test_a_case_names_its_owner_as_it_is_first_filed(tmp_path) -> None:
     assert "File it with **onnxoptimizer**" in report and "Not diagnosed yet" not in report
     assert "run as the case was first filed" in report
     assert read_case_head(write_case(tmp_path, case)).owner == CrashOnSin.name
+    # Titled in the tool's vocabulary: the ONNX operator the one graph operator became in the model it received.
+    assert title(case) == ("planted-sin-crash: KeyError at graph optimization on `Sin` (from `sin`): "
+                           "'planted: no rule for Sin'")
 
 
 def test_a_tool_crash_on_a_valid_model_stays_the_tools_though_the_exporter_failed_otherwise() -> None:

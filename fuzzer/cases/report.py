@@ -12,8 +12,11 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+import onnx
+
 from fuzzer.cases.blame import fault_site
 from fuzzer.cases.diagnosis_report import render_diagnosis
+from fuzzer.cases.evidence import PLUMBING
 from fuzzer.cases.snippet import render_snippet
 from fuzzer.check.follow_up import ALONE_LABEL
 from fuzzer.converters import CONVERTERS
@@ -68,13 +71,27 @@ def title(case: Any) -> str:
            else display_name(case.converter))
     if symptom in DIVERGENCE_WORDS:
         dtype = f" ({verdict.diverging_dtype})" if verdict.diverging_dtype else ""
-        return f"{who}: {operator_words(cause.shown_operator)} {DIVERGENCE_WORDS[symptom]}{dtype}"
+        return f"{who}: {owner_operator_words(case, cause.shown_operator)} {DIVERGENCE_WORDS[symptom]}{dtype}"
     exc, _, message = verdict.message.partition(": ")
     first = message.strip().splitlines()[0] if message.strip() else ""
-    where = (f"on {operator_words(cause.shown_operator)}" if cause.shown_operator != UNLOCALIZED
+    where = (f"on {owner_operator_words(case, cause.shown_operator)}" if cause.shown_operator != UNLOCALIZED
              else died_in(verdict.message, case.graph.ops()))
     return (f"{who}: {exc.rsplit('.', 1)[-1]} at {stage_words(verdict.stage)} "
             f"{where}: {cut_at_word(_FRAME.sub('', first), TITLE_DETAIL)}")
+
+
+def owner_operator_words(case: Any, op: str) -> str:
+    """The operator as the converter's maintainers know it: for a tool that takes ONNX, the ONNX operators the one
+    graph operator of a (reduced) case became in the model it received ('`Transpose` (from `permute`)'); else
+    operator_words."""
+    upstream = getattr(case, "upstream_model", None)  # only a tool that takes ONNX received one
+    if upstream is None or op[:1].isupper() or list(dict.fromkeys(case.graph.ops())) != [op]:
+        return operator_words(op)
+    nodes = onnx.load_from_string(upstream).graph.node
+    types = list(dict.fromkeys(n.op_type for n in nodes if n.op_type not in PLUMBING))
+    if not types:
+        return operator_words(op)
+    return f"{', '.join(f'`{t}`' for t in types[:SHOWN_OPERATORS])} (from `{op}`)"
 
 
 def operator_words(op: str) -> str:

@@ -3,7 +3,7 @@
 import pytest
 
 from fuzzer.campaign.culprit_cut import CULPRIT_AVOIDED, CUT_TIMER
-from fuzzer.campaign.progress import category
+from fuzzer.campaign.progress import BLAME_TIMER, category
 from fuzzer.check.result import book_inner
 
 
@@ -30,6 +30,7 @@ from fuzzer.check.result import book_inner
     (CUT_TIMER, "generation"),
     (f"{CUT_TIMER}.export", "conversion"),
     (f"{CUT_TIMER}.runtime", "runtime"),
+    (BLAME_TIMER, "oracle"),  # deciding whose bug a new case is judges; it converts nothing of the test's own
 ])
 def test_each_timer_is_booked_by_its_own_step(timer: str, share: str) -> None:
     assert category(timer) == share
@@ -106,3 +107,4 @@ def test_the_summary_lists_the_operators_cut_out_before_each_converter(tmp_path)
     assert data["cut_out"] == {"onnx2tf": ["conv1d"]}
     assert "cut out before onnx2tf runs (behind its bugs hit often): 1 operator: conv1d" in format_summary(data)
     db.close()
+

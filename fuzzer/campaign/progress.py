@@ -20,7 +20,8 @@ if TYPE_CHECKING:
 GENERATION = frozenset({"generate", "materialize", "inputs", "source", "reference", "wait_for_graph",
                         "culprit-avoided", "culprit_cut"})
 AHEAD = "ahead."  # timers of a feeder's own work (ahead.py), done beside the worker's, not in its time
-ORACLE = frozenset({"oracle", "rerun", "locate", "culprit"})
+BLAME_TIMER = "blame"  # deciding whose bug a newly filed case is (the worker's with_blame): judging, not converting
+ORACLE = frozenset({"oracle", "rerun", "locate", "culprit", BLAME_TIMER})
 SHARE_NAMES = ("generation", "conversion", "runtime", "oracle", "overhead")
 
 

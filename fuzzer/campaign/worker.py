@@ -50,6 +50,7 @@ from fuzzer.campaign.messages import (
     UnitPrepared,
 )
 from fuzzer.campaign.novelty import Demotion
+from fuzzer.campaign.progress import BLAME_TIMER
 from fuzzer.campaign.result import TestResult
 from fuzzer.campaign.settings import SKIPPED
 from fuzzer.campaign.tested_traits import traits_of_test
@@ -240,7 +241,10 @@ class UnitRunner:
             label = f"{UPSTREAM_AFTER}:{','.join(left)}"
             result = dataclasses.replace(result, verdict=result.verdict.with_labels(label))
         result, graph, cut_from = self.past_known(idx, seed, graph, converter, result, demoted)
-        case_dir = self.file_case(idx, seed, graph, converter, result)
+        blame_timings: dict[str, float] = {}
+        case_dir = self.file_case(idx, seed, graph, converter, result, blame_timings)
+        if blame_timings:
+            result = dataclasses.replace(result, timings={**result.timings, **blame_timings})
         # Held: it goes out with the next test's phase message (Outbox).
         rewrites = result.target.rewrites if result.target is not None else ()
         culprit = (self.culprit(graph, result.verdict) or "") if result.verdict.is_bug else ""
@@ -315,14 +319,18 @@ class UnitRunner:
         operator = self.reduced_culprits[verdict.signature]
         return operator if operator in graph.ops() else None
 
-    def blamed(self, idx: int, seed: int, case: CaseData, converter: Converter, result: CheckResult) -> CaseData:
-        """The case with whose bug it is, decided as it is first filed (with_blame); as it was where deciding
-        fails (our own error, reported: the case is filed all the same)."""
+    def blamed(self, idx: int, seed: int, case: CaseData, converter: Converter, result: CheckResult,
+               timings: dict[str, float]) -> CaseData:
+        """The case with whose bug it is, decided as it is first filed (with_blame, timed into `timings`); as it
+        was where deciding fails (our own error, reported: the case is filed all the same)."""
+        start = time.perf_counter()
         try:
             return with_blame(case, converter, result.expected, own_framework=True)
         except Exception as exc:  # diagnosing is our code; the finding itself must not be lost
             self.own_error(idx, seed, converter.name, Step.CASE, exc)
             return case
+        finally:
+            timings[BLAME_TIMER] = time.perf_counter() - start
 
     def filed(self, signature: str) -> bool:
         """Whether the case of `signature` is filed: its folder exists, or this worker sent it (follow-ups skip the
@@ -330,10 +338,12 @@ class UnitRunner:
         name = case_id(signature)
         return name in self.sent_cases or (Path(self.config.out_dir) / name).exists()
 
-    def file_case(self, idx: int, seed: int, graph: Any, converter: Converter, result: CheckResult) -> str | None:
+    def file_case(self, idx: int, seed: int, graph: Any, converter: Converter, result: CheckResult,
+                  timings: dict[str, float]) -> str | None:
         """The case folder name of a bug. A case not filed yet is made here and held to go with the test's result:
-        the campaign writes every folder (the first case of a signature wins), so writing it costs no worker time.
-        None when the verdict is no bug or the case could not be made."""
+        the campaign writes every folder (the first case of a signature wins), so writing it costs no worker time;
+        deciding whose bug it is does, timed into `timings`. None when the verdict is no bug or the case could not
+        be made."""
         verdict = result.verdict
         if not verdict.is_bug or not verdict.signature:
             return None
@@ -347,7 +357,7 @@ class UnitRunner:
             case = case_from_result(result, graph, seed, converter.name, self.versions[converter.name],
                                     case_log(result), device=self.config.device,
                                     values=self.config.values_for(seed).value)
-            case = self.blamed(idx, seed, case, converter, result)
+            case = self.blamed(idx, seed, case, converter, result, timings)
             self.hold(CaseSent(case_message(case)))
         except Exception as exc:  # making a case is our code
             self.own_error(idx, seed, converter.name, Step.CASE, exc)

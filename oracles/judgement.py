@@ -93,6 +93,7 @@ class Settling(Protocol):
         ...
 
 
+OUTPUT_COUNT = "target has {} outputs, the graph {}"  # a dropped (or extra) output: oracles/rootcause.py reads it
 WHERE_SOURCE = "where the source gives"  # a wrong dtype's message: "<target's> where the source gives <source's>"
 
 
@@ -101,7 +102,7 @@ def judge_outputs(source: SourceSide, target: TargetSide, settling: Settling) ->
     name, dtypes = target.converter, source.dtypes
     if len(target.outputs) != len(dtypes):
         return divergence(source, target, Symptom.WRONG_SHAPE, (), None,
-                          f"target has {len(target.outputs)} outputs, the graph {len(dtypes)}")
+                          OUTPUT_COUNT.format(len(target.outputs), len(dtypes)))
     unsettled = target.baseline if target.baseline is not None else source.eager
     # An output bit for bit the source's (most are) compares equal settled or not: settling it is skipped.
     same = tuple(bit_identical(a, b) for a, b in zip(target.outputs, unsettled, strict=True))

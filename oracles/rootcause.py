@@ -89,9 +89,12 @@ class RootCause:
         """One line a person scans: converter, operator, symptom, stage, and the error class where there is one."""
         # Not isolated: the graph's operators, one of which it is, rather than "unknown".
         operator = (f"one of {self.example}" if self.operator == UNLOCALIZED and self.example else
-                    "an operator not isolated" if self.operator == UNLOCALIZED else self.shown_operator)
-        text = (f"{self.converter}: {operator} {self.symptom.replace('_', ' ')} at "
-                f"{self.stage.replace('_', ' ')}")
+                    "an operator not isolated" if self.operator == UNLOCALIZED else
+                    "" if self.shown_operator == ANY_OPERATOR else self.shown_operator)
+        if self.error_class == OUTPUTS_MISSING:  # not a shape at all: outputs the model no longer has
+            return f"{self.converter}: {OUTPUTS_MISSING} (at {self.stage.replace('_', ' ')})"
+        symptom = self.symptom.replace("_", " ")
+        text = f"{self.converter}: {f'{operator} ' if operator else ''}{symptom} at {self.stage.replace('_', ' ')}"
         return text + (f": {self.error_class}" if self.error_class else "")
 
 
@@ -149,12 +152,18 @@ def localized_operator(symptom: str, message: str, diverging_op: str | None, gra
 # A wrong dtype's message names both dtypes (oracles/judgement.py): the converter's handling of that dtype is what
 # a fix follows, whichever operator carried it (the dynamo exporter's float16 reductions whose final Cast is lost
 # were filed under amin, mse_loss, cosine_similarity and one more).
+_OUTPUT_COUNT = re.compile(r"target has (\d+) outputs, the graph (\d+)")
+OUTPUTS_MISSING = "returns fewer outputs than the graph has"
 _DTYPE_PAIR = re.compile(r": (\w+) where the source gives (\w+)$")
 
 
 def root_cause(converter: str, stage: str, symptom: str, message: str, diverging_op: str | None,
                graph_ops: Sequence[str]) -> RootCause:
     """The root cause of one bug verdict on a graph with these operators."""
+    counts = _OUTPUT_COUNT.match(message) if symptom == Symptom.WRONG_SHAPE.json_name else None
+    if counts is not None:  # outputs dropped (or added), not one of the wrong shape: no operator is at fault alone
+        return RootCause(converter, stage, symptom, ANY_OPERATOR, OUTPUTS_MISSING if int(counts.group(1)) <
+                         int(counts.group(2)) else "returns more outputs than the graph has")
     pair = _DTYPE_PAIR.search(message) if symptom == Symptom.WRONG_DTYPE.json_name else None
     if pair is not None:
         return RootCause(converter, stage, symptom, ANY_OPERATOR, f"{pair.group(2)} output given as {pair.group(1)}",
@@ -163,10 +172,15 @@ def root_cause(converter: str, stage: str, symptom: str, message: str, diverging
     klass = "" if symptom in _DIVERGENCES else error_class(message)
     example = (named_operator(message, graph_ops) or "") if operator == ANY_OPERATOR else ""
     if operator == UNLOCALIZED:
-        distinct = list(dict.fromkeys(graph_ops))
-        example = ", ".join(distinct[:SHOWN_OPERATORS]) + (f" and {len(distinct) - SHOWN_OPERATORS} more"
-                                                           if len(distinct) > SHOWN_OPERATORS else "")
+        example = _listed(graph_ops)
     return RootCause(converter, stage, symptom, operator, klass, example)
+
+
+def _listed(graph_ops: Sequence[str]) -> str:
+    """'slice, matmul, amin and 2 more': the graph's distinct operators, as a title names them."""
+    distinct = list(dict.fromkeys(graph_ops))
+    more = f" and {len(distinct) - SHOWN_OPERATORS} more" if len(distinct) > SHOWN_OPERATORS else ""
+    return ", ".join(distinct[:SHOWN_OPERATORS]) + more
 
 
 def verdict_root_cause(converter: str, verdict: Verdict, graph_ops: Sequence[str]) -> RootCause:

@@ -182,3 +182,13 @@ def test_a_root_cause_title_quotes_its_representatives_error_not_the_normalized_
     assert only.cause.error_class == "ValueError: <n> is not in list"
     assert only.title == "onnx2tf: matmul crash at node conversion: ValueError: 4 is not in list"
     assert only.to_json()["title"] == only.title
+
+
+def test_dropped_outputs_are_one_root_cause_titled_as_such_not_a_wrong_shape() -> None:
+    """A model that returns fewer outputs than the graph has is not a shape bug of whichever operator came first."""
+    found = [finding(s, converter="onnxslim", stage="graph_optimization", symptom="wrong_shape",
+                     message=f"target has {n} outputs, the graph {n + 2}", ops=ops)
+             for s, n, ops in (("a", 1, ("sin", "add")), ("b", 2, ("relu", "mul", "neg")))]
+    (only,) = group(found, {})
+    assert only.title == "onnxslim: returns fewer outputs than the graph has (at graph optimization)"
+    assert only.hits == 2

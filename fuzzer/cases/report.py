@@ -25,8 +25,9 @@ from fuzzer.converters.rewrite_view import changed_ops, node_lines
 from generators.ir import Graph
 from generators.registry import REGISTRY
 from oracles.dynamic import at_second_shape
+from oracles.judgement import OUTPUT_COUNT
 from oracles.rootcause import SHOWN_OPERATORS, UNLOCALIZED, verdict_root_cause
-from oracles.verdict import Stage
+from oracles.verdict import Stage, Symptom
 
 GRAPH_LINES = 14  # the graph section shows this many definitions at most (graph.dot has it all)
 REWRITE_LINES = 10  # the rewrite section shows this many nodes of each model at most
@@ -69,6 +70,9 @@ def title(case: Any) -> str:
     who = (f"{blame.component.project} ({blame.component.name}, through {display_name(case.converter)})"
            if blame is not None and (blame.shared or blame.settled and blame.component.key != case.converter)
            else display_name(case.converter))
+    counts = OUTPUT_COUNTS.match(verdict.message) if symptom == Symptom.WRONG_SHAPE.json_name else None
+    if counts is not None:
+        return f"{who}: the model returns {counts.group(1)} outputs where the graph has {counts.group(2)}"
     if symptom in DIVERGENCE_WORDS:
         dtype = f" ({verdict.diverging_dtype})" if verdict.diverging_dtype else ""
         return f"{who}: {owner_operator_words(case, cause.shown_operator)} {DIVERGENCE_WORDS[symptom]}{dtype}"
@@ -118,6 +122,7 @@ def stage_words(stage: Stage, article: str = "", noun: str = "") -> str:
     return "an unknown step" if stage is Stage.NONE else article + stage.value.replace("_", " ") + noun
 
 
+OUTPUT_COUNTS = re.compile(OUTPUT_COUNT.replace("{}", r"(\d+)"))
 TITLE_DETAIL = 100  # characters of the error's first line a title quotes
 # A dead worker's message ends in its innermost frame: ' in torch/onnx/symbolic_opset9.py:1234 in _pad_circular'.
 _FRAME = re.compile(r" in (\S+\.py):\d+ in ([\w<>]+)$")

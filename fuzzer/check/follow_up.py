@@ -5,6 +5,7 @@ dynamic export's divergence at its second shape is labelled from the inputs and 
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Callable
 
 import numpy as np
@@ -29,6 +30,8 @@ from oracles.verdict import Stage, Verdict
 # A divergence whose located signature the campaign has filed is not rerun: its case was rerun when it was filed,
 # and at 5 nodes reruns of such repeats took a tenth of a worker's time.
 NOT_RERUN = "not-rerun:signature-already-filed"
+NOT_RERUN_BUDGET = "not-rerun:follow-up-budget-spent"  # CheckOptions.follow_up_budget_s went into locating
+LOCATE_STOPPED = "locate-stopped:follow-up-budget-spent"  # the bisection ran out of it: the operator is not located
 # How a divergence was located, with the 1-based position k of the operator or prefix: "<label>:<k>".
 ALONE_LABEL = "diverges-alone"  # the operator at k diverges converted alone
 PREFIX_LABEL = "first-diverging-prefix"  # the first k operators are the shortest prefix that diverges
@@ -45,13 +48,16 @@ def follow_up(result: CheckResult, converter: Converter, options: ConverterOptio
     if at_second_shape(verdict) and expected.second is not None and result.second is not None:
         expected, run = expected.second, result.second  # what showed the divergence: the run at the second shape
     located = verdict.with_labels(*discontinuity_labels(expected, run))
+    deadline = time.perf_counter() + check_options.follow_up_budget_s
     if check_options.locate:
         inner: dict[str, float] = {}
         with timer(timings, "locate"):
-            located = locate(located, traced, converter, options, inner)
+            located = locate(located, traced, converter, options, inner, deadline)
         book_inner(timings, "locate", inner)
     if check_options.rerun and filed is not None and located.signature and filed(located.signature):
         located = located.with_labels(NOT_RERUN)
+    elif check_options.rerun and time.perf_counter() > deadline:
+        located = located.with_labels(NOT_RERUN_BUDGET)
     elif check_options.rerun:
         inner = {}
         with timer(timings, "rerun"):
@@ -122,7 +128,7 @@ def node_source(source: Source, index: int) -> Source | None:
 
 
 def locate(verdict: Verdict, expected: Expected, converter: Converter, options: ConverterOptions,
-           timings: dict[str, float] | None = None) -> Verdict:
+           timings: dict[str, float] | None = None, deadline: float | None = None) -> Verdict:
     """Name the faulty operator behind a divergence; its diverging output names op and dtype, so a consumer of the
     faulty operator is not blamed for it.
 
@@ -132,7 +138,8 @@ def locate(verdict: Verdict, expected: Expected, converter: Converter, options: 
     assumes a divergence persists in longer prefixes (true unless a later op hides it), so no prefix longer than the
     one that makes the earliest failing output is tried; when no shorter prefix diverges, the verdict keeps the op
     that produces the diverging output of the whole graph. A dynamic export's prefixes move the dims the whole graph
-    moved, to the same second shape (its operators are not tried alone).
+    moved, to the same second shape (its operators are not tried alone). No conversion starts after `deadline`
+    (time.perf_counter()): the verdict is then kept as it is, labelled LOCATE_STOPPED.
     """
     n = len(expected.source.graph.nodes)
     seen: dict[int, Verdict] = {}
@@ -155,11 +162,15 @@ def locate(verdict: Verdict, expected: Expected, converter: Converter, options: 
 
     lo = 1
     while lo < hi:
+        if deadline is not None and time.perf_counter() > deadline:
+            return verdict.with_labels(LOCATE_STOPPED)
         mid = (lo + hi) // 2
         if diverging(mid):
             hi = mid
         else:
             lo = mid + 1
+    if hi < n and hi not in seen and deadline is not None and time.perf_counter() > deadline:
+        return verdict.with_labels(LOCATE_STOPPED)
     if hi < n and hi not in seen:  # the bisection started from this prefix without trying it
         diverging(hi)
     first = seen.get(hi)

@@ -277,6 +277,7 @@ class UnitRunner:
             if rest is None:
                 break
             smaller, prepared = rest
+            self.phase(idx, converter.name, Step.CONVERT)  # a retest is timed as a test of its own, not as its tail
             try:
                 retest = check_prepared(prepared, converter, result.options, self.check_options, self.filed)
             except Exception as exc:  # a convsmith bug: reported; the test keeps the result it had

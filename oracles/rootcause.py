@@ -87,12 +87,12 @@ class RootCause:
 
     def title(self) -> str:
         """One line a person scans: converter, operator, symptom, stage, and the error class where there is one."""
+        if self.error_class == OUTPUTS_MISSING:  # not a shape at all: outputs the model no longer has
+            return f"{self.converter}: {OUTPUTS_MISSING} (at {self.stage.replace('_', ' ')})"
         # Not isolated: the graph's operators, one of which it is, rather than "unknown".
         operator = (f"one of {self.example}" if self.operator == UNLOCALIZED and self.example else
                     "an operator not isolated" if self.operator == UNLOCALIZED else
                     "" if self.shown_operator == ANY_OPERATOR else self.shown_operator)
-        if self.error_class == OUTPUTS_MISSING:  # not a shape at all: outputs the model no longer has
-            return f"{self.converter}: {OUTPUTS_MISSING} (at {self.stage.replace('_', ' ')})"
         symptom = self.symptom.replace("_", " ")
         text = f"{self.converter}: {f'{operator} ' if operator else ''}{symptom} at {self.stage.replace('_', ' ')}"
         return text + (f": {self.error_class}" if self.error_class else "")
@@ -149,11 +149,12 @@ def localized_operator(symptom: str, message: str, diverging_op: str | None, gra
     return distinct[0] if len(distinct) == 1 else UNLOCALIZED
 
 
+# A model with fewer (or more) outputs than the graph: oracles/judgement.py's OUTPUT_COUNT message.
+_OUTPUT_COUNT = re.compile(r"target has (\d+) outputs, the graph (\d+)")
+OUTPUTS_MISSING = "returns fewer outputs than the graph has"
 # A wrong dtype's message names both dtypes (oracles/judgement.py): the converter's handling of that dtype is what
 # a fix follows, whichever operator carried it (the dynamo exporter's float16 reductions whose final Cast is lost
 # were filed under amin, mse_loss, cosine_similarity and one more).
-_OUTPUT_COUNT = re.compile(r"target has (\d+) outputs, the graph (\d+)")
-OUTPUTS_MISSING = "returns fewer outputs than the graph has"
 _DTYPE_PAIR = re.compile(r": (\w+) where the source gives (\w+)$")
 
 

@@ -118,11 +118,13 @@ def judge_outputs(source: SourceSide, target: TargetSide, settling: Settling) ->
         return labelled(Verdict(Symptom.PASS, Stage.NONE, name, metrics), source.valid_inputs)
     failing = [i for i, m in enumerate(metrics) if not m.ok]
     if symptom is not Symptom.WRONG_VALUES:
-        first = metrics[failing[0]]
+        # The first output that shows this symptom (an earlier one may only have wrong values).
+        index = next(i for i in failing if symptom_of((metrics[i],)) is symptom)
+        first = metrics[index]
         detail = (f": {first.actual_dtype} {WHERE_SOURCE} {first.expected_dtype}" if symptom is Symptom.WRONG_DTYPE
                   else "")
-        return divergence(source, target, symptom, metrics, failing[0],
-                          f"{symptom.json_name} at output {source.names[failing[0]]}{detail}")
+        return divergence(source, target, symptom, metrics, index,
+                          f"{symptom.json_name} at output {source.names[index]}{detail}")
     return _judge_values(source, dataclasses.replace(target, outputs=outputs), baseline, metrics, failing, settling)
 
 

@@ -130,3 +130,12 @@ def test_symptom_groups() -> None:
 def test_names() -> None:
     assert slug("a b/c") == "a-b-c" and slug("a b/c", "_") == "a_b_c" and slug("///") == "none"
     assert squash_operator("max_pool2d") == squash_operator("MaxPool") == "maxpool"
+
+
+def test_a_wrong_dtype_is_named_by_the_output_that_has_it_not_an_earlier_wrong_value() -> None:
+    x = np.zeros(4, dtype=np.float32)
+    source = SourceSide(("y", "z"), ("float32", "float32"), ("sin", "abs"), (x, x), (x.astype(np.float64),) * 2)
+    target = TargetSide("conv", Stage.NODE_CONVERSION, (x + 1, x.astype(np.float64)), ("float32", "float64"))
+    verdict = judge_outputs(source, target, Plain())
+    assert verdict.symptom is Symptom.WRONG_DTYPE and verdict.diverging_op == "abs"
+    assert verdict.message == "wrong_dtype at output z: float64 where the source gives float32"

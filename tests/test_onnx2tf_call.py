@@ -194,3 +194,13 @@ def test_a_scalar_input_is_fed_to_the_tflite_model_at_the_shape_it_declares(tmp_
     feeds = {"s": np.array(2.0, np.float32), "y": np.arange(6, dtype=np.float32).reshape(2, 3)}
     [got] = run_tflite(tflite, feeds, model)
     np.testing.assert_array_equal(got, feeds["y"] + 2.0)
+
+
+def test_unnamed_tflite_outputs_are_ordered_and_a_passed_through_input_keeps_its_place() -> None:
+    """onnx2tf names unnamed .tflite outputs Identity, Identity_1, ...; the dynamo exporter's input that is also an
+    output ('t0_orig') made the order's int() raise, filed as onnx2tf's crash at runtime execution."""
+    from fuzzer.converters.onnx2tf_importer import unnamed_output_order
+
+    assert sorted(["Identity_2", "Identity", "Identity_1"], key=unnamed_output_order) == [
+        "Identity", "Identity_1", "Identity_2"]
+    assert sorted(["t0_orig", "Identity_1"], key=unnamed_output_order) == ["t0_orig", "Identity_1"]

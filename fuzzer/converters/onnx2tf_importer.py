@@ -65,11 +65,13 @@ class Onnx2Tf(Converter):
     # no network, such a graph cannot be tested here (a user online does not see that failure).
     # It imports the module onnx2tf.ops.<op type> for each node (importlib): one missing is an ONNX operator it has no
     # converter for (BitwiseOr, GroupNormalization, Loop). TensorFlow's CPU kernels refuse some of what onnx2tf
-    # emits faithfully ("Current CPU implementations do not yet support dilation rates larger than 1").
+    # emits faithfully ("Current CPU implementations do not yet support dilation rates larger than 1"), and LiteRT
+    # has no builtin for some TensorFlow ops ("'tf.IsInf' op is neither a custom op nor a flex op").
     unsupported_messages = (r"Select TensorFlow op\(s\), included in the given model, is\(are\) not supported",
                             r"currently supports only", r"Pull requests are welcome",
                             r"calibration_image_sample_data_\d+x128x128x3", r"No module named 'onnx2tf\.ops\.\w+'",
-                            r"Current CPU implementations do not yet support")
+                            r"Current CPU implementations do not yet support",
+                            r"op is neither a custom op nor a flex op")
     source_harness = (*TORCH_HARNESS, "onnx2tf_run")  # a case with no upstream.onnx (its worker died)
     upstream_harness = (*UPSTREAM_HARNESS, "onnx2tf_run")
     repro_conversion = "onnx2tf_on_export"
@@ -231,7 +233,14 @@ def run_tflite(path: str, arrays: dict[str, np.ndarray], model: onnx.ModelProto)
     if all(n in found for n in names):
         return [found[n] for n in names]
     # Unnamed, they are Identity, Identity_1, ... in the ONNX model's output order.
-    return [found[n] for n in sorted(found, key=lambda n: int(n.rpartition("_")[2]) if "_" in n else 0)]
+    return [found[n] for n in sorted(found, key=unnamed_output_order)]
+
+
+def unnamed_output_order(name: str) -> int:
+    """Identity, Identity_1, ...: the ONNX model's order of the outputs onnx2tf left unnamed in the .tflite; any
+    other name (an input passed through, 't0_orig') keeps its place."""
+    suffix = name.rpartition("_")[2]
+    return int(suffix) if "_" in name and suffix.isdigit() else 0
 
 
 def as_tflite_input(array: np.ndarray, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
@@ -297,5 +306,5 @@ def run_lines(options: Onnx2TfOptions) -> tuple[str, ...]:
             'found = {d["name"]: interpreter.get_tensor(d["index"]) for d in interpreter.get_output_details()}',
             "names = [o.name for o in model.graph.output]",
             "if not all(n in found for n in names):  # unnamed: Identity, Identity_1, ... in the model's order",
-            '    names = sorted(found, key=lambda n: int(n.rpartition("_")[2]) if "_" in n else 0)',
+            "    names = sorted(found, key=lambda n: int(n.split('_')[-1]) if n.split('_')[-1].isdigit() else 0)",
             "got = [found[n] for n in names]")

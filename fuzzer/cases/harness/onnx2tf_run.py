@@ -91,7 +91,13 @@ def run_tflite(path, arrays, model):
     if all(n in found for n in names):
         return [found[n] for n in names]
     # Unnamed, they are Identity, Identity_1, ... in the ONNX model's output order.
-    return [found[n] for n in sorted(found, key=lambda n: int(n.rpartition("_")[2]) if "_" in n else 0)]
+    return [found[n] for n in sorted(found, key=unnamed_output_order)]
+
+
+def unnamed_output_order(name):
+    """Identity, Identity_1, ...: the model's order of outputs left unnamed; another name keeps its place."""
+    suffix = name.rpartition("_")[2]
+    return int(suffix) if "_" in name and suffix.isdigit() else 0
 
 
 def onnx2tf_on_export(module, inputs):

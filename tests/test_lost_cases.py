@@ -114,6 +114,7 @@ def test_a_reduced_case_of_a_dead_child_replays_alone(tmp_path: Path) -> None:
     assert verdict.symptom.json_name == "process_death"
     assert (folder / "test_data_set_0" / "input_0.pb").is_file()
     assert "`sin`" in title(read_case(folder))
+    assert read_case(folder).blame is not None  # from the death's stack, with no rerun
     ran = run_alone(folder, tmp_path)
     assert ran.returncode == 1, ran.stdout[-2000:] + ran.stderr[-2000:]
 

@@ -21,6 +21,7 @@ from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
 
+from fuzzer.cases.blame import blame_case
 from fuzzer.cases.case import CaseData, case_from_result, case_log, collect_versions, lost_case, remade_source
 from fuzzer.cases.folder import write_case
 from fuzzer.cases.whose_bug import with_blame, with_diagnosis
@@ -108,6 +109,8 @@ class IsolatedChecker:
                              source=source)
             case = _with_reduction(case, reduction)
             converter = self.registry[job.converter]
+            # Whose bug it is from the death's stack: a rerun here would die or hang again.
+            case = dataclasses.replace(case, blame=blame_case(case, None, converter))
             return write_case(out_dir, case, replace=True, converter=converter), reply
         return Path(reply["path"]), Verdict.from_json(reply["verdict"])
 

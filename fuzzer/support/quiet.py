@@ -42,21 +42,11 @@ class Captured:
 def library_output() -> Iterator[Captured]:
     """Send file descriptors 1 and 2 to a temporary file for the block; the text is in the Captured after it."""
     captured = Captured()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    saved = os.dup(1), os.dup(2)
     with tempfile.TemporaryFile() as sink:
-        os.dup2(sink.fileno(), 1)
-        os.dup2(sink.fileno(), 2)
         try:
-            yield captured
+            with _descriptors_to(os.dup(sink.fileno())):
+                yield captured
         finally:
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os.dup2(saved[0], 1)
-            os.dup2(saved[1], 2)
-            os.close(saved[0])
-            os.close(saved[1])
             sink.seek(0)
             captured.text = sink.read().decode("utf-8", errors="replace")
 
@@ -64,13 +54,20 @@ def library_output() -> Iterator[Captured]:
 @contextmanager
 def output_to(path: Path) -> Iterator[None]:
     """File descriptors 1 and 2 appended to `path` for the block: a process started inside keeps them for its life."""
+    with _descriptors_to(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)):
+        yield
+
+
+@contextmanager
+def _descriptors_to(target: int) -> Iterator[None]:
+    """File descriptors 1 and 2 pointed where `target` points for the block, then restored; `target` is closed at
+    once, so no process started inside inherits it."""
     sys.stdout.flush()
     sys.stderr.flush()
     saved = os.dup(1), os.dup(2)
-    log = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    os.dup2(log, 1)
-    os.dup2(log, 2)
-    os.close(log)
+    os.dup2(target, 1)
+    os.dup2(target, 2)
+    os.close(target)
     try:
         yield
     finally:

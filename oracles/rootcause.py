@@ -98,11 +98,17 @@ class RootCause:
         return text + (f": {self.error_class}" if self.error_class else "")
 
 
+def exception_type(message: str) -> str:
+    """The exception type a failure's message starts with ('builtins.TypeError: ...'), "" where it names none."""
+    head = message.partition(":")[0].strip()
+    return head if re.fullmatch(r"[\w.]+", head) else ""
+
+
 def error_class(exc_message: str) -> str:
     """'<ExcName>: <message>' with dtypes, numbers, quoted names, node names and the op type taken out; a schema
     type check that fails alike for every operator is named by what it means."""
-    head, _, message = exc_message.partition(":")
-    exc_name = head.strip().rsplit(".", 1)[-1] if re.fullmatch(r"[\w.]+", head.strip()) else ""
+    exc_name = exception_type(exc_message).rsplit(".", 1)[-1]
+    message = exc_message.partition(":")[2]
     schema = _schema_type_error(exc_message)
     if schema:
         return f"{exc_name}: {schema}" if exc_name else schema

@@ -26,7 +26,7 @@ from fuzzer.support.files import STAGING_PREFIX
 from generators.edit import prune
 from generators.ir import Graph
 from generators.ops.discontinuity import LABELS
-from oracles.rootcause import UNLOCALIZED, error_class, verdict_root_cause
+from oracles.rootcause import UNLOCALIZED, error_class, exception_type, verdict_root_cause
 from oracles.verdict import Symptom, Verdict
 
 # Symptoms whose failure is an exception: it is the same failure only with the same exception type and error class.
@@ -58,12 +58,6 @@ def same_failure(original: Verdict, candidate: Verdict) -> bool:
     if original.symptom is Symptom.PROCESS_DEATH:
         return _signal(original.message) is not None and _signal(original.message) == _signal(candidate.message)
     return False
-
-
-def exception_type(message: str) -> str:
-    """The exception type a crash's message starts with ('builtins.TypeError: ...'), "" where it names none."""
-    head = message.partition(":")[0].strip()
-    return head if re.fullmatch(r"[\w.]+", head) else ""
 
 
 def same_defect(original: Verdict, graph: Graph, candidate: Verdict, candidate_graph: Graph) -> bool:

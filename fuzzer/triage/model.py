@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from oracles.rootcause import RootCause, root_cause
+from oracles.rootcause import RootCause, exception_type, root_cause
 
 REDUCED, UNREDUCED, NOT_REPRODUCED = "reduced", "unreduced", "not reproduced alone"  # Finding.reduction_state
 
@@ -110,9 +110,8 @@ QUOTED_CHARS = 100  # of an error's first line, in a root cause's title
 
 def quoted_error(message: str) -> str:
     """'IndexError: tuple index out of range': the exception's own name and its message's first line."""
-    head, sep, rest = message.partition(": ")
-    name = head.rsplit(".", 1)[-1] if sep and head.replace(".", "").replace("_", "").isalnum() else ""
-    first = (rest if name else message).strip().splitlines()
+    name = exception_type(message).rsplit(".", 1)[-1]
+    first = (message.partition(":")[2] if name else message).strip().splitlines()
     line = first[0] if first else ""
     if len(line) > QUOTED_CHARS:
         line = line[:QUOTED_CHARS].rsplit(" ", 1)[0] + "…"

@@ -80,11 +80,12 @@ def blame_case(case: CaseData, model: ModelEvidence | None, converter: Converter
     checks = {c.name: c.outcome for c in case.cross_checks or ()}
     before = checks.get(BEFORE_TOOL) or checks.get(BEFORE_ORT)
     upstream = CONVERTERS.get(str(case.converter_options.get("upstream")))
-    if upstream is not None and (before == SAME_BUG or before is not None and before.startswith(OTHER_FAILURE)
-                                 and upstream_rejected(case)):
-        return _before_the_tool(before, upstream, site, case)
+    failed_otherwise = before is not None and before.startswith(OTHER_FAILURE)
+    rejected = upstream_rejected(case) if upstream is not None and failed_otherwise else ""
+    if upstream is not None and (before == SAME_BUG or rejected):
+        return _before_the_tool(before, upstream, site, case, rejected)
     evidence = list(_cross_check_lines(checks))
-    if before is not None and before.startswith(OTHER_FAILURE):
+    if failed_otherwise:
         evidence.append(f"the model {case.converter} received fails otherwise on its own ({before}): that is not "
                         f"the failure filed here")
     verdict = case.verdict
@@ -176,14 +177,14 @@ def upstream_rejected(case: CaseData) -> str:
     return ""
 
 
-def _before_the_tool(before: str, upstream: Converter, site: FaultSite, case: CaseData) -> Blame:
-    """A model that was wrong before the tool received it (the same failure, or one ONNX's checker rejects): the
-    exporter that made it is at fault. A tool's failure on a valid model is never this: it stays the tool's."""
+def _before_the_tool(before: str, upstream: Converter, site: FaultSite, case: CaseData, rejected: str) -> Blame:
+    """A model that was wrong before the tool received it (the same failure, or one ONNX's checker rejects, as
+    `rejected` says): the exporter that made it is at fault. A tool's failure on a valid model is never this."""
     component = upstream.component(FaultSite(Stage.NODE_CONVERSION, site.operator))
     lines = [f"the exporter's model alone, before {case.converter}: {before}"]
-    if before != SAME_BUG:
-        lines.append(f"ONNX's checker rejects the model {case.converter} received ({upstream_rejected(case)}): the "
-                     "tool was handed an invalid model")
+    if rejected:
+        lines.append(f"ONNX's checker rejects the model {case.converter} received ({rejected}): the tool was handed "
+                     "an invalid model")
     return Blame(component, tuple(lines), settled=True)
 
 

@@ -25,8 +25,8 @@ class CheckOptions:
     culprit: bool = True  # let the converter name a guilty pass (ort-optimizer)
     input_budget_s: float = 1.0
     # The follow-ups stop converting once this long has gone into them: a campaign's worker is killed as hung at its
-    # timeout (60 s), and a slow converter's locate and rerun (onnx2tf with its onnxsim pass, about 15 s a conversion
-    # on a loaded 2-core machine) would otherwise be filed as the converter's hang.
+    # timeout, and a slow converter's locate and rerun (onnx2tf running its onnxsim pass) would otherwise be filed
+    # as the converter's hang.
     follow_up_budget_s: float = 20.0
 
 

@@ -159,8 +159,7 @@ def localized_operator(symptom: str, message: str, diverging_op: str | None, gra
 _OUTPUT_COUNT = re.compile(r"target has (\d+) outputs, the graph (\d+)")
 OUTPUTS_MISSING = "returns fewer outputs than the graph has"
 # A wrong dtype's message names both dtypes (oracles/judgement.py): the converter's handling of that dtype is what
-# a fix follows, whichever operator carried it (the dynamo exporter's float16 reductions whose final Cast is lost
-# were filed under amin, mse_loss, cosine_similarity and one more).
+# a fix follows, whichever operator carried it (a final Cast lost after a float16 reduction, whatever the reduction).
 _DTYPE_PAIR = re.compile(r": (\w+) where the source gives (\w+)$")
 
 

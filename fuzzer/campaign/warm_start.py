@@ -25,7 +25,7 @@ def warm_onnx() -> None:
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     onnx.checker.check_model(model, full_check=True)
-    onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True, data_prop=True)
+    onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True)
 
 
 def warm_torchscript_export() -> None:

@@ -24,7 +24,7 @@ from oracles.dynamic import at_second_shape
 
 INLINE_ELEMENTS = 16  # a tensor this small is written into the snippet
 CHECKER = ("onnx.checker.check_model(model, full_check=True)",
-           "onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True, data_prop=True)")
+           "onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True)")
 
 
 def render_snippet(case: Any) -> str | None:

@@ -40,7 +40,9 @@ ORT_TYPE_TO_IR = {
 
 def validate(model: onnx.ModelProto) -> None:
     """onnx.checker (full) and strict shape inference with type checks; raises what they raise (a value declared
-    without a shape with the op type of the node that makes it, which the checker's words leave out)."""
+    without a shape with the op type of the node that makes it, which the checker's words leave out). Without
+    ONNX's data propagation: its errors are ONNX's own on models the checker and inference accept, not the
+    converter's, and a model wrong in a way only it sees still fails at the runtime."""
     try:
         onnx.checker.check_model(model, full_check=True)
     except onnx.checker.ValidationError as exc:
@@ -48,7 +50,7 @@ def validate(model: onnx.ModelProto) -> None:
         if not producer:
             raise
         raise onnx.checker.ValidationError(f"{exc}\n(failing node: op_type={producer})") from None
-    onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True, data_prop=True)
+    onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True)
 
 
 MISSING_SHAPE = "Field 'shape' of 'type' is required but missing"

@@ -73,7 +73,7 @@ def check_and_serialize(model, checked=True):
     if not checked:  # a model for ONNX Runtime alone: its session's load is the check
         return data
     onnx.checker.check_model(model, full_check=True)
-    onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True, data_prop=True)
+    onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True)
     return data
 
 

@@ -12,6 +12,7 @@ import pytest
 from fuzzer.check.pipeline import CheckOptions, check_prepared, prepare, run_check
 from fuzzer.converters import CONVERTERS, NOT_OFFERED, Role, list_converters
 from fuzzer.converters.conversion import SharedExport, Steps
+from fuzzer.converters.culprit import Culprit, FoundBy, from_labels
 from fuzzer.converters.runtime import check_and_serialize, run_model
 from fuzzer.converters.torch_onnx_script import ScriptOptions, export_script
 from fuzzer.converters.upstream import upstream_default_opset, upstream_names, upstream_opsets
@@ -161,8 +162,10 @@ def test_ort_culprit_search_runs_and_names_the_lowest_level() -> None:
     expected = prepare(graph, 0, {}, 1.0)
     conv = CONVERTERS["ort-optimizer"]
     run = conv.convert(expected.source)
-    assert conv.culprit(expected.source, conv.options(), run, lambda outputs: True) == ("ort-level:basic",)
-    assert conv.culprit(expected.source, conv.options(), run, lambda outputs: False) == ()
+    found = conv.bisect(expected.source, conv.options(), run, lambda outputs: True)
+    assert found == Culprit("ort-optimizer", FoundBy.BISECTION, "", "basic")
+    assert found.labels() == ("ort-level:basic",) and from_labels(conv.name, found.labels()) == found
+    assert conv.bisect(expected.source, conv.options(), run, lambda outputs: False) is None
 
 
 def _declaring_float64(model: onnx.ModelProto) -> onnx.ModelProto:

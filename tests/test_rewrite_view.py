@@ -8,6 +8,7 @@ import onnx
 from onnx import TensorProto, helper
 
 from fuzzer.converters import CONVERTERS
+from fuzzer.converters.culprit import Culprit, FoundBy
 from fuzzer.converters.describe import FaultSite
 from fuzzer.converters.rewrite_view import changed_ops, node_lines
 from oracles.verdict import Stage
@@ -23,19 +24,23 @@ def matmul_add() -> bytes:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
 
 
-def site(labels: tuple[str, ...] = (), passes: tuple[str, ...] = (), **options: object) -> FaultSite:
-    return FaultSite(Stage.GRAPH_OPTIMIZATION, "MatMul", labels=labels, options=dict(options), same_bug_passes=passes)
+def site(bisected: Culprit | None = None, passes: tuple[str, ...] = (), **options: object) -> FaultSite:
+    alone = tuple(Culprit("onnxoptimizer", FoundBy.ALONE, name) for name in passes)
+    return FaultSite(Stage.GRAPH_OPTIMIZATION, "MatMul", options=dict(options),
+                     culprits=(*([bisected] if bisected else []), *alone))
 
 
 def test_onnx_runtimes_bisected_transformer_is_shown_disabled_then_enabled() -> None:
     ort = CONVERTERS["ort-optimizer"]
-    view = ort.rewrite_view(matmul_add(), site(("ort-level:basic", "ort-optimizer:MatMulAddFusion"), level="all"))
+    fusion = Culprit("ort-optimizer", FoundBy.BISECTION, "MatMulAddFusion", "basic")
+    view = ort.rewrite_view(matmul_add(), site(fusion, level="all"))
     assert view is not None and view.rewrite == "graph transformer `MatMulAddFusion`" and view.error == ""
     assert "level basic" in view.before_is
     assert [line.split(" = ")[1].split("(")[0] for line in node_lines(view.before, 10)] == ["MatMul", "Add"]
     assert node_lines(view.after, 10) == ["y = Gemm(x, w, b)"]
     assert changed_ops(view) == "removed 1 Add, 1 MatMul; added 1 Gemm"
-    assert ort.rewrite_view(matmul_add(), site(("ort-level:basic",), level="all")) is None  # none isolated
+    level_only = Culprit("ort-optimizer", FoundBy.BISECTION, "", "basic")
+    assert ort.rewrite_view(matmul_add(), site(level_only, level="all")) is None  # none isolated
 
 
 def test_onnxoptimizers_one_pass_is_shown_on_the_model_it_received() -> None:

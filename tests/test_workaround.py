@@ -21,6 +21,7 @@ from fuzzer.check.result import Expected
 from fuzzer.check.source import prepare
 from fuzzer.converters import CONVERTERS
 from fuzzer.converters.base import Converter
+from fuzzer.converters.culprit import Culprit, FoundBy
 from fuzzer.converters.onnx_slim import OnnxSlim
 from fuzzer.converters.options import ConverterOptions
 from fuzzer.converters.ort_levels import LEVELS
@@ -95,7 +96,10 @@ def test_ort_optimizer_leaves_out_the_transformers_its_options_disable() -> None
     assert [r.target is not None and "ConvActivationFusion" in r.target.rewrites for r in fired] == [True, False]
 
 
-HINTS = (Hints(), Hints(True, ("eliminate_identity", "fuse_bn_into_conv"), "ConstantFolding", True, 22))
+CULPRITS = (Culprit("onnxoptimizer", FoundBy.ALONE, "eliminate_identity"),
+            Culprit("onnxoptimizer", FoundBy.ALONE, "fuse_bn_into_conv"),
+            Culprit("ort-optimizer", FoundBy.BISECTION, "ConstantFolding", "basic"))
+HINTS = (Hints(), Hints(True, CULPRITS, True, 22))
 
 
 @pytest.mark.parametrize("name", list(CONVERTERS))

@@ -25,8 +25,10 @@ from fuzzer.cases.diagnosis import (
 from fuzzer.cases.evidence import ModelEvidence, Opinion
 from fuzzer.converters import CONVERTERS
 from fuzzer.converters.base import Converter
+from fuzzer.converters.capabilities import RuntimeOptimizer
+from fuzzer.converters.culprit import Culprit, FoundBy, from_labels
 from fuzzer.converters.describe import Component, FaultSite
-from fuzzer.converters.ort_optimizer import ORT_TRACKER, OrtOptimizer
+from fuzzer.converters.ort_optimizer import ORT_TRACKER
 from fuzzer.converters.runtime import validate
 from oracles.rootcause import named_operator, verdict_root_cause
 from oracles.verdict import Stage, Symptom
@@ -35,14 +37,12 @@ KERNEL_KEY = "onnxruntime-kernel"  # the root-cause owner of every ONNX Runtime 
 RUNTIME_STAGES = (Stage.RUNTIME_LOAD, Stage.RUNTIME_EXECUTION)
 _PACKAGE = re.compile(r"(?:site|dist)-packages[/\\]([A-Za-z0-9_]+)[/\\]")
 _FRAME_LINE = re.compile(r"^frame: (.+)$", re.MULTILINE)
-_DISABLING = re.compile(r"disabling (\w+) alone removes it")  # fuzzer/cases/crosscheck.py's culprit text
 
 
 def runtime_kernel(operator: str, device: str) -> Component:
     """ONNX Runtime's kernel of an ONNX operator on the case's execution provider."""
     provider = "CUDA" if device == "cuda" else "CPU"
-    return Component("ONNX Runtime", f"{provider} kernel of `{operator}`", ORT_TRACKER, KERNEL_KEY,
-                     OrtOptimizer.distribution)
+    return Component("ONNX Runtime", f"{provider} kernel of `{operator}`", ORT_TRACKER, KERNEL_KEY, "onnxruntime")
 
 
 def frame_owner(case: CaseData) -> str:
@@ -54,19 +54,26 @@ def frame_owner(case: CaseData) -> str:
 
 
 def fault_site(case: CaseData) -> FaultSite:
-    """Where the case's bug showed, as its converter reads it to name a component (an ONNX Runtime bisection of a
-    crash is in its cross-check's detail, not in the verdict's labels)."""
+    """Where the case's bug showed, as its converter reads it to name a component, with the rewrites named behind
+    it (case_culprits)."""
     cause = verdict_root_cause(case.converter, case.verdict, case.graph.ops())
-    bisected = [f"ort-optimizer:{m.group(1)}" for c in case.cross_checks or () if c.outcome == SAME_BUG
-                for m in [_DISABLING.search(c.detail)] if m]
-    return FaultSite(case.verdict.stage, cause.shown_operator, frame_owner(case), (*case.verdict.labels, *bisected[:1]),
-                     dict(case.converter_options), same_bug_passes(case.cross_checks or ()), tuple(case.graph.ops()))
+    return FaultSite(case.verdict.stage, cause.shown_operator, frame_owner(case), case.verdict.labels,
+                     dict(case.converter_options), case_culprits(case), tuple(case.graph.ops()))
 
 
-def same_bug_passes(checks: Sequence[CrossCheck]) -> tuple[str, ...]:
-    """The onnxoptimizer passes that show the case's bug alone."""
+def case_culprits(case: CaseData) -> tuple[Culprit, ...]:
+    """The rewrites named behind the case's bug: a bisection's (its test's, kept on the verdict, else a cross-check's:
+    a crash's bisection runs there), then each pass that shows the bug alone (the cross-checks run each)."""
+    checks = case.cross_checks or ()
+    bisected = [c.culprit for c in checks if c.outcome == SAME_BUG and c.culprit is not None]
+    own = from_labels(case.converter, case.verdict.labels)
+    return (*([own] if own is not None else bisected[:1]), *passes_alone(checks))
+
+
+def passes_alone(checks: Sequence[CrossCheck]) -> tuple[Culprit, ...]:
+    """The passes that show the case's bug run alone, as culprits."""
     alone = [c for c in checks if c.outcome == SAME_BUG and len(c.options.get("passes") or ()) == 1]
-    return tuple(c.options["passes"][0] for c in alone)
+    return tuple(Culprit(c.converter, FoundBy.ALONE, c.options["passes"][0]) for c in alone)
 
 
 def blame_case(case: CaseData, model: ModelEvidence | None, converter: Converter | None = None) -> Blame:
@@ -102,7 +109,7 @@ def blame_case(case: CaseData, model: ModelEvidence | None, converter: Converter
     corroborated = any(name.endswith(OTHER_EXPORTER.format("").strip()) and outcome == SAME_BUG
                        for name, outcome in checks.items())
     return decide(own, kernel, verdict.symptom, verdict.stage, model, tuple(evidence),
-                  is_runtime_optimizer=isinstance(converter, OrtOptimizer), corroborated=corroborated)
+                  is_runtime_optimizer=isinstance(converter, RuntimeOptimizer), corroborated=corroborated)
 
 
 def decide(own: Component, kernel: Component, symptom: Symptom, stage: Stage, model: ModelEvidence,

@@ -1,14 +1,14 @@
 """Cross-checks of a case: its graph and inputs through the other exporters, ONNX Runtime at each optimization level,
 each onnxoptimizer pass alone, or the exporter an ONNX tool started from; each says whether the case's bug shows
 there, which tells whose bug it is (the exporter's, the runtime optimizer's, one pass's, or the tool's). Which checks
-a case gets is read off its converter's declarations (role, runtime, level_option, pass_names), never its name:
+a case gets is read off its converter's declarations (role, runtime, its capabilities), never its name:
 an exporter is checked by every other registered exporter that can express the case's graph, whatever its
 framework."""
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,14 +30,13 @@ from fuzzer.check.result import Expected, Prepared
 from fuzzer.converters import CONVERTERS
 from fuzzer.converters.at_level import AtLevel
 from fuzzer.converters.base import Converter
-from fuzzer.converters.conversion import Steps, TargetRun, UpstreamError
+from fuzzer.converters.capabilities import RuntimeOptimizer
 from fuzzer.converters.ort_levels import LEVELS, OPTIMIZING_LEVELS
-from fuzzer.converters.ort_optimizer import OrtOptimizer
 from fuzzer.converters.role import Role
-from fuzzer.converters.upstream import NATIVE, export_upstream
+from fuzzer.converters.upstream import NATIVE
 from fuzzer.support.device import require_device
 from oracles.rootcause import error_class
-from oracles.verdict import Symptom, Verdict
+from oracles.verdict import Stage, Symptom, Verdict
 
 CROSS_CHECK = CheckOptions(rerun=False, locate=True, culprit=False)  # locate: the signature names the operator
 PASS_GROUP = "{}, each pass alone"
@@ -67,10 +66,8 @@ def cross_checks(case: CaseData, converter: Converter | None = None) -> tuple[Cr
     converter = converter or CONVERTERS.get(case.converter)
     if not isinstance(prepared, Expected) or converter is None:
         return ()  # the source itself fails: nothing converts anywhere
-    checks = [_run(p, prepared, case.verdict) for p in plan(case, converter)]
-    if converter.level_option:
-        checks = _with_ort_culprit(checks, case, prepared, converter)
-    return tuple(checks)
+    return tuple(_with_crash_culprit([_run(p, prepared, case.verdict) for p in plan(case, converter)], case,
+                                     prepared, converter))
 
 
 def deciding_checks(case: CaseData, converter: Converter, prepared: Prepared | None = None,
@@ -96,7 +93,7 @@ def plan(case: CaseData, converter: Converter) -> list[Planned]:
         return list(_exporter_plan(case, converter, options))
     # The exporter an ONNX tool started from, alone; a native model has none (its baseline had a second opinion).
     planned = [] if options.get("upstream") in (None, NATIVE) else [_before_tool(converter, options)]
-    if converter.level_option:
+    if isinstance(converter, RuntimeOptimizer):
         planned += [Planned(AT_LEVEL.format(lv), converter, {**options, converter.level_option: lv},
                             check_options=_culprit_options(case, converter, lv)) for lv in OPTIMIZING_LEVELS]
     if converter.pass_names(converter.options(options)) is not None and len(options.get("passes") or ()) != 1:
@@ -121,7 +118,7 @@ def _exporter_plan(case: CaseData, own: Converter, options: dict[str, Any]) -> I
 def _before_tool(converter: Converter, options: dict[str, Any]) -> Planned:
     """The exporter an ONNX tool started from, alone: it passes when the model was right before the tool (for a
     tool that is ONNX Runtime's level, that model at the disabled level)."""
-    name = BEFORE_ORT if converter.level_option else BEFORE_TOOL
+    name = BEFORE_ORT if isinstance(converter, RuntimeOptimizer) else BEFORE_TOOL
     upstream = CONVERTERS[options["upstream"]]
     return Planned(name, upstream, {"opset": _opset_for(upstream, options.get("opset"))})
 
@@ -136,7 +133,7 @@ def _pass_plan(converter: Converter, options: dict[str, Any]) -> Iterator[Planne
         yield Planned(f"{converter.name} pass {name} alone", converter, {**options, "passes": [name]}, group=group)
 
 
-def _culprit_options(case: CaseData, converter: Converter, level: str) -> CheckOptions:
+def _culprit_options(case: CaseData, converter: RuntimeOptimizer, level: str) -> CheckOptions:
     """At the case's own level, let ONNX Runtime's bisection name the optimizer (divergences only)."""
     own = level == case.converter_options.get(converter.level_option)
     return dataclasses.replace(CROSS_CHECK, culprit=True) if own else CROSS_CHECK
@@ -154,8 +151,8 @@ def _run(planned: Planned, prepared: Expected, original: Verdict) -> CrossCheck:
     if why:
         return dataclasses.replace(check, outcome=SKIPPED + why)
     options = planned.converter.options(planned.options)
-    verdict = check_prepared(prepared, planned.converter, options, planned.check_options).verdict
-    return dataclasses.replace(check, outcome=outcome(original, verdict), detail=_ort_labels(verdict))
+    result = check_prepared(prepared, planned.converter, options, planned.check_options)
+    return dataclasses.replace(check, outcome=outcome(original, result.verdict), culprit=result.culprit)
 
 
 def why_not_here(converter: Converter, options: Mapping[str, Any], original: Verdict) -> str:
@@ -201,45 +198,18 @@ def describe(verdict: Verdict) -> str:
     return text + (f" ({exc})" if sep and exc.isidentifier() else "")
 
 
-def _ort_labels(verdict: Verdict) -> str:
-    """What ONNX Runtime's bisection named: the lowest diverging level and the optimizer (follow_up's labels)."""
-    return _culprit_text(verdict.labels)
-
-
-def _culprit_text(labels: Sequence[str]) -> str:
-    """The 'ort-level:' and 'ort-optimizer:' labels of OrtOptimizer.culprit as one sentence ('' without a level)."""
-    found = dict(label.split(":", 1) for label in labels if label.startswith(("ort-level:", "ort-optimizer:")))
-    optimizer, level = found.get("ort-optimizer"), found.get("ort-level")
-    if level is None:
-        return ""
-    named = f"disabling {optimizer} alone removes it" if optimizer else "no single optimizer named"
-    return f"lowest level showing it: {level}; {named}"
-
-
-def _with_ort_culprit(checks: list[CrossCheck], case: CaseData, prepared: Expected,
-                      converter: Converter) -> list[CrossCheck]:
-    """A crash at graph optimization has no run for follow_up's bisection: bisect the optimizers here, with the
-    crash as the symptom, and note it on the case's own level."""
-    if case.verdict.symptom is not Symptom.CRASH or case.verdict.stage.value != "graph_optimization":
+def _with_crash_culprit(checks: list[CrossCheck], case: CaseData, prepared: Expected,
+                        converter: Converter) -> list[CrossCheck]:
+    """A crash at graph optimization has no run for follow_up's bisection: ONNX Runtime's optimizer bisects the
+    crash here, and the culprit goes on the case's own level's check."""
+    crashed = case.verdict.symptom is Symptom.CRASH and case.verdict.stage is Stage.GRAPH_OPTIMIZATION
+    if not crashed or not isinstance(converter, RuntimeOptimizer):
         return checks
-    detail = _crash_culprit(case, prepared, converter)
+    culprit = converter.bisect_crash(prepared.source, converter.options(case.converter_options))
     key = converter.level_option
     level = case.converter_options.get(key)
-    return [dataclasses.replace(c, detail=detail) if c.options.get(key) == level and c.outcome == SAME_BUG
+    return [dataclasses.replace(c, culprit=culprit) if c.options.get(key) == level and c.outcome == SAME_BUG
             and c.converter == case.converter else c for c in checks]
-
-
-def _crash_culprit(case: CaseData, prepared: Expected, converter: Converter) -> str:
-    options = converter.options(case.converter_options)
-    if not isinstance(converter, OrtOptimizer) or not converter.availability()[0]:
-        return ""
-    try:
-        up = export_upstream(prepared.source, options.upstream, options.opset, Steps(), run=False)  # type: ignore[attr-defined]
-    except UpstreamError:
-        return ""
-    # Only a crash counts as showing the bug: culprit's own runs count one as diverging.
-    run = TargetRun((), (), {}, model=up.data)
-    return _culprit_text(converter.culprit(prepared.source, options, run, lambda _outputs: False))  # type: ignore[arg-type]
 
 
 def _short(text: str) -> str:

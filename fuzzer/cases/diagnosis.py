@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from fuzzer.converters.culprit import Culprit, from_sentence
 from fuzzer.converters.describe import Component
 
 SAME_BUG = "same bug"
@@ -30,16 +31,21 @@ class CrossCheck:
     converter: str = ""
     options: Mapping[str, Any] = field(default_factory=dict)
     group: str = ""  # checks of one family (each onnxoptimizer pass alone) are reported as one line
-    detail: str = ""  # what the check found beyond its outcome (the optimizer ORT's bisection names)
+    culprit: Culprit | None = None  # the rewrite the check's bisection named (ONNX Runtime's, at the case's level)
 
     def to_json(self) -> dict[str, Any]:
+        culprit = {"culprit": self.culprit.to_json()} if self.culprit is not None else {}
         return {"name": self.name, "outcome": self.outcome, "converter": self.converter,
-                "options": dict(self.options), "group": self.group, "detail": self.detail}
+                "options": dict(self.options), "group": self.group, **culprit}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> CrossCheck:
-        return cls(str(data["name"]), str(data["outcome"]), str(data.get("converter", "")),
-                   dict(data.get("options") or {}), str(data.get("group", "")), str(data.get("detail", "")))
+        converter = str(data.get("converter", ""))
+        # A case written before the culprit was a value kept its sentence as the check's "detail".
+        culprit = Culprit.from_json(data["culprit"]) if data.get("culprit") else \
+            from_sentence(converter, str(data.get("detail", "")))
+        return cls(str(data["name"]), str(data["outcome"]), converter, dict(data.get("options") or {}),
+                   str(data.get("group", "")), culprit)
 
 
 @dataclass(frozen=True, eq=False)

@@ -99,7 +99,7 @@ def _lines(checks: Sequence[CrossCheck]) -> list[str]:
             run.append(checks[i + len(run)])
         head = check.name.rsplit(" ", 1)[0]
         name = check.name if len(run) == 1 else f"{head} {', '.join(c.name.rsplit(' ', 1)[1] for c in run)}"
-        lines.append(f"{name}: {check.outcome}" + "".join(f" ({c.detail})" for c in run if c.detail))
+        lines.append(f"{name}: {check.outcome}" + "".join(f" ({c.culprit.sentence()})" for c in run if c.culprit))
         i += len(run)
     return lines
 

@@ -6,12 +6,11 @@ At most MAX_RUNS conversions per case, re-tests included."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fuzzer.cases.blame import KERNEL_KEY, fault_site
+from fuzzer.cases.blame import KERNEL_KEY, case_culprits
 from fuzzer.cases.case import CaseData
 from fuzzer.cases.crosscheck import outcome, why_not_here
 from fuzzer.cases.diagnosis import AT_LEVEL, PASSES, SKIPPED, CrossCheck
@@ -23,14 +22,13 @@ from fuzzer.converters import CONVERTERS
 from fuzzer.converters.at_level import AtLevel
 from fuzzer.converters.base import Converter
 from fuzzer.converters.ort_levels import LEVELS
+from fuzzer.converters.schema import noted_opset
 from fuzzer.converters.setting import Hints, Setting
 from oracles.verdict import Symptom, Verdict
 
 MAX_RUNS = 6  # conversions per case (re-tests included): a reduced case converts in well under a second each
 TRY_CHECK = CheckOptions(rerun=False, locate=False, culprit=False)  # only whether the outputs agree counts
 CROSS_CHECKED = " (its cross-check)"
-_OPTIMIZER_LABEL = re.compile(r"ort-optimizer:(\S+)")
-_TYPE_OPSET = re.compile(r"takes tensor\(\w+\) from opset (\d+)\]")  # fuzzer/converters/schema.py's note
 
 
 @dataclass(frozen=True)
@@ -67,13 +65,9 @@ def find_workaround(case: CaseData, converter: Converter | None = None) -> Worka
 
 
 def hints(case: CaseData) -> Hints:
-    """What the case says of its bug, as its converter's settings read it (fault_site: the blame's own reading)."""
-    site = fault_site(case)
-    named = next((m.group(1) for label in site.labels for m in [_OPTIMIZER_LABEL.fullmatch(label)] if m), "")
+    """What the case says of its bug, as its converter's settings read it (case_culprits: the blame's own reading)."""
     kernel = case.blame is not None and case.blame.component.key == KERNEL_KEY
-    typed = _TYPE_OPSET.search(case.verdict.message)
-    return Hints(case.verdict.symptom.is_divergence, site.same_bug_passes, named, kernel,
-                 int(typed.group(1)) if typed else 0)
+    return Hints(case.verdict.symptom.is_divergence, case_culprits(case), kernel, noted_opset(case.verdict.message))
 
 
 def _try(setting: Setting, case: CaseData, prepared: Expected, own: Converter, known: str | None) -> Tried:

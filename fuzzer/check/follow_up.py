@@ -16,6 +16,7 @@ from fuzzer.check.oracle import oracle
 from fuzzer.check.result import CheckOptions, CheckResult, Expected, add_timings, book_inner, timer
 from fuzzer.check.source import expect
 from fuzzer.converters.base import Converter
+from fuzzer.converters.capabilities import RuntimeOptimizer
 from fuzzer.converters.conversion import Source, TargetRun
 from fuzzer.converters.options import ConverterOptions
 from fuzzer.support.tensors import to_oracle_array
@@ -67,12 +68,12 @@ def follow_up(result: CheckResult, converter: Converter, options: ConverterOptio
         rerun = check_rerun(verdict, again.verdict, run.outputs, shown.outputs if shown else None)
         if rerun.flaky:
             return dataclasses.replace(result, verdict=mark_flaky(verdict, rerun), timings=timings)
-    verdict = located
-    culprit = getattr(converter, "culprit", None)
-    if check_options.culprit and culprit is not None and verdict.stage is Stage.GRAPH_OPTIMIZATION:
+    culprit = None
+    if check_options.culprit and isinstance(converter, RuntimeOptimizer) and located.stage is Stage.GRAPH_OPTIMIZATION:
         with timer(timings, "culprit"):
-            verdict = verdict.with_labels(*culprit(expected.source, options, run, _diverges(expected, run, converter)))
-    return dataclasses.replace(result, verdict=verdict, timings=timings)
+            culprit = converter.bisect(expected.source, options, run, _diverges(expected, run, converter))
+    verdict = located.with_labels(*culprit.labels()) if culprit is not None else located
+    return dataclasses.replace(result, verdict=verdict, timings=timings, culprit=culprit)
 
 
 def _diverges(expected: Expected, run: TargetRun, converter: Converter) -> Callable[[tuple[np.ndarray, ...]], bool]:

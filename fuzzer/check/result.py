@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from fuzzer.converters.conversion import Source, TargetRun
+from fuzzer.converters.culprit import Culprit
 from oracles.judgement import INVALID_INPUTS as INVALID_INPUTS  # where fuzzer/ reads it
 from oracles.taxonomy import Failure
 from oracles.verdict import Verdict
@@ -22,7 +23,7 @@ class CheckOptions:
 
     rerun: bool = True  # rerun a divergence once to tell flaky from stable
     locate: bool = True  # bisect graph prefixes for the first diverging operator
-    culprit: bool = True  # let the converter name a guilty pass (ort-optimizer)
+    culprit: bool = True  # let a converter that bisects its rewrites name the guilty one (capabilities.py)
     input_budget_s: float = 1.0
     # The follow-ups stop converting once this long has gone into them: a campaign's worker is killed as hung at its
     # timeout, and a slow converter's locate and rerun (onnx2tf running its onnxsim pass) would otherwise be filed
@@ -66,6 +67,7 @@ class CheckResult:
     options: Mapping[str, Any] = field(default_factory=dict)
     second: TargetRun | None = None  # a dynamic export's model run at the second shape
     failed_model: bytes | None = None  # the model a conversion that failed after writing it had written
+    culprit: Culprit | None = None  # the rewrite the converter's bisection named (its labels are on the verdict)
 
 
 Prepared = Expected | CheckResult  # a settled source, or the source's own failure (the same for every converter)

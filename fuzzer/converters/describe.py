@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from fuzzer.converters.culprit import Culprit
 from oracles.rootcause import UNLOCALIZED
 from oracles.verdict import Stage
 
@@ -55,9 +56,10 @@ class FaultSite:
     stage: Stage
     operator: str  # the operator the root cause is filed under (a graph operator, or an ONNX op type)
     frame_owner: str = ""  # the top-level package of the innermost frame of a crash ("onnxscript", "torch")
-    labels: tuple[str, ...] = ()  # the verdict's labels (an ONNX Runtime bisection's "ort-optimizer:<name>")
+    labels: tuple[str, ...] = ()  # the verdict's labels
     options: Mapping[str, Any] = field(default_factory=dict)
-    same_bug_passes: tuple[str, ...] = ()  # the passes that show the bug alone (the cross-checks')
+    # The rewrites named behind the bug: a bisection's, and the passes that show it alone (the cross-checks').
+    culprits: tuple[Culprit, ...] = ()
     graph_ops: tuple[str, ...] = ()  # the operators of the case's graph
 
     def named(self) -> str:

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import onnx
 
+from fuzzer.converters.culprit import FoundBy, named
 from fuzzer.converters.describe import Component, FaultSite, Snippet
 from fuzzer.converters.options import ConverterOptions
 from fuzzer.converters.rewrite_view import RewriteView
@@ -30,7 +31,7 @@ class OnnxOptimizer(OnnxPassConverter):
 
     def component(self, site: FaultSite) -> Component:
         """The pass that shows the bug alone (the cross-checks run each), or the case's one pass."""
-        passes = site.same_bug_passes or tuple(site.options.get("passes") or ())
+        passes = named(site.culprits, FoundBy.ALONE) or tuple(site.options.get("passes") or ())
         if len(passes) == 1:
             return self.own_component(f"pass `{passes[0]}`")
         if passes:
@@ -49,7 +50,8 @@ class OnnxOptimizer(OnnxPassConverter):
     def avoid_settings(self, options: ConverterOptions, hints: Hints) -> tuple[Setting, ...]:
         """The case's pass set without the passes that show the bug alone (the cross-checks'); fixed_point off."""
         opts: OnnxOptimizerOptions = options  # type: ignore[assignment]
-        data, culprits = opts.to_json(), [p for p in hints.culprit_passes if p in self.pass_names(opts)]
+        alone = named(hints.culprits, FoundBy.ALONE)
+        data, culprits = opts.to_json(), [p for p in alone if p in self.pass_names(opts)]
         kept = [p for p in self.pass_names(opts) if p not in culprits]
         listed = repr(list(opts.passes)) if opts.passes else "onnxoptimizer.get_fuse_and_elimination_passes()"
         without = (Setting(f"{self.display_name or self.name}'s passes without " + ", ".join(culprits), self.name,
@@ -62,11 +64,12 @@ class OnnxOptimizer(OnnxPassConverter):
 
     def rewrite_view(self, upstream: bytes, site: FaultSite) -> RewriteView | None:
         """The received model, and what the one pass that shows the bug alone makes of it."""
-        if len(site.same_bug_passes) != 1:
+        alone = named(site.culprits, FoundBy.ALONE)
+        if len(alone) != 1:
             return None
         import onnxoptimizer
 
-        name = site.same_bug_passes[0]
+        name = alone[0]
         before = onnxoptimizer.optimize(onnx.load_from_string(upstream), []).SerializeToString()  # its round trip
         try:
             after: bytes | None = onnxoptimizer.optimize(onnx.load_from_string(before), [name]).SerializeToString()

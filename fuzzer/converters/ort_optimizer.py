@@ -1,20 +1,20 @@
 """ort-optimizer: ONNX Runtime's graph optimizations (basic, extended, all) judged against the disabled run.
 
-When only the optimized run diverges the stage is graph optimization; `culprit` then finds the lowest level
-that diverges and bisects ORT's transformer names (disabled_optimizers) to name the one responsible.
+When only the optimized run diverges the stage is graph optimization; `bisect` then finds the lowest level
+that diverges and bisects ORT's transformer names (disabled_optimizers) to name the one responsible (a Culprit).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 
-import numpy as np
-
 from fuzzer.converters.base import Converter
-from fuzzer.converters.conversion import Source, Steps, TargetRun
+from fuzzer.converters.capabilities import Shows
+from fuzzer.converters.conversion import Source, Steps, TargetRun, UpstreamError
+from fuzzer.converters.culprit import Culprit, FoundBy, bisected
 from fuzzer.converters.describe import Component, FaultSite, Snippet
 from fuzzer.converters.options import ConverterOptions
 from fuzzer.converters.ort_levels import LEVELS, OPTIMIZING_LEVELS
@@ -88,7 +88,6 @@ class OrtOptimizerOptions(UpstreamOptions):
 
 
 ORT_TRACKER = "https://github.com/microsoft/onnxruntime/issues"
-Diverges = Callable[[tuple[np.ndarray, ...]], bool]
 
 
 class OrtOptimizer(Converter):
@@ -109,10 +108,10 @@ class OrtOptimizer(Converter):
     def component(self, site: FaultSite) -> Component:
         """The graph transformer ONNX Runtime's bisection named (disabling it alone removes the bug), else the
         optimizer at the lowest level that shows it."""
-        named = dict(label.split(":", 1) for label in site.labels if label.startswith(("ort-optimizer:", "ort-level:")))
-        if "ort-optimizer" in named:
-            return self.own_component(f"graph transformer `{named['ort-optimizer']}`")
-        level = named.get("ort-level") or site.options.get("level", "all")
+        found = bisected(site.culprits)
+        if found is not None and found.rewrite:
+            return self.own_component(f"graph transformer `{found.rewrite}`")
+        level = (found.level if found is not None else "") or site.options.get("level", "all")
         return self.own_component(f"graph optimizations at level `{level}` (no single transformer isolated)")
 
     def snippet(self, options: ConverterOptions) -> Snippet:
@@ -144,7 +143,8 @@ class OrtOptimizer(Converter):
         """The transformer ONNX Runtime's bisection named, disabled alone; the input dimensions left free where they
         were fixed; then each lower level, the nearest first."""
         opts: OrtOptimizerOptions = options  # type: ignore[assignment]
-        data, named = opts.to_json(), hints.culprit_optimizer
+        found = bisected(hints.culprits)
+        data, named = opts.to_json(), found.rewrite if found is not None else ""
         alone = (Setting(f"ONNX Runtime's {named} disabled", self.name, {**data, "disabled_optimizers": [named]},
                          f"onnxruntime.InferenceSession(model, sess_options, disabled_optimizers=[{named!r}])"),
                  ) if named and named not in opts.disabled_optimizers else ()
@@ -162,10 +162,10 @@ class OrtOptimizer(Converter):
     def rewrite_view(self, upstream: bytes, site: FaultSite) -> RewriteView | None:
         """At the lowest level that shows the bug: the model optimized with the bisected transformer disabled (what
         it would have received, near enough), and with it enabled."""
-        named = dict(label.split(":", 1) for label in site.labels if label.startswith(("ort-optimizer:", "ort-level:")))
-        if "ort-optimizer" not in named or site.options.get("free_dims"):  # fixed dims need the inputs' sizes
+        found = bisected(site.culprits)
+        if found is None or not found.rewrite or site.options.get("free_dims"):  # fixed dims need the inputs' sizes
             return None
-        name, level = named["ort-optimizer"], named.get("ort-level") or site.options.get("level", "all")
+        name, level = found.rewrite, found.level or site.options.get("level", "all")
         try:
             before = optimized_model(upstream, level, (name,))
         except Exception:  # the bug does not go with the transformer here: nothing to show
@@ -185,25 +185,33 @@ class OrtOptimizer(Converter):
     def rewrites_beyond_float(self) -> frozenset[str]:
         return frozenset(name for name in self.rewrite_names() if BEYOND_FLOAT.search(name))
 
-    def culprit(self, source: Source, options: OrtOptimizerOptions, run: TargetRun, diverges: Diverges) -> tuple[
-            str, ...]:
-        """Labels naming the lowest diverging level and, when bisection isolates one, the guilty optimizer."""
+    def bisect(self, source: Source, options: OrtOptimizerOptions, run: TargetRun, shows: Shows) -> Culprit | None:
+        """The lowest level whose run `shows` the bug (a crash counts) and, when bisection isolates one, the graph
+        transformer that disabling alone removes it."""
         assert run.model is not None
         levels = OPTIMIZING_LEVELS[: OPTIMIZING_LEVELS.index(options.level) + 1]
         free = _free_dims(run.model, source, options)
-        level = next((lv for lv in levels if _diverges_at(run.model, source, lv, (), diverges, free)), None)
+        level = next((lv for lv in levels if _diverges_at(run.model, source, lv, (), shows, free)), None)
         if level is None:
-            return ()
-        labels = [f"ort-level:{level}"]
-        name = _bisect(run.model, source, level, diverges, free)
-        return tuple(labels + [f"ort-optimizer:{name}"]) if name else tuple(labels)
+            return None
+        return Culprit(self.name, FoundBy.BISECTION, _bisect(run.model, source, level, shows, free) or "", level)
+
+    def bisect_crash(self, source: Source, options: OrtOptimizerOptions) -> Culprit | None:
+        """The bisection of a crash at graph optimization, from the upstream model (outputs count as passing)."""
+        if not self.availability()[0]:
+            return None
+        try:
+            up = export_upstream(source, options.upstream, options.opset, Steps(), run=False)
+        except UpstreamError:
+            return None
+        return self.bisect(source, options, TargetRun((), (), {}, model=up.data), lambda _outputs: False)
 
 
 def _free_dims(model: bytes, source: Source, options: OrtOptimizerOptions) -> dict[str, int]:
     return free_dimension_sizes(model, source.input_names, source.inputs) if options.free_dims else {}
 
 
-def _diverges_at(model: bytes, source: Source, level: str, disabled: Sequence[str], diverges: Diverges,
+def _diverges_at(model: bytes, source: Source, level: str, disabled: Sequence[str], diverges: Shows,
                  free: Mapping[str, int]) -> bool:
     """Does the run at `level` with `disabled` optimizers diverge? A crash counts as diverging."""
     try:
@@ -214,7 +222,7 @@ def _diverges_at(model: bytes, source: Source, level: str, disabled: Sequence[st
     return diverges(outputs)
 
 
-def _bisect(model: bytes, source: Source, level: str, diverges: Diverges, free: Mapping[str, int]) -> str | None:
+def _bisect(model: bytes, source: Source, level: str, diverges: Shows, free: Mapping[str, int]) -> str | None:
     """Assume one guilty optimizer: halve the candidates until disabling one alone stops the divergence."""
     candidates = list(ORT_OPTIMIZERS)
     if _diverges_at(model, source, level, candidates, diverges, free):

@@ -17,6 +17,7 @@ from typing import Any
 
 import onnx
 
+from fuzzer.converters.culprit import FoundBy, named
 from fuzzer.converters.describe import Component, FaultSite, Snippet
 from fuzzer.converters.options import ConverterOptions
 from fuzzer.converters.ort_optimizer import ORT_TRACKER
@@ -63,7 +64,7 @@ class OrtTransformers(OnnxPassConverter):
         """The fusion flag that shows the bug alone (the cross-checks run each), else the model type's optimizer."""
         model_type = site.options.get("model_type", OrtTransformersOptions.model_type)
         where = f"transformers optimizer (onnxruntime.transformers, model_type={model_type!r})"
-        passes = site.same_bug_passes or tuple(site.options.get("passes") or ())
+        passes = named(site.culprits, FoundBy.ALONE) or tuple(site.options.get("passes") or ())
         if len(passes) == 1:
             return self.own_component(f"{where}, the fusion `FusionOptions.{passes[0]}` turns on")
         return self.own_component(where)
@@ -85,7 +86,7 @@ class OrtTransformers(OnnxPassConverter):
         instead of a model type's own (another fusion order and set)."""
         opts: OrtTransformersOptions = options  # type: ignore[assignment]
         data, on = opts.to_json(), self.pass_names(opts)
-        culprits = [p for p in hints.culprit_passes if p in on]
+        culprits = [p for p in named(hints.culprits, FoundBy.ALONE) if p in on]
         kept = tuple(p for p in on if p not in culprits)
         without = (Setting(f"{self.display_name} with " + ", ".join(f"FusionOptions.{c}" for c in culprits) +
                            " off", self.name, {**data, "passes": list(kept)},

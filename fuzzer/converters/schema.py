@@ -10,6 +10,7 @@ import re
 import onnx
 
 _TYPE_ERROR = re.compile(r"op_type:(\w+).*?typestr: (\w+), has unsupported type: (tensor\(\w+\))")
+_NOTED_OPSET = re.compile(r"takes tensor\(\w+\) from opset (\d+)\]")  # schema_note's own words
 
 
 def schema_note(message: str) -> str:
@@ -23,6 +24,12 @@ def schema_note(message: str) -> str:
     if first is None:
         return f" [no opset of ONNX's {op} takes {type_str}]"
     return f" [ONNX's {op} takes {type_str} from opset {first}]"
+
+
+def noted_opset(message: str) -> int:
+    """The opset a schema_note in `message` says takes the type (0 where it has no such note)."""
+    found = _NOTED_OPSET.search(message)
+    return int(found.group(1)) if found else 0
 
 
 @functools.cache

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from fuzzer.converters.culprit import Culprit
 from fuzzer.converters.ort_levels import LEVELS, ORT_LEVEL_MEMBERS
 
 
@@ -31,13 +32,12 @@ class Setting:
 @dataclass(frozen=True)
 class Hints:
     """What a case says about its bug that orders or narrows a converter's settings: whether it is a divergence,
-    the passes that show it alone (the cross-checks'), the optimizer ONNX Runtime's bisection named, whether the
-    blame is on ONNX Runtime's kernel (the exported model is right), the opset from which ONNX takes the type its
-    schema error names (0: none named)."""
+    the rewrites named behind it (the passes that show it alone, a bisection's transformer), whether the blame is on
+    ONNX Runtime's kernel (the exported model is right), the opset from which ONNX takes the type its schema error
+    names (0: none named)."""
 
     divergence: bool = False
-    culprit_passes: tuple[str, ...] = ()
-    culprit_optimizer: str = ""
+    culprits: tuple[Culprit, ...] = ()
     kernel: bool = False
     type_opset: int = 0
 

@@ -16,7 +16,7 @@ from fuzzer.check.oracle import oracle
 from fuzzer.check.result import CheckOptions, CheckResult, Expected, add_timings, book_inner, timer
 from fuzzer.check.source import expect
 from fuzzer.converters.base import Converter
-from fuzzer.converters.capabilities import RuntimeOptimizer
+from fuzzer.converters.capabilities import DivergenceLabels, RuntimeOptimizer
 from fuzzer.converters.conversion import Source, TargetRun
 from fuzzer.converters.options import ConverterOptions
 from fuzzer.support.tensors import to_oracle_array
@@ -68,11 +68,15 @@ def follow_up(result: CheckResult, converter: Converter, options: ConverterOptio
         rerun = check_rerun(verdict, again.verdict, run.outputs, shown.outputs if shown else None)
         if rerun.flaky:
             return dataclasses.replace(result, verdict=mark_flaky(verdict, rerun), timings=timings)
-    culprit = None
-    if check_options.culprit and isinstance(converter, RuntimeOptimizer) and located.stage is Stage.GRAPH_OPTIMIZATION:
+    culprit, verdict = None, located
+    if check_options.culprit and located.stage is Stage.GRAPH_OPTIMIZATION:
         with timer(timings, "culprit"):
-            culprit = converter.bisect(expected.source, options, run, _diverges(expected, run, converter))
-    verdict = located.with_labels(*culprit.labels()) if culprit is not None else located
+            shows = _diverges(expected, run, converter)
+            culprit = converter.bisect(expected.source, options, run, shows) \
+                if isinstance(converter, RuntimeOptimizer) else None
+            labels = converter.divergence_labels(expected.source, options, run, shows) \
+                if isinstance(converter, DivergenceLabels) else ()
+        verdict = located.with_labels(*labels, *(culprit.labels() if culprit is not None else ()))
     return dataclasses.replace(result, verdict=verdict, timings=timings, culprit=culprit)
 
 

@@ -26,3 +26,12 @@ class RuntimeOptimizer(Protocol):
 
     def bisect_crash(self, source: Source, options: Any) -> Culprit | None:
         """The same for a crash at graph optimization, which leaves no run to start from."""
+
+
+@runtime_checkable
+class DivergenceLabels(Protocol):
+    """A converter that labels a divergence at graph optimization with what runs of its own show (whether its
+    reference evaluation diverges too, say)."""
+
+    def divergence_labels(self, source: Source, options: Any, run: TargetRun, shows: Shows) -> tuple[str, ...]:
+        """Labels for the verdict of `run`, whose outputs `shows` judged."""

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from oracles.naming import slug, squash_operator
 from oracles.signature import first_lines, is_wrapper, normalise_message
+from oracles.taxonomy import FAILING_NODE
 from oracles.verdict import Symptom, Verdict
 
 DTYPE_WORDS = (r"b?float(?:16|32|64)?|half|double|bfloat16|u?int(?:8|16|32|64)|bool|long|short|byte|char|"
@@ -24,7 +25,9 @@ _DTYPES = re.compile(rf"\b(?:tensor\((?:{DTYPE_WORDS})\)|(?:torch\.)?(?:{DTYPE_W
 # The operator an error names: ONNX's and ONNX Runtime's spellings, TensorFlow's MLIR ('tf.Acos' op, as onnx2tf's
 # TFLite conversion fails) and onnx2tf's missing op module (onnx2tf.ops.BitwiseOr).
 _ONNX_OP = re.compile(r"op_type\s*[:=]\s*(\w+)|running (\w+) node|Op \((\w+)\)|onnx::(\w+)|'tf\.(\w+)' op"
-                      r"|onnx2tf\.ops\.(\w+)")
+                      r"|onnx2tf\.ops\.(\w+)|for operator (\w+)")
+# The node the converter's library was handling when it raised (oracles/taxonomy.py): the owner's own operator.
+_FAILING_NODE = re.compile(re.escape(FAILING_NODE).replace(re.escape("{}"), r"(\w+)"))
 _ATEN_OP = re.compile(r"aten::(\w+)")
 _NODE_NAMES = re.compile(r"node name: [^)\]]*|Name\s*:\s*'[^']*'|Node \([^)]*\)|\(op_type\s*[:=]\s*\w+,?\s*")
 _NUMBERS = re.compile(r"(?<![A-Za-z_])-?\d+(?:\.\d+)?(?:e[-+]?\d+)?")
@@ -41,6 +44,23 @@ SCHEMA_TYPE_ERRORS: tuple[tuple[re.Pattern[str], str], ...] = (
     (_NO_OPSET, "an operator gets {}, which no opset of its ONNX schema allows"),
     (_UNSUPPORTED_TYPE, "an operator gets {}, which its ONNX schema does not allow"),
     (re.compile(r"has inconsistent type"), "an operator's inputs have types its ONNX schema requires to agree"),
+)
+# Crashes that one code path of a converter raises whatever ONNX operator led there, keyed by that path: onnx2tf
+# lowers every broadcasting elementwise operator through the same operand layout and dtype handling, so TensorFlow's
+# own shape and type checks fail alike on Add, Mul, Less or Where. The operator stays in the title as an example;
+# the meaning takes the pattern's groups.
+_TF_ELEMENTWISE = ("AddV2|Add|Sub|Mul|RealDiv|Div|DivNoNan|FloorDiv|FloorMod|Pow|Maximum|Minimum|Less|LessEqual|"
+                   "Greater|GreaterEqual|Equal|NotEqual|LogicalAnd|LogicalOr|SelectV2|Select|BitwiseAnd|BitwiseOr|"
+                   "BitwiseXor|SquaredDifference|Atan2")
+SHARED_PATH_ERRORS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(rf"Dimensions must be equal, but are \d+ and \d+ for '\{{\{{node [^}}]*\}}\}} = "
+                rf"(?:{_TF_ELEMENTWISE})\["),
+     "a broadcasting elementwise operator's operands reach TensorFlow in shapes that do not broadcast"),
+    (re.compile(rf"Input '\w+' of '(?:{_TF_ELEMENTWISE})' Op has type \w+ that does not match type \w+"),
+     "a broadcasting elementwise operator's operands reach TensorFlow in two different dtypes"),
+    # ONNX's version converter adapts every Reduce operator across opset 18 in one adapter.
+    (re.compile(r"Unrecognized attribute: (\w+) for operator Reduce\w+"),
+     "a Reduce operator keeps its attribute {} in an opset that does not have it"),
 )
 ANY_OPERATOR = "any-operator"
 UNLOCALIZED = "unknown"  # the operator of a root cause whose evidence names none of its graph's
@@ -148,9 +168,21 @@ def localized_operator(symptom: str, message: str, diverging_op: str | None, gra
         return diverging_op
     if symptom not in _DIVERGENCES and _BELOW_OPSET.search(message):
         return ANY_OPERATOR
-    named = named_operator(message, graph_ops) if symptom not in _DIVERGENCES else None
+    if symptom in _DIVERGENCES:
+        return _only_operator(graph_ops)
+    # An operator the error itself names first; else the node the converter's library was on, in the converter's
+    # own words (never mapped to the graph's spelling: 'Sub' is one operator to onnx2tf, whichever torch op made it).
+    failing = _FAILING_NODE.search(message)
+    named = named_operator(message[:failing.start()] if failing else message, graph_ops)
     if named:
         return named
+    if failing is not None:
+        return failing.group(1)
+    return _only_operator(graph_ops)
+
+
+def _only_operator(graph_ops: Sequence[str]) -> str:
+    """The one operator of a (reduced) one-operator graph, else 'unknown'."""
     distinct = list(dict.fromkeys(graph_ops))
     return distinct[0] if len(distinct) == 1 else UNLOCALIZED
 
@@ -174,15 +206,19 @@ def root_cause(converter: str, stage: str, symptom: str, message: str, diverging
     if pair is not None:
         return RootCause(converter, stage, symptom, ANY_OPERATOR, f"{pair.group(2)} output given as {pair.group(1)}",
                          diverging_op or "")
+    shared = _shared_path(message) if symptom not in _DIVERGENCES else None
+    if shared is not None:
+        return RootCause(converter, stage, symptom, ANY_OPERATOR, shared,
+                         localized_operator(symptom, message, diverging_op, graph_ops))
     operator = localized_operator(symptom, message, diverging_op, graph_ops)
     klass = "" if symptom in _DIVERGENCES else error_class(message)
     example = (named_operator(message, graph_ops) or "") if operator == ANY_OPERATOR else ""
     if operator == UNLOCALIZED:
-        example = _listed(graph_ops)
+        example = listed_operators(graph_ops)
     return RootCause(converter, stage, symptom, operator, klass, example)
 
 
-def _listed(graph_ops: Sequence[str]) -> str:
+def listed_operators(graph_ops: Sequence[str]) -> str:
     """'slice, matmul, amin and 2 more': the graph's distinct operators, as a title names them."""
     distinct = list(dict.fromkeys(graph_ops))
     more = f" and {len(distinct) - SHOWN_OPERATORS} more" if len(distinct) > SHOWN_OPERATORS else ""
@@ -209,6 +245,16 @@ def cause_class(symptom: str, error: str) -> CauseClass:
     if "type" in text:
         return CauseClass.TYPE_PROBLEM
     return CauseClass.OTHER
+
+
+def _shared_path(message: str) -> str | None:
+    """'<ExcName>: <what the shared code path does wrong>' for a crash one of SHARED_PATH_ERRORS names; else None."""
+    for pattern, meaning in SHARED_PATH_ERRORS:
+        found = pattern.search(message)
+        if found:
+            name = exception_type(message).rsplit(".", 1)[-1]
+            return f"{name}: {meaning.format(*found.groups())}" if name else meaning.format(*found.groups())
+    return None
 
 
 def _schema_type_error(message: str) -> str | None:

@@ -45,7 +45,7 @@ def culprit_operator(graph: Graph, verdict: Verdict) -> str | None:
     names); None when that is no operator of the graph."""
     ops = [node.op for node in graph.nodes]
     operator = localized_operator(verdict.symptom.json_name, verdict.message, verdict.diverging_op, ops)
-    if operator == ANY_OPERATOR:
+    if operator not in ops:  # the owner's word for it (an ONNX operator, or any operator): the graph's where it maps
         operator = named_operator(verdict.message, ops) or ""
     return operator if operator in ops else None
 

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from oracles.rootcause import RootCause, exception_type, root_cause
+from oracles.rootcause import ANY_OPERATOR, RootCause, exception_type, listed_operators, root_cause
 
 REDUCED, UNREDUCED, NOT_REPRODUCED = "reduced", "unreduced", "not reproduced alone"  # Finding.reduction_state
 
@@ -73,10 +74,18 @@ class RootCauseGroup:
     def title(self) -> str:
         """The root cause's title, its error quoted from the representative case where the key's normalized class
         has placeholders (`<n>`, `<name>`) for the message's numbers and names."""
-        text, klass = self.cause.title(), self.cause.error_class
+        text, klass = self.shown_cause.title(), self.cause.error_class
         if "<" not in klass or not text.endswith(klass):  # a class without placeholders says it better
             return text
         return text.removesuffix(self.cause.error_class) + quoted_error(self.representative.message)
+
+    @property
+    def shown_cause(self) -> RootCause:
+        """The cause as titled: one keyed by a shared code path names every operator its findings met there."""
+        examples = list(dict.fromkeys(f.root_cause.example for f in self.findings if f.root_cause.example))
+        if self.cause.operator != ANY_OPERATOR or len(examples) < 2:
+            return self.cause
+        return dataclasses.replace(self.cause, example=listed_operators(examples))
 
     @property
     def hits(self) -> int:

@@ -1,0 +1,70 @@
+"""Root causes keyed as a fix follows them: a crash one shared code path raises on many ONNX operators is one root
+cause whose title lists the operators; the node a converter failed on is named in its own words. The messages are
+the ones onnx2tf, TensorFlow and ONNX's version converter print."""
+
+from __future__ import annotations
+
+from fuzzer.triage.grouping import group
+from fuzzer.triage.model import Finding
+from oracles.rootcause import ANY_OPERATOR, root_cause
+
+WRAPPER = 'ValueError: Exception encountered when calling layer "tf.math.{}" (type TFOpLambda).\n\n'
+BROADCAST = ("Dimensions must be equal, but are 7 and 6 for '{{{{node tf.math.{0}/{1}}}}} = {1}[T=DT_FLOAT]"
+             "(Placeholder, Placeholder_1)' with input shapes: [4,1,7,2], [6,1].")
+
+
+def broadcast_crash(layer: str, tf_op: str, onnx_op: str) -> str:
+    return WRAPPER.format(layer) + BROADCAST.format(layer, tf_op) + f"\n(failing node: op_type={onnx_op})"
+
+
+def crash(message: str, graph_ops: tuple[str, ...], seed: int) -> Finding:
+    return Finding(f"sig-{seed}", "onnx2tf", "node_conversion", "crash", message, None, graph_ops, seed, 1,
+                   float(seed))
+
+
+def test_onnx2tf_broadcast_failures_of_three_operators_are_one_root_cause_titled_with_all_three() -> None:
+    findings = [crash(broadcast_crash("add", "AddV2", "Add"), ("add", "relu"), 1),
+                crash(broadcast_crash("multiply_4", "Mul", "Mul"), ("mul",), 2),
+                crash(broadcast_crash("less_equal", "LessEqual", "LessOrEqual"), ("le", "abs"), 3)]
+    groups = group(findings, {})
+    assert len(groups) == 1
+    assert groups[0].cause.operator == ANY_OPERATOR
+    assert groups[0].title == ("onnx2tf: Add, Mul, LessOrEqual crash at node conversion: ValueError: a broadcasting "
+                               "elementwise operator's operands reach TensorFlow in shapes that do not broadcast")
+
+
+def test_a_matmul_contraction_mismatch_is_not_the_broadcast_root_cause() -> None:
+    message = ('ValueError: Exception encountered when calling layer "tf.linalg.matmul_1" (type TFOpLambda).\n\n'
+               "Dimensions must be equal, but are 4 and 3 for '{{node tf.linalg.matmul_1/MatMul}} = BatchMatMulV2"
+               "[T=DT_FLOAT, adj_x=false, adj_y=false](Placeholder, Placeholder_1)' with input shapes: [2,4], [3,5]."
+               "\n(failing node: op_type=MatMul)")
+    cause = root_cause("onnx2tf", "node_conversion", "crash", message, None, ("matmul",))
+    assert cause.operator == "MatMul"
+    assert "broadcast" not in cause.error_class
+
+
+def test_the_failing_node_is_named_in_the_converters_words_whatever_the_graph_calls_it() -> None:
+    message = ('ValueError: Exception encountered when calling layer "tf.transpose_1" (type TFOpLambda).\n\n'
+               "Dimension must be 4 but is 3 for '{{node tf.transpose_1/transpose}}'\n(failing node: op_type=Sub)")
+    with_sub = root_cause("onnx2tf", "node_conversion", "crash", message, None, ("sub", "exp"))
+    with_rsub = root_cause("onnx2tf", "node_conversion", "crash", message, None, ("rsub", "exp"))
+    assert with_sub.operator == with_rsub.operator == "Sub"
+    assert with_sub.key == with_rsub.key
+
+
+def test_an_operator_the_error_names_comes_before_the_node_the_library_was_on() -> None:
+    message = ("ConverterError: Could not translate MLIR: error: 'tf.Acos' op is neither a custom op nor a flex op"
+               "\n(failing node: op_type=Concat)")
+    assert root_cause("onnx2tf", "node_conversion", "crash", message, None, ("acos", "cat")).operator == "acos"
+
+
+def test_the_version_converters_reduce_attribute_left_behind_is_one_root_cause_across_reduce_operators() -> None:
+    causes = {root_cause("onnx-version-converter", "validation", "invalid_model",
+                         f"onnx.onnx_cpp2py_export.checker.ValidationError: Unrecognized attribute: "
+                         f"noop_with_empty_axes for operator {op}\n\n==> Context: Bad node spec", None, ops)
+              for op, ops in (("ReduceMax", ("max",)), ("ReduceMean", ("pattern_rms_norm",)),
+                              ("ReduceL1", ("norm", "abs")))}
+    assert len(causes) == 1
+    (cause,) = causes
+    assert cause.error_class == ("ValidationError: a Reduce operator keeps its attribute noop_with_empty_axes in an "
+                                 "opset that does not have it")

@@ -262,18 +262,26 @@ def test_a_float64_output_through_a_float32_attribute_is_judged_at_its_precision
 
 
 def test_the_input_search_draws_again_where_the_float32_source_is_unstable() -> None:
-    """Seed 461's first inputs leave the float32 source outside tolerance of the float64 answer (its divisions and
-    logs near their poles); the next draw does not, and prepare keeps that one."""
-    from test_planted_faults import OPS
-
-    from fuzzer.check.source import _draw, prepare, source_stable
-    from generators.dtypes import DType
-    from generators.generator import GenOptions, generate
+    """x + Y - Y, Y = exp(exp(y)) up to about 1,600, loses x's low bits in float32 wherever Y is large beside x: an
+    unstable source on some draws, not on others. For every seed, prepare keeps the first draw (of the seed and its
+    derived seeds) that leaves the source stable, and the first draw where none does; both paths are taken."""
+    from fuzzer.check.source import REDRAW_STRIDE, STABLE_DRAWS, _draw, prepare, source_stable
     from generators.values import ValueStrategy
 
-    graph = generate(461, GenOptions(nodes=8, dtypes=(DType.FLOAT32,), include_ops=OPS))
-    first = _draw(graph, 461, {}, 1.0, "cpu", ValueStrategy.UNIFORM)
-    assert isinstance(first, Expected) and first.valid_inputs and not source_stable(first)
-    chosen = prepare(graph, 461, {}, 1.0)
-    assert isinstance(chosen, Expected) and chosen.valid_inputs and source_stable(chosen)
-    assert chosen.source.graph is graph
+    b = GraphBuilder()
+    x, y = b.input((64,), F32), b.input((64,), F32)
+    big = b.op("exp", (b.op("exp", (y,), (64,), F32),), (64,), F32)
+    graph = b.build((b.op("sub", (b.op("add", (x, big), (64,), F32), big), (64,), F32),))
+    paths = set()
+    for seed in range(40):
+        draws = [_draw(graph, seed + k * REDRAW_STRIDE, {}, 1.0, "cpu", ValueStrategy.UNIFORM)
+                 for k in range(STABLE_DRAWS)]
+        usable = [d for d in draws if isinstance(d, Expected) and d.valid_inputs]
+        assert len(usable) == STABLE_DRAWS
+        stable = [k for k, d in enumerate(usable) if source_stable(d)]
+        kept = usable[stable[0] if stable else 0]
+        chosen = prepare(graph, seed, {}, 1.0)
+        assert isinstance(chosen, Expected) and chosen.source.graph is graph
+        assert all(torch.equal(a, b) for a, b in zip(chosen.source.inputs, kept.source.inputs, strict=True)), seed
+        paths.add("first" if stable[:1] == [0] else "again" if stable else "none stable")
+    assert {"first", "again"} <= paths, paths

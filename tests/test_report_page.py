@@ -39,6 +39,9 @@ VOID = frozenset({"area", "base", "br", "col", "embed", "hr", "img", "input", "l
                   "wbr"})
 needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="no chromium: apt-get install chromium "
                                                               "(the .ci/run script installs it)")
+# Graph pictures are SVG only where Graphviz's `dot` draws them (the page shows DOT text without it).
+needs_graphviz = pytest.mark.skipif(shutil.which("dot") is None, reason="no Graphviz `dot`: apt-get install graphviz "
+                                                                       "(the .ci/run script installs it)")
 
 
 class Dom(HTMLParser):
@@ -92,6 +95,7 @@ def _browser(page: Path, profile: Path, *args: str) -> subprocess.CompletedProce
 
 @pytest.mark.slow
 @needs_chromium
+@needs_graphviz
 def test_the_page_in_a_browser(campaign: tuple[Path, Triage], tmp_path: Path) -> None:
     out, result = campaign
     page = write_page(result, out, out / "report.html")

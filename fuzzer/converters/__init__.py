@@ -13,6 +13,8 @@ from fuzzer.converters.onnx_optimizer import OnnxOptimizer
 from fuzzer.converters.onnx_simplifier import OnnxSim
 from fuzzer.converters.onnx_slim import OnnxSlim
 from fuzzer.converters.onnxscript_optimizer import OnnxscriptOptimizer, OnnxscriptOrtFusions
+from fuzzer.converters.openvino_onnx import OpenVinoOnnx
+from fuzzer.converters.openvino_pytorch import OpenVinoPytorch
 from fuzzer.converters.ort_optimizer import OrtOptimizer
 from fuzzer.converters.ort_shape_infer import OrtShapeInfer
 from fuzzer.converters.ort_transformers import OrtTransformers
@@ -26,7 +28,7 @@ from fuzzer.converters.version_converter import OnnxVersionConverter
 CONVERTERS = ConverterRegistry([
     TorchOnnxDynamo(), TorchOnnxScript(), OrtOptimizer(), OnnxSim(), OnnxSlim(), OnnxOptimizer(),
     OnnxVersionConverter(), OrtTransformers(), OrtShapeInfer(), OnnxscriptOptimizer(), OnnxscriptOrtFusions(),
-    GraphSurgeon(), Tf2Onnx(), Onnx2Tf(),
+    GraphSurgeon(), Tf2Onnx(), Onnx2Tf(), OpenVinoPytorch(), OpenVinoOnnx(),
 ])
 
 # Converters convsmith knows of but does not offer, and why (`convsmith converters` prints them).

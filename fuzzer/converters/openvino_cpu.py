@@ -1,0 +1,174 @@
+"""OpenVINO's CPU plugin, shared by both OpenVINO converters (its PyTorch and its ONNX frontend): the settings a
+deployment compiles with (the inference precision hint, the performance hint), the compile and the inference, the
+components a bug is filed under, and the evidence that tells a frontend's translation from the plugin.
+
+The evidence for a divergence (`divergence_labels`) runs the model the frontend made through `ov.Model.evaluate`,
+OpenVINO's own reference implementation of each operation, which no plugin transformation touches: a model that
+computes the same wrong outputs there was translated wrongly; one that computes them right is run wrongly by the plugin.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from fuzzer.converters.conversion import Steps
+from fuzzer.converters.describe import Component, FaultSite
+from fuzzer.converters.options import ConverterOptions
+from fuzzer.converters.setting import Setting
+from oracles.verdict import Stage
+
+PROJECT = "OpenVINO"
+TRACKER = "https://github.com/openvinotoolkit/openvino/issues"
+DISTRIBUTION = "openvino"
+PLUGIN_KEY = "openvino-cpu-plugin"  # the plugin's root causes, whichever frontend's model showed them
+PRECISIONS = ("f32", "bf16")  # INFERENCE_PRECISION_HINT values a campaign can draw
+PERFORMANCE = ("LATENCY", "THROUGHPUT")  # PERFORMANCE_HINT values
+# The labels `divergence_labels` gives a divergence: what OpenVINO's reference evaluation of the frontend's model
+# made of it.
+REFERENCE_WRONG = "ov-reference:wrong"  # Model.evaluate diverges too: the frontend's translation
+REFERENCE_RIGHT = "ov-reference:right"  # Model.evaluate is right: the CPU plugin
+# The frontends' clean refusal (both say it so): an operation they have no translation for.
+UNSUPPORTED_MESSAGES = (r"No conversion rule found for operations",)
+
+
+def cpu_precisions() -> tuple[str, ...]:
+    """The inference precisions this machine's CPU plugin computes in: f32, and bf16 where the CPU has it."""
+    return _capabilities()
+
+
+@functools.cache
+def _capabilities() -> tuple[str, ...]:
+    import openvino as ov
+
+    capabilities = ov.Core().get_property("CPU", "OPTIMIZATION_CAPABILITIES")
+    return ("f32", "bf16") if "BF16" in capabilities else ("f32",)
+
+
+@dataclass(frozen=True)
+class CpuSettings(ConverterOptions):
+    """The CPU plugin's compile settings: the inference precision hint (bf16 drawn only where the CPU computes in
+    it: elsewhere the plugin ignores it) and the performance hint."""
+
+    choices = {"precision": PRECISIONS, "performance": PERFORMANCE}
+    precision: str = "f32"
+    performance: str = "LATENCY"
+
+    @classmethod
+    def candidates(cls, name: str, drawn: Mapping[str, Any]) -> tuple[Any, ...]:
+        if name == "precision":
+            return cpu_precisions()
+        return super().candidates(name, drawn)
+
+
+def plugin_config(precision: str, performance: str) -> dict[str, str]:
+    """compile_model's config, as a user writes it."""
+    return {"INFERENCE_PRECISION_HINT": precision, "PERFORMANCE_HINT": performance}
+
+
+def compile_line(model: str, precision: str, performance: str) -> str:
+    """The user's compile of `model` on the CPU plugin under the hints."""
+    return f"compiled = ov.Core().compile_model({model}, 'CPU', {plugin_config(precision, performance)!r})"
+
+
+def compile_and_run(model: Any, feeds: Sequence[np.ndarray | torch.Tensor], precision: str, performance: str,
+                    steps: Steps) -> tuple[tuple[np.ndarray, ...], tuple[str, ...]]:
+    """`model` (an ov.Model) compiled on the CPU plugin under the hints (its failures at runtime load) and run on
+    `feeds`, in the model's input order (at runtime execution): its outputs as the oracle takes them."""
+    import openvino as ov
+
+    with steps.at(Stage.RUNTIME_LOAD, "compile"):
+        compiled = ov.Core().compile_model(model, "CPU", plugin_config(precision, performance))
+    with steps.at(Stage.RUNTIME_EXECUTION, "infer"):
+        request = compiled.create_infer_request()
+        request.infer([ov_tensor(x) for x in feeds])
+        tensors = [request.get_output_tensor(i) for i in range(len(compiled.outputs))]
+    pairs = [oracle_array(t) for t in tensors]
+    return tuple(a for a, _ in pairs), tuple(d for _, d in pairs)
+
+
+def ov_tensor(x: np.ndarray | torch.Tensor) -> Any:
+    """An input as an ov.Tensor: bfloat16 (a torch tensor) from its raw 16-bit words, anything else from numpy."""
+    import openvino as ov
+
+    if isinstance(x, torch.Tensor):
+        x = x.detach().cpu()
+        if x.dtype == torch.bfloat16:
+            tensor = ov.Tensor(ov.Type.bf16, ov.Shape(list(x.shape)))
+            tensor.data.view(np.uint16)[...] = x.contiguous().view(torch.int16).numpy().view(np.uint16)
+            return tensor
+        x = x.contiguous().numpy()
+    return ov.Tensor(np.ascontiguousarray(x))
+
+
+def oracle_array(tensor: Any) -> tuple[np.ndarray, str]:
+    """An output tensor as the oracle takes it (bfloat16 widened to float32 storage, exactly) and its IR dtype name:
+    OpenVINO's numpy view of a bf16 tensor is float16 of the same bits, so it is read from the words."""
+    import openvino as ov
+
+    data = np.array(tensor.data, copy=True)
+    if tensor.get_element_type() == ov.Type.bf16:
+        words = data.view(np.uint16).astype(np.uint32) << 16
+        return words.view(np.float32), "bfloat16"
+    return data, str(data.dtype)
+
+
+def reference_outputs(model: Any, feeds: Sequence[np.ndarray | torch.Tensor]) -> tuple[np.ndarray, ...] | None:
+    """`model` evaluated by OpenVINO's reference implementations (Model.evaluate), no plugin involved; None where it
+    has no static output shapes or an operation has no reference evaluation."""
+    import openvino as ov
+
+    model = model.clone()
+    model.reshape({i: ov.PartialShape(list(np.shape(x))) for i, x in enumerate(feeds)})
+    if model.is_dynamic():
+        return None
+    outputs = [ov.Tensor(r.get_element_type(), r.get_shape()) for r in model.outputs]
+    if not model.evaluate(outputs, [ov_tensor(x) for x in feeds]):
+        return None
+    return tuple(oracle_array(t)[0] for t in outputs)
+
+
+def reference_labels(make: Callable[[], Any], feeds: Sequence[np.ndarray | torch.Tensor],
+                     shows: Callable[[tuple[np.ndarray, ...]], bool]) -> tuple[str, ...]:
+    """REFERENCE_WRONG or REFERENCE_RIGHT for the model `make` converts again; () where the reference cannot run it.
+    Evidence, never a verdict: whatever fails here leaves no label."""
+    try:
+        outputs = reference_outputs(make(), feeds)
+    except Exception:  # a reference gap (an operation it cannot evaluate) is no verdict on the case
+        return ()
+    if outputs is None:
+        return ()
+    return (REFERENCE_WRONG,) if shows(outputs) else (REFERENCE_RIGHT,)
+
+
+def plugin_component(site: FaultSite) -> Component | None:
+    """The CPU plugin, where the site shows the bug is its own: its compile (graph transformations), its inference
+    (kernels), or a divergence of a model OpenVINO's reference evaluation computes right; None elsewhere. One
+    component whichever frontend's model it ran, so both routes to a plugin bug are one root cause."""
+    settings = f"(inference precision {site.options.get('precision', 'f32')})"
+    if site.stage is Stage.RUNTIME_LOAD:
+        name = f"CPU plugin: compiling a model {site.named()} {settings}"
+    elif site.stage is Stage.RUNTIME_EXECUTION:
+        name = f"CPU plugin: the inference of a model {site.named()} {settings}"
+    elif REFERENCE_RIGHT in site.labels:
+        name = f"CPU plugin: wrong values {site.named()} where OpenVINO's reference evaluation is right {settings}"
+    else:
+        return None
+    return Component(PROJECT, name, TRACKER, PLUGIN_KEY, DISTRIBUTION)
+
+
+def other_settings(name: str, options: CpuSettings, make: Callable[[dict[str, Any]], str]) -> list[Setting]:
+    """The other precision hint (f32 where bf16 was asked) and the other performance hint, each as a Setting of
+    converter `name`, `make` writing the user's line for its options."""
+    data = options.to_json()
+    changes: list[tuple[str, dict[str, Any]]] = []
+    if options.precision != "f32":
+        changes.append(("the CPU plugin at f32 (INFERENCE_PRECISION_HINT='f32')", {"precision": "f32"}))
+    other = next(p for p in PERFORMANCE if p != options.performance)
+    changes.append((f"the CPU plugin's {other} performance hint", {"performance": other}))
+    return [Setting(what, name, {**data, **changed}, make({**data, **changed})) for what, changed in changes]

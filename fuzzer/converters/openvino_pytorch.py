@@ -1,0 +1,165 @@
+"""openvino-pytorch: the source module converted directly by `openvino.convert_model`'s PyTorch frontend (the module
+traced with its example inputs, or a `torch.export` program), compiled on the CPU plugin and judged against eager
+PyTorch.
+
+Traced with example inputs alone, the frontend makes every input dimension dynamic (its default); `static_shapes`
+gives it the inputs' shapes instead. An exported program is captured with the graph's leading dimensions as
+`Dim.AUTO` hints, or static.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+from fuzzer.converters.base import Converter
+from fuzzer.converters.capabilities import Shows
+from fuzzer.converters.conversion import Source, Steps, TargetRun
+from fuzzer.converters.describe import Component, FaultSite, Snippet
+from fuzzer.converters.openvino_cpu import (
+    DISTRIBUTION,
+    PROJECT,
+    TRACKER,
+    UNSUPPORTED_MESSAGES,
+    CpuSettings,
+    compile_and_run,
+    compile_line,
+    other_settings,
+    plugin_component,
+    reference_labels,
+)
+from fuzzer.converters.options import ConverterOptions
+from fuzzer.converters.role import Role
+from fuzzer.converters.setting import Hints, Setting
+from oracles.verdict import Stage
+
+CAPTURES = ("trace", "export")
+PYTORCH_TRACKER = "https://github.com/pytorch/pytorch/issues"
+
+
+@dataclass(frozen=True)
+class OvPytorchOptions(CpuSettings):
+    """How the frontend gets the module (traced with example inputs, or a torch.export program), whether it is told
+    the inputs' static shapes, and the CPU plugin's hints."""
+
+    choices = {**CpuSettings.choices, "capture": CAPTURES}
+    capture: str = "trace"
+    static_shapes: bool = False
+
+
+def own_options(options: ConverterOptions) -> OvPytorchOptions:
+    """The options as this converter's type (a TypeError for another's, which the registry never hands it)."""
+    if not isinstance(options, OvPytorchOptions):
+        raise TypeError(f"openvino-pytorch takes OvPytorchOptions, not {type(options).__name__}")
+    return options
+
+
+class OpenVinoPytorch(Converter):
+    name = "openvino-pytorch"
+    display_name = "OpenVINO PyTorch frontend"
+    project = PROJECT
+    distribution = DISTRIBUTION
+    tracker = TRACKER
+    role = Role.EXPORTER
+    framework = "pytorch"
+    runtime = "openvino"
+    libraries = ("openvino", "torch")
+    distributions = ("torch", "openvino")
+    options_type = OvPytorchOptions
+    # A wrong value comes out of the model the frontend made as the CPU plugin transformed and ran it:
+    # `divergence_labels` (asked at this stage) tells which of the two from OpenVINO's reference evaluation of that
+    # model.
+    divergence_stage = Stage.GRAPH_OPTIMIZATION
+    unsupported_messages = UNSUPPORTED_MESSAGES
+    # repro.py needs torch, openvino and numpy alone (the case's tensors read without onnx)
+    source_harness = ("head", "openvino_tensors", "judging", "child", "openvino_run", "openvino_torch")
+    repro_conversion = "convert_with_openvino_pytorch"
+
+    def snippet(self, options: ConverterOptions, dynamic: Any = None) -> Snippet:
+        opts = own_options(options)
+        return Snippet(("import openvino as ov", "import torch"), (*convert_lines(opts.to_json()),
+                       compile_line("ov_model", opts.precision, opts.performance)), from_torch=True,
+                       runs=("got = list(compiled([x.numpy() for x in inputs]).values())",))
+
+    def component(self, site: FaultSite) -> Component:
+        """torch.export for a capture failure, torch's tracer where the failing frame is torch's, the CPU plugin
+        where the evidence says so, and the frontend's translation otherwise."""
+        if site.stage is Stage.CAPTURE:
+            return Component("PyTorch", "torch.export (capture and decompositions)", PYTORCH_TRACKER, self.name,
+                             "torch")
+        if site.stage is Stage.NODE_CONVERSION and site.frame_owner == "torch":
+            return Component("PyTorch", "torch.jit.trace, as OpenVINO's frontend traces the module", PYTORCH_TRACKER,
+                             self.name, "torch")
+        plugin = plugin_component(site)
+        if plugin is not None:
+            return plugin
+        return self.own_component(f"PyTorch frontend: the translation {site.named()}")
+
+    def avoid_settings(self, options: ConverterOptions, hints: Hints) -> tuple[Setting, ...]:
+        """The other capture, static shapes, the CPU plugin's other hints, then the ONNX frontend."""
+        opts = own_options(options)
+        data = opts.to_json()
+        other = "export" if opts.capture == "trace" else "trace"
+        changes = [(f"the frontend given a {'torch.export program' if other == 'export' else 'traced module'}",
+                    {"capture": other})]
+        if not opts.static_shapes:
+            changes.append(("the frontend told the inputs' static shapes", {"static_shapes": True}))
+        own = [Setting(what, self.name, {**data, **changed}, "; ".join(convert_lines({**data, **changed})))
+               for what, changed in changes]
+        plugin = other_settings(self.name, opts, lambda d: "; ".join(convert_lines(d)))
+        onnx_route = Setting("OpenVINO's ONNX frontend on the dynamo exporter's model", "openvino-onnx",
+                             {"upstream": "torch-onnx-dynamo", "opset": 18, "precision": opts.precision,
+                              "performance": opts.performance},
+                             'torch.onnx.export(module, inputs, "model.onnx", dynamo=True); '
+                             'ov_model = ov.convert_model("model.onnx")')
+        return (*own, *plugin, onnx_route)
+
+    def convert_impl(self, source: Source, options: ConverterOptions) -> TargetRun:
+        opts = own_options(options)
+        steps = Steps()
+        model = convert_module(source, opts, steps)
+        outputs, dtypes = compile_and_run(model, source.inputs, opts.precision, opts.performance, steps)
+        return TargetRun(outputs, dtypes, dict(steps.timings))
+
+    def divergence_labels(self, source: Source, options: ConverterOptions, run: TargetRun,
+                          shows: Shows) -> tuple[str, ...]:
+        """Whether OpenVINO's reference evaluation of the frontend's model shows the divergence too."""
+        opts = own_options(options)
+        return reference_labels(lambda: convert_module(source, opts, Steps()), source.inputs, shows)
+
+
+def convert_module(source: Source, options: OvPytorchOptions, steps: Steps) -> Any:
+    """The frontend's ov.Model of the source module, as convert_lines writes the call (torch.export's capture at
+    Stage.CAPTURE, the frontend at Stage.NODE_CONVERSION)."""
+    import openvino as ov
+    import torch
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if options.capture == "export":
+            # GraphModule.forward takes *inputs: its dynamic_shapes are one tuple, for that one argument.
+            shapes = None if options.static_shapes else (
+                source.dynamic_axes().dynamo_shapes(source.input_names),)
+            with steps.at(Stage.CAPTURE, "capture"):
+                program = torch.export.export(source.module, tuple(source.inputs), dynamic_shapes=shapes,
+                                              strict=False)
+            with steps.at(Stage.NODE_CONVERSION, "convert"):
+                return ov.convert_model(program)
+        shapes_given: dict[str, Any] = {"input": [ov.PartialShape(list(x.shape)) for x in source.inputs]} \
+            if options.static_shapes else {}
+        with steps.at(Stage.NODE_CONVERSION, "convert"):
+            return ov.convert_model(source.module, example_input=tuple(source.inputs), **shapes_given)
+
+
+def convert_lines(options: dict[str, Any]) -> tuple[str, ...]:
+    """The user's conversion of `module` on `inputs` under `options` (as JSON), into `ov_model`."""
+    static = bool(options.get("static_shapes"))
+    if options.get("capture") == "export":
+        # the leading dimension of each input of 2 or more rows, as a hint (leading_axes)
+        shapes = "" if static else (", dynamic_shapes=(tuple({0: torch.export.Dim.AUTO} if x.dim() and x.shape[0] >= 2 "
+                                    "else None for x in inputs),)")
+        return (f"program = torch.export.export(module, tuple(inputs){shapes}, strict=False)",
+                "ov_model = ov.convert_model(program)")
+    given = ", input=[ov.PartialShape(list(x.shape)) for x in inputs]" if static else ""
+    return (f"ov_model = ov.convert_model(module, example_input=tuple(inputs){given})",)

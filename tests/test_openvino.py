@@ -1,0 +1,243 @@
+"""OpenVINO's two routes, its PyTorch frontend and its ONNX frontend, each on the CPU plugin: real conversions of small
+graphs judged against PyTorch, their refusals counted as limits, the components a bug is filed under, and a planted
+fault (every Sin of the frontend's model made a Cos, through OpenVINO's own graph API) taken by the check, a
+campaign and the case's repro.py, which runs alone with openvino, numpy (and torch for the PyTorch route)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+from typing import Any
+
+import hand_graphs
+import pytest
+
+from fuzzer.campaign.spec import case_folders
+from fuzzer.check.pipeline import CheckOptions, check_prepared, prepare
+from fuzzer.converters import CONVERTERS, ConverterRegistry, Role
+from fuzzer.converters.capabilities import ExportsUpstream
+from fuzzer.converters.conversion import Source, Steps, TargetRun
+from fuzzer.converters.describe import FaultSite
+from fuzzer.converters.openvino_cpu import PLUGIN_KEY, PRECISIONS, compile_and_run, cpu_precisions
+from fuzzer.converters.openvino_onnx import OpenVinoOnnx, OvOnnxOptions, model_feeds, read_onnx
+from fuzzer.converters.openvino_pytorch import OpenVinoPytorch, OvPytorchOptions, convert_module
+from fuzzer.converters.options import ConverterOptions
+from fuzzer.converters.setting import Hints
+from fuzzer.converters.upstream import export_upstream
+from fuzzer.support.errors import Exit
+from generators.builder import GraphBuilder
+from generators.dtypes import DType
+from generators.ir import Graph
+from oracles.taxonomy import Failure, classify
+from oracles.verdict import Stage, Symptom
+
+pytest.importorskip("openvino")
+
+TESTS = Path(__file__).parent
+ROOT = TESTS.parent
+FAST_CHECK = CheckOptions(rerun=False, locate=False, culprit=False)
+NAMES = ("openvino-pytorch", "openvino-onnx")
+
+
+def sin_mul() -> Graph:
+    """sin, then a product: the planted fault shows on the sin."""
+    g = GraphBuilder()
+    x, y = g.input((2, 3)), g.input((2, 3))
+    g.op("mul", (g.op("sin", (x,), (2, 3)), y), (2, 3))
+    return g.build()
+
+
+def cos_for_sin(model: Any) -> Any:
+    """The planted fault: every Sin of an ov.Model made a Cos of the same input."""
+    import openvino.opset13 as ops
+
+    for op in model.get_ordered_ops():
+        if op.get_type_name() == "Sin":
+            cos = ops.cos(op.input_value(0))
+            for target in op.output(0).get_target_inputs():
+                target.replace_source_output(cos.output(0))
+    model.validate_nodes_and_infer_types()
+    return model
+
+
+class PlantedPytorch(OpenVinoPytorch):
+    """openvino-pytorch with the planted fault in the frontend's model."""
+
+    name = "planted-openvino-pytorch"
+
+    def convert_impl(self, source: Source, options: ConverterOptions) -> TargetRun:
+        assert isinstance(options, OvPytorchOptions)
+        steps = Steps()
+        model = cos_for_sin(convert_module(source, options, steps))
+        outputs, dtypes = compile_and_run(model, source.inputs, options.precision, options.performance, steps)
+        return TargetRun(outputs, dtypes, dict(steps.timings))
+
+
+class PlantedOnnx(OpenVinoOnnx):
+    """openvino-onnx with the planted fault in the frontend's model."""
+
+    name = "planted-openvino-onnx"
+
+    def convert_impl(self, source: Source, options: ConverterOptions) -> TargetRun:
+        assert isinstance(options, OvOnnxOptions)
+        steps = Steps()
+        up = export_upstream(source, options.upstream, options.opset, steps)
+        model = cos_for_sin(read_onnx(up.data, options.reader))
+        outputs, dtypes = compile_and_run(model, model_feeds(model, source), options.precision, options.performance,
+                                          steps)
+        return TargetRun(outputs, dtypes, dict(steps.timings), baseline=up.outputs, baseline_model=up.data,
+                         baseline_dtypes=up.output_dtypes)
+
+
+REGISTRY = ConverterRegistry([*CONVERTERS.values(), PlantedPytorch(), PlantedOnnx()])
+PLANTED = (PlantedPytorch.name, PlantedOnnx.name)
+
+
+def test_both_routes_are_registered_with_their_roles_and_options() -> None:
+    pytorch, onnx_route = CONVERTERS["openvino-pytorch"], CONVERTERS["openvino-onnx"]
+    assert (pytorch.role, pytorch.framework, pytorch.runtime) == (Role.EXPORTER, "pytorch", "openvino")
+    assert (onnx_route.role, onnx_route.framework, onnx_route.runtime) == (Role.IMPORTER, "onnx", "openvino")
+    assert not isinstance(pytorch, ExportsUpstream) and pytorch.info().available and onnx_route.info().available
+    assert "openvino" in pytorch.versions() and "openvino" in onnx_route.versions()
+    assert pytorch.options().to_json() == {"precision": "f32", "performance": "LATENCY", "capture": "trace",
+                                           "static_shapes": False}
+    assert onnx_route.options().to_json() == {"precision": "f32", "performance": "LATENCY",
+                                              "upstream": "torch-onnx-script", "opset": 17, "reader": "read_model"}
+    with pytest.raises(ValueError, match="precision"):
+        onnx_route.options({"precision": "f64"})
+
+
+def test_bf16_is_drawn_only_where_the_cpu_computes_in_it() -> None:
+    supported = cpu_precisions()
+    assert supported[0] == "f32" and set(supported) <= set(PRECISIONS)
+    for options_type in (OvPytorchOptions, OvOnnxOptions):
+        drawn = {options_type.draw(seed).to_json()["precision"] for seed in range(40)}
+        assert drawn == set(supported), options_type.__name__
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_frontend_without_a_translation_is_a_limit_not_a_bug(name: str) -> None:
+    converter = CONVERTERS[name]
+    refused = Failure(Stage.NODE_CONVERSION, "openvino._pyopenvino.OpConversionFailure", "Check 'false' failed at "
+                      "unconverted_ops_report.cpp:151: FrontEnd API failed with OpConversionFailure: Model wasn't "
+                      "fully converted. Summary: -- No conversion rule found for operations: aten::special_bessel_j0",
+                      "")
+    assert classify(refused, converter.unsupported_messages) is Symptom.UNSUPPORTED
+    other = Failure(Stage.NODE_CONVERSION, "openvino._pyopenvino.OpConversionFailure", "Check 'false' failed at "
+                    "src/frontends/pytorch/src/op/cat.cpp: shapes do not match", "")
+    assert classify(other, converter.unsupported_messages) is Symptom.CRASH
+
+
+def test_the_component_is_the_frontend_the_plugin_or_torch() -> None:
+    pytorch, onnx_route = CONVERTERS["openvino-pytorch"], CONVERTERS["openvino-onnx"]
+    compiled = FaultSite(Stage.RUNTIME_LOAD, "Sin", options={"precision": "f32"})
+    assert pytorch.component(compiled).key == onnx_route.component(compiled).key == PLUGIN_KEY
+    assert pytorch.component(compiled).name == "CPU plugin: compiling a model that emits ONNX `Sin` (inference " \
+                                               "precision f32)"
+    converted = FaultSite(Stage.NODE_CONVERSION, "sin", options={"reader": "convert_model"})
+    assert onnx_route.component(converted).name == "ONNX frontend (convert_model, with its offline " \
+                                                   "transformations): the translation of `sin`"
+    assert onnx_route.component(converted).key == "openvino-onnx"
+    assert pytorch.component(FaultSite(Stage.NODE_CONVERSION, "sin")).project == "OpenVINO"
+    assert pytorch.component(FaultSite(Stage.CAPTURE, "sin")).project == "PyTorch"
+    traced = FaultSite(Stage.NODE_CONVERSION, "sin", frame_owner="torch")
+    assert pytorch.component(traced).name.startswith("torch.jit.trace")
+    assert pytorch.tracker == onnx_route.tracker == "https://github.com/openvinotoolkit/openvino/issues"
+
+
+def test_the_workarounds_are_the_other_settings_and_the_other_frontend() -> None:
+    pytorch, onnx_route = CONVERTERS["openvino-pytorch"], CONVERTERS["openvino-onnx"]
+    settings = pytorch.avoid_settings(OvPytorchOptions(precision="bf16"), Hints(divergence=True))
+    assert [(s.converter, dict(s.options)) for s in settings][:2] == [
+        ("openvino-pytorch", {"precision": "bf16", "performance": "LATENCY", "capture": "export",
+                              "static_shapes": False}),
+        ("openvino-pytorch", {"precision": "bf16", "performance": "LATENCY", "capture": "trace",
+                              "static_shapes": True})]
+    assert [s.options["precision"] for s in settings if s.converter == "openvino-pytorch"][2] == "f32"
+    assert settings[-1].converter == "openvino-onnx" and onnx_route.options(settings[-1].options)
+    last = onnx_route.avoid_settings(OvOnnxOptions(), Hints())
+    assert [s.description for s in last] == ["the model read by convert_model",
+                                             "the CPU plugin's THROUGHPUT performance hint",
+                                             "OpenVINO's PyTorch frontend on the module itself"]
+    assert pytorch.options(last[-1].options) == OvPytorchOptions()
+
+
+@pytest.mark.parametrize("name,options", [
+    ("openvino-pytorch", {}),
+    ("openvino-pytorch", {"capture": "export", "static_shapes": True, "performance": "THROUGHPUT"}),
+    ("openvino-onnx", {}),
+    ("openvino-onnx", {"reader": "convert_model", "upstream": "onnx-native", "opset": 17}),
+])
+def test_a_real_conversion_of_a_small_graph_passes(name: str, options: dict[str, Any]) -> None:
+    prepared = prepare(hand_graphs.elementwise(), 0, {}, 1.0)
+    converter = CONVERTERS[name]
+    result = check_prepared(prepared, converter, converter.options(options), FAST_CHECK)
+    assert result.verdict.symptom is Symptom.PASS, result.verdict.message
+    assert {"convert", "compile", "infer"} <= set(result.timings)
+
+
+def test_bfloat16_inputs_and_outputs_go_through_as_bfloat16() -> None:
+    g = GraphBuilder()
+    a = g.input((2, 3), DType.BFLOAT16)
+    graph = g.build((g.op("add", (a, a), (2, 3), DType.BFLOAT16),))
+    prepared = prepare(graph, 0, {}, 1.0)
+    result = check_prepared(prepared, CONVERTERS["openvino-pytorch"], OvPytorchOptions(static_shapes=True),
+                            FAST_CHECK)
+    assert result.verdict.symptom is Symptom.PASS, result.verdict.message
+    assert result.target is not None and result.target.output_dtypes == ("bfloat16",)
+
+
+@pytest.mark.parametrize("name", PLANTED)
+def test_a_planted_fault_is_a_wrong_value_on_sin(name: str) -> None:
+    prepared = prepare(sin_mul(), 0, {}, 1.0)
+    converter = REGISTRY[name]
+    result = check_prepared(prepared, converter, converter.options({"upstream": "onnx-native"}
+                                                                   if converter.role.starts_upstream else {}))
+    verdict = result.verdict
+    assert (verdict.symptom, verdict.diverging_op, verdict.stage) == (Symptom.WRONG_VALUES, "sin",
+                                                                     Stage.GRAPH_OPTIMIZATION), verdict.message
+    assert converter.component(FaultSite(verdict.stage, "sin")).project == "OpenVINO"
+
+
+ENV = dict(os.environ, PYTHONPATH=f"{ROOT}{os.pathsep}{TESTS}")
+
+
+def run_alone(folder: Path, into: Path) -> subprocess.CompletedProcess:
+    """The folder's repro.py, copied to an empty folder, run without this project on the path."""
+    shutil.copytree(folder, into)
+    boot = f"import sys, runpy; sys.path.append({sysconfig.get_paths()['purelib']!r}); " \
+           "runpy.run_path('repro.py', run_name='__main__')"
+    return subprocess.run([sys.executable, "-I", "-S", "-c", boot], cwd=into, capture_output=True, text=True,
+                          env={"PATH": "/usr/bin:/bin"}, timeout=300)
+
+
+@pytest.mark.slow
+def test_a_campaign_files_the_planted_faults_and_repro_runs_openvino_alone(tmp_path: Path) -> None:
+    """The campaign files each planted route's case on sin; its repro.py, run alone, converts with the real frontend
+    (the fault is planted in the test's converter only), so it finds no bug; it imports neither onnx nor ONNX Runtime
+    where it starts from upstream.onnx, nor onnx for the PyTorch route."""
+    out = tmp_path / "c"
+    done = subprocess.run([sys.executable, "-m", "fuzzer", "fuzz", "--tests", "2", "--workers", "1", "--registry",
+                           "test_openvino:REGISTRY", "--converters", ",".join(PLANTED), "--ops", "sin",
+                           "--dtypes", "float32", "--nodes", "2", "--settings", "default", "--out", str(out),
+                           "--no-reduce"], capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL,
+                          env=ENV, cwd=ROOT)
+    assert done.returncode == Exit.OK, done.stderr[-2000:]
+    folders = {json.loads((f / "case.json").read_text())["converter"]: f for f in case_folders(out)}
+    assert sorted(folders) == sorted(PLANTED)
+    for name, folder in folders.items():
+        case = json.loads((folder / "case.json").read_text())
+        assert (case["verdict"]["symptom"], case["verdict"]["diverging_op"]) == ("wrong_values", "sin"), name
+        assert case["blame"]["component"]["project"] == "OpenVINO", case["blame"]
+        script = (folder / "repro.py").read_text()
+        assert "import openvino as ov" in script and "import onnx\n" not in script, name
+        assert ("import onnxruntime" in script) is (name == "planted-openvino-onnx" and
+                                                   not (folder / "upstream.onnx").exists()), name
+        shown = run_alone(folder, tmp_path / f"alone-{name}")
+        assert shown.returncode == Exit.OK, (name, shown.stdout[-1500:], shown.stderr[-1500:])
+        assert "bug does not show" in shown.stdout, name

@@ -30,7 +30,7 @@ $(BIN)/python:
 # module, so only one may be present; it is not in the lock, so `convsmith converters` marks onnxruntime).
 # The lock installed is copied into the venv: `convsmith converters` and tests/test_stack.py check against it.
 $(STAMP): $(BIN)/python pyproject.toml $(LOCK)
-	$(BIN)/pip install --quiet -c "$(LOCK)" torch -e ".[optimizers,dev,report,tensorflow,openvino]"
+	$(BIN)/pip install --quiet -c "$(LOCK)" torch -e ".[optimizers,dev,report,tensorflow,zoo,openvino]"
 	$(if $(GPU),$(BIN)/pip uninstall --quiet -y onnxruntime && $(BIN)/pip install --quiet "onnxruntime-gpu>=1.18")
 	cp "$(LOCK)" $(VENV)/convsmith-stack.lock
 	rm -f $(VENV)/.installed*
@@ -49,7 +49,7 @@ lock:
 	rm -rf $(LOCKVENV)
 	$(PYTHON) -m venv $(LOCKVENV)
 	$(LOCKVENV)/bin/python -m pip install --quiet --upgrade pip
-	$(LOCKVENV)/bin/pip install --quiet "$(TORCH)" ".[optimizers,dev,report,ray,tensorflow,openvino]"
+	$(LOCKVENV)/bin/pip install --quiet "$(TORCH)" ".[optimizers,dev,report,ray,tensorflow,zoo,openvino]"
 	$(LOCKVENV)/bin/python -m fuzzer.support.lock "$(LOCK)"
 	rm -rf $(LOCKVENV)
 

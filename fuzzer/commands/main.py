@@ -22,6 +22,7 @@ from fuzzer.support.quiet import quiet_environment
 COMMANDS: tuple[str, ...] = (
     "generate",
     "ops",
+    "zoo",
     "check",
     "converters",
     "probe",

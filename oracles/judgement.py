@@ -10,8 +10,8 @@ float32-only operators) is asked of the check through `Settling`, and only when 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Protocol
 
 import numpy as np
@@ -25,7 +25,7 @@ from oracles.blame import (
     differs_only_where,
     flush_explains,
 )
-from oracles.compare import FLOAT_DTYPES, OutputComparison, Reason, compare, default_tolerance
+from oracles.compare import FLOAT_DTYPES, OutputComparison, Reason, Tolerance, compare, default_tolerance
 from oracles.signature import wrong_value_signature
 from oracles.verdict import Stage, Symptom, Verdict, symptom_of
 
@@ -33,6 +33,9 @@ INVALID_INPUTS = "invalid-inputs"  # the input search found no NaN/Inf-free inpu
 # The label of a float64 model an ONNX operator without float64 makes compute in float32: shown, not filed.
 FLOAT64_THROUGH_FLOAT32 = "float64-through-float32"
 NOT_BLAMED = "not-blamed"  # "not-blamed:<reason>": a value difference blame puts on the float32 source
+# "computed-in:<dtype>-as-<narrower>": a pass whose outputs of <dtype> are within the tolerance of the narrower dtype
+# the target computes them in (TargetSide.computed_in) but not of their own.
+COMPUTED_IN = "computed-in"
 
 
 @dataclass(frozen=True)
@@ -62,6 +65,19 @@ class TargetSide:
     dtypes: tuple[str, ...]
     baseline: tuple[np.ndarray, ...] | None = None
     baseline_dtypes: tuple[str, ...] | None = None
+    # The float dtypes it computes in a narrower one, by design or by a setting (dtype: narrower): their outputs are
+    # judged at the narrower dtype's tolerance.
+    computed_in: Mapping[str, str] = field(default_factory=dict)
+
+
+def judged_tolerance(dtype: str, computed_in: Mapping[str, str]) -> Tolerance:
+    """The tolerance an output of `dtype` is judged at: its own, or the looser one of the dtype it is computed in."""
+    own = default_tolerance(dtype)
+    narrower = computed_in.get(dtype)
+    if narrower is None or dtype not in FLOAT_DTYPES:
+        return own
+    other = default_tolerance(narrower)
+    return Tolerance(max(own.rtol, other.rtol), max(own.atol, other.atol))
 
 
 class Settling(Protocol):
@@ -112,10 +128,11 @@ def judge_outputs(source: SourceSide, target: TargetSide, settling: Settling) ->
         return Verdict(Symptom.WRONG_SHAPE, Stage.SOURCE, name, message="the unconverted model's outputs do not "
                        "have the graph's shapes and dtypes: the exporter's bug, not this converter's")
     rows = zip(outputs, target.dtypes, baseline, dtypes, strict=True)
-    metrics = tuple(compare_declared(a, d, b, t) for a, d, b, t in rows)
+    metrics = tuple(compare_declared(a, d, b, t, judged_tolerance(t, target.computed_in)) for a, d, b, t in rows)
     symptom = symptom_of(metrics)
     if symptom is Symptom.PASS:
-        return labelled(Verdict(Symptom.PASS, Stage.NONE, name, metrics), source.valid_inputs)
+        narrowed = computed_in_labels(outputs, baseline, dtypes, target.computed_in)
+        return labelled(Verdict(Symptom.PASS, Stage.NONE, name, metrics, labels=narrowed), source.valid_inputs)
     failing = [i for i, m in enumerate(metrics) if not m.ok]
     if symptom is not Symptom.WRONG_VALUES:
         # The first output that shows this symptom (an earlier one may only have wrong values).
@@ -133,7 +150,8 @@ def _judge_values(source: SourceSide, target: TargetSide, baseline: Sequence[np.
     """Wrong values blamed on the target, on the float32 source (a pass, labelled why), or on float32 by design."""
     reference = settling.settled(source.reference, True)
     rounded = rounded_for(failing, source.dtypes, settling)
-    blames = {i: blame_output(baseline[i], target.outputs[i], reference[i], source.dtypes[i], rounded=rounded[i])
+    blames = {i: blame_output(baseline[i], target.outputs[i], reference[i], source.dtypes[i],
+                              judged_tolerance(source.dtypes[i], target.computed_in), rounded=rounded[i])
               for i in failing}
     blames = {i: excused(i, b, source, target, baseline, settling) if b.blamed else b for i, b in blames.items()}
     blamed = [i for i in failing if blames[i].blamed]
@@ -209,9 +227,18 @@ def bit_identical(a: np.ndarray, b: np.ndarray) -> bool:
     return a.shape == b.shape and a.dtype == b.dtype and bool(np.array_equal(a, b, equal_nan=a.dtype.kind in "fc"))
 
 
-def compare_declared(actual: np.ndarray, declared: str, expected: np.ndarray, dtype: str) -> OutputComparison:
+def computed_in_labels(outputs: Sequence[np.ndarray], baseline: Sequence[np.ndarray], dtypes: Sequence[str],
+                       computed_in: Mapping[str, str]) -> tuple[str, ...]:
+    """COMPUTED_IN labels of the dtypes whose outputs pass only at the tolerance of the dtype they are computed in."""
+    narrowed = {dtypes[i] for i in range(len(dtypes)) if dtypes[i] in computed_in and dtypes[i] in FLOAT_DTYPES
+                and not compare(outputs[i], baseline[i], dtypes[i]).ok}
+    return tuple(f"{COMPUTED_IN}:{d}-as-{computed_in[d]}" for d in sorted(narrowed))
+
+
+def compare_declared(actual: np.ndarray, declared: str, expected: np.ndarray, dtype: str,
+                     tol: Tolerance | None = None) -> OutputComparison:
     """compare(), plus the dtype the target declared: bfloat16 and float32 share storage, so check the name."""
-    result = compare(actual, expected, dtype)
+    result = compare(actual, expected, dtype, tol)
     if declared != dtype and result.reason is not Reason.SHAPE:
         return dataclasses.replace(result, ok=False, reason=Reason.DTYPE, actual_dtype=declared, expected_dtype=dtype)
     if result.reason is Reason.DTYPE:  # the graph's dtype, not the storage it is compared in (bfloat16 in float32)

@@ -8,6 +8,7 @@ import numpy as np
 
 from oracles.dynamic import DYNAMIC_SHAPE, SECOND_SHAPE, TRACED_ONLY, at_traced_shape, with_second_shape
 from oracles.judgement import (
+    COMPUTED_IN,
     FLOAT64_THROUGH_FLOAT32,
     INVALID_INPUTS,
     NOT_BLAMED,
@@ -139,3 +140,23 @@ def test_a_wrong_dtype_is_named_by_the_output_that_has_it_not_an_earlier_wrong_v
     verdict = judge_outputs(source, target, Plain())
     assert verdict.symptom is Symptom.WRONG_DTYPE and verdict.diverging_op == "abs"
     assert verdict.message == "wrong_dtype at output z: float64 where the source gives float32"
+
+
+def test_an_output_computed_in_a_narrower_dtype_is_judged_at_its_tolerance() -> None:
+    """A target that computes float64 in float32 by design (OpenVINO's CPU plugin) passes, labelled, where its error is
+    float32's; one farther off than float32's tolerance is still blamed; float32 computed in bfloat16 alike."""
+    reference = np.linspace(0.5, 2.0, 8)
+    narrowed = reference.astype(np.float32).astype(np.float64) * (1 + 3e-7)
+    as_float32 = TargetSide("ov", Stage.GRAPH_OPTIMIZATION, (narrowed,), ("float64",),
+                            computed_in={"float64": "float32"})
+    verdict = judge_outputs(_source(reference, reference, "float64"), as_float32, Plain())
+    assert verdict.symptom is Symptom.PASS and verdict.labels == (f"{COMPUTED_IN}:float64-as-float32",)
+    assert judge_outputs(_source(reference, reference, "float64"), _target(narrowed, "float64"),
+                         Plain()).symptom is Symptom.WRONG_VALUES
+    far = TargetSide("ov", Stage.GRAPH_OPTIMIZATION, (reference * 1.01,), ("float64",),
+                     computed_in={"float64": "float32"})
+    assert judge_outputs(_source(reference, reference, "float64"), far, Plain()).symptom is Symptom.WRONG_VALUES
+    x = np.linspace(0.5, 2.0, 8, dtype=np.float32)
+    bf16 = TargetSide("ov", Stage.GRAPH_OPTIMIZATION, (x * np.float32(1.004),), ("float32",),
+                      computed_in={"float32": "bfloat16"})
+    assert judge_outputs(_source(x, x.astype(np.float64)), bf16, Plain()).symptom is Symptom.PASS

@@ -33,7 +33,7 @@ def oracle(expected: Expected, run: TargetRun, converter: Converter) -> Verdict:
                         expected.valid_inputs, None if run.reference is None else expected.reference)
     target = TargetSide(converter.name, converter.divergence_stage, tuple(run.outputs), tuple(run.output_dtypes),
                         None if run.baseline is None else tuple(run.baseline),
-                        None if run.baseline_dtypes is None else tuple(run.baseline_dtypes))
+                        None if run.baseline_dtypes is None else tuple(run.baseline_dtypes), dict(run.computed_in))
     return judge_outputs(source, target, SourceSettling(expected, run.model))
 
 

@@ -111,6 +111,9 @@ class TargetRun:
     # The float64 answer the error is measured from, where the baseline comes from another framework than the graph's
     # PyTorch module (TensorFlow's float64 twin of a TensorFlow model); None: the source's float64 twin.
     reference: tuple[np.ndarray, ...] | None = None
+    # The float dtypes the target computes in a narrower one, by design or by a setting (OpenVINO's CPU plugin computes
+    # float64 in float32, and float32 in bfloat16 under a bf16 precision hint): judged at the narrower one's tolerance.
+    computed_in: Mapping[str, str] = field(default_factory=dict)
 
 
 class UpstreamError(Exception):

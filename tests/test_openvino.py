@@ -128,6 +128,10 @@ def test_a_frontend_without_a_translation_is_a_limit_not_a_bug(name: str) -> Non
                       "fully converted. Summary: -- No conversion rule found for operations: aten::special_bessel_j0",
                       "")
     assert classify(refused, converter.unsupported_messages) is Symptom.UNSUPPORTED
+    dynamic_rank = Failure(Stage.RUNTIME_LOAD, "builtins.RuntimeError", "Check '!shape.rank().is_dynamic()' failed at "
+                           "src/plugins/intel_cpu/src/node.cpp:108: Unexpected: CPU plug-in doesn't support Squeeze "
+                           "operation with dynamic rank. Operation name: aten::squeeze/Squeeze", "")
+    assert classify(dynamic_rank, converter.unsupported_messages) is Symptom.UNSUPPORTED
     other = Failure(Stage.NODE_CONVERSION, "openvino._pyopenvino.OpConversionFailure", "Check 'false' failed at "
                     "src/frontends/pytorch/src/op/cat.cpp: shapes do not match", "")
     assert classify(other, converter.unsupported_messages) is Symptom.CRASH
@@ -179,6 +183,28 @@ def test_a_real_conversion_of_a_small_graph_passes(name: str, options: dict[str,
     result = check_prepared(prepared, converter, converter.options(options), FAST_CHECK)
     assert result.verdict.symptom is Symptom.PASS, result.verdict.message
     assert {"convert", "compile", "infer"} <= set(result.timings)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_scalar_input_is_fed_as_a_scalar(name: str) -> None:
+    g = GraphBuilder()
+    x, y = g.input((4,)), g.input(())
+    prepared = prepare(g.build((g.op("mul", (x, y), (4,)),)), 0, {}, 1.0)
+    converter = CONVERTERS[name]
+    verdict = check_prepared(prepared, converter, converter.options(), FAST_CHECK).verdict
+    assert verdict.symptom is Symptom.PASS, verdict.message
+
+
+def test_float64_is_judged_as_the_plugin_computes_it_in_float32() -> None:
+    """The CPU plugin has no float64 kernels: a float64 matmul computed in float32 passes, labelled so."""
+    g = GraphBuilder()
+    a, b = g.input((3, 16), DType.FLOAT64), g.input((16, 5), DType.FLOAT64)
+    graph = g.build((g.op("matmul", (g.op("sin", (a,), (3, 16), DType.FLOAT64), b), (3, 5), DType.FLOAT64),))
+    result = check_prepared(prepare(graph, 0, {}, 1.0), CONVERTERS["openvino-pytorch"], OvPytorchOptions(),
+                            FAST_CHECK)
+    assert result.verdict.symptom is Symptom.PASS, result.verdict.message
+    assert result.target is not None and result.target.computed_in == {"float64": "float32"}
+    assert result.verdict.labels == ("computed-in:float64-as-float32",)
 
 
 def test_bfloat16_inputs_and_outputs_go_through_as_bfloat16() -> None:

@@ -25,6 +25,7 @@ from fuzzer.converters.openvino_cpu import (
     CpuSettings,
     compile_and_run,
     compile_line,
+    computed_in,
     other_settings,
     plugin_component,
     reference_labels,
@@ -111,7 +112,7 @@ class OpenVinoOnnx(Converter):
         outputs, dtypes = compile_and_run(model, model_feeds(model, source), opts.precision, opts.performance,
                                           steps)
         return TargetRun(outputs, dtypes, dict(steps.timings), baseline=up.outputs, baseline_model=up.data,
-                         baseline_dtypes=up.output_dtypes)
+                         baseline_dtypes=up.output_dtypes, computed_in=computed_in(opts.precision))
 
     def divergence_labels(self, source: Source, options: ConverterOptions, run: TargetRun,
                           shows: Shows) -> tuple[str, ...]:

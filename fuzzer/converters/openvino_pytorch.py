@@ -25,6 +25,7 @@ from fuzzer.converters.openvino_cpu import (
     CpuSettings,
     compile_and_run,
     compile_line,
+    computed_in,
     other_settings,
     plugin_component,
     reference_labels,
@@ -120,7 +121,7 @@ class OpenVinoPytorch(Converter):
         steps = Steps()
         model = convert_module(source, opts, steps)
         outputs, dtypes = compile_and_run(model, source.inputs, opts.precision, opts.performance, steps)
-        return TargetRun(outputs, dtypes, dict(steps.timings))
+        return TargetRun(outputs, dtypes, dict(steps.timings), computed_in=computed_in(opts.precision))
 
     def divergence_labels(self, source: Source, options: ConverterOptions, run: TargetRun,
                           shows: Shows) -> tuple[str, ...]:

@@ -25,7 +25,7 @@ def ov_input(x, element_type):
     """An input as an ov.Tensor of the model's input type: a bf16 input from the top halves of its float32 words."""
     import openvino as ov
 
-    array = np.ascontiguousarray(as_numpy(x))
+    array = np.array(as_numpy(x), order="C")  # a copy that keeps a 0-d array 0-d
     if element_type == ov.Type.bf16 and array.dtype == np.float32:
         tensor = ov.Tensor(ov.Type.bf16, ov.Shape(list(array.shape)))
         tensor.data.view(np.uint16)[...] = (array.view(np.uint32) >> 16).astype(np.uint16)

@@ -366,8 +366,9 @@ def test_a_sent_case_the_campaign_cannot_write_is_its_own_error_and_its_result_n
 
 
 def test_a_worker_sends_a_new_case_with_the_result_that_names_it_in_one_frame_and_never_twice(tmp_path: Path) -> None:
-    """A case and its result reach the campaign together (a worker that dies in between leaves neither); the
-    worker writes no folder itself, and a signature it already sent is not made again."""
+    """A case goes out before deciding whose bug it is (a death there keeps it: test_blame_death.py), the diagnosed
+    case with the result that names it; the worker writes no folder itself, and a signature it already sent is not
+    made again."""
     config = WorkerConfig(out_dir=str(tmp_path), log_dir=str(tmp_path / LOG_DIR), min_nodes=1, nodes=1,
                           include_ops=("relu",), check={"input_budget_s": 0.2})
     frames: list[bytes] = []
@@ -378,10 +379,11 @@ def test_a_worker_sends_a_new_case_with_the_result_that_names_it_in_one_frame_an
     outbox.flush()  # as the worker does before it waits for a unit
     frames_of_types = [[m["type"] for m in json.loads(f)] if f.startswith(b"[") else [json.loads(f)["type"]]
                        for f in frames]
-    # A result and its case go out together, before the next unit is generated in process (with no feeder).
-    assert frames_of_types == [["graph"], ["prepared", "phase"], ["phase"], ["case", "result"], ["graph"],
-                               ["prepared", "phase"], ["result"]]
-    case, result = json.loads(frames[3])
+    # The diagnosed case and its result go out together, before the next unit is generated in process.
+    assert frames_of_types == [["graph"], ["prepared", "phase"], ["phase"], ["case"], ["phase"], ["case", "result"],
+                               ["graph"], ["prepared", "phase"], ["result"]]
+    first, (case, result) = json.loads(frames[3]), json.loads(frames[5])
+    assert not first["replace"] and case["replace"] and first["case"]["id"] == case["case"]["id"]
     assert result["case_dir"] == case["case"]["id"] and result["is_bug"]
-    assert json.loads(frames[6])["case_dir"] == result["case_dir"]  # the second test names the case, not resent
+    assert json.loads(frames[8])["case_dir"] == result["case_dir"]  # the second test names the case, not resent
     assert list(tmp_path.iterdir()) == []  # nothing written by the worker

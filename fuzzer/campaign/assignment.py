@@ -22,8 +22,9 @@ class Assignment:
     # Units sent after `unit`, which the worker runs next (its feeder prepares them meanwhile), in order.
     ahead: collections.deque[Unit] = field(default_factory=collections.deque)
     converter: str | None = None
-    phase: Step | None = None  # SENT (the current unit, generated or waited for), CONVERT or CASE
+    phase: Step | None = None  # SENT (the current unit, generated or waited for), CONVERT, CASE or BLAME
     phase_start: float = 0.0
+    case_dir: str | None = None  # the case folder last written for the current test (what BLAME works on)
     graph: dict[str, Any] | None = None
     nodes: int | None = None
     pairs: list[tuple[str, str]] = field(default_factory=list)  # the graph's (operator, dtype) pairs
@@ -41,6 +42,8 @@ class Assignment:
         self.phase, self.converter, self.phase_start = Step.SENT, None, time.monotonic()
 
     def started(self, msg: PhaseStarted) -> None:
+        if msg.phase is not Step.BLAME:
+            self.case_dir = None
         self.phase, self.converter, self.phase_start = msg.phase, msg.converter, time.monotonic()
 
     def graph_known(self, msg: UnitGraph) -> None:

@@ -14,8 +14,8 @@ from typing import Any
 from fuzzer.campaign.messages import CaseSent, OwnError, Step
 from fuzzer.campaign.worker_config import WorkerConfig
 from fuzzer.cases.blame import blame_case
-from fuzzer.cases.case import case_id, collect_versions, lost_case, remade_source
-from fuzzer.cases.folder import write_case
+from fuzzer.cases.case import CaseData, case_id, collect_versions, lost_case, remade_source
+from fuzzer.cases.folder import read_case, write_case
 from fuzzer.cases.wire import case_from_message
 from fuzzer.check.pipeline import CheckOptions
 from fuzzer.converters import ConverterRegistry
@@ -32,17 +32,33 @@ class CaseWriter:
     registry: ConverterRegistry
     worker: WorkerConfig
 
-    def write_sent(self, idx: int, seed: int, msg: CaseSent) -> OwnError | None:
-        """Write the case folder a worker sent for unit `idx`; the error when it cannot be written."""
+    def write_sent(self, idx: int, seed: int, msg: CaseSent) -> tuple[str | None, OwnError | None]:
+        """Write the case folder a worker sent for unit `idx`: its name, or the error when it cannot be written."""
         try:
             case = case_from_message(msg.body)
-            write_case(self.out_dir, case, converter=self.registry.get(case.converter))
+            folder = write_case(self.out_dir, case, replace=msg.replace, converter=self.registry.get(case.converter))
         except Exception as exc:
             if is_disk_full(exc):
                 raise DiskFull(f"no space left for the case of unit {idx} in {self.out_dir}") from exc
-            return OwnError(idx, seed, msg.converter, Step.CASE.value, "case", "writing a case a worker sent failed",
-                            traceback.format_exc())
-        return None
+            return None, OwnError(idx, seed, msg.converter, Step.CASE.value, "case",
+                                  "writing a case a worker sent failed", traceback.format_exc())
+        return folder.name, None
+
+    def kept_undiagnosed(self, idx: int, seed: int, case_dir: str) -> tuple[CaseData | None, OwnError | None]:
+        """The case in a folder whose worker died deciding whose bug it is, its blame now written from the evidence
+        that needs no rerun (the rerun killed the worker); the error, where the folder cannot be read."""
+        folder = self.out_dir / case_dir
+        try:
+            case = read_case(folder)
+            converter = self.registry.get(case.converter)
+            case = dataclasses.replace(case, blame=blame_case(case, None, converter))
+            write_case(self.out_dir, case, replace=True, converter=converter)
+            return case, None
+        except Exception as exc:  # our code: the folder stays as it was sent
+            if is_disk_full(exc):
+                raise DiskFull(f"no space left for the case of unit {idx} in {self.out_dir}") from exc
+            return None, OwnError(idx, seed, None, Step.BLAME.value, "case",
+                                  f"reading back the case {case_dir} failed", traceback.format_exc())
 
     def write_lost(self, idx: int, seed: int, verdict: Verdict, dump: str, graph: Graph | None,
                    options: dict[str, Any]) -> tuple[str | None, OwnError | None]:

@@ -263,7 +263,7 @@ class Campaign:
             for name in list(unit.remaining):
                 self.commit(work, TestResult.own_error(unit.idx, unit.seed, name))
         elif isinstance(msg, CaseSent) and unit is not None:
-            error = self.cases.write_sent(unit.idx, unit.seed, msg)
+            work.case_dir, error = self.cases.write_sent(unit.idx, unit.seed, msg)
             if error is not None:
                 self.recorder.own_error(error)
         elif isinstance(msg, TestResult) and unit is not None:

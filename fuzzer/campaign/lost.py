@@ -1,5 +1,6 @@
 """A lost worker (dead, hung or out of memory) becomes verdicts for what it was running: the converter's test when
-it was in a converter, our own error when it was making a case, the source's failure when it was generating."""
+it was in a converter, our own error when it was making a case, the case it had sent when it was deciding whose bug
+that is, the source's failure when it was generating."""
 
 from __future__ import annotations
 
@@ -32,6 +33,8 @@ def lost_outcome(work: Assignment, symptom: Symptom, reason: str, fault: Fault, 
     unit, name, outcome = work.unit, work.converter, LostOutcome()
     if unit is None:
         return outcome
+    if work.phase is Step.BLAME and name is not None and name in unit.remaining:
+        return _lost_deciding(work, name, symptom, reason, fault, cases)
     if work.phase in (Step.CONVERT, Step.CASE) and name is not None and name in unit.remaining:
         if work.phase is Step.CASE:  # our own case writer died: not the converter's
             outcome.errors.append(OwnError(unit.idx, unit.seed, name, Step.CASE.value, symptom.json_name, reason,
@@ -47,6 +50,24 @@ def lost_outcome(work: Assignment, symptom: Symptom, reason: str, fault: Fault, 
         signature = crash_signature("source", Stage.SOURCE, symptom.name, reason, fault.frame)
         verdict = Verdict(symptom, Stage.SOURCE, conv, signature=signature, message=reason)
         outcome.results.append(TestResult.of_verdict(unit.idx, unit.seed, verdict))
+    return outcome
+
+
+def _lost_deciding(work: Assignment, name: str, symptom: Symptom, reason: str, fault: Fault,
+                   cases: CaseWriter) -> LostOutcome:
+    """A death while deciding whose bug a sent case is: our own error, and the converter's test keeps its finding,
+    read back from the case folder (none was written: the test is our own error too)."""
+    assert work.unit is not None
+    unit, outcome = work.unit, LostOutcome()
+    outcome.errors.append(OwnError(unit.idx, unit.seed, name, Step.BLAME.value, symptom.json_name, reason,
+                                   fault.dump))
+    case, error = cases.kept_undiagnosed(unit.idx, unit.seed, work.case_dir) if work.case_dir else (None, None)
+    outcome.errors.extend([error] if error is not None else [])
+    if case is None:
+        outcome.results.append(TestResult.own_error(unit.idx, unit.seed, name))
+        return outcome
+    outcome.results.append(TestResult.of_verdict(unit.idx, unit.seed, case.verdict, case.converter_options,
+                                                 case_dir=work.case_dir))
     return outcome
 
 

@@ -27,6 +27,7 @@ class Step(str, enum.Enum):
     GENERATE = "generate"  # an own error while generating or preparing
     CONVERT = "convert"  # the converter's test
     CASE = "case"  # making the case of a bug: our own code
+    BLAME = "blame"  # deciding whose bug a case (already sent) is: the tools it reruns can kill or hang the worker
 
 
 @dataclass(frozen=True)
@@ -140,21 +141,24 @@ class OwnError:
 
 @dataclass(frozen=True)
 class CaseSent:
-    """A new bug's case, to be written by the campaign; `body` is its wire form (fuzzer/cases/wire.py)."""
+    """A new bug's case, to be written by the campaign; `body` is its wire form (fuzzer/cases/wire.py). `replace`:
+    the same case diagnosed, written over the one this worker sent before deciding whose bug it is."""
 
     KIND: ClassVar[str] = "case"
     body: Mapping[str, Any]
+    replace: bool = False
 
     @property
     def converter(self) -> str | None:
         return self.body.get("case", {}).get("converter")
 
     def to_json(self) -> dict[str, Any]:
-        return {**self.body, "type": self.KIND}
+        return {**self.body, "type": self.KIND, "replace": self.replace}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> CaseSent:
-        return cls(data)
+        body = {k: v for k, v in data.items() if k != "replace"}
+        return cls(body, bool(data.get("replace", False)))
 
 
 @dataclass(frozen=True)

@@ -58,6 +58,7 @@ from fuzzer.campaign.traits import describe_trait, is_trait, trait_detail
 from fuzzer.campaign.unit_graph import graph_message
 from fuzzer.campaign.upstream_fallback import UPSTREAM_AFTER, chosen_options
 from fuzzer.campaign.worker_config import WorkerConfig
+from fuzzer.campaign.zoo_unit import ZOO_SOURCE, run_zoo_unit
 from fuzzer.cases.case import CaseData, case_from_result, case_id, case_log, collect_versions
 from fuzzer.cases.whose_bug import with_blame
 from fuzzer.cases.wire import case_message
@@ -145,6 +146,9 @@ class UnitRunner:
         """Settle the unit's source (the feeder's, when it has it ready), then test it with each converter.
         `demoted`: (operator, dtype) pairs the campaign generates less, each with the probability a graph leaves it
         out (fuzzer/campaign/novelty.py)."""
+        if self.config.source == ZOO_SOURCE:  # a zoo architecture, not a generated graph
+            run_zoo_unit(self, idx, seed, converters)
+            return
         # No "generate" phase message: the campaign counts a unit as being generated from when it became the current
         # one (its phase "sent"), which saves a write and a wake-up of the campaign per unit.
         start = time.perf_counter()
@@ -358,10 +362,15 @@ class UnitRunner:
             case = case_from_result(result, graph, seed, converter.name, self.versions[converter.name],
                                     case_log(result), device=self.config.device,
                                     values=self.config.values_for(seed).value)
-            case = self.blamed(idx, seed, case, converter, result, timings)
-            self.hold(CaseSent(case_message(case)))
+            # Sent before deciding whose bug it is: the other tools that runs may kill or hang this worker, and the
+            # campaign then keeps the finding from this folder (fuzzer/campaign/lost.py).
+            self.send(CaseSent(case_message(case)))
         except Exception as exc:  # making a case is our code
             self.own_error(idx, seed, converter.name, Step.CASE, exc)
             return None
         self.sent_cases.add(name)
+        self.phase(idx, converter.name, Step.BLAME)
+        blamed = self.blamed(idx, seed, case, converter, result, timings)
+        if blamed is not case:
+            self.hold(CaseSent(case_message(blamed), replace=True))
         return name

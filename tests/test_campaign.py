@@ -69,7 +69,6 @@ def _rows(out: Path) -> list[tuple[int, str]]:
         conn.close()
 
 
-@pytest.mark.slow
 def _kill_gated(gate: Path) -> None:
     """SIGKILL the processes still waiting at `gate`: the killed campaign's workers and their fork server, which
     the kill leaves behind blocked there (they would wait for the gate for ever)."""
@@ -90,6 +89,7 @@ def gate(tmp_path: Path) -> Iterator[Path]:
     _kill_gated(path)
 
 
+@pytest.mark.slow
 def test_sigkill_then_resume_keeps_everything_and_repeats_nothing(tmp_path: Path, gate: Path) -> None:
     out, log = tmp_path / "camp", tmp_path / "runs.log"
     flags = ["--registry", "test_campaign:GATED_REGISTRY", "--nodes", "3", "--min-nodes", "2"]

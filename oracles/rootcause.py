@@ -28,7 +28,11 @@ _ONNX_OP = re.compile(r"op_type\s*[:=]\s*(\w+)|running (\w+) node|Op \((\w+)\)|o
                       r"|onnx2tf\.ops\.(\w+)|for operator (\w+)")
 # The node the converter's library was handling when it raised (oracles/taxonomy.py): the owner's own operator.
 _FAILING_NODE = re.compile(re.escape(FAILING_NODE).replace(re.escape("{}"), r"(\w+)"))
-_ATEN_OP = re.compile(r"aten::(\w+)")
+_ATEN_OP = re.compile(r"aten::(\w+)|target=torch\.ops\.aten\.(\w+)\.")
+# The dynamo exporter wraps what failed in a ConversionError whose own words are the same for every failure; the
+# exception that explains it comes first in its summary. Its words are coloured for a terminal.
+_SUMMARY_ROOT = re.compile(r"## Exception summary\s*<class '([\w.]+)'>: ([^\n]*)")
+_TERMINAL_COLOUR = re.compile(r"\x1b\[[0-9;]*m")
 _NODE_NAMES = re.compile(r"node name: [^)\]]*|Name\s*:\s*'[^']*'|Node \([^)]*\)|\(op_type\s*[:=]\s*\w+,?\s*")
 _NUMBERS = re.compile(r"(?<![A-Za-z_])-?\d+(?:\.\d+)?(?:e[-+]?\d+)?")
 _SPACES = re.compile(r"\s+")
@@ -124,9 +128,18 @@ def exception_type(message: str) -> str:
     return head if re.fullmatch(r"[\w.]+", head) else ""
 
 
+def explaining_error(message: str) -> str:
+    """The message of the exception that explains a failure: a wrapper's summarized cause ('ValueError: Required
+    parameter ...' for the dynamo exporter's ConversionError), else the message itself, without terminal colours."""
+    message = _TERMINAL_COLOUR.sub("", message)
+    root = _SUMMARY_ROOT.search(message)
+    return f"{root.group(1)}: {root.group(2)}" if root else message
+
+
 def error_class(exc_message: str) -> str:
     """'<ExcName>: <message>' with dtypes, numbers, quoted names, node names and the op type taken out; a schema
     type check that fails alike for every operator is named by what it means."""
+    exc_message = explaining_error(exc_message)
     exc_name = exception_type(exc_message).rsplit(".", 1)[-1]
     message = exc_message.partition(":")[2]
     schema = _schema_type_error(exc_message)
@@ -150,8 +163,9 @@ def named_operator(message: str, graph_ops: Sequence[str]) -> str | None:
     """The operator an error message names, mapped back to the graph's own operator where the names agree
     (ONNX 'MaxPool' is max_pool2d, 'aten::roll' is roll); the named ONNX operator itself otherwise."""
     aten = _ATEN_OP.search(message)
-    if aten and aten.group(1).rstrip("_") in graph_ops:
-        return aten.group(1).rstrip("_")
+    aten_op = next((g for g in aten.groups() if g), "").rstrip("_") if aten else ""
+    if aten_op in graph_ops:
+        return aten_op
     match = _ONNX_OP.search(message)
     if match is None:
         return None

@@ -68,3 +68,21 @@ def test_the_version_converters_reduce_attribute_left_behind_is_one_root_cause_a
     (cause,) = causes
     assert cause.error_class == ("ValidationError: a Reduce operator keeps its attribute noop_with_empty_axes in an "
                                  "opset that does not have it")
+
+
+DYNAMO_WRAPPER = (
+    "torch.onnx._internal.exporter._errors.ConversionError: Failed to convert the exported program to an ONNX model. "
+    "\x1b[96mThis is step 3/3\x1b[0m of exporting the model to ONNX. Next steps:\n- If there is a missing ONNX "
+    "function, implement it and register it to the registry.\n\n## Exception summary\n\n<class 'ValueError'>: "
+    "Required parameter 'dim' is not provided. Signature: pkg.onnxscript.torch_lib::aten_amax(self, dim, keepdim)\n"
+    "⬆️\n<class 'torch.onnx._internal.exporter._errors.ConversionError'>: Error when translating node %amax : "
+    "[num_users=1] = call_function[target=torch.ops.aten.amax.default](args = (%var,), kwargs = {}).\n")
+
+
+def test_the_dynamo_exporters_conversion_error_is_keyed_and_titled_by_the_exception_that_explains_it() -> None:
+    cause = root_cause("torch-onnx-dynamo", "node_conversion", "crash", DYNAMO_WRAPPER, None, ("var", "amax", "relu"))
+    assert cause.operator == "amax"
+    assert cause.error_class.startswith("ValueError: Required parameter 'dim' is not provided.")
+    (found,) = group([Finding("s", "torch-onnx-dynamo", "node_conversion", "crash", DYNAMO_WRAPPER, None,
+                              ("var", "amax", "relu"), 1, 1, 1.0)], {})
+    assert "\x1b" not in found.title and "Required parameter 'dim'" in found.title

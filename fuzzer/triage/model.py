@@ -7,7 +7,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from oracles.rootcause import ANY_OPERATOR, RootCause, exception_type, listed_operators, root_cause
+from oracles.rootcause import (
+    ANY_OPERATOR,
+    RootCause,
+    exception_type,
+    explaining_error,
+    listed_operators,
+    root_cause,
+)
 
 REDUCED, UNREDUCED, NOT_REPRODUCED = "reduced", "unreduced", "not reproduced alone"  # Finding.reduction_state
 
@@ -118,7 +125,9 @@ QUOTED_CHARS = 100  # of an error's first line, in a root cause's title
 
 
 def quoted_error(message: str) -> str:
-    """'IndexError: tuple index out of range': the exception's own name and its message's first line."""
+    """'IndexError: tuple index out of range': the exception's own name and its message's first line (of the
+    exception that explains it, where a wrapper names one)."""
+    message = explaining_error(message)
     name = exception_type(message).rsplit(".", 1)[-1]
     first = (message.partition(":")[2] if name else message).strip().splitlines()
     line = first[0] if first else ""

@@ -68,6 +68,9 @@ class WorkerConfig:
     # The campaign's converters: where one is an ONNX tool, a share of seeds make graphs for the native upstream.
     # Empty in configs written before it, whose seeds keep their graphs.
     converters: tuple[str, ...] = ()
+    # What a unit tests: a graph generated from its seed ("graphs"), or a zoo architecture the seed picks ("zoo",
+    # fuzzer/campaign/zoo_unit.py).
+    source: str = "graphs"
 
     def to_json(self) -> dict[str, Any]:
         return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}

@@ -42,6 +42,7 @@ class ZooResult:
     verdict: Verdict
     timings: Mapping[str, float]
     model: bytes | None = None
+    rewrites: tuple[str, ...] = ()  # the converter's rewrites that changed the model, where it records them
 
 
 def prepare_zoo(zoo: ZooModel) -> ZooSource:
@@ -72,7 +73,7 @@ def check_zoo(prepared: ZooSource, converter: Converter, options: ConverterOptio
     start = time.perf_counter()
     verdict = judge_zoo(prepared, converter, run)
     return ZooResult(name, converter.name, verdict, {**run.timings, "oracle": time.perf_counter() - start},
-                     run.model)
+                     run.model, tuple(run.rewrites))
 
 
 def judge_zoo(prepared: ZooSource, converter: Converter, run: TargetRun) -> Verdict:

@@ -19,6 +19,7 @@ from fuzzer.campaign.novelty import AVOID_PROBABILITY, HITS_TO_DEMOTE
 from fuzzer.campaign.progress import Progress, format_summary, summarize
 from fuzzer.campaign.spec import LOG_DIR, SCRIPT_SHARE, CampaignSpec, case_folders
 from fuzzer.campaign.worker_config import WorkerConfig
+from fuzzer.campaign.zoo_unit import GRAPHS, SOURCES, ZOO_SOURCE, zoo_entries
 from fuzzer.commands.flags import (
     DEFAULT_CORPUS,
     add_generator_arguments,
@@ -39,7 +40,7 @@ from fuzzer.commands.fuzz_flags import (
 from fuzzer.converters import DEFAULT_REGISTRY
 from fuzzer.support.confine import DEFAULT_MEMORY_MB
 from fuzzer.support.device import require_device
-from fuzzer.support.errors import Exit, UsageError
+from fuzzer.support.errors import CannotRun, Exit, UsageError
 from fuzzer.support.files import recover_interrupted_writes
 from fuzzer.triage.folders import write_root_causes
 from fuzzer.triage.text import format_triage
@@ -58,6 +59,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tests", type=positive_int, help="graphs to test over the whole campaign (each by every "
                         "converter; default: no limit)")
     parser.add_argument("--seed", type=int, default=0, help="seed base: graph i uses seed base + i")
+    parser.add_argument("--source", choices=SOURCES, default=GRAPHS,
+                        help="what each unit tests: a generated graph, or a zoo architecture the seed picks (built "
+                             "with weights and inputs from the seed; `convsmith zoo` lists them)")
     parser.add_argument("--workers", type=positive_int, default=os.cpu_count() or 1, help="worker processes")
     parser.add_argument("--converters", help="comma-separated converters (default: every available one)")
     parser.add_argument("--script-share", type=share, default=SCRIPT_SHARE, metavar="F",
@@ -120,6 +124,8 @@ def new_campaign(args: argparse.Namespace) -> tuple[Path, CampaignDB, CampaignSp
     if args.min_nodes > args.nodes:
         raise UsageError(f"--min-nodes {args.min_nodes} is above --nodes {args.nodes}")
     require_device(args.device, f"--device {args.device}")
+    if args.source == ZOO_SOURCE and not zoo_entries():
+        raise CannotRun("--source zoo: no zoo entry builds here; install convsmith's zoo extra (make install)")
     converters, skipped = choose_converters(args.registry, args.converters)
     skip = known_unsupported(args.avoid_unsupported)
     pinned = pinned_options(args.option, args.registry)
@@ -133,8 +139,10 @@ def new_campaign(args: argparse.Namespace) -> tuple[Path, CampaignDB, CampaignSp
                           skip_pairs=skip,
                           timeout_s=args.timeout, memory_mb=args.memory_mb, device=args.device,
                           converter_options=pinned, vary_settings=args.settings == "vary",
-                          prepare_ahead=prepare_ahead(args.prepare_ahead, args.workers, args.device),
-                          values=args.values, demote_known=args.demote_known, converters=converters)
+                          prepare_ahead=prepare_ahead(args.prepare_ahead, args.workers, args.device)
+                          and args.source == GRAPHS,  # a feeder generates graphs ahead: a zoo unit has none
+                          values=args.values, demote_known=args.demote_known, converters=converters,
+                          source=args.source)
     spec = CampaignSpec(args.seed, converters, worker, args.tests, args.script_share)
     db = CampaignDB(args.out / DB_NAME, create=True)
     db.set_meta("spec", spec.to_json())

@@ -1,0 +1,91 @@
+"""Zoo architectures in the campaign (`convsmith fuzz --source zoo`): the seed picks the architecture, each
+converter that can take it tests it, another is skipped as inexpressible, and a planted converter bug is recorded
+with its evidence folder."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import onnx
+
+from fuzzer.campaign.mailbox import Collected
+from fuzzer.campaign.messages import UnitGraph, UnitPrepared
+from fuzzer.campaign.result import TestResult
+from fuzzer.campaign.spec import LOG_DIR
+from fuzzer.campaign.worker import UnitRunner
+from fuzzer.campaign.worker_config import WorkerConfig
+from fuzzer.campaign.zoo_unit import EVIDENCE_DIR, ZOO_SOURCE, zoo_entries, zoo_entry_for, zoo_options
+from fuzzer.cases.case import case_id
+from fuzzer.converters import CONVERTERS
+from fuzzer.converters.base import Converter
+from fuzzer.converters.conversion import Source, TargetRun
+from fuzzer.converters.options import ConverterOptions
+from fuzzer.support.tensors import to_oracle_array
+from generators.zoo.registry import ZOO
+
+
+class ZooOffByOne(Converter):
+    """A planted exporter bug: the source's own outputs, each one too large."""
+
+    name = "zoo-off-by-one"
+    libraries = ()
+    distributions = ()
+    options_type = ConverterOptions
+
+    def convert_impl(self, source: Source, options: ConverterOptions) -> TargetRun:
+        outputs, dtypes = zip(*(to_oracle_array(o) for o in source.module(*source.inputs)))
+        return TargetRun(tuple(o + np.float32(1.0) for o in outputs), tuple(dtypes), {})
+
+
+REGISTRY = {**CONVERTERS, ZooOffByOne.name: ZooOffByOne()}
+
+
+def seed_of(name: str) -> int:
+    """The first seed whose unit tests the zoo entry `name`."""
+    entries = zoo_entries()
+    return next(seed for seed in range(1000) if zoo_entry_for(seed, entries).name == name)
+
+
+def test_the_seed_alone_picks_the_architecture_and_every_one_is_drawn() -> None:
+    entries = zoo_entries()
+    assert [zoo_entry_for(s, entries).name for s in range(8)] == [zoo_entry_for(s, entries).name for s in range(8)]
+    assert {zoo_entry_for(s, entries).name for s in range(600)} == {e.name for e in entries}
+
+
+def test_each_converter_takes_the_zoo_models_of_its_framework() -> None:
+    gru, keras = ZOO["gru"], ZOO["keras-lstm"]
+    assert zoo_options(CONVERTERS["torch-onnx-dynamo"], gru, 3) == {}
+    assert zoo_options(CONVERTERS["tf2onnx"], gru, 3) is None
+    tool = zoo_options(CONVERTERS["ort-transformers"], gru, 3)
+    assert tool is not None and tool["upstream"] in ("torch-onnx-dynamo", "torch-onnx-script")
+    assert zoo_options(CONVERTERS["ort-transformers"], gru, 3) == tool  # drawn by the seed
+    assert zoo_options(CONVERTERS["tf2onnx"], keras, 3) == {}
+    assert zoo_options(CONVERTERS["torch-onnx-dynamo"], keras, 3) is None
+    assert zoo_options(CONVERTERS["ort-transformers"], keras, 3) is None
+
+
+def test_a_zoo_unit_records_its_tests_and_the_evidence_of_a_planted_bug(tmp_path: Path) -> None:
+    config = WorkerConfig(out_dir=str(tmp_path), log_dir=str(tmp_path / LOG_DIR), source=ZOO_SOURCE)
+    sent = Collected()
+    seed = seed_of("gru")
+    UnitRunner(config, REGISTRY, sent).run_unit(4, seed, ("torch-onnx-script", "zoo-off-by-one", "tf2onnx"))
+    graph = next(m for m in sent.messages if isinstance(m, UnitGraph))
+    prepared = next(m for m in sent.messages if isinstance(m, UnitPrepared))
+    assert (graph.idx, graph.nodes, prepared.values) == (4, 0, "zoo")
+    results = {m.converter: m for m in sent.messages if isinstance(m, TestResult)}
+    assert [(c, r.symptom, r.labels) for c, r in results.items()] == [
+        ("torch-onnx-script", "pass", ("zoo:gru",)),
+        ("zoo-off-by-one", "wrong_values", ("zoo", "zoo:gru")),
+        ("tf2onnx", "unsupported", ("skipped-inexpressible",))]
+    bug = results["zoo-off-by-one"]
+    assert bug.is_bug and bug.message == "output steps of zoo model gru: values, max_abs=1"
+    folder = tmp_path / EVIDENCE_DIR / case_id(bug.signature)
+    record = json.loads((folder / "zoo.json").read_text())
+    assert (record["entry"], record["seed"], record["converter"]) == ("gru", seed, "zoo-off-by-one")
+    assert record["check"] == f"convsmith zoo --check gru --seed {seed}"
+    data = onnx.TensorProto.FromString((folder / "test_data_set_0" / "input_0.pb").read_bytes())
+    assert (data.name, list(data.dims)) == ("x", [2, 6, 8])
+    assert sorted(p.name for p in (folder / "test_data_set_0").iterdir()) == ["input_0.pb", "output_0.pb",
+                                                                              "output_1.pb"]

@@ -25,7 +25,7 @@ _DTYPES = re.compile(rf"\b(?:tensor\((?:{DTYPE_WORDS})\)|(?:torch\.)?(?:{DTYPE_W
 # The operator an error names: ONNX's and ONNX Runtime's spellings, TensorFlow's MLIR ('tf.Acos' op, as onnx2tf's
 # TFLite conversion fails) and onnx2tf's missing op module (onnx2tf.ops.BitwiseOr).
 _ONNX_OP = re.compile(r"op_type\s*[:=]\s*(\w+)|running (\w+) node|Op \((\w+)\)|onnx::(\w+)|'tf\.(\w+)' op"
-                      r"|onnx2tf\.ops\.(\w+)|for operator (\w+)")
+                      r"|onnx2tf\.ops\.(\w+)|for operator (\w+)|of operator \((\w+)\)")
 # The node the converter's library was handling when it raised (oracles/taxonomy.py): the owner's own operator.
 _FAILING_NODE = re.compile(re.escape(FAILING_NODE).replace(re.escape("{}"), r"(\w+)"))
 _ATEN_OP = re.compile(r"aten::(\w+)|target=torch\.ops\.aten\.(\w+)\.")
@@ -47,6 +47,8 @@ SCHEMA_TYPE_ERRORS: tuple[tuple[re.Pattern[str], str], ...] = (
     (_BELOW_OPSET, "an operator gets {} below the opset that allows it"),
     (_NO_OPSET, "an operator gets {}, which no opset of its ONNX schema allows"),
     (_UNSUPPORTED_TYPE, "an operator gets {}, which its ONNX schema does not allow"),
+    (re.compile(r"Type Error: Type 'tensor\((\w+)\)' of input parameter \(\w+\) of operator"),
+     "an operator gets {}, which its ONNX schema does not allow"),
     (re.compile(r"has inconsistent type"), "an operator's inputs have types its ONNX schema requires to agree"),
 )
 # Crashes that one code path of a converter raises whatever ONNX operator led there, keyed by that path: onnx2tf
@@ -62,6 +64,10 @@ SHARED_PATH_ERRORS: tuple[tuple[re.Pattern[str], str], ...] = (
      "a broadcasting elementwise operator's operands reach TensorFlow in shapes that do not broadcast"),
     (re.compile(rf"Input '\w+' of '(?:{_TF_ELEMENTWISE})' Op has type \w+ that does not match type \w+"),
      "a broadcasting elementwise operator's operands reach TensorFlow in two different dtypes"),
+    # A converted model that declares an input in another dtype than the source's: its signature, whatever the
+    # operators, as ONNX Runtime says when it is fed the source's inputs.
+    (re.compile(r"Unexpected input data type\. Actual: \(tensor\((\w+)\)\) , expected: \(tensor\((\w+)\)\)"),
+     "the model takes a {0} input of the source as {1}"),
     # ONNX's version converter adapts every Reduce operator across opset 18 in one adapter.
     (re.compile(r"Unrecognized attribute: (\w+) for operator Reduce\w+"),
      "a Reduce operator keeps its attribute {} in an opset that does not have it"),

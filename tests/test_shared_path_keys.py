@@ -86,3 +86,23 @@ def test_the_dynamo_exporters_conversion_error_is_keyed_and_titled_by_the_except
     (found,) = group([Finding("s", "torch-onnx-dynamo", "node_conversion", "crash", DYNAMO_WRAPPER, None,
                               ("var", "amax", "relu"), 1, 1, 1.0)], {})
     assert "\x1b" not in found.title and "Required parameter 'dim'" in found.title
+
+
+def test_a_model_input_declared_in_another_dtype_is_one_root_cause_named_by_the_two_dtypes() -> None:
+    message = ("onnxruntime.capi.onnxruntime_pybind11_state.InvalidArgument: [ONNXRuntimeError] : 2 : INVALID_ARGUMENT"
+               " : Unexpected input data type. Actual: (tensor(bfloat16)) , expected: (tensor(float16))")
+    causes = {root_cause("tf2onnx", "runtime_execution", "crash", message, None, ops)
+              for ops in (("sub", "flatten"), ("exp",))}
+    assert [c.error_class for c in causes] == ["InvalidArgument: the model takes a bfloat16 input of the source as "
+                                               "float16"]
+
+
+def test_an_operator_ort_names_in_a_type_error_is_the_one_filed() -> None:
+    message = ("onnxruntime.capi.onnxruntime_pybind11_state.InvalidGraph: [ONNXRuntimeError] : 10 : INVALID_GRAPH : "
+               "This is an invalid model. Type Error: Type 'tensor(double)' of input parameter (in4) of operator "
+               "(SkipLayerNormalization) in node (SkipLayerNorm_0) is invalid.")
+    cause = root_cause("ort-transformers", "runtime_load", "invalid_model", message, None, ("mish", "min", "add"))
+    assert cause.operator == "SkipLayerNormalization"
+    other_input = message.replace("(in4)", "(in2)").replace("SkipLayerNorm_0", "SkipLayerNorm_3")
+    assert root_cause("ort-transformers", "runtime_load", "invalid_model", other_input, None, ("gelu",)) == cause
+    assert cause.error_class == "InvalidGraph: an operator gets double, which its ONNX schema does not allow"

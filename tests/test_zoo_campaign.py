@@ -5,11 +5,16 @@ with its evidence folder."""
 from __future__ import annotations
 
 import json
+import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
 import onnx
+import pytest
 
+from fuzzer.campaign.db import DB_NAME
 from fuzzer.campaign.mailbox import Collected
 from fuzzer.campaign.messages import UnitGraph, UnitPrepared
 from fuzzer.campaign.result import TestResult
@@ -89,3 +94,18 @@ def test_a_zoo_unit_records_its_tests_and_the_evidence_of_a_planted_bug(tmp_path
     assert (data.name, list(data.dims)) == ("x", [2, 6, 8])
     assert sorted(p.name for p in (folder / "test_data_set_0").iterdir()) == ["input_0.pb", "output_0.pb",
                                                                               "output_1.pb"]
+
+
+@pytest.mark.slow
+def test_fuzz_source_zoo_runs_a_campaign_of_zoo_units(tmp_path: Path) -> None:
+    out, seed = tmp_path / "zoo", seed_of("gru")
+    done = subprocess.run([sys.executable, "-m", "fuzzer", "fuzz", "--source", "zoo", "--tests", "1", "--workers",
+                           "1", "--seed", str(seed), "--converters", "torch-onnx-script,ort-optimizer,tf2onnx",
+                           "--no-reduce", "--out", str(out)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    conn = sqlite3.connect(out / DB_NAME)
+    rows = conn.execute("SELECT seed, converter, symptom, labels FROM tests ORDER BY converter").fetchall()
+    assert [(s, c, sym) for s, c, sym, _ in rows] == [(seed, "ort-optimizer", "pass"), (seed, "tf2onnx", "unsupported"),
+                                                      (seed, "torch-onnx-script", "pass")]
+    assert [json.loads(labels) for *_, labels in rows] == [["zoo:gru"], ["skipped-inexpressible"], ["zoo:gru"]]
+    assert conn.execute("SELECT nodes, value_strategy FROM units").fetchall() == [(0, "zoo")]

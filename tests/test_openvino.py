@@ -5,6 +5,7 @@ campaign and the case's repro.py, which runs alone with openvino, numpy (and tor
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -18,6 +19,8 @@ import hand_graphs
 import pytest
 
 from fuzzer.campaign.spec import case_folders
+from fuzzer.cases.case import case_from_result, collect_versions
+from fuzzer.cases.crosscheck import plan
 from fuzzer.check.pipeline import CheckOptions, check_prepared, prepare
 from fuzzer.converters import CONVERTERS, ConverterRegistry, Role
 from fuzzer.converters.capabilities import ExportsUpstream
@@ -267,3 +270,17 @@ def test_a_campaign_files_the_planted_faults_and_repro_runs_openvino_alone(tmp_p
         shown = run_alone(folder, tmp_path / f"alone-{name}")
         assert shown.returncode == Exit.OK, (name, shown.stdout[-1500:], shown.stderr[-1500:])
         assert "bug does not show" in shown.stdout, name
+
+
+def test_the_other_exporters_cross_check_openvino_pytorch_and_it_checks_them() -> None:
+    """openvino-pytorch has no opset: the other exporters check its cases at their default opsets, and it checks
+    theirs with none (rather than both being skipped for an option the other does not take)."""
+    prepared = prepare(sin_mul(), 0, {}, 1.0)
+    planted = REGISTRY[PlantedPytorch.name]
+    result = check_prepared(prepared, planted, planted.options(), FAST_CHECK)
+    case = case_from_result(result, sin_mul(), 0, planted.name, collect_versions(()))
+    options = {p.converter.name: dict(p.options) for p in plan(case, planted)}
+    assert options["torch-onnx-dynamo"] == {"opset": 18} and options["torch-onnx-script"] == {"opset": 17}
+    dynamo_case = dataclasses.replace(case, converter="torch-onnx-dynamo", converter_options={"opset": 20})
+    assert {p.converter.name: dict(p.options) for p in plan(dynamo_case, CONVERTERS["torch-onnx-dynamo"])}[
+        "openvino-pytorch"] == {}

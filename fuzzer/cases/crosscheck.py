@@ -109,7 +109,7 @@ def _exporter_plan(case: CaseData, own: Converter, options: dict[str, Any]) -> I
     for other in CONVERTERS.of_role(Role.EXPORTER):
         if other.name != own.name and other.expresses(case.graph):
             yield Planned(OTHER_EXPORTER.format(other.name), other,
-                          {"opset": _opset_for(other, options.get("opset")), **dynamic})
+                          _other_options(other, options.get("opset"), dynamic))
     if case.verdict.symptom.is_divergence and own.runtime == "onnxruntime":
         for level in LEVELS:
             yield Planned(AT_LEVEL.format(level), AtLevel(own, level), options)
@@ -137,6 +137,15 @@ def _culprit_options(case: CaseData, converter: RuntimeOptimizer, level: str) ->
     """At the case's own level, let ONNX Runtime's bisection name the optimizer (divergences only)."""
     own = level == case.converter_options.get(converter.level_option)
     return dataclasses.replace(CROSS_CHECK, culprit=True) if own else CROSS_CHECK
+
+
+def _other_options(other: Converter, opset: Any, dynamic: dict[str, Any]) -> dict[str, Any]:
+    """Another exporter's options for a cross-check, of those it has: the case's opset moved into its range (its
+    default opset where the case has none, as OpenVINO's PyTorch frontend has none), and `dynamic`."""
+    fields = {f.name for f in dataclasses.fields(other.options_type)}
+    default = other.options_type().to_json().get("opset")
+    chosen = {"opset": _opset_for(other, opset) if isinstance(opset, int) else default} if "opset" in fields else {}
+    return {**chosen, **{k: v for k, v in dynamic.items() if k in fields}}
 
 
 def _opset_for(converter: Converter, opset: Any) -> Any:

@@ -21,7 +21,8 @@ def to_numpy(x):
 
 
 def ort_value(x):
+    # np.asarray(order="C"), not np.ascontiguousarray: that makes a 0-d input one of shape (1,)
     if x.dtype.name == "bfloat16":
-        words = np.ascontiguousarray(x).view(np.uint16)
+        words = np.asarray(x, order="C").view(np.uint16)
         return ort.OrtValue.ortvalue_from_numpy_with_onnx_type(words, onnx.TensorProto.BFLOAT16)
-    return ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(x))
+    return ort.OrtValue.ortvalue_from_numpy(np.asarray(x, order="C"))

@@ -8,9 +8,8 @@ LOCK ?= fuzzer/support/stack.lock
 TORCH ?= torch==2.13.0
 LOCKVENV ?= /tmp/convsmith-lock-venv
 GPU ?=
-# RAY=1: `make install` adds Ray, the extra of `convsmith fuzz --engine ray` (docs/scale.md). `make test` always does,
-# so that the two-node cluster test runs (Ray and what it needs are in the lock too; they install in about 20 s, and
-# the test takes about a minute of one of the two test processes).
+# RAY=1: `make install` adds Ray, the extra of `convsmith fuzz --engine ray` (docs/scale.md). `make test-all` always
+# does, so that the two-node cluster test runs (Ray and what it needs are in the lock too; they install in about 20 s).
 RAY ?=
 TIME ?= 3m
 WORKERS ?= 2
@@ -19,7 +18,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell sha256sum $(LOCK) 2>/dev/null | cut -c1-12)
 RAY_STAMP := $(VENV)/.installed-ray
 
-.PHONY: install lock fuzz test bench lint clean
+.PHONY: install lock fuzz test test-all bench lint clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -63,7 +62,13 @@ fuzz: install
 		$(BIN)/convsmith fuzz --time $(TIME) --workers $(WORKERS) --avoid-unsupported --out bugs; \
 	fi
 
-test: install $(RAY_STAMP)
+# `make test`: the fast tests, every area of the tool in a few minutes on two cores, before each commit. The tests
+# marked slow (campaigns, worker processes, sweeps over every operator or converter) run only in `make test-all`,
+# which runs every test: before a merge, and in CI (.ci/run).
+test: install
+	$(BIN)/python -m pytest -p no:cacheprovider -n 2 -m "not slow"
+
+test-all: install $(RAY_STAMP)
 	$(BIN)/python -m pytest -p no:cacheprovider -n 2
 
 bench: install

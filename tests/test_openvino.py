@@ -151,7 +151,9 @@ def test_the_component_is_the_frontend_the_plugin_or_torch() -> None:
                                                    "transformations): the translation of `sin`"
     assert onnx_route.component(converted).key == "openvino-onnx"
     assert pytorch.component(FaultSite(Stage.NODE_CONVERSION, "sin")).project == "OpenVINO"
-    assert pytorch.component(FaultSite(Stage.CAPTURE, "sin")).project == "PyTorch"
+    exported = FaultSite(Stage.CAPTURE, "sin", options={"capture": "export"})
+    assert pytorch.component(exported).name == "torch.export (capture and decompositions)"
+    assert pytorch.component(FaultSite(Stage.CAPTURE, "sin")).name.startswith("torch.jit.trace")
     traced = FaultSite(Stage.NODE_CONVERSION, "sin", frame_owner="torch")
     assert pytorch.component(traced).name.startswith("torch.jit.trace")
     assert pytorch.tracker == onnx_route.tracker == "https://github.com/openvinotoolkit/openvino/issues"
@@ -196,6 +198,18 @@ def test_a_scalar_input_is_fed_as_a_scalar(name: str) -> None:
     converter = CONVERTERS[name]
     verdict = check_prepared(prepared, converter, converter.options(), FAST_CHECK).verdict
     assert verdict.symptom is Symptom.PASS, verdict.message
+
+
+def test_torchs_tracer_failing_inside_the_frontend_is_a_capture_failure() -> None:
+    """The frontend traces the module with torch.jit.trace; where that fails (full_like of a bool with True: torch's
+    'We don't have an op for aten::full_like' internal assert), the failure is torch's, at capture."""
+    g = GraphBuilder()
+    x = g.input((3, 1), DType.BOOL)
+    graph = g.build((g.op("full_like", (x,), (3, 1), DType.BOOL, fill_value=True),))
+    verdict = check_prepared(prepare(graph, 0, {}, 1.0), CONVERTERS["openvino-pytorch"], OvPytorchOptions(),
+                             FAST_CHECK).verdict
+    assert (verdict.symptom, verdict.stage) == (Symptom.CRASH, Stage.CAPTURE), verdict.message
+    assert "Couldn't get TorchScript module by tracing" in verdict.message
 
 
 def test_float64_is_judged_as_the_plugin_computes_it_in_float32() -> None:

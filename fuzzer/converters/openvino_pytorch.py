@@ -36,6 +36,8 @@ from fuzzer.converters.setting import Hints, Setting
 from oracles.verdict import Stage
 
 CAPTURES = ("trace", "export")
+# How the frontend reports that torch.jit.trace, which it runs on the module, failed (torch's error follows).
+TRACING_FAILED = "Couldn't get TorchScript module by tracing"
 PYTORCH_TRACKER = "https://github.com/pytorch/pytorch/issues"
 
 
@@ -84,12 +86,14 @@ class OpenVinoPytorch(Converter):
                        runs=("got = list(compiled([x.numpy() for x in inputs]).values())",))
 
     def component(self, site: FaultSite) -> Component:
-        """torch.export for a capture failure, torch's tracer where the failing frame is torch's, the CPU plugin
-        where the evidence says so, and the frontend's translation otherwise."""
-        if site.stage is Stage.CAPTURE:
+        """torch.export or torch.jit.trace for a capture failure (the frontend traces the module itself, and says so
+        when tracing fails) or where the failing frame is torch's, the CPU plugin where the evidence says so, and the
+        frontend's translation otherwise."""
+        traced = site.options.get("capture", "trace") == "trace"
+        if site.stage is Stage.CAPTURE and not traced:
             return Component("PyTorch", "torch.export (capture and decompositions)", PYTORCH_TRACKER, self.name,
                              "torch")
-        if site.stage is Stage.NODE_CONVERSION and site.frame_owner == "torch":
+        if site.stage is Stage.CAPTURE or (site.stage is Stage.NODE_CONVERSION and site.frame_owner == "torch"):
             return Component("PyTorch", "torch.jit.trace, as OpenVINO's frontend traces the module", PYTORCH_TRACKER,
                              self.name, "torch")
         plugin = plugin_component(site)
@@ -149,8 +153,16 @@ def convert_module(source: Source, options: OvPytorchOptions, steps: Steps) -> A
                 return ov.convert_model(program)
         shapes_given: dict[str, Any] = {"input": [ov.PartialShape(list(x.shape)) for x in source.inputs]} \
             if options.static_shapes else {}
+        traced: RuntimeError | None = None
         with steps.at(Stage.NODE_CONVERSION, "convert"):
-            return ov.convert_model(source.module, example_input=tuple(source.inputs), **shapes_given)
+            try:
+                return ov.convert_model(source.module, example_input=tuple(source.inputs), **shapes_given)
+            except RuntimeError as exc:
+                if TRACING_FAILED not in str(exc):
+                    raise
+                traced = exc
+        with steps.at(Stage.CAPTURE, "capture"):  # torch.jit.trace failed inside the frontend: torch's capture
+            raise traced
 
 
 def convert_lines(options: dict[str, Any]) -> tuple[str, ...]:
@@ -158,8 +170,8 @@ def convert_lines(options: dict[str, Any]) -> tuple[str, ...]:
     static = bool(options.get("static_shapes"))
     if options.get("capture") == "export":
         # the leading dimension of each input of 2 or more rows, as a hint (leading_axes)
-        shapes = "" if static else (", dynamic_shapes=(tuple({0: torch.export.Dim.AUTO} if x.dim() and x.shape[0] >= 2 "
-                                    "else None for x in inputs),)")
+        shapes = "" if static else (", dynamic_shapes=tuple({0: torch.export.Dim.AUTO} if x.dim() and x.shape[0] >= 2 "
+                                    "else None for x in inputs)")
         return (f"program = torch.export.export(module, tuple(inputs){shapes}, strict=False)",
                 "ov_model = ov.convert_model(program)")
     given = ", input=[ov.PartialShape(list(x.shape)) for x in inputs]" if static else ""

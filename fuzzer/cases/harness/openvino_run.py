@@ -60,9 +60,10 @@ def convert_with_openvino_pytorch(module, inputs):
     import torch
 
     if OPTIONS["capture"] == "export":
-        # the leading dimension of each input of 2 or more rows as a hint, unless static
+        # the leading dimension of each input of 2 or more rows as a hint, unless static (one entry per argument of
+        # the script's module, whose forward names each input)
         hints = tuple({0: torch.export.Dim.AUTO} if x.dim() and x.shape[0] >= 2 else None for x in inputs)
-        shapes = None if OPTIONS["static_shapes"] else (hints,)
+        shapes = None if OPTIONS["static_shapes"] else hints
         program = torch.export.export(module, tuple(inputs), dynamic_shapes=shapes, strict=False)
         ov_model = ov.convert_model(program)
     else:

@@ -8,6 +8,7 @@ import json
 from collections.abc import Mapping
 
 import numpy as np
+import onnx
 import pytest
 import torch
 
@@ -90,7 +91,8 @@ def test_weights_and_inputs_come_from_the_seed_alone() -> None:
     assert torch.equal(torch.random.get_rng_state(), state)  # torch's global generator is left as it was
     same = first.model.state_dict(), again.model.state_dict()
     assert all(torch.equal(same[0][k], same[1][k]) for k in same[0])
-    assert not torch.equal(first.model.state_dict()["group.weight"], other.model.state_dict()["group.weight"])
+    weight = "model.group.weight"
+    assert not torch.equal(first.model.state_dict()[weight], other.model.state_dict()[weight])
     assert np.array_equal(first.inputs[0], again.inputs[0]) and not np.array_equal(first.inputs[0], other.inputs[0])
     assert first.parameter_count() == entry.parameters
 
@@ -139,6 +141,20 @@ def test_zoo_check_passes_an_entry_through_both_exporters(capsys: pytest.Capture
 def test_zoo_check_refuses_an_unknown_entry(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["zoo", "--check", "gru,nothing"]) == 2
     assert capsys.readouterr().err == "convsmith zoo: unknown zoo entry: nothing (see `convsmith zoo`)\n"
+
+
+@pytest.mark.slow
+def test_a_dynamic_export_marks_the_declared_axes(capsys: pytest.CaptureFixture[str]) -> None:
+    prepared = prepare_zoo(ZOO["bert"].build(0))
+    with library_output():
+        results = [check_zoo(prepared, CONVERTERS[name], {"dynamic": True}) for name in EXPORTERS[Framework.PYTORCH]]
+    assert [r.verdict.symptom for r in results] == [Symptom.PASS, Symptom.PASS]
+    for result in results:
+        model = onnx.load_from_string(result.model)
+        dims = {i.name: [d.dim_param or d.dim_value for d in i.type.tensor_type.shape.dim] for i in model.graph.input}
+        assert all(isinstance(d, str) and d for name in ("input_ids", "attention_mask") for d in dims[name]), dims
+    assert main(["zoo", "--check", "gru", "--dynamic"]) == 0
+    assert capsys.readouterr().out.splitlines() == ["gru: torch-onnx-script: pass", "gru: torch-onnx-dynamo: pass"]
 
 
 @pytest.mark.slow

@@ -25,11 +25,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--check", type=names, default=(), metavar="NAMES",
                         help="comma-separated entries to build, export and judge (exit 1 when a bug shows)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the weights and inputs (with --check)")
+    parser.add_argument("--dynamic", action="store_true",
+                        help="with --check: the torch exporters mark the entry's dynamic axes (batch, sequence); "
+                             "judged at the shape they were traced with")
 
 
 def run(args: argparse.Namespace) -> int:
     if args.check:
-        return check(args.check, args.seed, args.json, args.verbose)
+        return check(args.check, args.seed, args.json, args.verbose, args.dynamic)
     family = Family(args.family) if args.family else None
     framework = Framework(args.framework) if args.framework else None
     entries = ZOO.select(family, framework)
@@ -55,7 +58,7 @@ def row(entry: ZooEntry) -> dict[str, object]:
             "available": entry.available()[0]}
 
 
-def check(wanted: tuple[str, ...], seed: int, as_json: bool, verbose: bool) -> int:
+def check(wanted: tuple[str, ...], seed: int, as_json: bool, verbose: bool, dynamic: bool = False) -> int:
     """Each named entry under each of its framework's exporters: one verdict a line (or a JSON list)."""
     from fuzzer.check.zoo import EXPORTERS, check_zoo, prepare_zoo
     from fuzzer.converters import CONVERTERS
@@ -71,8 +74,9 @@ def check(wanted: tuple[str, ...], seed: int, as_json: bool, verbose: bool) -> i
                 prepared = prepare_zoo(entry.build(seed))
             except ZooUnavailable as exc:
                 raise CannotRun(str(exc)) from None
+            options = {"dynamic": True} if dynamic and entry.framework is Framework.PYTORCH else None
             for converter in EXPORTERS[entry.framework]:
-                results.append(check_zoo(prepared, CONVERTERS[converter]))
+                results.append(check_zoo(prepared, CONVERTERS[converter], options))
         if verbose and captured.text:
             sys.stderr.write(captured.text)
     if as_json:

@@ -24,7 +24,7 @@ class TorchEntry(ZooEntry):
             torch.manual_seed(seed)
             module = self.module()
         settle_norms(module, np.random.default_rng([seed, 2]))
-        return module.eval()
+        return (module if isinstance(module, NamedOutputs) else Positional(module)).eval()
 
     def module(self) -> torch.nn.Module:
         """The model, built under the seeded generator (subclasses)."""
@@ -51,6 +51,18 @@ def _near_usual(name: str, size: int, rng: np.random.Generator) -> np.ndarray:
     if name in ("running_var", "weight"):
         return rng.uniform(0.6, 1.4, size).astype(np.float32)
     return rng.normal(0.0, 0.2, size).astype(np.float32)
+
+
+class Positional(torch.nn.Module):
+    """A model whose forward takes the inputs as one `*inputs`, as a graph's module does: the dynamo exporter's
+    dynamic shapes are then given alike for every model."""
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, *inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return self.model(*inputs)
 
 
 class NamedOutputs(torch.nn.Module):

@@ -21,6 +21,7 @@ from fuzzer.converters.ort_levels import ORT_LEVEL_MEMBERS
 from fuzzer.converters.role import Role
 from oracles.compare import DEFAULT_TOLERANCES
 from oracles.dynamic import at_second_shape
+from oracles.verdict import Stage
 
 INLINE_ELEMENTS = 16  # a tensor this small is written into the snippet
 CHECKER = ("onnx.checker.check_model(model, full_check=True)",
@@ -43,7 +44,9 @@ def render_snippet(case: Any) -> str | None:
         call = converter.snippet(converter.options(case.converter_options), *dynamic)
     except NotImplementedError:
         return None
-    runs_ort = case.verdict.stage.value != "validation" or case.verdict.symptom.is_divergence
+    # Only a failure ONNX Runtime shows needs it: a conversion's crash raises before, an invalid model at the check.
+    runs_ort = case.verdict.stage in (Stage.RUNTIME_LOAD, Stage.RUNTIME_EXECUTION) or \
+        case.verdict.symptom.is_divergence
     if runs_ort and any(x.dtype.name == "bfloat16" for x in case.inputs):
         return None
     if converter.role.starts_upstream and case.upstream_model is not None:

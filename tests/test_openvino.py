@@ -135,6 +135,10 @@ def test_a_frontend_without_a_translation_is_a_limit_not_a_bug(name: str) -> Non
                            "src/plugins/intel_cpu/src/node.cpp:108: Unexpected: CPU plug-in doesn't support Squeeze "
                            "operation with dynamic rank. Operation name: aten::squeeze/Squeeze", "")
     assert classify(dynamic_rank, converter.unsupported_messages) is Symptom.UNSUPPORTED
+    wrap = Failure(Stage.NODE_CONVERSION, "builtins.RuntimeError", "Failed operations detailed log: -- Pad-19 with a "
+                   "message: Exception from src/frontends/onnx/frontend/src/op/pad.cpp:32: Unsupported padding mode: "
+                   "[wrap]", "")
+    assert classify(wrap, converter.unsupported_messages) is Symptom.UNSUPPORTED
     other = Failure(Stage.NODE_CONVERSION, "openvino._pyopenvino.OpConversionFailure", "Check 'false' failed at "
                     "src/frontends/pytorch/src/op/cat.cpp: shapes do not match", "")
     assert classify(other, converter.unsupported_messages) is Symptom.CRASH
@@ -210,6 +214,25 @@ def test_torchs_tracer_failing_inside_the_frontend_is_a_capture_failure() -> Non
                              FAST_CHECK).verdict
     assert (verdict.symptom, verdict.stage) == (Symptom.CRASH, Stage.CAPTURE), verdict.message
     assert "Couldn't get TorchScript module by tracing" in verdict.message
+
+
+def test_a_node_openvino_cannot_validate_makes_an_invalid_model_whichever_step_finds_it() -> None:
+    """torch.gather takes an index smaller than its input on the other dims, OpenVINO's GatherElements does not:
+    traced with dynamic shapes, the plugin's shape inference rejects the node at the first inference ("While
+    validating node"). That is the model the frontend made, invalid: at validation, the frontend's."""
+    graph = Graph.from_json({"schema_version": 1, "inputs": {"in0": {"shape": [3, 4, 4], "dtype": "int64"}},
+                             "weights": {"w0": {"shape": [1, 1, 1], "dtype": "int64"}},
+                             "nodes": [{"op": "gather", "inputs": ["in0", "w0"], "outputs": ["t0"],
+                                        "attrs": {"dim": 2}}],
+                             "outputs": ["t0"], "ranges": {"w0": [0, 3]},
+                             "types": {"in0": {"shape": [3, 4, 4], "dtype": "int64"},
+                                       "w0": {"shape": [1, 1, 1], "dtype": "int64"},
+                                       "t0": {"shape": [1, 1, 1], "dtype": "int64"}}})
+    converter = CONVERTERS["openvino-pytorch"]
+    verdict = check_prepared(prepare(graph, 0, {}, 1.0), converter, OvPytorchOptions(), FAST_CHECK).verdict
+    assert (verdict.symptom, verdict.stage) == (Symptom.INVALID_MODEL, Stage.VALIDATION), verdict.message
+    assert "While validating node" in verdict.message
+    assert converter.component(FaultSite(verdict.stage, "gather")).key == "openvino-pytorch"
 
 
 def test_float64_is_judged_as_the_plugin_computes_it_in_float32() -> None:

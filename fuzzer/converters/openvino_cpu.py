@@ -33,10 +33,12 @@ PERFORMANCE = ("LATENCY", "THROUGHPUT")  # PERFORMANCE_HINT values
 # made of it.
 REFERENCE_WRONG = "ov-reference:wrong"  # Model.evaluate diverges too: the frontend's translation
 REFERENCE_RIGHT = "ov-reference:right"  # Model.evaluate is right: the CPU plugin
-# The frontends' clean refusal (both say it so): an operation they have no translation for; and the CPU plugin's:
-# an operation whose rank is not known when it compiles.
-UNSUPPORTED_MESSAGES = (r"No conversion rule found for operations",
+# The frontends' clean refusals: an operation they have no translation for (both say it so), a mode of one they
+# do not take (the ONNX frontend's Pad: "Unsupported padding mode: [wrap]"); and the CPU plugin's: an operation
+# whose rank is not known when it compiles.
+UNSUPPORTED_MESSAGES = (r"No conversion rule found for operations", r"Unsupported padding mode",
                         r"CPU plug-in doesn't support \w+ operation with dynamic rank")
+VALIDATING = "While validating node"  # OpenVINO's shape inference rejecting a node of the model
 
 
 def cpu_precisions() -> tuple[str, ...]:
@@ -94,14 +96,29 @@ def compile_and_run(model: Any, feeds: Sequence[np.ndarray | torch.Tensor], prec
     `feeds`, in the model's input order (at runtime execution): its outputs as the oracle takes them."""
     import openvino as ov
 
-    with steps.at(Stage.RUNTIME_LOAD, "compile"):
-        compiled = ov.Core().compile_model(model, "CPU", plugin_config(precision, performance))
-    with steps.at(Stage.RUNTIME_EXECUTION, "infer"):
-        request = compiled.create_infer_request()
-        request.infer([ov_tensor(x) for x in feeds])
-        tensors = [request.get_output_tensor(i) for i in range(len(compiled.outputs))]
+    compiled = plugin_step(steps, Stage.RUNTIME_LOAD, "compile", lambda: ov.Core().compile_model(
+        model, "CPU", plugin_config(precision, performance)))
+    request = compiled.create_infer_request()
+    plugin_step(steps, Stage.RUNTIME_EXECUTION, "infer", lambda: request.infer([ov_tensor(x) for x in feeds]))
+    tensors = [request.get_output_tensor(i) for i in range(len(compiled.outputs))]
     pairs = [oracle_array(t) for t in tensors]
     return tuple(a for a, _ in pairs), tuple(d for _, d in pairs)
+
+
+def plugin_step(steps: Steps, stage: Stage, timer: str, call: Callable[[], Any]) -> Any:
+    """`call` under `stage`, except that OpenVINO's shape inference rejecting a node of the model ("While validating
+    node", which the plugin runs as it compiles, and at the first inference of dynamic shapes) fails at validation:
+    the model the frontend made is invalid, whichever step found it."""
+    invalid: RuntimeError | None = None
+    with steps.at(stage, timer):
+        try:
+            return call()
+        except RuntimeError as exc:
+            if VALIDATING not in str(exc):
+                raise
+            invalid = exc
+    with steps.at(Stage.VALIDATION, timer):
+        raise invalid
 
 
 def ov_tensor(x: np.ndarray | torch.Tensor) -> Any:

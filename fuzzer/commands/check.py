@@ -1,4 +1,6 @@
-"""`convsmith check graph.json --converters a,b`: one graph through each converter, verdicts with metrics."""
+"""`convsmith check graph.json --converters a,b`: one graph through each converter, verdicts with metrics; or
+`convsmith check MODEL` (an .onnx file, `package.module:factory`, `--zoo NAME`): a user's model, its first wrong node
+located, diagnosed and repaired (fuzzer/commands/check_model.py)."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ from pathlib import Path
 
 from fuzzer.cases.case_json import CASE_JSON
 from fuzzer.check.pipeline import CheckResult, available_converter, run_check
+from fuzzer.commands.check_model import is_model, run_model
 from fuzzer.commands.flags import names, registry_named
 from fuzzer.converters import DEFAULT_REGISTRY
 from fuzzer.support.errors import Exit, UsageError
@@ -17,14 +20,25 @@ from generators.ir import Graph, GraphError, validate
 from generators.registry import REGISTRY
 
 NAME = "check"
-HELP = "run one graph through converters and print each verdict with its metrics (exit 1 when a bug shows)"
+HELP = ("run one graph, or your own model (ONNX file, package.module:factory, --zoo NAME), through converters and "
+        "print each verdict; for a model, locate, diagnose and repair a wrong conversion (exit 1 when a bug shows)")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("graph", type=Path,
-                        help="graph.json (from `convsmith generate`), or a case folder or its case.json")
-    parser.add_argument("--converters", type=names, required=True,
-                        help="comma-separated converters (see `convsmith converters`)")
+    parser.add_argument("graph", type=Path, nargs="?",
+                        help="graph.json (from `convsmith generate`), a case folder or its case.json; or a model: "
+                             "an .onnx file or package.module:factory (returning the module and example inputs)")
+    parser.add_argument("--converters", type=names, default=None,
+                        help="comma-separated converters (see `convsmith converters`); for a model, default: every "
+                             "one that applies")
+    parser.add_argument("--zoo", default=None, metavar="NAME",
+                        help="a PyTorch zoo entry as the model (see `convsmith zoo`)")
+    parser.add_argument("--inputs", type=Path, default=None,
+                        help="a model's inputs as an .npz (by input name or in order); default: drawn from its spec")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="a model's folder: verdicts.json, summary.md, each wrong converter's converted.onnx "
+                             "and, when re-verified, repaired.onnx")
+    parser.add_argument("--no-repair", action="store_true", help="a model's verdicts only: no locate or repair")
     parser.add_argument("--registry", default=DEFAULT_REGISTRY, metavar="MODULE:ATTR",
                         help="where the converters are found (default: convsmith's own)")
     parser.add_argument("--seed", type=int, default=None,
@@ -72,6 +86,12 @@ def load_graph(path: Path) -> tuple[Graph, int | None]:
 
 
 def run(args: argparse.Namespace) -> int:
+    if is_model(args):
+        return run_model(args)
+    if args.graph is None:
+        raise UsageError("name a graph.json, a case folder, a model or --zoo NAME")
+    if args.converters is None:
+        raise UsageError("--converters is required for a graph or case")
     graph, case_seed = load_graph(args.graph)
     seed = args.seed if args.seed is not None else (case_seed or 0)
     options = parse_options(args.option)

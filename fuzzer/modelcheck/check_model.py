@@ -1,0 +1,69 @@
+"""`convsmith check MODEL` end to end: every applicable converter's verdict, and for each wrong ONNX target the
+located node, the diagnosis and the repair, re-verified on fresh inputs."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import onnx
+
+from fuzzer.converters.registry import ConverterRegistry
+from fuzzer.modelcheck.conversions import Conversion, applicable, convert_model
+from fuzzer.modelcheck.model import UserModel, draw_inputs, onnx_slots
+from fuzzer.modelcheck.repair import Repair, repair
+from fuzzer.support.quiet import library_output
+from oracles.verdict import Symptom
+
+
+@dataclass(frozen=True)
+class ModelResult:
+    """One converter on the model: its conversion, and the repair where the target was wrong and is ONNX."""
+
+    conversion: Conversion
+    repair: Repair | None
+    repair_seconds: float = 0.0
+
+    def to_json(self) -> dict[str, object]:
+        return {**self.conversion.verdict.to_json(), "timings": dict(self.conversion.timings),
+                "repair": None if self.repair is None else self.repair.to_json(),
+                "repair_seconds": self.repair_seconds}
+
+
+def source_feeds(source: bytes, model: UserModel, seed: int) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """The inputs the source ONNX model takes, by its own names (an exporter's model is fed in order), and fresh
+    ones of the same shapes drawn from another seed."""
+    proto = onnx.load_from_string(source)
+    slots = onnx_slots(proto)
+    given = model.feeds()
+    inputs = [given[s.name] for s in slots] if all(s.name in given for s in slots) else list(model.inputs)
+    fresh = draw_inputs([type(s)(s.name, tuple(x.shape), str(x.dtype)) for s, x in zip(slots, inputs)], seed + 1)
+    fresh = [x if x.dtype.kind == "f" else given_x for x, given_x in zip(fresh, inputs)]  # ids may index a table
+    return {s.name: x for s, x in zip(slots, inputs)}, {s.name: x for s, x in zip(slots, fresh)}
+
+
+def check_model(model: UserModel, registry: ConverterRegistry, wanted: Sequence[str], seed: int,
+                fix: bool = True) -> list[ModelResult]:
+    """Each converter's verdict; a wrong target that is an ONNX model, with an ONNX model it started from, is
+    located, diagnosed and repaired (where `fix`)."""
+    results = []
+    for converter in applicable(model, registry, wanted):
+        with library_output():
+            conversion = convert_model(model, converter)
+        results.append(_with_repair(model, conversion, seed) if fix else ModelResult(conversion, None))
+    return results
+
+
+def _with_repair(model: UserModel, conversion: Conversion, seed: int) -> ModelResult:
+    verdict = conversion.verdict
+    if not verdict.is_bug or verdict.symptom is Symptom.UNSUPPORTED:
+        return ModelResult(conversion, None)
+    if conversion.source_onnx is None or conversion.target_onnx is None:
+        return ModelResult(conversion, None)
+    start = time.perf_counter()
+    feeds, fresh = source_feeds(conversion.source_onnx, model, seed)
+    with library_output():
+        fixed = repair(conversion.source_onnx, conversion.target_onnx, feeds, fresh)
+    return ModelResult(conversion, fixed, time.perf_counter() - start)

@@ -1,0 +1,152 @@
+"""Each applicable converter on the user's model, judged by the oracle: an ONNX model goes through the ONNX-to-ONNX
+tools (their `transform`, as on an upstream model) and ONNX Runtime; a PyTorch module through the exporters, and
+through the ONNX tools starting from an exporter's model."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import onnx
+import torch
+
+from fuzzer.check.zoo_source import float64_outputs
+from fuzzer.converters.base import Converter
+from fuzzer.converters.conversion import Source, StageError, Steps, UpstreamError
+from fuzzer.converters.registry import ConverterRegistry
+from fuzzer.converters.role import Role
+from fuzzer.converters.runtime import check_and_serialize
+from fuzzer.modelcheck.model import ModelKind, UserModel
+from fuzzer.modelcheck.runs import judge_all, run_onnx, tolerance_for
+from fuzzer.support.tensors import to_oracle_array, to_torch
+from generators.dtypes import DType
+from generators.ir import Graph, TensorType
+from oracles.blame import blame_output
+from oracles.signature import wrong_value_signature
+from oracles.taxonomy import failure_verdict, upstream_verdict
+from oracles.verdict import Stage, Symptom, Verdict, symptom_of
+
+# The exporter whose model the ONNX tools start from, for a PyTorch model.
+TOOL_UPSTREAM = "torch-onnx-dynamo"
+
+
+@dataclass(frozen=True)
+class Conversion:
+    """One converter on the model: its verdict, the ONNX model it started from (for an ONNX tool) and the one it
+    wrote, where they exist."""
+
+    converter: str
+    role: Role
+    verdict: Verdict
+    timings: Mapping[str, float] = field(default_factory=dict)
+    source_onnx: bytes | None = None
+    target_onnx: bytes | None = None
+
+
+def applicable(model: UserModel, registry: ConverterRegistry, wanted: Sequence[str] = ()) -> tuple[Converter, ...]:
+    """The converters that take this kind of model and can run here (or those `wanted`, each checked to apply)."""
+    roles = (Role.ONNX_TOOL,) if model.kind is ModelKind.ONNX else (Role.EXPORTER, Role.ONNX_TOOL)
+    frameworks = {"onnx"} if model.kind is ModelKind.ONNX else {"pytorch", "onnx"}
+    fits = [c for c in registry.values() if c.role in roles and c.framework in frameworks]
+    if not wanted:
+        return tuple(c for c in fits if c.availability()[0])
+    return tuple(registry[name] for name in wanted)
+
+
+def convert_model(model: UserModel, converter: Converter) -> Conversion:
+    """The converter's verdict on the model."""
+    if model.kind is ModelKind.ONNX:
+        return convert_onnx(model, converter)
+    return convert_torch(model, converter)
+
+
+def convert_onnx(model: UserModel, converter: Converter) -> Conversion:
+    """An ONNX tool's `transform` on the model, its output checked, run and compared with the source's run."""
+    assert model.onnx_model is not None
+    source = model.onnx_model.SerializeToString()
+    steps, feeds = Steps(), model.feeds()
+    start = time.perf_counter()
+    expected = run_onnx(source, feeds)
+    steps.timings["source"] = time.perf_counter() - start
+    transform = getattr(converter, "transform", None)
+    if transform is None:
+        raise ValueError(f"{converter.name} does not transform an ONNX model")
+    try:
+        with steps.at(Stage.GRAPH_OPTIMIZATION, "transform"):
+            target = transform(onnx.load_from_string(source), converter.options(None))
+        data = check_and_serialize(target, steps, converter.onnx_checked)
+        with steps.at(Stage.RUNTIME_EXECUTION, "runtime"):
+            actual = run_onnx(data, feeds)
+    except StageError as exc:
+        verdict = failure_verdict(converter.name, exc.failure, converter.unsupported_messages)
+        return Conversion(converter.name, converter.role, verdict, dict(steps.timings), source, exc.model)
+    verdict = verdict_of(converter, actual, expected, None)
+    return Conversion(converter.name, converter.role, verdict, dict(steps.timings), source, data)
+
+
+class TupleOutputs(torch.nn.Module):
+    """The user's module with its outputs always a tuple, as the exporters' sources are."""
+
+    def __init__(self, inner: torch.nn.Module) -> None:
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, *inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        out = self.inner(*inputs)
+        return tuple(out) if isinstance(out, (tuple, list)) else (out,)
+
+
+def torch_source(model: UserModel) -> tuple[Source, tuple, tuple | None]:
+    """The converters' Source (a graph of the signature alone), the float32 outputs and the float64 ones."""
+    assert model.module is not None
+    module = TupleOutputs(model.module).eval()
+    inputs = tuple(to_torch(x) for x in model.inputs)
+    with torch.no_grad():
+        eager = tuple(to_oracle_array(o)[0] for o in module(*inputs))
+    types = {s.name: TensorType(s.shape, DType(s.dtype)) for s in model.slots}
+    names = tuple(f"output_{i}" for i in range(len(eager)))
+    types.update({n: TensorType(tuple(o.shape), DType(str(o.dtype))) for n, o in zip(names, eager)})
+    graph = Graph({s.name: types[s.name] for s in model.slots}, {}, (), names, types)
+    return Source(graph, module, inputs), eager, float64_outputs(module, inputs)
+
+
+def convert_torch(model: UserModel, converter: Converter) -> Conversion:
+    """An exporter (or an ONNX tool from TOOL_UPSTREAM's model) on the module, judged against eager PyTorch (the
+    tool against the model it started from)."""
+    source, eager, reference = torch_source(model)
+    options = {"upstream": TOOL_UPSTREAM} if converter.role is Role.ONNX_TOOL else None
+    try:
+        run = converter.convert(source, options)
+    except StageError as exc:
+        verdict = failure_verdict(converter.name, exc.failure, converter.unsupported_messages)
+        return Conversion(converter.name, converter.role, verdict, dict(exc.timings), None, exc.model)
+    except UpstreamError as exc:
+        verdict = upstream_verdict(converter.name, exc.upstream, exc.failure, exc.labels, exc.symptom)
+        return Conversion(converter.name, converter.role, verdict, dict(exc.timings))
+    expected = eager if run.baseline is None else run.baseline
+    verdict = verdict_of(converter, run.outputs, expected, reference if run.baseline is None else None)
+    return Conversion(converter.name, converter.role, verdict, dict(run.timings), run.baseline_model, run.model)
+
+
+def verdict_of(converter: Converter, actual: Sequence, expected: Sequence, reference: Sequence | None) -> Verdict:
+    """Pass, or the symptom of the first failing output; a divergence the float64 run blames on the float32 source
+    passes, labelled."""
+    if len(actual) != len(expected):
+        message = f"{len(actual)} outputs where the source has {len(expected)}"
+        return Verdict(Symptom.WRONG_SHAPE, converter.divergence_stage, converter.name, (), "", message)
+    metrics = judge_all(actual, expected)
+    symptom = symptom_of(metrics)
+    if symptom is Symptom.PASS:
+        return Verdict(Symptom.PASS, Stage.NONE, converter.name, metrics)
+    failing = [i for i, m in enumerate(metrics) if not m.ok]
+    if symptom is Symptom.WRONG_VALUES and reference is not None:
+        blames = [blame_output(expected[i], actual[i], reference[i], metrics[i].dtype, tolerance_for(metrics[i].dtype))
+                  for i in failing]
+        if not any(b.blamed for b in blames):
+            return Verdict(Symptom.PASS, Stage.NONE, converter.name, metrics, labels=(blames[0].reason,))
+    first = metrics[failing[0]]
+    message = f"output {failing[0]}: {first.reason.value}, max_abs={first.max_abs:.3g}"
+    signature = wrong_value_signature(converter.name, converter.divergence_stage, symptom, f"output{failing[0]}",
+                                      first.dtype)
+    return Verdict(symptom, converter.divergence_stage, converter.name, metrics, signature, message, ("user-model",))

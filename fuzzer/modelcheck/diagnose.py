@@ -1,0 +1,167 @@
+"""What kind of fault a located node shows, Fix-Con's four: input (a graph input of another layout or dtype than the
+source's), parameter (a constant that differs from the source's same-named one, or is its rounding to a narrower
+float), hyperparameter (an attribute dropped, added or changed against the source node) and graph (a node of
+another kind, or fed by other values: a node missing or extra). Each finding carries the edit that repairs it."""
+
+from __future__ import annotations
+
+import enum
+import itertools
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import ml_dtypes
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+from fuzzer.modelcheck.edits import Edit, RestoreAttributes, RestoreConstant, RestoreInput, RestoreNode
+from fuzzer.modelcheck.locate import Location
+
+# The narrower floats a converter may round a constant to, widest first.
+ROUNDINGS = (("float32", np.float32), ("float16", np.float16), ("bfloat16", ml_dtypes.bfloat16))
+
+
+class FaultKind(str, enum.Enum):
+    INPUT = "input"
+    PARAMETER = "parameter"
+    HYPERPARAMETER = "hyperparameter"
+    GRAPH = "graph"
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One fault: its kind, what differs in a sentence, and the edit that undoes it."""
+
+    kind: FaultKind
+    detail: str
+    edit: Edit
+
+    def to_json(self) -> dict[str, str]:
+        return {"kind": self.kind.value, "detail": self.detail, "edit": self.edit.describe()}
+
+
+def input_findings(source: onnx.ModelProto, target: onnx.ModelProto) -> list[Finding]:
+    """Graph inputs whose dtype or layout differ from the source's same-named input; one finding per layout that
+    fits (equal dimensions make several), to be told apart by the oracle."""
+    targets = {v.name: v for v in target.graph.input}
+    found: list[Finding] = []
+    for value in source.graph.input:
+        other = targets.get(value.name)
+        if other is None or other.type == value.type:
+            continue
+        s_type, t_type = value.type.tensor_type, other.type.tensor_type
+        data = value.SerializeToString()
+        if s_type.elem_type != t_type.elem_type:
+            detail = (f"input {value.name} is {helper.tensor_dtype_to_string(t_type.elem_type)} where the source "
+                      f"takes {helper.tensor_dtype_to_string(s_type.elem_type)}")
+            found.append(Finding(FaultKind.INPUT, detail, RestoreInput(value.name, data, cast_to=t_type.elem_type)))
+            continue
+        s_dims, t_dims = _dims(s_type), _dims(t_type)
+        for perm in _layouts(s_dims, t_dims):
+            detail = f"input {value.name} has layout {t_dims} where the source takes {s_dims} (perm {list(perm)})"
+            found.append(Finding(FaultKind.INPUT, detail, RestoreInput(value.name, data, perm=perm)))
+    return found
+
+
+def _dims(tensor: onnx.TypeProto.Tensor) -> tuple[int, ...]:
+    return tuple(d.dim_value if d.HasField("dim_value") else -1 for d in tensor.shape.dim)
+
+
+def _layouts(source: tuple[int, ...], target: tuple[int, ...]) -> Iterator[tuple[int, ...]]:
+    """The permutations p with source[p[i]] == target[i], the identity left out."""
+    if len(source) != len(target) or len(source) > 6:
+        return
+    for perm in itertools.permutations(range(len(source))):
+        if perm != tuple(range(len(source))) and all(source[p] == t for p, t in zip(perm, target)):
+            yield perm
+
+
+def node_findings(source: onnx.ModelProto, target: onnx.ModelProto, where: Location) -> list[Finding]:
+    """What differs at the located node against the source node writing the same value: its constants, its kind and
+    inputs, its attributes."""
+    node = target.graph.node[where.index]
+    twin = next((n for n in source.graph.node if where.output in n.output), None)
+    if twin is None:
+        return []
+    found = _constant_findings(source, target, node)
+    if node.op_type == "Constant" and twin.op_type == "Constant":
+        return found or _constant_node(source, twin, node)
+    if (node.op_type, node.domain) != (twin.op_type, twin.domain) or list(node.input) != list(twin.input):
+        return found + [Finding(FaultKind.GRAPH, _graph_detail(source, target, node, twin),
+                                RestoreNode(where.output, source.SerializeToString()))]
+    attrs = _attribute_changes(twin, node)
+    if attrs:
+        edit = RestoreAttributes(where.output, tuple(a.SerializeToString() for a in twin.attribute))
+        found.append(Finding(FaultKind.HYPERPARAMETER, f"{node.op_type} {node.name or where.output}: {attrs}", edit))
+    return found
+
+
+def _constants(model: onnx.ModelProto) -> dict[str, onnx.TensorProto]:
+    table = {t.name: t for t in model.graph.initializer}
+    for node in model.graph.node:
+        if node.op_type == "Constant":
+            values = [a.t for a in node.attribute if a.name == "value"]
+            if values:
+                table[node.output[0]] = values[0]
+    return table
+
+
+def _constant_findings(source: onnx.ModelProto, target: onnx.ModelProto, node: onnx.NodeProto) -> list[Finding]:
+    ours, theirs = _constants(target), _constants(source)
+    found = []
+    for name in node.input:
+        if name not in ours or name not in theirs:
+            continue
+        detail = _constant_difference(name, numpy_helper.to_array(theirs[name]), numpy_helper.to_array(ours[name]))
+        if detail:
+            found.append(Finding(FaultKind.PARAMETER, detail, RestoreConstant(name, theirs[name].SerializeToString())))
+    return found
+
+
+def _constant_node(source: onnx.ModelProto, twin: onnx.NodeProto, node: onnx.NodeProto) -> list[Finding]:
+    """A Constant node whose value is not the source's is a parameter fault, though the value is an attribute."""
+    if list(twin.attribute) == list(node.attribute):
+        return []
+    tensor = _constants(source)[twin.output[0]]
+    return [Finding(FaultKind.PARAMETER, f"constant {twin.output[0]} differs from the source's",
+                    RestoreConstant(twin.output[0], tensor.SerializeToString()))]
+
+
+def _constant_difference(name: str, source: np.ndarray, target: np.ndarray) -> str:
+    """'' when equal; else how they differ: another shape or dtype, a rounding to a narrower float, or values."""
+    if source.shape != target.shape or source.dtype != target.dtype:
+        return f"constant {name} is {target.dtype}{list(target.shape)}, the source's {source.dtype}{list(source.shape)}"
+    if np.array_equal(source, target, equal_nan=source.dtype.kind == "f"):
+        return ""
+    if source.dtype.kind == "f":
+        for label, narrow in ROUNDINGS:
+            if np.dtype(narrow).itemsize < source.dtype.itemsize and \
+                    np.array_equal(source.astype(narrow).astype(source.dtype), target):
+                return f"constant {name} is the source's rounded to {label}"
+    diff = float(np.max(np.abs(target.astype(np.float64) - source.astype(np.float64))))
+    return f"constant {name} differs from the source's (max abs {diff:.3g})"
+
+
+def _attribute_changes(source: onnx.NodeProto, target: onnx.NodeProto) -> str:
+    ours = {a.name: a for a in target.attribute}
+    theirs = {a.name: a for a in source.attribute}
+    changes = [f"{n} dropped (source: {helper.get_attribute_value(theirs[n])})" for n in theirs if n not in ours]
+    changes += [f"{n} added ({helper.get_attribute_value(ours[n])})" for n in ours if n not in theirs]
+    changes += [f"{n} {helper.get_attribute_value(ours[n])} where the source has {helper.get_attribute_value(a)}"
+                for n, a in theirs.items() if n in ours and ours[n] != a]
+    return "; ".join(changes)
+
+
+def _graph_detail(source: onnx.ModelProto, target: onnx.ModelProto, node: onnx.NodeProto,
+                  twin: onnx.NodeProto) -> str:
+    if (node.op_type, node.domain) != (twin.op_type, twin.domain):
+        return f"node {node.name or node.output[0]} is {node.op_type} where the source has {twin.op_type}"
+    values = {o for n in target.graph.node for o in n.output} | {i.name for i in target.graph.input}
+    lost = [i for i in twin.input if i and i not in values and i not in {t.name for t in target.graph.initializer}]
+    if lost:
+        writers = [n.op_type for n in source.graph.node if set(n.output) & set(lost)]
+        return f"{node.op_type} {node.name or node.output[0]}: the source's {', '.join(writers)} before it is missing"
+    extra = [i for i in node.input if i not in twin.input]
+    writers = [n.op_type for n in target.graph.node if set(n.output) & set(extra)]
+    return f"{node.op_type} {node.name or node.output[0]} reads {extra} through an extra {', '.join(writers)}"

@@ -1,0 +1,63 @@
+"""The folder `convsmith check MODEL --out DIR` writes: verdicts.json (every converter's verdict, located node,
+diagnosis and repair), and per converter with a wrong target its converted model and, only when the repair passed the
+oracle, repaired.onnx; summary.md says the same for people."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from fuzzer.modelcheck.check_model import ModelResult
+from fuzzer.modelcheck.model import UserModel
+from fuzzer.support.files import atomic_write_bytes, atomic_write_text
+
+VERDICTS = "verdicts.json"
+REPAIRED = "repaired.onnx"
+CONVERTED = "converted.onnx"
+
+
+def write_folder(out: Path, model: UserModel, results: list[ModelResult]) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    data = {"model": model.label, "inputs": [s.__dict__ for s in model.slots],
+            "converters": [r.to_json() for r in results]}
+    atomic_write_text(out / VERDICTS, json.dumps(data, indent=1, default=list) + "\n")
+    for result in results:
+        if result.repair is None:
+            continue
+        own = out / result.conversion.converter
+        own.mkdir(exist_ok=True)
+        if result.conversion.target_onnx is not None:
+            atomic_write_bytes(own / CONVERTED, result.conversion.target_onnx)
+        if result.repair.repaired and result.repair.model is not None:
+            atomic_write_bytes(own / REPAIRED, result.repair.model)
+    atomic_write_text(out / "summary.md", summary(model, results))
+
+
+def summary(model: UserModel, results: list[ModelResult]) -> str:
+    """One section per converter: verdict, located node, diagnosis, repair."""
+    lines = [f"# {model.label}", ""]
+    for result in results:
+        verdict = result.conversion.verdict
+        lines.append(f"## {verdict.converter}: {verdict.symptom.json_name}")
+        if verdict.message:
+            lines.append(f"- {verdict.message.splitlines()[0]}")
+        lines += repair_lines(result)
+        lines.append("")
+    return "\n".join(lines)
+
+
+def repair_lines(result: ModelResult) -> list[str]:
+    """The rounds of a repair as list items, and whether it passed the oracle."""
+    if result.repair is None:
+        return []
+    lines = []
+    for step in result.repair.rounds:
+        if step.location is not None:
+            where = step.location
+            layer = f", layer {where.layer}" if where.layer else ""
+            lines.append(f"- first diverging node: {where.op_type} {where.node or where.output}{layer} "
+                         f"(max abs before {where.before:.3g}, after {where.after:.3g})")
+        lines += [f"- {f.kind.value}: {f.detail}; repair: {f.edit.describe()}" for f in step.findings]
+    state = "repaired" if result.repair.repaired else "not repaired"
+    lines.append(f"- {state}: {result.repair.reason}")
+    return lines

@@ -1,0 +1,93 @@
+"""The first wrong node of a converted ONNX model: every value the source and the converted model both compute (by
+name: the ONNX tools keep most value names) becomes an extra output of each, each side runs once, and the first
+node of the converted model, in topological order, whose output is beyond the oracle's tolerance is named."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import onnx
+
+from fuzzer.modelcheck.runs import judge, run_onnx
+
+# Metadata keys under which the exporters record the source layer of a node (the dynamo exporter's).
+LAYER_KEYS = ("namespace", "pkg.torch.onnx.name_scopes", "pkg.torch.onnx.stack_trace")
+
+
+@dataclass(frozen=True)
+class Location:
+    """The first diverging node: its op type, name, the value it writes, the source layer where the model says,
+    and the divergence (max abs) of its compared inputs before it and of its output after it."""
+
+    op_type: str
+    node: str
+    output: str
+    index: int  # its position in the converted model's node list
+    layer: str
+    before: float
+    after: float
+    compared: int  # how many shared values were compared
+
+    def to_json(self) -> dict[str, object]:
+        return {"op_type": self.op_type, "node": self.node, "output": self.output, "index": self.index,
+                "layer": self.layer, "divergence_before": self.before, "divergence_after": self.after,
+                "values_compared": self.compared}
+
+
+def produced(model: onnx.ModelProto) -> dict[str, int]:
+    """Each value a top-level node writes, with that node's index."""
+    return {out: i for i, node in enumerate(model.graph.node) for out in node.output if out}
+
+
+def shared_values(source: onnx.ModelProto, target: onnx.ModelProto) -> list[str]:
+    """The values both models' nodes write, in the converted model's node order."""
+    written = produced(source)
+    return [out for node in target.graph.node for out in node.output if out and out in written]
+
+
+def with_outputs(model: onnx.ModelProto, names: list[str]) -> bytes:
+    """The model with `names` as extra graph outputs (ONNX Runtime infers their types)."""
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    have = {o.name for o in copy.graph.output}
+    copy.graph.output.extend(onnx.ValueInfoProto(name=n) for n in names if n not in have)
+    return copy.SerializeToString()
+
+
+def intermediate_values(model: onnx.ModelProto, names: list[str], feeds: Mapping[str, np.ndarray]
+                        ) -> dict[str, np.ndarray]:
+    """The named values in one run of the model."""
+    return dict(zip(names, run_onnx(with_outputs(model, names), feeds, names), strict=True))
+
+
+def source_layer(node: onnx.NodeProto) -> str:
+    """The source layer the exporter recorded: the dynamo exporter's metadata, else a TorchScript scope name
+    ('/layer1/layer1.0/conv1/Conv' is layer1.0.conv1)."""
+    meta = {p.key: p.value for p in node.metadata_props}
+    for key in LAYER_KEYS[:2]:
+        if meta.get(key):
+            return meta[key]
+    parts = [p for p in node.name.split("/") if p]
+    return parts[-2] if node.name.startswith("/") and len(parts) >= 2 else ""
+
+
+def locate(source: bytes, target: bytes, feeds: Mapping[str, np.ndarray]) -> Location | None:
+    """The first node of `target` whose output diverges from the same-named value of `source`; None when no shared
+    value diverges."""
+    src, tgt = onnx.load_from_string(source), onnx.load_from_string(target)
+    names = shared_values(src, tgt)
+    if not names:
+        return None
+    expected, actual = intermediate_values(src, names, feeds), intermediate_values(tgt, names, feeds)
+    metrics = {n: judge(actual[n], expected[n]) for n in names}
+    where = produced(tgt)
+    for name in names:
+        if metrics[name].ok:
+            continue
+        node = tgt.graph.node[where[name]]
+        before = max((metrics[i].max_abs for i in node.input if i in metrics), default=0.0)
+        return Location(node.op_type, node.name, name, where[name], source_layer(node), before,
+                        metrics[name].max_abs, len(names))
+    return None

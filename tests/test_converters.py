@@ -10,7 +10,8 @@ import onnx
 import pytest
 
 from fuzzer.check.pipeline import CheckOptions, check_prepared, prepare, run_check
-from fuzzer.converters import CONVERTERS, NOT_OFFERED, Role, list_converters
+from fuzzer.converters import CONVERTERS, NOT_OFFERED, Converter, Role, list_converters
+from fuzzer.converters.capabilities import ExportsUpstream, expresses
 from fuzzer.converters.conversion import SharedExport, Steps
 from fuzzer.converters.culprit import Culprit, FoundBy, from_labels
 from fuzzer.converters.runtime import check_and_serialize, run_model
@@ -35,9 +36,9 @@ def _skip_unavailable(name: str) -> None:
 def test_every_converter_passes_conv_relu_add(name: str) -> None:
     _skip_unavailable(name)
     graph = hand_graphs.conv_relu_add()
-    if not CONVERTERS[name].expresses(graph):  # a framework without a convolution of torch's: elementwise ops
+    if not expresses(CONVERTERS[name], graph):  # a framework without a convolution of torch's: elementwise ops
         graph = hand_graphs.elementwise()
-    assert CONVERTERS[name].expresses(graph)
+    assert expresses(CONVERTERS[name], graph)
     result = run_check(graph, 0, name, check_options=FAST_CHECK)
     assert result.verdict.symptom is Symptom.PASS, result.verdict.message
     assert result.verdict.converter == name
@@ -100,9 +101,10 @@ def test_every_converter_declares_its_role_framework_runtime_and_repro_functions
             assert conv.framework != "onnx" and not conv.repro_upstream_conversion, conv.name
             # An upstream whose model a script can remake from the source declares how (tf2onnx's is read from the
             # saved upstream.onnx); only an upstream declares one.
-            assert conv.upstream or not conv.repro_upstream_export, conv.name
+            assert isinstance(conv, ExportsUpstream) or not conv.repro_upstream_export, conv.name
         else:
-            assert conv.framework == "onnx" and conv.repro_upstream_conversion and not conv.upstream, conv.name
+            assert conv.framework == "onnx" and conv.repro_upstream_conversion, conv.name
+            assert not isinstance(conv, ExportsUpstream), conv.name
     assert [c.name for c in CONVERTERS.upstreams()] == ["torch-onnx-dynamo", "torch-onnx-script", "tf2onnx"]
     assert upstream_names() == ("torch-onnx-dynamo", "torch-onnx-script", "tf2onnx", "onnx-native")
     assert (upstream_opsets("torch-onnx-dynamo"), upstream_default_opset("torch-onnx-script")) == ((18, 23), 17)
@@ -236,7 +238,7 @@ def test_onnx_to_onnx_converters_share_one_upstream_export_per_source(monkeypatc
     assert list(good.source.exports) == [("torch-onnx-script", 17)]
 
 
-@pytest.mark.parametrize("exporter", [c.name for c in CONVERTERS.values() if c.upstream])
+@pytest.mark.parametrize("exporter", [c.name for c in CONVERTERS.upstreams()])
 def test_an_onnx_tool_starts_from_the_export_its_exporters_own_test_made(exporter: str) -> None:
     """An exporter's test at an upstream's options (only the opset drawn) leaves its model and run for the ONNX tools
     of the same source; at other options (no folding, no optimizer...) it leaves nothing."""
@@ -249,7 +251,7 @@ def test_an_onnx_tool_starts_from_the_export_its_exporters_own_test_made(exporte
              "tf2onnx": {"source": "keras"}}[exporter]
     opset = own.options().opset + 1
     graph = hand_graphs.conv_relu_add()
-    good = prepare(graph if own.expresses(graph) else hand_graphs.elementwise(), 0, {}, 1.0)
+    good = prepare(graph if expresses(own, graph) else hand_graphs.elementwise(), 0, {}, 1.0)
     assert judge(good, own, own.options({**other, "opset": opset}), {}).verdict.symptom is Symptom.PASS
     assert good.source.exports == {}
     exported = judge(good, own, own.options({"opset": opset}), {})
@@ -339,3 +341,9 @@ def test_an_onnx_tools_model_is_fed_by_the_upstreams_own_names_where_the_exporte
     assert declared_input_names(_model_with_inputs(first, second), source) == (first, second)
     assert declared_input_names(_model_with_inputs(first, "t4_orig"), source) == (first, "t4_orig")
     assert declared_input_names(_model_with_inputs(first), source) == (first, second)  # a name it knows: by name
+
+
+def test_the_converter_base_declares_at_most_twelve_members_of_its_own() -> None:
+    """What a converter can do beyond converting is a capability it opts into (capabilities.py), not a default here."""
+    own = {k for k in vars(Converter) if not k.startswith("_")} | set(Converter.__annotations__)
+    assert len(own) <= 12, sorted(own)

@@ -20,10 +20,10 @@ import pytest
 
 from fuzzer.campaign.spec import case_folders
 from fuzzer.converters import CONVERTERS, Converter, ConverterRegistry, Role
+from fuzzer.converters.capabilities import AvoidsBugs, ExportsUpstream, Snippets
 from fuzzer.converters.conversion import Source, Steps, TargetRun
 from fuzzer.converters.describe import Snippet
 from fuzzer.converters.dynamic import DynamicAxes
-from fuzzer.converters.options import ConverterOptions
 from fuzzer.converters.runtime import check_and_serialize, run_model
 from fuzzer.converters.torch_onnx_script import ScriptOptions, export_script
 from fuzzer.converters.upstream import OnnxPassConverter, UpstreamOptions
@@ -42,7 +42,7 @@ def planted_flip(model: onnx.ModelProto) -> onnx.ModelProto:
     return model
 
 
-class PlantedExporter(Converter):
+class PlantedExporter(Converter[ScriptOptions]):
     """A throwaway PyTorch exporter (planted): torch.onnx's TorchScript export, then every Sin made a Cos."""
 
     name = "planted-sin-exporter"
@@ -54,17 +54,16 @@ class PlantedExporter(Converter):
     distributions = ("torch", "onnx", "onnxruntime")
     options_type = ScriptOptions
 
-    def snippet(self, options: ConverterOptions, dynamic: DynamicAxes | None = None) -> Snippet:
-        opts: ScriptOptions = options  # type: ignore[assignment]
+    def snippet(self, options: ScriptOptions, dynamic: DynamicAxes | None = None) -> Snippet:
         return Snippet(("import io", "import onnx", "import torch"), (
             "buffer = io.BytesIO()",
-            f"torch.onnx.export(module, inputs, buffer, dynamo=False, opset_version={opts.opset}, "
+            f"torch.onnx.export(module, inputs, buffer, dynamo=False, opset_version={options.opset}, "
             "input_names=INPUT_NAMES)",
             "model = onnx.load_from_string(buffer.getvalue())", *FLIP), from_torch=True)
 
-    def convert_impl(self, source: Source, options: ConverterOptions) -> TargetRun:
+    def convert_impl(self, source: Source, options: ScriptOptions) -> TargetRun:
         steps = Steps()
-        model = export_script(source, options, steps)  # type: ignore[arg-type]
+        model = export_script(source, options, steps)
         with steps.at(self.divergence_stage, "plant"):
             model = planted_flip(model)
         data = check_and_serialize(model, steps)
@@ -77,7 +76,7 @@ class PlantedToolOptions(UpstreamOptions):
     """The upstream and its opset: the throwaway tool has no options of its own."""
 
 
-class PlantedTool(OnnxPassConverter):
+class PlantedTool(OnnxPassConverter[PlantedToolOptions]):
     """A throwaway ONNX-to-ONNX pass (planted): it makes every Sin a Cos."""
 
     name = "planted-sin-tool"
@@ -88,10 +87,10 @@ class PlantedTool(OnnxPassConverter):
     distributions = ("onnx", "onnxruntime")
     options_type = PlantedToolOptions
 
-    def snippet(self, options: ConverterOptions, dynamic: DynamicAxes | None = None) -> Snippet:
+    def snippet(self, options: PlantedToolOptions) -> Snippet:
         return Snippet((), FLIP)
 
-    def transform(self, model: onnx.ModelProto, options: ConverterOptions) -> onnx.ModelProto:
+    def transform(self, model: onnx.ModelProto, options: PlantedToolOptions) -> onnx.ModelProto:
         return planted_flip(model)
 
 
@@ -116,7 +115,9 @@ def run_alone(folder: Path, into: Path) -> subprocess.CompletedProcess:
 
 def test_the_throwaway_converters_declare_what_the_rest_reads() -> None:
     assert [c.name for c in REGISTRY.of_role(Role.EXPORTER)][-1] == PlantedExporter.name
-    assert REGISTRY[PlantedTool.name].role.starts_upstream and not REGISTRY[PlantedExporter.name].upstream
+    assert REGISTRY[PlantedTool.name].role.starts_upstream
+    assert not isinstance(REGISTRY[PlantedExporter.name], ExportsUpstream)  # it exports no model for the ONNX tools
+    assert isinstance(REGISTRY[PlantedTool.name], Snippets) and not isinstance(REGISTRY[PlantedTool.name], AvoidsBugs)
     assert PlantedTool.options_type().to_json() == {"upstream": "torch-onnx-script", "opset": 17}
 
 

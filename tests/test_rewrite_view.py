@@ -8,6 +8,7 @@ import onnx
 from onnx import TensorProto, helper
 
 from fuzzer.converters import CONVERTERS
+from fuzzer.converters.capabilities import ShowsRewrite
 from fuzzer.converters.culprit import Culprit, FoundBy
 from fuzzer.converters.describe import FaultSite
 from fuzzer.converters.rewrite_view import changed_ops, node_lines
@@ -51,7 +52,7 @@ def test_onnxoptimizers_one_pass_is_shown_on_the_model_it_received() -> None:
     assert changed_ops(view) == "removed 1 Add; added 1 Gemm"
     assert [n.op_type for n in onnx.load_from_string(view.after).graph.node] == ["MatMul", "Gemm"]
     assert tool.rewrite_view(matmul_add(), site(passes=("a", "b"))) is None  # no single pass shows it
-    assert CONVERTERS["onnxsim"].rewrite_view(matmul_add(), site()) is None  # no view of its own
+    assert not isinstance(CONVERTERS["onnxsim"], ShowsRewrite)  # no view of its own
 
 
 def test_a_long_model_is_cut_to_the_lines_asked_for() -> None:

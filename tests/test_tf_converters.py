@@ -20,6 +20,7 @@ from fuzzer.check.pipeline import check_prepared
 from fuzzer.check.result import CheckOptions
 from fuzzer.check.source import prepare
 from fuzzer.converters import CONVERTERS
+from fuzzer.converters.capabilities import expresses
 from fuzzer.converters.onnx2tf_importer import as_onnx_model, channels_first
 from fuzzer.converters.runtime import graph_inputs
 from fuzzer.converters.tf2onnx_exporter import Tf2Onnx, Tf2OnnxOptions
@@ -101,7 +102,7 @@ def test_optimizer_off_is_a_keras_option_only() -> None:
 
 def test_tf2onnx_expresses_only_operators_with_a_tensorflow_source() -> None:
     converter = CONVERTERS["tf2onnx"]
-    assert converter.expresses(one_op("sin")) and converter.expressible(REGISTRY["sin"])
+    assert expresses(converter, one_op("sin")) and converter.expressible(REGISTRY["sin"])
     assert not converter.expressible(REGISTRY["conv_transpose3d"])  # no exact TensorFlow twin of torch's
 
 

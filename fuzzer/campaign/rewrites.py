@@ -12,6 +12,7 @@ from typing import Any
 from fuzzer.campaign import tallies
 from fuzzer.campaign.db import CampaignDB
 from fuzzer.converters.base import Converter
+from fuzzer.converters.capabilities import RecordsRewrites, RewriteReach
 from fuzzer.converters.role import Role
 
 
@@ -86,7 +87,7 @@ def fired_counts(db: CampaignDB) -> dict[str, tuple[dict[str, int], dict[str, in
 
 
 def coverage(db: CampaignDB, converters: Mapping[str, Converter], device: str = "cpu") -> list[RewriteCoverage]:
-    """Every converter the campaign tested that records rewrites (Converter.rewrite_names), with what the campaign
+    """Every converter the campaign tested that records rewrites (capabilities.RecordsRewrites), with what the campaign
     fired on `device`."""
     counts = fired_counts(db)
     tested = {converter for converter, *_ in tallies.cells(db.conn)}
@@ -94,14 +95,17 @@ def coverage(db: CampaignDB, converters: Mapping[str, Converter], device: str = 
     for name, converter in sorted(converters.items()):
         if name not in counts and name not in tested:
             continue  # a tool the campaign never ran: its library's list (some tools run it to read it) is not asked
-        listed = converter.rewrite_names()
-        if listed is None and name not in counts:
+        if not isinstance(converter, RecordsRewrites) and name not in counts:
             continue
-        known = (listed or ()) if converter.availability()[0] else ()
+        known = converter.rewrite_names() if isinstance(converter, RecordsRewrites) and converter.availability()[0] \
+            else ()
         fired, failed = counts.get(name, ({}, {}))
-        out = {n: why for n, why in converter.rewrites_out_of_reach(device).items() if n in known}
-        rows.append(RewriteCoverage(name, tuple(known), fired, failed, out,
-                                    converter.rewrites_beyond_float() if known else frozenset()))
+        out: Mapping[str, str] = {}
+        beyond: frozenset[str] = frozenset()
+        if isinstance(converter, RewriteReach) and known:
+            out = {n: why for n, why in converter.rewrites_out_of_reach(device).items() if n in known}
+            beyond = converter.rewrites_beyond_float()
+        rows.append(RewriteCoverage(name, tuple(known), fired, failed, out, beyond))
     return rows
 
 

@@ -48,7 +48,7 @@ def settled_options(converter: Converter, options: Mapping[str, Any], graph: Gra
     dtypes = {t.dtype.value for t in graph.types.values()}
     # An ONNX tool exports through its upstream: the upstream's setting is the one at fault, at its opsets.
     exporter = options.get("upstream", converter.name)
-    high = upstream_opsets(exporter)[1] if "upstream" in options else converter.opsets()[1]
+    high = upstream_opsets(exporter)[1] if "upstream" in options else converter.options_type.opset_range[1]
     for name, dtype, opset, may_skip in drawn_settings(seed, demoted):
         if name != exporter or dtype not in dtypes or options["opset"] >= opset:
             continue
@@ -80,6 +80,6 @@ def unexportable_dtypes(converters: Sequence[Converter], seed: int,
         for found, converter in zip(skipped, converters):
             # An ONNX tool exports through an upstream drawn per test: its skip is never certain here.
             if (may_skip and converter.name == name and not starts_upstream(converter)
-                    and opset > converter.opsets()[1]):
+                    and opset > converter.options_type.opset_range[1]):
                 found.add(dtype)
     return frozenset(set.intersection(*skipped)) if skipped else frozenset()

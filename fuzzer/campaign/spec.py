@@ -11,6 +11,7 @@ from typing import Any
 
 from fuzzer.campaign.worker_config import WorkerConfig
 from fuzzer.converters import load_registry
+from fuzzer.converters.capabilities import superseded_by
 
 LOG_DIR = ".logs"
 # A new campaign runs the TorchScript exporter's own test on this share of graphs where the dynamo exporter runs too:
@@ -43,7 +44,7 @@ class CampaignSpec:
 
     def converters_for(self, seed: int) -> list[str]:
         """The converters the graph of `seed` is tested with: every one, but where a converter runs beside the one
-        that supersedes it (Converter.superseded_by: the TorchScript exporter beside dynamo's), the superseded one's
+        that supersedes it (capabilities.Superseded: the TorchScript exporter beside dynamo's), the superseded one's
         own test on `script_share` of the graphs (drawn by the seed alone)."""
         if not self._superseded or random.Random(f"script:{seed}").random() < self.script_share:
             return list(self.converters)
@@ -53,7 +54,7 @@ class CampaignSpec:
     def _superseded(self) -> frozenset[str]:
         # Read once: the scheduler asks for every seed, and a registry may be a callable that builds one.
         registry = load_registry(self.worker.registry)
-        return frozenset(c for c in self.converters if c in registry and registry[c].superseded_by in self.converters)
+        return frozenset(c for c in self.converters if c in registry and superseded_by(registry[c]) in self.converters)
 
 
 def case_folders(out_dir: Path) -> list[Path]:

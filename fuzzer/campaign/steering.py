@@ -15,6 +15,7 @@ from fuzzer.campaign.db import CampaignDB
 from fuzzer.campaign.novelty import BOOST, Demotion
 from fuzzer.converters import CONVERTERS
 from fuzzer.converters.base import Converter
+from fuzzer.converters.capabilities import PatternRewrites
 from generators.ops.patterns import Pattern
 from generators.registry import REGISTRY, OpRegistry
 
@@ -23,8 +24,8 @@ FIRED_ENOUGH = 20  # tests of a tool that fired a rewrite before its pattern is 
 
 def tool_converters(converters: Mapping[str, Converter] = CONVERTERS) -> dict[str, str]:
     """The converter whose tests record each pattern rewrite's tool (Rewrite.tool), as each declares it
-    (Converter.rewrite_tool)."""
-    return {c.rewrite_tool: name for name, c in converters.items() if c.rewrite_tool}
+    (capabilities.PatternRewrites)."""
+    return {c.rewrite_tool: name for name, c in converters.items() if isinstance(c, PatternRewrites) and c.rewrite_tool}
 
 
 @dataclass

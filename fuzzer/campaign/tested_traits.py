@@ -16,6 +16,7 @@ from fuzzer.campaign.model_traits import model_traits
 from fuzzer.campaign.traits import graph_traits, trait_token, under_setting
 from fuzzer.check.result import Expected, Prepared
 from fuzzer.converters.base import Converter
+from fuzzer.converters.capabilities import TraitSetting
 from fuzzer.converters.conversion import Steps, UpstreamError
 from fuzzer.converters.upstream import cached_upstream, export_upstream
 from generators.ir import Graph
@@ -27,7 +28,7 @@ def traits_of_test(graph: Graph, converter: Converter, options: Mapping[str, Any
     where its upstream export was made (given_model), and the graph's and model's under the trait setting."""
     data = given_model(options, prepared)
     model = model_traits(onnx.load_from_string(data)) if data is not None else frozenset()
-    setting = converter.trait_setting(converter.options(options))
+    setting = converter.trait_setting(converter.options(options)) if isinstance(converter, TraitSetting) else ""
     return frozenset(trait_token(detail) for detail in model | under_setting(setting, graph_traits(graph) | model))
 
 

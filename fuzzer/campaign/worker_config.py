@@ -15,6 +15,7 @@ from fuzzer.campaign.settings import unexportable_dtypes
 from fuzzer.campaign.unit_graph import op_dtype_pairs
 from fuzzer.converters import DEFAULT_REGISTRY, load_registry
 from fuzzer.converters.base import Converter
+from fuzzer.converters.capabilities import expressible
 from fuzzer.converters.upstream import (
     NATIVE,
     native_choice,
@@ -35,7 +36,7 @@ from generators.values import ValueStrategy, draw_strategy
 # rest hold anything, and only the refusing converter's test is skipped.
 SPARED_SHARE = 0.5
 # Of a campaign's seeds (where it runs a converter whose framework cannot express every operator), those whose graph
-# is generated from the operators one such converter expresses (Converter.expressible), so that it is tested: a
+# is generated from the operators one such converter expresses (capabilities.Expressing), so that it is tested: a
 # random graph of every operator would seldom be one it can take.
 EXPRESSIBLE_SEED_SHARE = 0.25
 
@@ -101,7 +102,7 @@ class WorkerConfig:
         framework has no such operator): its test of the graph is never run."""
         upstream = load_registry(self.registry).get(options.get("upstream", ""))
         judges = [c for c in (converter, upstream) if c is not None]
-        return sorted({n.op for n in graph.nodes if not all(c.expressible(OPS[n.op]) for c in judges)})
+        return sorted({n.op for n in graph.nodes if not all(expressible(c, OPS[n.op]) for c in judges)})
 
     @functools.cached_property
     def _skip_sets(self) -> dict[str, frozenset[tuple[str, str]]]:
@@ -159,7 +160,7 @@ class WorkerConfig:
         # Per campaign converter that cannot express every operator, those it can: asked once per worker.
         found = {}
         for converter in self._campaign_converters:
-            ops = tuple(op for op in OPS if converter.expressible(OPS[op]))
+            ops = tuple(op for op in OPS if expressible(converter, OPS[op]))
             if len(ops) < len(OPS):
                 found[converter.name] = ops
         return found

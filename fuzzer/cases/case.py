@@ -20,8 +20,8 @@ from fuzzer.check.pipeline import CheckOptions, CheckResult, run_check
 from fuzzer.check.result import FULL_CHECK, Expected
 from fuzzer.check.source import prepare
 from fuzzer.converters import CONVERTERS
-from fuzzer.converters.base import distribution_version
 from fuzzer.converters.conversion import StageError, Steps
+from fuzzer.converters.library import distribution_version
 from fuzzer.converters.native import NATIVE, native_model
 from fuzzer.converters.upstream import cached_upstream
 from fuzzer.support.tensors import to_case_array

@@ -178,4 +178,4 @@ def recorded_options(converter: str, options: Mapping[str, Any]) -> dict[str, An
     """A case's converter options, with the value of each option its converter gained since the case was written
     (the behaviour the case ran with)."""
     known = CONVERTERS.get(converter)
-    return {**(known.older_defaults if known is not None else {}), **options}
+    return {**(known.options_type.older_defaults if known is not None else {}), **options}

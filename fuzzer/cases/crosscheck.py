@@ -30,7 +30,7 @@ from fuzzer.check.result import Expected, Prepared
 from fuzzer.converters import CONVERTERS
 from fuzzer.converters.at_level import AtLevel
 from fuzzer.converters.base import Converter
-from fuzzer.converters.capabilities import RuntimeOptimizer
+from fuzzer.converters.capabilities import RuntimeOptimizer, expresses, pass_names
 from fuzzer.converters.ort_levels import LEVELS, OPTIMIZING_LEVELS
 from fuzzer.converters.role import Role
 from fuzzer.converters.upstream import NATIVE
@@ -96,7 +96,7 @@ def plan(case: CaseData, converter: Converter) -> list[Planned]:
     if isinstance(converter, RuntimeOptimizer):
         planned += [Planned(AT_LEVEL.format(lv), converter, {**options, converter.level_option: lv},
                             check_options=_culprit_options(case, converter, lv)) for lv in OPTIMIZING_LEVELS]
-    if converter.pass_names(converter.options(options)) is not None and len(options.get("passes") or ()) != 1:
+    if pass_names(converter, converter.options(options)) is not None and len(options.get("passes") or ()) != 1:
         planned += list(_pass_plan(converter, options))
     return planned
 
@@ -107,7 +107,7 @@ def _exporter_plan(case: CaseData, own: Converter, options: dict[str, Any]) -> I
     # A dynamic case's other export is dynamic too, checked at the case's own second shape.
     dynamic = {"dynamic": True} if options.get("dynamic") else {}
     for other in CONVERTERS.of_role(Role.EXPORTER):
-        if other.name != own.name and other.expresses(case.graph):
+        if other.name != own.name and expresses(other, case.graph):
             yield Planned(OTHER_EXPORTER.format(other.name), other,
                           _other_options(other, options.get("opset"), dynamic))
     if case.verdict.symptom.is_divergence and own.runtime == "onnxruntime":
@@ -129,7 +129,7 @@ def _pass_plan(converter: Converter, options: dict[str, Any]) -> Iterator[Planne
     if not converter.availability()[0]:  # no pass list without the library: one check, skipped, says why
         yield Planned(f"{converter.name} passes alone", converter, options, group=group)
         return
-    for name in converter.pass_names(converter.options(options)) or ():
+    for name in pass_names(converter, converter.options(options)) or ():
         yield Planned(f"{converter.name} pass {name} alone", converter, {**options, "passes": [name]}, group=group)
 
 

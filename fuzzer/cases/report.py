@@ -20,6 +20,7 @@ from fuzzer.cases.evidence import PLUMBING
 from fuzzer.cases.snippet import render_snippet
 from fuzzer.check.follow_up import ALONE_LABEL
 from fuzzer.converters import CONVERTERS
+from fuzzer.converters.capabilities import ShowsRewrite
 from fuzzer.converters.dynamic import DynamicAxes
 from fuzzer.converters.rewrite_view import changed_ops, node_lines
 from generators.ir import Graph
@@ -212,7 +213,7 @@ def the_rewrite(case: Any) -> str:
     """The model the blamed rewrite received and what it made of it (a finding blamed on one transformer or pass),
     else ''."""
     converter = CONVERTERS.get(case.converter)
-    if converter is None or case.upstream_model is None:
+    if not isinstance(converter, ShowsRewrite) or case.upstream_model is None:
         return ""
     view = converter.rewrite_view(bytes(case.upstream_model), fault_site(case))
     if view is None:

@@ -15,6 +15,7 @@ from typing import Any
 from fuzzer.cases.assembly import Module, assemble, harness
 from fuzzer.converters import CONVERTERS
 from fuzzer.converters.base import TORCH_HARNESS, UPSTREAM_HARNESS, Converter
+from fuzzer.converters.capabilities import snippet_of
 from fuzzer.converters.native import NATIVE
 from fuzzer.converters.ort_levels import ORT_LEVEL_MEMBERS
 from fuzzer.converters.role import Role
@@ -39,10 +40,7 @@ UPSTREAM_AS_SAVED = "upstream_as_saved"  # the native model, remade from the sav
 def render_transform(case: Any, converter: Converter | None = None) -> str:
     """`transform(model)`: the ONNX-to-ONNX converter's own call (its `snippet`, as report.md writes it too)."""
     converter = converter or CONVERTERS.get(case.converter)
-    try:
-        call = converter.snippet(converter.options(case.converter_options)) if converter else None
-    except NotImplementedError:
-        call = None
+    call = snippet_of(converter, converter.options(case.converter_options)) if converter else None
     if call is None or call.from_torch:
         body = [f"print('repro.py: cannot run: it has no call of {case.converter}', file=sys.stderr)",
                 "raise SystemExit(3)"]
@@ -55,10 +53,7 @@ def render_transform(case: Any, converter: Converter | None = None) -> str:
 def render_export(case: Any, converter: Converter | None) -> str:
     """`export(module, inputs)`: the exporter's own call as its snippet writes it (for Converter.repro_conversion
     "export_and_run_snippet")."""
-    try:
-        call = converter.snippet(converter.options(case.converter_options)) if converter else None
-    except NotImplementedError:
-        call = None
+    call = snippet_of(converter, converter.options(case.converter_options)) if converter else None
     body = ([*call.imports, *call.lines, "return model"] if call is not None and call.from_torch else
             [f"print('repro.py: cannot run: it has no call of {case.converter}', file=sys.stderr)",
              "raise SystemExit(3)"])

@@ -15,6 +15,7 @@ import numpy as np
 from fuzzer.cases.repro import identifier, render_module
 from fuzzer.cases.snippet_tf import onnx2tf_snippet, tf2onnx_snippet
 from fuzzer.converters import CONVERTERS
+from fuzzer.converters.capabilities import snippet_of
 from fuzzer.converters.describe import Snippet
 from fuzzer.converters.dynamic import DynamicAxes
 from fuzzer.converters.ort_levels import ORT_LEVEL_MEMBERS
@@ -40,9 +41,8 @@ def render_snippet(case: Any) -> str | None:
         return None  # the few lines run the target in ONNX Runtime: another runtime's case has repro.py only
     # Only an exporter's case records dynamic dims (the ONNX tools' snippets take none).
     dynamic = (DynamicAxes.from_json(case.dynamic),) if case.dynamic is not None else ()
-    try:
-        call = converter.snippet(converter.options(case.converter_options), *dynamic)
-    except NotImplementedError:
+    call = snippet_of(converter, converter.options(case.converter_options), *dynamic)
+    if call is None:
         return None
     # Only a failure ONNX Runtime shows needs it: a conversion's crash raises before, an invalid model at the check.
     runs_ort = case.verdict.stage in (Stage.RUNTIME_LOAD, Stage.RUNTIME_EXECUTION) or \
@@ -55,7 +55,9 @@ def render_snippet(case: Any) -> str | None:
         exporter = CONVERTERS.get(case.converter_options.get("upstream", ""))
         if exporter is None or exporter.role is not Role.EXPORTER:
             return None  # a native model is shown from its saved upstream.onnx only: no exporter makes it
-        upstream = exporter.snippet(exporter.options({"opset": case.converter_options.get("opset", 17)}))
+        upstream = snippet_of(exporter, exporter.options({"opset": case.converter_options.get("opset", 17)}))
+        if upstream is None:
+            return None
         call = Snippet(upstream.imports + call.imports, upstream.lines + call.lines, call.level, True, call.free_dims)
     return _from_torch(case, call, runs_ort)
 
@@ -65,7 +67,9 @@ def _tensorflow_family(case: Any, converter: Any) -> str | None:
     bfloat16 tensors, which numpy cannot write."""
     if any(x.dtype.name == "bfloat16" for x in (*case.inputs, *case.weights.values())):
         return None
-    call = converter.snippet(converter.options(case.converter_options))
+    call = snippet_of(converter, converter.options(case.converter_options))
+    if call is None:
+        return None
     make = tf2onnx_snippet if converter.framework == "tensorflow" else onnx2tf_snippet
     return make(case, call, _numpy_value, _tolerance(case))
 

@@ -17,6 +17,7 @@ from fuzzer.cases.workaround import find_workaround
 from fuzzer.check.result import Expected, Prepared
 from fuzzer.converters import CONVERTERS
 from fuzzer.converters.base import Converter
+from fuzzer.converters.capabilities import OwnRuntime
 from oracles.dynamic import at_second_shape
 
 
@@ -55,4 +56,4 @@ def model_evidence(case: CaseData, converter: Converter | None = None,
     if at_second_shape(case.verdict) and expected.second is not None:
         expected = expected.second
     converter = converter or CONVERTERS.get(case.converter)
-    return examine(case.model, expected, converter.target_runtime() if converter is not None else None)
+    return examine(case.model, expected, converter.target_runtime() if isinstance(converter, OwnRuntime) else None)

@@ -1,5 +1,5 @@
 """The cheapest setting that avoids a case's bug until it is fixed: the case's converter lists the settings a user
-could change (Converter.avoid_settings, cheapest first); they are tried on the reduced case's own inputs and the
+could change (capabilities.AvoidsBugs, cheapest first); they are tried on the reduced case's own inputs and the
 first under which the outputs agree, re-run on a source made afresh ("re-tested"), is the workaround. A setting a
 cross-check already ran is not run again where it failed there; the order stays the converter's, cheapest first.
 At most MAX_RUNS conversions per case, re-tests included."""
@@ -21,6 +21,7 @@ from fuzzer.check.result import CheckOptions, Expected
 from fuzzer.converters import CONVERTERS
 from fuzzer.converters.at_level import AtLevel
 from fuzzer.converters.base import Converter
+from fuzzer.converters.capabilities import AvoidsBugs
 from fuzzer.converters.ort_levels import LEVELS
 from fuzzer.converters.schema import noted_opset
 from fuzzer.converters.setting import Hints, Setting
@@ -47,7 +48,8 @@ def find_workaround(case: CaseData, converter: Converter | None = None) -> Worka
     prepared = case_expected(case)
     if converter is None or not isinstance(prepared, Expected):
         return None
-    settings = converter.avoid_settings(converter.options(case.converter_options), hints(case))
+    options = converter.options(case.converter_options)
+    settings = converter.avoid_settings(options, hints(case)) if isinstance(converter, AvoidsBugs) else ()
     known = checked_outcomes(case.cross_checks or (), converter)
     tried: list[str] = []
     runs = 0

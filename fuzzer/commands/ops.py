@@ -75,10 +75,11 @@ def print_coverage(as_json: bool, campaign: Path | None = None, verbose: bool = 
 def coverage_rows(campaign: Path | None) -> tuple[list[Any] | None, list[Any]]:
     """The campaign's rewrite coverage (None without one) and each available exporter's ATen coverage."""
     from fuzzer.converters import CONVERTERS
+    from fuzzer.converters.capabilities import AtenOps
     from fuzzer.converters.coverage import coverage, exercised_aten_ops
 
     rewrites = campaign_rewrites(campaign) if campaign is not None else None
-    exporters = [c for c in CONVERTERS.values() if c.supported_aten_ops is not None and c.availability()[0]]
+    exporters = [c for c in CONVERTERS.values() if isinstance(c, AtenOps) and c.availability()[0]]
     return rewrites, coverage(exporters, exercised_aten_ops(REGISTRY))
 
 

@@ -13,7 +13,7 @@ from fuzzer.converters.runtime import run_model
 from oracles.verdict import Stage
 
 
-class AtLevel(Converter):
+class AtLevel(Converter[ConverterOptions]):
     """`exporter`, with its model run at `level` instead of with optimizations off. It takes the exporter's name,
     options and stage, so a run that shows the exporter's bug has the exporter's signature."""
 
@@ -22,13 +22,13 @@ class AtLevel(Converter):
             raise ValueError(f"level must be one of {', '.join(LEVELS)}, not {level!r}")
         self.exporter, self.level = exporter, level
         # Instance attributes shadow the class-level ones: this wrapper stands in for the exporter it wraps.
-        self.name = exporter.name  # type: ignore[misc]
-        self.libraries, self.distributions = exporter.libraries, exporter.distributions  # type: ignore[misc]
-        self.distribution = exporter.distribution  # type: ignore[misc]
-        self.options_type = exporter.options_type  # type: ignore[misc]
-        self.divergence_stage = exporter.divergence_stage  # type: ignore[misc]
-        self.display_name = exporter.display_name  # type: ignore[misc]
-        self.target_level = level  # type: ignore[misc]
+        self.name = exporter.name
+        self.libraries, self.distributions = exporter.libraries, exporter.distributions
+        self.distribution = exporter.distribution
+        self.options_type = exporter.options_type
+        self.divergence_stage = exporter.divergence_stage
+        self.display_name = exporter.display_name
+        self.target_level = level
 
     def convert_impl(self, source: Source, options: ConverterOptions) -> TargetRun:
         run = self.exporter.convert(source, options)

@@ -107,7 +107,7 @@ class TargetRun:
     baseline: tuple[np.ndarray, ...] | None = None
     baseline_model: bytes | None = None
     baseline_dtypes: tuple[str, ...] | None = None  # what the unconverted model declared
-    rewrites: tuple[str, ...] = ()  # the converter's rewrites that changed the model (Converter.rewrite_names)
+    rewrites: tuple[str, ...] = ()  # the converter's rewrites that changed the model (capabilities.RecordsRewrites)
     # The float64 answer the error is measured from, where the baseline comes from another framework than the graph's
     # PyTorch module (TensorFlow's float64 twin of a TensorFlow model); None: the source's float64 twin.
     reference: tuple[np.ndarray, ...] | None = None
@@ -162,8 +162,9 @@ def share_export(source: Source, exporter: str, options: ConverterOptions, conve
     opset), its model, run or failure is kept in `source.exports` for the ONNX tools that start from that exporter at
     that opset: a dynamo export takes half a second, and the unit's exporter tests run before its ONNX tools. Only
     written here: the exporter's rerun exports again."""
-    opset = options.opset  # type: ignore[attr-defined]
-    if options != type(options)(opset=opset):  # type: ignore[call-arg]
+    data = options.to_json()
+    opset = int(data["opset"])
+    if data != {**type(options)().to_json(), "opset": opset}:
         return convert()
     try:
         run = convert()

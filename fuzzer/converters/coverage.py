@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import torch
 
 from fuzzer.converters.base import Converter
+from fuzzer.converters.capabilities import AtenOps
 from generators.generator import single_op_graph
 from generators.materialize import materialize, random_inputs
 from generators.registry import OpRegistry
@@ -90,7 +91,7 @@ def coverage(converters: list[Converter], reached: Mapping[str, frozenset[str]])
     exercised = frozenset().union(*reached.values())
     out = []
     for converter in converters:
-        supported = converter.supported_aten_ops()
-        if supported is not None:
+        if isinstance(converter, AtenOps):
+            supported = converter.supported_aten_ops()
             out.append(Coverage(converter.name, supported, exercised & supported))
     return out

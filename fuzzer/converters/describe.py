@@ -1,4 +1,5 @@
-"""How a converter describes itself in a report: the snippet that calls it, and the component a bug is in."""
+"""How a converter describes itself in a report: the snippet that calls it, who owns it, and the component a bug is
+in."""
 
 from __future__ import annotations
 
@@ -71,3 +72,24 @@ class FaultSite:
             ops = ", ".join(f"`{op}`" for op in dict.fromkeys(self.graph_ops))
             return f"of one of {ops} (the error names none)"
         return f"of `{self.operator}`"
+
+
+class Owned:
+    """Who maintains a converter and where its bugs go: what its maintainers call it (`display_name`, for report
+    titles), its project ("" uses its name), their tracker, and the pip distribution of its own code (what a
+    bisection installs); `component` names the part a bug that showed at a site is in."""
+
+    name: str
+    display_name: str = ""
+    project: str = ""
+    tracker: str = ""
+    distribution: str = ""
+
+    def component(self, site: FaultSite) -> Component:
+        """The part of this converter a bug that showed at `site` is in (subclasses name their steps)."""
+        return self.own_component(self.display_name or self.name)
+
+    def own_component(self, name: str) -> Component:
+        """A component of this converter's own project, keyed by the converter (its root causes stay its own)."""
+        return Component(self.project or self.display_name or self.name, name, self.tracker, self.name,
+                         self.distribution)

@@ -23,7 +23,6 @@ import onnx
 from fuzzer.converters.base import TORCH_HARNESS, UPSTREAM_HARNESS, Converter
 from fuzzer.converters.conversion import Source, Steps, TargetRun
 from fuzzer.converters.describe import Component, FaultSite, Snippet
-from fuzzer.converters.options import ConverterOptions
 from fuzzer.converters.role import Role
 from fuzzer.converters.runtime import graph_inputs
 from fuzzer.converters.setting import Hints, Setting
@@ -47,7 +46,7 @@ class Onnx2TfOptions(UpstreamOptions):
     onnxsim: bool = False
 
 
-class Onnx2Tf(Converter):
+class Onnx2Tf(Converter[Onnx2TfOptions]):
     name = "onnx2tf"
     display_name = "onnx2tf"
     project = "onnx2tf"
@@ -80,35 +79,33 @@ class Onnx2Tf(Converter):
     def availability(self) -> tuple[bool, str]:
         return quiet_availability(self)
 
-    def snippet(self, options: ConverterOptions) -> Snippet:
-        opts: Onnx2TfOptions = options  # type: ignore[assignment]
+    def snippet(self, options: Onnx2TfOptions) -> Snippet:
         imports = ("import onnx2tf", *(("from ai_edge_litert.interpreter import Interpreter",)
-                                        if opts.target == "tflite" else ()))
+                                        if options.target == "tflite" else ()))
         return Snippet(imports, (f"open({NO_REPLACEMENTS!r}, 'w').write({NO_REPLACEMENTS_TEXT!r})",
-                                 convert_line(opts)), runs=run_lines(opts))
+                                 convert_line(options)), runs=run_lines(options))
 
     def component(self, site: FaultSite) -> Component:
         where = "its TFLite model (LiteRT)" if site.options.get("target") == "tflite" else "its Keras model"
         return self.own_component(f"onnx2tf: the conversion {site.named()}, run as {where}")
 
-    def avoid_settings(self, options: ConverterOptions, hints: Hints) -> tuple[Setting, ...]:
+    def avoid_settings(self, options: Onnx2TfOptions, hints: Hints) -> tuple[Setting, ...]:
         """onnx2tf's own onnxsim pass off, then the other of its outputs."""
-        opts: Onnx2TfOptions = options  # type: ignore[assignment]
         changes: list[tuple[str, dict[str, Any]]] = []
-        if opts.onnxsim:
+        if options.onnxsim:
             changes.append(("onnx2tf without its onnxsim pass (not_use_onnxsim=True)", {"onnxsim": False}))
-        other = "keras" if opts.target == "tflite" else "tflite"
+        other = "keras" if options.target == "tflite" else "tflite"
         changes.append((f"onnx2tf's {other} model", {"target": other}))
         out = []
         for what, changed in changes:
-            new = Onnx2TfOptions(**{**opts.to_json(), **changed})
+            new = Onnx2TfOptions(**{**options.to_json(), **changed})
             out.append(Setting(what, self.name, new.to_json(), convert_line(new)))
         return tuple(out)
 
-    def trait_setting(self, options: ConverterOptions) -> str:
-        return options.target  # type: ignore[attr-defined,no-any-return]
+    def trait_setting(self, options: Onnx2TfOptions) -> str:
+        return options.target
 
-    def convert_impl(self, source: Source, options: Onnx2TfOptions) -> TargetRun:  # type: ignore[override]
+    def convert_impl(self, source: Source, options: Onnx2TfOptions) -> TargetRun:
         quiet_tensorflow()
         steps = Steps()
         up = export_upstream(source, options.upstream, options.opset, steps)

@@ -11,7 +11,6 @@ from typing import Any
 import onnx
 
 from fuzzer.converters.describe import Component, FaultSite, Snippet
-from fuzzer.converters.options import ConverterOptions
 from fuzzer.converters.setting import Hints, Setting
 from fuzzer.converters.upstream import OnnxPassConverter, UpstreamChoices, UpstreamOptions
 from fuzzer.support.quiet import library_output
@@ -33,7 +32,7 @@ class GraphSurgeonOptions(UpstreamOptions):
         return None if self.partitioning == "none" else self.partitioning
 
 
-class GraphSurgeon(OnnxPassConverter):
+class GraphSurgeon(OnnxPassConverter[GraphSurgeonOptions]):
     name = "onnx-graphsurgeon"
     display_name = "onnx-graphsurgeon"
     project = "TensorRT (onnx-graphsurgeon)"
@@ -47,36 +46,33 @@ class GraphSurgeon(OnnxPassConverter):
         """Its folding, cleanup and sort (one call chain) on the operator the bug is on."""
         return self.own_component(f"Graph.fold_constants / cleanup / toposort {site.named()}")
 
-    def snippet(self, options: ConverterOptions) -> Snippet:
-        return Snippet(("import onnx_graphsurgeon as gs",), _lines(options))  # type: ignore[arg-type]
+    def snippet(self, options: GraphSurgeonOptions) -> Snippet:
+        return Snippet(("import onnx_graphsurgeon as gs",), _lines(options))
 
-    def avoid_settings(self, options: ConverterOptions, hints: Hints) -> tuple[Setting, ...]:
+    def avoid_settings(self, options: GraphSurgeonOptions, hints: Hints) -> tuple[Setting, ...]:
         """Shape folding turned the other way; folding part by part instead of the graph as one."""
-        opts: GraphSurgeonOptions = options  # type: ignore[assignment]
-        shapes = replace(opts, fold_shapes=not opts.fold_shapes)
-        parted = replace(opts, partitioning="basic")
+        shapes = replace(options, fold_shapes=not options.fold_shapes)
+        parted = replace(options, partitioning="basic")
         return (Setting(f"fold_shapes={shapes.fold_shapes}", self.name, shapes.to_json(), "; ".join(_lines(shapes))),
                 *((Setting("partitioning='basic'", self.name, parted.to_json(), "; ".join(_lines(parted))),)
-                  if opts.partitioning == "none" else ()))
+                  if options.partitioning == "none" else ()))
 
     def rewrite_names(self) -> tuple[str, ...]:
         """Its three steps (the library lists no finer rewrites)."""
         return STEPS
 
-    def fired(self, model: onnx.ModelProto, options: ConverterOptions) -> tuple[str, ...]:
+    def fired(self, model: onnx.ModelProto, options: GraphSurgeonOptions) -> tuple[str, ...]:
         """The steps that changed the graph's nodes."""
         return self.transform_watched(model, options)[1]
 
-    def transform_watched(self, model: onnx.ModelProto, options: ConverterOptions) -> tuple[
+    def transform_watched(self, model: onnx.ModelProto, options: GraphSurgeonOptions) -> tuple[
             onnx.ModelProto, tuple[str, ...]]:
         """Its call chain, one step at a time, with the steps that changed the nodes (their kinds and order)."""
         import onnx_graphsurgeon as gs
-
-        opts: GraphSurgeonOptions = options  # type: ignore[assignment]
         fired: list[str] = []
         with library_output():
             graph = gs.import_onnx(model)
-            for step, run in zip(STEPS, _steps(opts), strict=True):
+            for step, run in zip(STEPS, _steps(options), strict=True):
                 before = _nodes(graph)
                 run(graph)
                 if _nodes(graph) != before:

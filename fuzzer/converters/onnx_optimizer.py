@@ -8,7 +8,6 @@ import onnx
 
 from fuzzer.converters.culprit import FoundBy, named
 from fuzzer.converters.describe import Component, FaultSite, Snippet
-from fuzzer.converters.options import ConverterOptions
 from fuzzer.converters.rewrite_view import RewriteView
 from fuzzer.converters.setting import Hints, Setting
 from fuzzer.converters.upstream import OnnxPassConverter, UpstreamOptions
@@ -21,7 +20,7 @@ class OnnxOptimizerOptions(UpstreamOptions):
     fixed_point: bool = False
 
 
-class OnnxOptimizer(OnnxPassConverter):
+class OnnxOptimizer(OnnxPassConverter[OnnxOptimizerOptions]):
     name = "onnxoptimizer"
     rewrite_tool = "onnxoptimizer"
     display_name = "onnxoptimizer"
@@ -38,28 +37,27 @@ class OnnxOptimizer(OnnxPassConverter):
             return self.own_component("passes " + ", ".join(f"`{p}`" for p in passes) + " (each shows it alone)")
         return self.own_component("its pass set (no single pass shows it alone)")
 
-    def snippet(self, options: ConverterOptions) -> Snippet:
-        opts: OnnxOptimizerOptions = options  # type: ignore[assignment]
-        passes = repr(list(opts.passes)) if opts.passes else "onnxoptimizer.get_fuse_and_elimination_passes()"
+    def snippet(self, options: OnnxOptimizerOptions) -> Snippet:
+        passes = repr(list(options.passes)) if options.passes else "onnxoptimizer.get_fuse_and_elimination_passes()"
         return Snippet(("import onnxoptimizer",), (
-            f"model = onnxoptimizer.optimize(model, {passes}, fixed_point={opts.fixed_point})",))
+            f"model = onnxoptimizer.optimize(model, {passes}, fixed_point={options.fixed_point})",))
     libraries = ("onnxoptimizer", "onnxruntime")
     distributions = ("torch", "onnx", "onnxruntime", "onnxoptimizer")
     options_type = OnnxOptimizerOptions
 
-    def avoid_settings(self, options: ConverterOptions, hints: Hints) -> tuple[Setting, ...]:
+    def avoid_settings(self, options: OnnxOptimizerOptions, hints: Hints) -> tuple[Setting, ...]:
         """The case's pass set without the passes that show the bug alone (the cross-checks'); fixed_point off."""
-        opts: OnnxOptimizerOptions = options  # type: ignore[assignment]
         alone = named(hints.culprits, FoundBy.ALONE)
-        data, culprits = opts.to_json(), [p for p in alone if p in self.pass_names(opts)]
-        kept = [p for p in self.pass_names(opts) if p not in culprits]
-        listed = repr(list(opts.passes)) if opts.passes else "onnxoptimizer.get_fuse_and_elimination_passes()"
+        data, culprits = options.to_json(), [p for p in alone if p in self.pass_names(options)]
+        kept = [p for p in self.pass_names(options) if p not in culprits]
+        listed = repr(list(options.passes)) if options.passes else "onnxoptimizer.get_fuse_and_elimination_passes()"
         without = (Setting(f"{self.display_name or self.name}'s passes without " + ", ".join(culprits), self.name,
                            {**data, "passes": kept}, f"model = onnxoptimizer.optimize(model, [p for p in {listed} "
-                           f"if p not in {culprits!r}], fixed_point={opts.fixed_point})"),) if culprits and kept else ()
+                           f"if p not in {culprits!r}], fixed_point={options.fixed_point})"),
+                   ) if culprits and kept else ()
         fixed = (Setting("fixed_point off", self.name, {**data, "fixed_point": False},
                          f"model = onnxoptimizer.optimize(model, {listed}, fixed_point=False)"),
-                 ) if opts.fixed_point else ()
+                 ) if options.fixed_point else ()
         return (*without, *fixed)
 
     def rewrite_view(self, upstream: bytes, site: FaultSite) -> RewriteView | None:
@@ -78,15 +76,15 @@ class OnnxOptimizer(OnnxPassConverter):
             after, error = None, first_lines(str(exc))
         return RewriteView(f"pass `{name}`", "the model onnxoptimizer received", before, after, error)
 
-    def pass_names(self, options: ConverterOptions) -> tuple[str, ...]:
+    def pass_names(self, options: OnnxOptimizerOptions) -> tuple[str, ...]:
         """The case's passes, or onnxoptimizer's fuse-and-elimination set when it names none."""
-        return tuple(options.passes) or fuse_and_elimination_passes()  # type: ignore[attr-defined]
+        return tuple(options.passes) or fuse_and_elimination_passes()
 
     def rewrite_names(self) -> tuple[str, ...]:
         """onnxoptimizer's fuse-and-elimination set, what a campaign runs by default."""
         return fuse_and_elimination_passes()
 
-    def fired(self, model: onnx.ModelProto, options: ConverterOptions) -> tuple[str, ...]:
+    def fired(self, model: onnx.ModelProto, options: OnnxOptimizerOptions) -> tuple[str, ...]:
         """The passes that change the model, each run once in order on the previous one's output (the one call
         `transform` makes runs them so, on an in-memory graph; a fixed-point run may fire more)."""
         import onnxoptimizer

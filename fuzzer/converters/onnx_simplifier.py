@@ -8,7 +8,6 @@ from dataclasses import dataclass
 import onnx
 
 from fuzzer.converters.describe import Snippet
-from fuzzer.converters.options import ConverterOptions
 from fuzzer.converters.setting import Hints, Setting
 from fuzzer.converters.upstream import OnnxPassConverter, UpstreamOptions
 
@@ -22,31 +21,29 @@ class OnnxSimOptions(UpstreamOptions):
     skip_fuse_bn: bool = False
 
 
-class OnnxSim(OnnxPassConverter):
+class OnnxSim(OnnxPassConverter[OnnxSimOptions]):
     name = "onnxsim"
     display_name = "onnxsim"
     project = "onnxsim"
     distribution = "onnxsim"
     tracker = "https://github.com/daquexian/onnx-simplifier/issues"
 
-    def snippet(self, options: ConverterOptions) -> Snippet:
-        opts: OnnxSimOptions = options  # type: ignore[assignment]
+    def snippet(self, options: OnnxSimOptions) -> Snippet:
         return Snippet(("import onnxsim",), (
-            f"model, _ = onnxsim.simplify(model, check_n=0, perform_optimization={opts.perform_optimization}, "
-            f"skip_fuse_bn={opts.skip_fuse_bn})",))
+            f"model, _ = onnxsim.simplify(model, check_n=0, perform_optimization={options.perform_optimization}, "
+            f"skip_fuse_bn={options.skip_fuse_bn})",))
     libraries = ("onnxsim", "onnxruntime")
     distributions = ("torch", "onnx", "onnxruntime", "onnxsim")
     options_type = OnnxSimOptions
 
-    def avoid_settings(self, options: ConverterOptions, hints: Hints) -> tuple[Setting, ...]:
+    def avoid_settings(self, options: OnnxSimOptions, hints: Hints) -> tuple[Setting, ...]:
         """The batch-norm fusion skipped, then onnxsim's optimizer off altogether (constant folding stays)."""
-        opts: OnnxSimOptions = options  # type: ignore[assignment]
-        data = opts.to_json()
+        data = options.to_json()
         skip = (Setting("onnxsim's fuse_bn_into_conv skipped", self.name, {**data, "skip_fuse_bn": True},
-                        "model, _ = onnxsim.simplify(model, skip_fuse_bn=True)"),) if not opts.skip_fuse_bn else ()
+                        "model, _ = onnxsim.simplify(model, skip_fuse_bn=True)"),) if not options.skip_fuse_bn else ()
         off = (Setting("onnxsim's optimizer passes off", self.name, {**data, "perform_optimization": False},
                        "model, _ = onnxsim.simplify(model, perform_optimization=False)"),
-               ) if opts.perform_optimization else ()
+               ) if options.perform_optimization else ()
         return (*skip, *off)
 
     def rewrite_names(self) -> tuple[str, ...]:
@@ -56,13 +53,12 @@ class OnnxSim(OnnxPassConverter):
 
         return (*(name for name in onnx_simplifier.C._list_optimizers() if name != "nop"), CONSTANT_FOLDING)
 
-    def fired(self, model: onnx.ModelProto, options: ConverterOptions) -> tuple[str, ...]:
+    def fired(self, model: onnx.ModelProto, options: OnnxSimOptions) -> tuple[str, ...]:
         """The passes that change the graph, each run alone in order on the previous one's output through onnxsim's
         own core (the one call `transform` makes runs them together, to a fixed point), then constant folding."""
-        opts: OnnxSimOptions = options  # type: ignore[assignment]
         names = self.rewrite_names()
         run = _single_pass_runner(names[:-1])
-        passes = [n for n in names[:-1] if opts.perform_optimization and not (opts.skip_fuse_bn and n == FUSE_BN)]
+        passes = [n for n in names[:-1] if options.perform_optimization and not (options.skip_fuse_bn and n == FUSE_BN)]
         fired, current = [], run(model.SerializeToString(), None, False)
         graph = _graph(current)
         for name in (*passes, CONSTANT_FOLDING):

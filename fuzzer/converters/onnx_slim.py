@@ -8,7 +8,6 @@ from typing import Any
 import onnx
 
 from fuzzer.converters.describe import Snippet
-from fuzzer.converters.options import ConverterOptions
 from fuzzer.converters.setting import Hints, Setting
 from fuzzer.converters.upstream import OnnxPassConverter, UpstreamOptions
 from fuzzer.support.quiet import library_output
@@ -19,27 +18,26 @@ class OnnxSlimOptions(UpstreamOptions):
     no_constant_folding: bool = False
 
 
-class OnnxSlim(OnnxPassConverter):
+class OnnxSlim(OnnxPassConverter[OnnxSlimOptions]):
     name = "onnxslim"
     display_name = "onnxslim"
     project = "onnxslim"
     distribution = "onnxslim"
     tracker = "https://github.com/inisis/OnnxSlim/issues"
 
-    def snippet(self, options: ConverterOptions) -> Snippet:
-        opts: OnnxSlimOptions = options  # type: ignore[assignment]
+    def snippet(self, options: OnnxSlimOptions) -> Snippet:
         return Snippet(("import onnxslim",), (
-            f"model = onnxslim.slim(model, no_constant_folding={opts.no_constant_folding})",))
+            f"model = onnxslim.slim(model, no_constant_folding={options.no_constant_folding})",))
     libraries = ("onnxslim", "onnxruntime")
     distributions = ("torch", "onnx", "onnxruntime", "onnxslim")
     options_type = OnnxSlimOptions
 
-    def avoid_settings(self, options: ConverterOptions, hints: Hints) -> tuple[Setting, ...]:
+    def avoid_settings(self, options: OnnxSlimOptions, hints: Hints) -> tuple[Setting, ...]:
         """onnxslim's constant folding off (the one skip flag its options take)."""
-        opts: OnnxSlimOptions = options  # type: ignore[assignment]
-        if opts.no_constant_folding:
+        if options.no_constant_folding:
             return ()
-        return (Setting("onnxslim's constant folding off", self.name, {**opts.to_json(), "no_constant_folding": True},
+        return (Setting("onnxslim's constant folding off", self.name,
+                        {**options.to_json(), "no_constant_folding": True},
                         "model = onnxslim.slim(model, no_constant_folding=True)"),)
 
     def rewrite_names(self) -> tuple[str, ...]:
@@ -48,7 +46,7 @@ class OnnxSlim(OnnxPassConverter):
 
         return tuple(get_fusion_patterns())
 
-    def fired(self, model: onnx.ModelProto, options: ConverterOptions) -> tuple[str, ...]:
+    def fired(self, model: onnx.ModelProto, options: OnnxSlimOptions) -> tuple[str, ...]:
         """The patterns onnxslim's own matchers rewrite in the model it received, each asked alone after the shape
         inference and constant folding slim runs between and before its fusions (a Constant node's value is a
         constant to its matchers only then, and some match on inferred shapes); its dead-code and subexpression
@@ -59,7 +57,7 @@ class OnnxSlim(OnnxPassConverter):
 
         with library_output():
             base = gs.import_onnx(shape_infer(model)).toposort()
-        if not options.no_constant_folding:  # type: ignore[attr-defined]
+        if not options.no_constant_folding:
             with library_output():
                 base.fold_constants().cleanup().toposort()
         fired, graph = [], base.copy()

@@ -11,10 +11,9 @@ import onnx
 
 from fuzzer.converters import onnxscript_rules
 from fuzzer.converters.describe import Component, FaultSite, Snippet
-from fuzzer.converters.options import ConverterOptions
 from fuzzer.converters.setting import Hints, Setting
 from fuzzer.converters.torch_onnx_dynamo import ONNXSCRIPT_TRACKER
-from fuzzer.converters.upstream import OnnxPassConverter, UpstreamOptions
+from fuzzer.converters.upstream import OnnxPassConverter, UpstreamOptions, UpstreamOptionsT
 from fuzzer.support.quiet import library_output
 
 
@@ -25,7 +24,7 @@ class OnnxscriptOptimizerOptions(UpstreamOptions):
     onnx_shape_inference: bool = True  # ONNX's shape inference on each node it folds
 
 
-class OnnxscriptTool(OnnxPassConverter):
+class OnnxscriptTool(OnnxPassConverter[UpstreamOptionsT]):
     """What onnxscript's tools share: their project, tracker and the distributions a case's versions name."""
 
     project = "onnxscript"
@@ -34,7 +33,7 @@ class OnnxscriptTool(OnnxPassConverter):
     distributions = ("torch", "onnx", "onnxscript", "onnx-ir", "onnxruntime")
 
 
-class OnnxscriptOptimizer(OnnxscriptTool):
+class OnnxscriptOptimizer(OnnxscriptTool[OnnxscriptOptimizerOptions]):
     name = "onnxscript-optimizer"
     display_name = "onnxscript optimizer"
     libraries = ("onnxscript", "onnxscript.optimizer", "onnx_ir")
@@ -44,16 +43,15 @@ class OnnxscriptOptimizer(OnnxscriptTool):
         """Its optimizer (folding, rewrite rules and cleanup run as one call) on the operator the bug is on."""
         return self.own_component(f"optimizer (onnxscript.optimizer.optimize) {site.named()}")
 
-    def snippet(self, options: ConverterOptions) -> Snippet:
-        return Snippet(("import onnxscript.optimizer",), (_call(options),))  # type: ignore[arg-type]
+    def snippet(self, options: OnnxscriptOptimizerOptions) -> Snippet:
+        return Snippet(("import onnxscript.optimizer",), (_call(options),))
 
-    def avoid_settings(self, options: ConverterOptions, hints: Hints) -> tuple[Setting, ...]:
+    def avoid_settings(self, options: OnnxscriptOptimizerOptions, hints: Hints) -> tuple[Setting, ...]:
         """Its loop run once instead of twice; ONNX's shape inference while folding turned the other way."""
-        opts: OnnxscriptOptimizerOptions = options  # type: ignore[assignment]
-        once = replace(opts, num_iterations=1)
-        other = replace(opts, onnx_shape_inference=not opts.onnx_shape_inference)
+        once = replace(options, num_iterations=1)
+        other = replace(options, onnx_shape_inference=not options.onnx_shape_inference)
         return (*((Setting("num_iterations=1", self.name, once.to_json(), _call(once)),)
-                  if opts.num_iterations != 1 else ()),
+                  if options.num_iterations != 1 else ()),
                 Setting(f"onnx_shape_inference={other.onnx_shape_inference}", self.name, other.to_json(),
                         _call(other)))
 
@@ -61,7 +59,7 @@ class OnnxscriptOptimizer(OnnxscriptTool):
         """Constant folding, every default rewrite rule and the cleanup passes (the dynamo exporter's list)."""
         return onnxscript_rules.rule_names()
 
-    def fired(self, model: onnx.ModelProto, options: ConverterOptions) -> tuple[str, ...]:
+    def fired(self, model: onnx.ModelProto, options: OnnxscriptOptimizerOptions) -> tuple[str, ...]:
         """The rules and passes that change `model`, replayed one at a time in the optimizer's order."""
         with library_output():
             return onnxscript_rules.fired(model)
@@ -79,7 +77,7 @@ def _call(options: OnnxscriptOptimizerOptions) -> str:
             f"onnx_shape_inference={options.onnx_shape_inference})")
 
 
-class OnnxscriptOrtFusions(OnnxscriptTool):
+class OnnxscriptOrtFusions(OnnxscriptTool[UpstreamOptions]):
     """onnxscript-ort-fusions: onnxscript's fusions for ONNX Runtime (`onnxscript.rewriter.ort_fusions`), which fold
     and rewrite a model, then fuse Gelu, RMS and skip normalizations, rotary embeddings and attention into ONNX
     Runtime's contrib operators (FusedMatMul and others)."""
@@ -95,7 +93,7 @@ class OnnxscriptOrtFusions(OnnxscriptTool):
         return self.own_component(f"fusions for ONNX Runtime (onnxscript.rewriter.ort_fusions.optimize_for_ort) "
                                   f"{site.named()}")
 
-    def snippet(self, options: ConverterOptions) -> Snippet:
+    def snippet(self, options: UpstreamOptions) -> Snippet:
         return Snippet(("import onnx_ir as ir", "from onnxscript.rewriter.ort_fusions import optimize_for_ort"),
                        ("ir_model, _ = optimize_for_ort(ir.serde.deserialize_model(model))",
                         "model = ir.serde.serialize_model(ir_model)"))
@@ -104,17 +102,17 @@ class OnnxscriptOrtFusions(OnnxscriptTool):
         """The fusions `optimize_for_ort` counts, read from its own count on a one-node model."""
         return tuple(sorted(_ort_fusions(_one_node_model())[1]))
 
-    def fired(self, model: onnx.ModelProto, options: ConverterOptions) -> tuple[str, ...]:
+    def fired(self, model: onnx.ModelProto, options: UpstreamOptions) -> tuple[str, ...]:
         """The fusions its own count says applied."""
         return self.transform_watched(model, options)[1]
 
-    def transform_watched(self, model: onnx.ModelProto, options: ConverterOptions) -> tuple[
+    def transform_watched(self, model: onnx.ModelProto, options: UpstreamOptions) -> tuple[
             onnx.ModelProto, tuple[str, ...]]:
         """Its call, and the fusions it counts as applied."""
         made, counts = _ort_fusions(model)
         return made, tuple(sorted(name for name, count in counts.items() if count))
 
-    def transform(self, model: onnx.ModelProto, options: ConverterOptions) -> onnx.ModelProto:
+    def transform(self, model: onnx.ModelProto, options: UpstreamOptions) -> onnx.ModelProto:
         return _ort_fusions(model)[0]
 
 

@@ -6,7 +6,7 @@ import dataclasses
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self
 
 from generators.ir import Graph
 
@@ -22,6 +22,8 @@ class ConverterOptions:
     choices: ClassVar[Mapping[str, tuple[str, ...]]] = {}  # options that take one of a few names
     # The values a campaign draws an option from, where its choices (or True/False) are not the whole story.
     space: ClassVar[Mapping[str, tuple[Any, ...]]] = {}
+    # Options added after bug cases were written, with the value such a case ran with (its case.json lacks them).
+    older_defaults: ClassVar[Mapping[str, Any]] = {}
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -38,7 +40,7 @@ class ConverterOptions:
         return {f.name: _jsonable(getattr(self, f.name)) for f in dataclasses.fields(self)}
 
     @classmethod
-    def draw(cls, seed: int, pinned: Mapping[str, Any] | None = None, graph: Graph | None = None) -> ConverterOptions:
+    def draw(cls, seed: int, pinned: Mapping[str, Any] | None = None, graph: Graph | None = None) -> Self:
         """Options for the test of `seed`: each keeps its default half the time, else takes a value drawn from its
         real range (`candidates`); `pinned` ones are kept as given. `graph` is the graph under test, for options
         whose range depends on it (an ONNX tool's upstream)."""
@@ -68,13 +70,18 @@ class ConverterOptions:
         return (True, False) if isinstance(default, bool) else ()
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> ConverterOptions:
+    def from_json(cls, data: Mapping[str, Any]) -> Self:
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = set(data) - names
         if unknown:
             raise ValueError(f"{cls.__name__} has no option(s) {sorted(unknown)}; known: {sorted(names)}")
         hinted = {f.name: f.type for f in dataclasses.fields(cls)}
         return cls(**{k: tuple(v) if isinstance(v, list) and "tuple" in str(hinted[k]) else v for k, v in data.items()})
+
+
+def default_opset(options_type: type[ConverterOptions]) -> int:
+    """The opset an options type's defaults export at (its highest where it has no opset)."""
+    return int(options_type().to_json().get("opset", options_type.opset_range[1]))
 
 
 def _same_kind(value: Any, default: Any) -> bool:

@@ -16,7 +16,6 @@ from fuzzer.converters.capabilities import Shows
 from fuzzer.converters.conversion import Source, Steps, TargetRun, UpstreamError
 from fuzzer.converters.culprit import Culprit, FoundBy, bisected
 from fuzzer.converters.describe import Component, FaultSite, Snippet
-from fuzzer.converters.options import ConverterOptions
 from fuzzer.converters.ort_levels import LEVELS, OPTIMIZING_LEVELS
 from fuzzer.converters.rewrite_view import RewriteView
 from fuzzer.converters.role import Role
@@ -90,7 +89,7 @@ class OrtOptimizerOptions(UpstreamOptions):
 ORT_TRACKER = "https://github.com/microsoft/onnxruntime/issues"
 
 
-class OrtOptimizer(Converter):
+class OrtOptimizer(Converter[OrtOptimizerOptions]):
     name = "ort-optimizer"
     role = Role.ONNX_TOOL
     framework = "onnx"
@@ -114,9 +113,8 @@ class OrtOptimizer(Converter):
         level = (found.level if found is not None else "") or site.options.get("level", "all")
         return self.own_component(f"graph optimizations at level `{level}` (no single transformer isolated)")
 
-    def snippet(self, options: ConverterOptions) -> Snippet:
-        opts: OrtOptimizerOptions = options  # type: ignore[assignment]
-        return Snippet((), (), level=opts.level, free_dims=opts.free_dims)
+    def snippet(self, options: OrtOptimizerOptions) -> Snippet:
+        return Snippet((), (), level=options.level, free_dims=options.free_dims)
     libraries = ("onnx", "onnxruntime")
     distributions = ("torch", "onnx", "onnxruntime")
     options_type = OrtOptimizerOptions
@@ -139,20 +137,19 @@ class OrtOptimizer(Converter):
         return TargetRun(outputs, dtypes, dict(steps.timings), model=model, baseline=baseline,
                          baseline_model=model, baseline_dtypes=baseline_dtypes, rewrites=fired)
 
-    def avoid_settings(self, options: ConverterOptions, hints: Hints) -> tuple[Setting, ...]:
+    def avoid_settings(self, options: OrtOptimizerOptions, hints: Hints) -> tuple[Setting, ...]:
         """The transformer ONNX Runtime's bisection named, disabled alone; the input dimensions left free where they
         were fixed; then each lower level, the nearest first."""
-        opts: OrtOptimizerOptions = options  # type: ignore[assignment]
         found = bisected(hints.culprits)
-        data, named = opts.to_json(), found.rewrite if found is not None else ""
+        data, named = options.to_json(), found.rewrite if found is not None else ""
         alone = (Setting(f"ONNX Runtime's {named} disabled", self.name, {**data, "disabled_optimizers": [named]},
                          f"onnxruntime.InferenceSession(model, sess_options, disabled_optimizers=[{named!r}])"),
-                 ) if named and named not in opts.disabled_optimizers else ()
-        lower = OPTIMIZING_LEVELS[: OPTIMIZING_LEVELS.index(opts.level)][::-1]
+                 ) if named and named not in options.disabled_optimizers else ()
+        lower = OPTIMIZING_LEVELS[: OPTIMIZING_LEVELS.index(options.level)][::-1]
         fixed = (Setting("the input dimensions left free (no add_free_dimension_override_by_name)", self.name,
                          {**data, "free_dims": False}, "# drop the sess_options.add_free_dimension_override_by_name "
-                         "calls"),) if opts.free_dims else ()
-        return (*alone, *fixed, *(Setting(f"ONNX Runtime's optimizations at level {lv} instead of {opts.level}",
+                         "calls"),) if options.free_dims else ()
+        return (*alone, *fixed, *(Setting(f"ONNX Runtime's optimizations at level {lv} instead of {options.level}",
                                           self.name, {**data, "level": lv}, session_level_code(lv)) for lv in lower))
 
     def rewrite_names(self) -> tuple[str, ...]:

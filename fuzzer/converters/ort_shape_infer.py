@@ -12,7 +12,6 @@ from dataclasses import dataclass
 import onnx
 
 from fuzzer.converters.describe import Component, FaultSite, Snippet
-from fuzzer.converters.options import ConverterOptions
 from fuzzer.converters.ort_optimizer import ORT_TRACKER
 from fuzzer.converters.setting import Hints, Setting
 from fuzzer.converters.upstream import OnnxPassConverter, UpstreamOptions
@@ -27,7 +26,7 @@ class OrtShapeInferOptions(UpstreamOptions):
     auto_merge: bool = True
 
 
-class OrtShapeInfer(OnnxPassConverter):
+class OrtShapeInfer(OnnxPassConverter[OrtShapeInferOptions]):
     name = "ort-shape-infer"
     display_name = "ONNX Runtime symbolic shape inference"
     project = "ONNX Runtime"
@@ -44,16 +43,14 @@ class OrtShapeInfer(OnnxPassConverter):
         """Its inference of the operator the bug is on (SymbolicShapeInference's handler of that op type)."""
         return self.own_component(f"symbolic shape inference (onnxruntime.tools.symbolic_shape_infer) {site.named()}")
 
-    def snippet(self, options: ConverterOptions) -> Snippet:
-        opts: OrtShapeInferOptions = options  # type: ignore[assignment]
+    def snippet(self, options: OrtShapeInferOptions) -> Snippet:
         return Snippet(("from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference",), (
-            f"model = SymbolicShapeInference.infer_shapes(model, auto_merge={opts.auto_merge})",))
+            f"model = SymbolicShapeInference.infer_shapes(model, auto_merge={options.auto_merge})",))
 
-    def avoid_settings(self, options: ConverterOptions, hints: Hints) -> tuple[Setting, ...]:
+    def avoid_settings(self, options: OrtShapeInferOptions, hints: Hints) -> tuple[Setting, ...]:
         """The other auto_merge (symbolic dims merged or not)."""
-        opts: OrtShapeInferOptions = options  # type: ignore[assignment]
-        other = not opts.auto_merge
-        return (Setting(f"auto_merge={other}", self.name, {**opts.to_json(), "auto_merge": other},
+        other = not options.auto_merge
+        return (Setting(f"auto_merge={other}", self.name, {**options.to_json(), "auto_merge": other},
                         f"model = SymbolicShapeInference.infer_shapes(model, auto_merge={other})"),)
 
     def transform(self, model: onnx.ModelProto, options: OrtShapeInferOptions) -> onnx.ModelProto:

@@ -19,7 +19,6 @@ import onnx
 
 from fuzzer.converters.culprit import FoundBy, named
 from fuzzer.converters.describe import Component, FaultSite, Snippet
-from fuzzer.converters.options import ConverterOptions
 from fuzzer.converters.ort_optimizer import ORT_TRACKER
 from fuzzer.converters.setting import Hints, Setting
 from fuzzer.converters.upstream import OnnxPassConverter, UpstreamChoices, UpstreamOptions
@@ -49,7 +48,7 @@ class OrtTransformersOptions(UpstreamOptions):
                              f"{self.model_type!r}; its flags: {', '.join(fusion_flags(self.model_type))}")
 
 
-class OrtTransformers(OnnxPassConverter):
+class OrtTransformers(OnnxPassConverter[OrtTransformersOptions]):
     name = "ort-transformers"
     display_name = "ONNX Runtime transformers optimizer"
     project = "ONNX Runtime"
@@ -69,35 +68,32 @@ class OrtTransformers(OnnxPassConverter):
             return self.own_component(f"{where}, the fusion `FusionOptions.{passes[0]}` turns on")
         return self.own_component(where)
 
-    def snippet(self, options: ConverterOptions) -> Snippet:
-        opts: OrtTransformersOptions = options  # type: ignore[assignment]
-        off = self._off(opts)
+    def snippet(self, options: OrtTransformersOptions) -> Snippet:
+        off = self._off(options)
         imports = ("import os", "import tempfile", "from onnxruntime.transformers.optimizer import optimize_model",
                    *(("from onnxruntime.transformers.fusion_options import FusionOptions",) if off else ()))
-        return Snippet(imports, _optimize_lines(opts.model_type, off))
+        return Snippet(imports, _optimize_lines(options.model_type, off))
 
-    def pass_names(self, options: ConverterOptions) -> tuple[str, ...]:
+    def pass_names(self, options: OrtTransformersOptions) -> tuple[str, ...]:
         """The FusionOptions flags on (the model type's own unless `passes` names some)."""
-        opts: OrtTransformersOptions = options  # type: ignore[assignment]
-        return opts.passes or fusion_flags(opts.model_type)
+        return options.passes or fusion_flags(options.model_type)
 
-    def avoid_settings(self, options: ConverterOptions, hints: Hints) -> tuple[Setting, ...]:
+    def avoid_settings(self, options: OrtTransformersOptions, hints: Hints) -> tuple[Setting, ...]:
         """The fusion flags that show the bug alone (the cross-checks') turned off; the generic bert optimizer
         instead of a model type's own (another fusion order and set)."""
-        opts: OrtTransformersOptions = options  # type: ignore[assignment]
-        data, on = opts.to_json(), self.pass_names(opts)
+        data, on = options.to_json(), self.pass_names(options)
         culprits = [p for p in named(hints.culprits, FoundBy.ALONE) if p in on]
         kept = tuple(p for p in on if p not in culprits)
         without = (Setting(f"{self.display_name} with " + ", ".join(f"FusionOptions.{c}" for c in culprits) +
                            " off", self.name, {**data, "passes": list(kept)},
-                           "; ".join((f"fusion_options = FusionOptions({opts.model_type!r})",
-                                      *(f"fusion_options.{flag} = False" for flag in (*self._off(opts), *culprits)),
+                           "; ".join((f"fusion_options = FusionOptions({options.model_type!r})",
+                                      *(f"fusion_options.{flag} = False" for flag in (*self._off(options), *culprits)),
                                       "optimize_model(..., optimization_options=fusion_options)"))),
                    ) if culprits and kept else ()
-        bert = (Setting(f"model_type 'bert' instead of {opts.model_type!r}", self.name,
+        bert = (Setting(f"model_type 'bert' instead of {options.model_type!r}", self.name,
                         {**data, "model_type": "bert", "passes": []},
                         "optimize_model(model, model_type='bert', opt_level=0).save_model_to_file(path)"),
-                ) if opts.model_type != "bert" else ()
+                ) if options.model_type != "bert" else ()
         return (*without, *bert)
 
     def _off(self, options: OrtTransformersOptions) -> tuple[str, ...]:
@@ -128,17 +124,17 @@ class OrtTransformers(OnnxPassConverter):
         """The QOrdered fusions: they rewrite quantized (int8) attention, MatMul, Gelu and LayerNormalization."""
         return frozenset(name for name in self.rewrite_names() if name.startswith("FusionQOrdered"))
 
-    def fired(self, model: onnx.ModelProto, options: ConverterOptions) -> tuple[str, ...]:
+    def fired(self, model: onnx.ModelProto, options: OrtTransformersOptions) -> tuple[str, ...]:
         """The fusions that added or removed nodes when the optimizer ran on `model`."""
         return self.transform_watched(model, options)[1]
 
-    def transform_watched(self, model: onnx.ModelProto, options: ConverterOptions) -> tuple[
+    def transform_watched(self, model: onnx.ModelProto, options: OrtTransformersOptions) -> tuple[
             onnx.ModelProto, tuple[str, ...]]:
         """The optimizer's own call with each Fusion's `apply` watched: its model and the fusions that added or
         removed nodes, from the one run."""
         fired: list[str] = []
         with _watching_fusions(fired):
-            made = self.transform(model, options)  # type: ignore[arg-type]
+            made = self.transform(model, options)
         return made, tuple(dict.fromkeys(fired))
 
     def transform(self, model: onnx.ModelProto, options: OrtTransformersOptions) -> onnx.ModelProto:
@@ -225,9 +221,9 @@ def _watching_fusions(fired: list[str]) -> Iterator[None]:
     fusion = _fusion_base().Fusion
     original = fusion.apply
 
-    def recording(self: object) -> None:
+    def recording(self: Any) -> None:
         original(self)
-        if self.nodes_to_add or self.nodes_to_remove:  # type: ignore[attr-defined]
+        if self.nodes_to_add or self.nodes_to_remove:
             fired.append(type(self).__name__)
 
     fusion.apply = recording

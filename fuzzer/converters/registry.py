@@ -8,6 +8,7 @@ import importlib
 from collections.abc import Iterator, Mapping
 
 from fuzzer.converters.base import Converter
+from fuzzer.converters.capabilities import ExportsUpstream
 from fuzzer.converters.role import Role
 
 DEFAULT_REGISTRY = "fuzzer.converters:CONVERTERS"
@@ -41,7 +42,7 @@ class ConverterRegistry(Mapping[str, Converter]):
 
     def upstreams(self) -> tuple[Converter, ...]:
         """The exporters whose export an ONNX tool can start from, in registry order."""
-        return tuple(c for c in self._table.values() if c.role is Role.EXPORTER and c.upstream)
+        return tuple(c for c in self._table.values() if c.role is Role.EXPORTER and isinstance(c, ExportsUpstream))
 
 
 def load_registry(ref: str) -> ConverterRegistry:

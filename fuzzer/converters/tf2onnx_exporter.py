@@ -54,7 +54,7 @@ class Tf2OnnxOptions(ConverterOptions):
                              "use source='keras'")
 
     @classmethod
-    def candidates(cls, name: str, drawn: dict[str, Any]) -> tuple[Any, ...]:  # type: ignore[override]
+    def candidates(cls, name: str, drawn: Mapping[str, Any]) -> tuple[Any, ...]:
         if name == "optimize" and drawn.get("source", "function") != "keras":
             return (True,)
         return super().candidates(name, drawn)
@@ -81,7 +81,7 @@ def quiet_availability(converter: Converter) -> tuple[bool, str]:
         return Converter.availability(converter)
 
 
-class Tf2Onnx(Converter):
+class Tf2Onnx(Converter[Tf2OnnxOptions]):
     name = "tf2onnx"
     display_name = "tf2onnx"
     project = "tf2onnx"
@@ -91,7 +91,6 @@ class Tf2Onnx(Converter):
     libraries = ("tensorflow", "tf_keras", "tf2onnx", "onnxruntime")
     distributions = ("tensorflow", "tf-keras", "tf2onnx", "onnx", "onnxruntime")
     options_type = Tf2OnnxOptions
-    upstream = True  # the ONNX tools start from its export too: models of another exporter's making
     # tf2onnx leaves a TensorFlow op it has no handler for in the graph (it logs "Tensorflow op [...] is not
     # supported"): ONNX's checker then finds no schema for it.
     unsupported_messages = (r"No Op registered for \w+ with domain_version",)
@@ -122,42 +121,42 @@ class Tf2Onnx(Converter):
                                                "def make_model(weights):\n    import tensorflow as tf\n\n", 1)
         return {"make_model": model, "load_weights": loader}
 
-    def snippet(self, options: ConverterOptions) -> Snippet:
-        opts: Tf2OnnxOptions = options  # type: ignore[assignment]
-        return Snippet(("import tf2onnx", *(("import tf_keras",) if opts.source == "keras" else ())),
-                       (*model_lines(opts), export_line(opts)))
+    def snippet(self, options: Tf2OnnxOptions) -> Snippet:
+        return Snippet(("import tf2onnx", *(("import tf_keras",) if options.source == "keras" else ())),
+                       (*model_lines(options), export_line(options)))
 
     def component(self, site: FaultSite) -> Component:
         return self.own_component(f"tf2onnx: the conversion {site.named()}")
 
-    def avoid_settings(self, options: ConverterOptions, hints: Hints) -> tuple[Setting, ...]:
+    def avoid_settings(self, options: Tf2OnnxOptions, hints: Hints) -> tuple[Setting, ...]:
         """tf2onnx's optimizer off (from a Keras model), the other kind of source, then the nearest opsets."""
-        opts: Tf2OnnxOptions = options  # type: ignore[assignment]
         changes: list[tuple[str, dict[str, Any]]] = []
-        if opts.optimize:
+        if options.optimize:
             changes.append(("tf2onnx's optimizer off (optimizers={})", {"source": "keras", "optimize": False}))
-        if opts.source == "keras":
+        if options.source == "keras":
             changes.append(("the model as a tf.function", {"source": "function", "optimize": True}))
         else:
             changes.append(("the model as a Keras model", {"source": "keras"}))
         low, high = TF2ONNX_OPSETS
-        nearest = sorted((o for o in range(low, high + 1) if o != opts.opset), key=lambda o: (abs(o - opts.opset), -o))
+        opset = options.opset
+        nearest = sorted((o for o in range(low, high + 1) if o != opset), key=lambda o: (abs(o - opset), -o))
         changes += [(f"opset {o}", {"opset": o}) for o in nearest[:2]]
         settings = []
         for what, changed in changes:
-            new = Tf2OnnxOptions(**{**opts.to_json(), **changed})
+            new = Tf2OnnxOptions(**{**options.to_json(), **changed})
             settings.append(Setting(what, self.name, new.to_json(), export_line(new)))
         return tuple(settings)
 
     def export_upstream_model(self, source: Source, opset: int, steps: Steps) -> onnx.ModelProto:
-        """tf2onnx's export of the graph's tf.function at `opset`, its optimizer on (its defaults)."""
+        """tf2onnx's export of the graph's tf.function at `opset`, its optimizer on (its defaults): the ONNX tools
+        start from it too, models of another exporter's making."""
         quiet_tensorflow()
         options = Tf2OnnxOptions(opset=opset)
         _, model, _ = tensorflow_model(source.graph, source_values(source), options, steps)
         with steps.at(Stage.NODE_CONVERSION, "export"):
             return self.export_model(model, source.graph, options)
 
-    def convert_impl(self, source: Source, options: Tf2OnnxOptions) -> TargetRun:  # type: ignore[override]
+    def convert_impl(self, source: Source, options: Tf2OnnxOptions) -> TargetRun:
         return share_export(source, self.name, options, lambda: self._convert(source, options))
 
     def _convert(self, source: Source, options: Tf2OnnxOptions) -> TargetRun:

@@ -70,8 +70,9 @@ def capture(module: torch.nn.Module, inputs: tuple[Any, ...], shapes: Any) -> to
     except ImportError:  # the private module moved: the public capture, without torch.onnx's retries
         return torch.export.export(module, inputs, dynamic_shapes=shapes, strict=False)
     errors: list[Exception] = []
-    for strategy_class in _capture_strategies.CAPTURE_STRATEGIES:
-        result = strategy_class()(module, inputs, None, dynamic_shapes=shapes)  # type: ignore[abstract]
+    strategies: list[Any] = list(_capture_strategies.CAPTURE_STRATEGIES)  # concrete subclasses of an abstract base
+    for strategy_class in strategies:
+        result = strategy_class()(module, inputs, None, dynamic_shapes=shapes)
         if result.exported_program is not None:
             return result.exported_program
         if result.exception is not None:
@@ -100,12 +101,11 @@ def export_dynamo(source: Source, options: DynamoOptions, steps: Steps,
             return onnx_program.model_proto
 
 
-class TorchOnnxDynamo(Converter):
+class TorchOnnxDynamo(Converter[DynamoOptions]):
     name = "torch-onnx-dynamo"
     role = Role.EXPORTER
     framework = "pytorch"
     runtime = "onnxruntime"
-    upstream = True
     repro_conversion = "export_and_run_dynamo"
     repro_upstream_export = "upstream_by_dynamo"
     display_name = "torch.onnx.export (dynamo)"
@@ -124,23 +124,21 @@ class TorchOnnxDynamo(Converter):
             return Component("onnxscript", f"onnxscript: {what}", ONNXSCRIPT_TRACKER, self.name, "onnxscript")
         return self.own_component(f"dynamo exporter: the translation {site.named()}")
 
-    def snippet(self, options: ConverterOptions, dynamic: DynamicAxes | None = None) -> Snippet:
-        opts: DynamoOptions = options  # type: ignore[assignment]
-        dims, shapes = (dynamic or DynamicAxes(())).dynamo_source() if opts.dynamic else ((), "")
-        marked = f", dynamic_shapes=tuple(map({shapes}.get, INPUT_NAMES))" if opts.dynamic else ""
+    def snippet(self, options: DynamoOptions, dynamic: DynamicAxes | None = None) -> Snippet:
+        dims, shapes = (dynamic or DynamicAxes(())).dynamo_source() if options.dynamic else ((), "")
+        marked = f", dynamic_shapes=tuple(map({shapes}.get, INPUT_NAMES))" if options.dynamic else ""
         return Snippet(("import torch",), (*dims,
-            f"model = torch.onnx.export(module, inputs, dynamo=True, opset_version={opts.opset}, "
-            f"optimize={opts.optimize}, input_names=INPUT_NAMES{marked}).model_proto",), from_torch=True)
+            f"model = torch.onnx.export(module, inputs, dynamo=True, opset_version={options.opset}, "
+            f"optimize={options.optimize}, input_names=INPUT_NAMES{marked}).model_proto",), from_torch=True)
     libraries = ("torch", "torch.onnx", "onnx", "onnxscript", "onnxruntime")
     distributions = ("torch", "onnx", "onnxscript", "onnxruntime")
     options_type = DynamoOptions
 
-    def avoid_settings(self, options: ConverterOptions, hints: Hints) -> tuple[Setting, ...]:
+    def avoid_settings(self, options: DynamoOptions, hints: Hints) -> tuple[Setting, ...]:
         """The optimizer off, the session's levels (a divergence), the nearest opsets, the TorchScript exporter."""
-        opts: DynamoOptions = options  # type: ignore[assignment]
-        data = opts.to_json()
+        data = options.to_json()
         own = (Setting("the dynamo exporter's optimizer off", self.name, {**data, "optimize": False},
-                       export_call(True, opts.opset, ", optimize=False")),) if opts.optimize else ()
+                       export_call(True, options.opset, ", optimize=False")),) if options.optimize else ()
         return exporter_settings(self.name, True, data, own, hints)
 
     def supported_aten_ops(self) -> frozenset[str]:

@@ -25,6 +25,7 @@ from oracles.verdict import Stage
 @dataclass(frozen=True)
 class ScriptOptions(ConverterOptions):
     opset_range = SCRIPT_OPSETS
+    older_defaults = {"script_module": True}  # cases written before it existed exported a jit.trace'd ScriptModule
     opset: int = 17
     constant_folding: bool = True
     script_module: bool = False  # export a torch.jit.trace'd ScriptModule instead of the nn.Module
@@ -71,12 +72,11 @@ def raised_while_tracing(exc: BaseException) -> bool:
     return False
 
 
-class TorchOnnxScript(Converter):
+class TorchOnnxScript(Converter[ScriptOptions]):
     name = "torch-onnx-script"
     role = Role.EXPORTER
     framework = "pytorch"
     runtime = "onnxruntime"
-    upstream = True
     superseded_by = "torch-onnx-dynamo"  # torch 2.11 deprecated the TorchScript exporter
     repro_conversion = "export_and_run_script"
     repro_upstream_export = "upstream_by_script"
@@ -93,26 +93,23 @@ class TorchOnnxScript(Converter):
             return self.own_component("TorchScript exporter: its ONNX graph passes (constant folding, peepholes)")
         return self.own_component(f"TorchScript exporter: the symbolic function {site.named()}")
 
-    def snippet(self, options: ConverterOptions, dynamic: DynamicAxes | None = None) -> Snippet:
-        opts: ScriptOptions = options  # type: ignore[assignment]
-        trace = ("module = torch.jit.trace(module, inputs, check_trace=False)",) if opts.script_module else ()
-        names = ", output_names=OUTPUT_NAMES" if opts.dynamic else ""
-        axes = f", dynamic_axes={(dynamic or DynamicAxes(())).script_axes()!r}" if opts.dynamic else ""
+    def snippet(self, options: ScriptOptions, dynamic: DynamicAxes | None = None) -> Snippet:
+        trace = ("module = torch.jit.trace(module, inputs, check_trace=False)",) if options.script_module else ()
+        names = ", output_names=OUTPUT_NAMES" if options.dynamic else ""
+        axes = f", dynamic_axes={(dynamic or DynamicAxes(())).script_axes()!r}" if options.dynamic else ""
         return Snippet(("import onnx", "import torch"), (*trace,
-            f'torch.onnx.export(module, inputs, "model.onnx", dynamo=False, opset_version={opts.opset}, '
-            f"do_constant_folding={opts.constant_folding}, input_names=INPUT_NAMES{names}{axes})",
+            f'torch.onnx.export(module, inputs, "model.onnx", dynamo=False, opset_version={options.opset}, '
+            f"do_constant_folding={options.constant_folding}, input_names=INPUT_NAMES{names}{axes})",
             'model = onnx.load("model.onnx")'), from_torch=True)
 
-    def avoid_settings(self, options: ConverterOptions, hints: Hints) -> tuple[Setting, ...]:
+    def avoid_settings(self, options: ScriptOptions, hints: Hints) -> tuple[Setting, ...]:
         """Constant folding off, the session's levels (a divergence), the nearest opsets, the dynamo exporter."""
-        opts: ScriptOptions = options  # type: ignore[assignment]
-        data = opts.to_json()
+        data = options.to_json()
         own = (Setting("constant folding off", self.name, {**data, "constant_folding": False},
-                       export_call(False, opts.opset, ", do_constant_folding=False")),) if opts.constant_folding else ()
+                       export_call(False, options.opset, ", do_constant_folding=False")),
+               ) if options.constant_folding else ()
         return exporter_settings(self.name, False, data, own, hints)
 
-    # Cases written before script_module existed exported a jit.trace'd ScriptModule.
-    older_defaults = {"script_module": True}
     libraries = ("torch", "torch.onnx", "onnx", "onnxruntime")
     distributions = ("torch", "onnx", "onnxruntime")
 

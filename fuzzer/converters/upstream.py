@@ -11,12 +11,13 @@ import random
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Self, TypeVar
 
 import numpy as np
 import onnx
 
 from fuzzer.converters.base import Converter
+from fuzzer.converters.capabilities import ExportsUpstream, expresses, expressible, superseded_by
 from fuzzer.converters.conversion import (
     SharedExport,
     Source,
@@ -27,7 +28,7 @@ from fuzzer.converters.conversion import (
     unrunnable_model,
 )
 from fuzzer.converters.native import NATIVE, native_model, second_opinion
-from fuzzer.converters.options import ConverterOptions
+from fuzzer.converters.options import ConverterOptions, default_opset
 from fuzzer.converters.registry import default_registry
 from fuzzer.converters.role import Role
 from fuzzer.converters.runtime import check_and_serialize, declared_input_names, run_model, run_onnx_target
@@ -38,7 +39,7 @@ from oracles.taxonomy import lacks_kernel
 from oracles.verdict import Stage
 
 NATIVE_DEFAULT_OPSET = 17
-# Of a drawn exporter upstream, the weight of one superseded by another (Converter.superseded_by) against one not:
+# Of a drawn exporter upstream, the weight of one superseded by another (capabilities.Superseded) against one not:
 # of the two torch.onnx exporters, dynamo is drawn two times in three (torch 2.11 deprecated TorchScript's).
 SUPERSEDED_WEIGHT = 0.5
 # Of drawn settings for a graph every node of which has an ONNX counterpart, those starting from the native model.
@@ -50,7 +51,7 @@ NATIVE_SEED_SHARE = 0.25
 
 
 def upstream_exporters() -> tuple[Converter, ...]:
-    """The registered exporters an ONNX tool can start from (Converter.upstream), read from the registry when
+    """The registered exporters an ONNX tool can start from (capabilities.ExportsUpstream), read from the registry when
     called: the registry imports this module."""
     return default_registry().upstreams()
 
@@ -62,12 +63,18 @@ def upstream_names() -> tuple[str, ...]:
 
 def upstream_opsets(upstream: str) -> tuple[int, int]:
     """The opsets `upstream` can export, lowest and highest (ValueError for an unknown upstream)."""
-    return NATIVE_OPSETS if upstream == NATIVE else _upstream_exporter(upstream).opsets()
+    return NATIVE_OPSETS if upstream == NATIVE else _upstream_exporter(upstream).options_type.opset_range
 
 
 def upstream_default_opset(upstream: str) -> int:
     """The opset `upstream` exports at when none is asked for."""
-    return NATIVE_DEFAULT_OPSET if upstream == NATIVE else _upstream_exporter(upstream).default_opset()
+    return NATIVE_DEFAULT_OPSET if upstream == NATIVE else default_opset(_upstream_exporter(upstream).options_type)
+
+
+def _exporting(converter: Converter) -> ExportsUpstream:
+    if not isinstance(converter, ExportsUpstream):
+        raise TypeError(f"{converter.name} exports no upstream model")
+    return converter
 
 
 def _upstream_exporter(name: str) -> Converter:
@@ -82,11 +89,11 @@ def draw_exporter(rng: random.Random, graph: Graph | None = None) -> str:
     superseded ones, each of weight SUPERSEDED_WEIGHT; given the `graph`, among those that can express it (all where
     none can: the test is then skipped as inexpressible)."""
     exporters = upstream_exporters()
-    able = [c for c in exporters if c.expresses(graph)] if graph is not None else \
+    able = [c for c in exporters if expresses(c, graph)] if graph is not None else \
         [c for c in exporters if expresses_every_operator(c)]
     able = able or list(exporters)
-    ordered = sorted(able, key=lambda c: bool(c.superseded_by))
-    weights = [SUPERSEDED_WEIGHT if c.superseded_by else 1.0 for c in ordered]
+    ordered = sorted(able, key=superseded)
+    weights = [SUPERSEDED_WEIGHT if superseded(c) else 1.0 for c in ordered]
     at, point = 0.0, rng.random() * sum(weights)
     for converter, weight in zip(ordered, weights, strict=True):
         at += weight
@@ -98,7 +105,12 @@ def draw_exporter(rng: random.Random, graph: Graph | None = None) -> str:
 def expresses_every_operator(exporter: Converter) -> bool:
     """Whether `exporter` can write a graph of any operators: without a graph to ask about, only such an exporter is
     drawn (tf2onnx is drawn for graphs it can express)."""
-    return all(exporter.expressible(op) for op in REGISTRY.values())
+    return all(expressible(exporter, op) for op in REGISTRY.values())
+
+
+def superseded(converter: Converter) -> bool:
+    """Whether a newer converter of its role and framework supersedes `converter` (capabilities.Superseded)."""
+    return bool(superseded_by(converter))
 
 
 def native_seed(seed: int) -> bool:
@@ -155,7 +167,7 @@ class UpstreamOptions(ConverterOptions):
         return super().candidates(name, drawn)
 
     @classmethod
-    def draw(cls, seed: int, pinned: Mapping[str, Any] | None = None, graph: Graph | None = None) -> ConverterOptions:
+    def draw(cls, seed: int, pinned: Mapping[str, Any] | None = None, graph: Graph | None = None) -> Self:
         """As ConverterOptions.draw, but the upstream (usually dynamo) and its opset are drawn per graph, not per
         converter: the ONNX tools testing one graph share one export. Given the `graph`, the native model is drawn
         too (a share of the time, only where every node has a counterpart, at an opset where they all do)."""
@@ -171,8 +183,11 @@ class UpstreamOptions(ConverterOptions):
             shared["opset"] = default if default in opsets and rng.random() < 0.5 else rng.choice(opsets)
         if "opset" not in shared:
             exporter = _upstream_exporter(shared["upstream"])
-            shared["opset"] = exporter.options_type.draw(seed).opset  # type: ignore[attr-defined]
+            shared["opset"] = exporter.options_type.draw(seed).to_json()["opset"]
         return super().draw(seed, shared)
+
+
+UpstreamOptionsT = TypeVar("UpstreamOptionsT", bound=UpstreamOptions)
 
 
 def _native_opsets(graph: Graph | None, pinned: Mapping[str, Any]) -> tuple[int, ...]:
@@ -233,7 +248,7 @@ def _export(source: Source, exporter: str, opset: int, steps: Steps, run: bool) 
         if exporter == NATIVE:
             model = native_model(source, opset, own)
         else:
-            model = _upstream_exporter(exporter).export_upstream_model(source, opset, own)
+            model = _exporting(_upstream_exporter(exporter)).export_upstream_model(source, opset, own)
         data = check_and_serialize(model, own)
         outputs, dtypes = run_model(data, source, own) if run else ((), ())
         if run and exporter == NATIVE:  # no exporter vouches for a native model: ONNX's reference evaluator does
@@ -256,7 +271,7 @@ def starts_upstream(converter: Converter) -> bool:
     return converter.role.starts_upstream
 
 
-class OnnxPassConverter(Converter):
+class OnnxPassConverter(Converter[UpstreamOptionsT]):
     """An ONNX-to-ONNX converter: export upstream, transform (tagged `transform_stage`), check and run the result
     like any target, and judge it against the unconverted model's run (the baseline)."""
 
@@ -268,10 +283,10 @@ class OnnxPassConverter(Converter):
     transform_stage: Stage = Stage.GRAPH_OPTIMIZATION
     divergence_stage = Stage.GRAPH_OPTIMIZATION
 
-    def transform(self, model: onnx.ModelProto, options: ConverterOptions) -> onnx.ModelProto:
+    def transform(self, model: onnx.ModelProto, options: UpstreamOptionsT) -> onnx.ModelProto:
         raise NotImplementedError
 
-    def transform_unrunnable(self, data: bytes, options: ConverterOptions, steps: Steps) -> bool:
+    def transform_unrunnable(self, data: bytes, options: UpstreamOptionsT, steps: Steps) -> bool:
         """The tool on an upstream model ONNX Runtime cannot load: its crash or an invalid model it writes is its bug
         (StageError); False where it failed running ONNX Runtime itself on a node with no kernel, which is not."""
         try:
@@ -284,21 +299,21 @@ class OnnxPassConverter(Converter):
         check_and_serialize(model, steps, self.onnx_checked)
         return True
 
-    def fired(self, model: onnx.ModelProto, options: ConverterOptions) -> tuple[str, ...]:
-        """The rewrites (Converter.rewrite_names) that change `model` under `options`; () where the tool does not
+    def fired(self, model: onnx.ModelProto, options: UpstreamOptionsT) -> tuple[str, ...]:
+        """The rewrites (capabilities.RecordsRewrites) that change `model` under `options`; () where the tool does not
         say. Run apart from `transform`, which stays the tool's own call."""
         return ()
 
-    def transform_watched(self, model: onnx.ModelProto, options: ConverterOptions) -> tuple[
+    def transform_watched(self, model: onnx.ModelProto, options: UpstreamOptionsT) -> tuple[
             onnx.ModelProto, tuple[str, ...] | None]:
         """`transform`, and the rewrites it fired where watching the tool's own call tells them without a second
         run; None where `fired` runs apart."""
         return self.transform(model, options), None
 
-    def convert_impl(self, source: Source, options: ConverterOptions) -> TargetRun:
+    def convert_impl(self, source: Source, options: UpstreamOptionsT) -> TargetRun:
         steps = Steps()
         try:
-            up = export_upstream(source, options.upstream, options.opset, steps)  # type: ignore[attr-defined]
+            up = export_upstream(source, options.upstream, options.opset, steps)
         except UpstreamError as exc:
             if exc.unrunnable is None:
                 raise

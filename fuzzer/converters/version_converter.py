@@ -7,7 +7,6 @@ from dataclasses import dataclass
 import onnx
 
 from fuzzer.converters.describe import Component, FaultSite, Snippet
-from fuzzer.converters.options import ConverterOptions
 from fuzzer.converters.setting import Hints, Setting, nearest_opsets
 from fuzzer.converters.upstream import OnnxPassConverter, UpstreamOptions
 from oracles.verdict import Stage
@@ -19,7 +18,7 @@ class VersionConverterOptions(UpstreamOptions):
     target_opset: int = 21  # newer by default; set e.g. 13 for the downgrade path
 
 
-class OnnxVersionConverter(OnnxPassConverter):
+class OnnxVersionConverter(OnnxPassConverter[VersionConverterOptions]):
     name = "onnx-version-converter"
     display_name = "onnx.version_converter"
     project = "ONNX"
@@ -34,18 +33,16 @@ class OnnxVersionConverter(OnnxPassConverter):
         """The version converter's adapter for the operator the bug is on."""
         return self.own_component(f"version converter: the adapter {site.named()}")
 
-    def snippet(self, options: ConverterOptions) -> Snippet:
-        opts: VersionConverterOptions = options  # type: ignore[assignment]
+    def snippet(self, options: VersionConverterOptions) -> Snippet:
         return Snippet(("from onnx import version_converter",), (
-            f"model = version_converter.convert_version(model, {opts.target_opset})",))
-    def avoid_settings(self, options: ConverterOptions, hints: Hints) -> tuple[Setting, ...]:
+            f"model = version_converter.convert_version(model, {options.target_opset})",))
+    def avoid_settings(self, options: VersionConverterOptions, hints: Hints) -> tuple[Setting, ...]:
         """The nearest other target opsets (another chain of adapters)."""
-        opts: VersionConverterOptions = options  # type: ignore[assignment]
-        low, high = min(opts.space["target_opset"]), max(opts.space["target_opset"])
-        return tuple(Setting(f"target opset {o} instead of {opts.target_opset}", self.name,
-                             {**opts.to_json(), "target_opset": o},
+        low, high = min(options.space["target_opset"]), max(options.space["target_opset"])
+        return tuple(Setting(f"target opset {o} instead of {options.target_opset}", self.name,
+                             {**options.to_json(), "target_opset": o},
                              f"model = version_converter.convert_version(model, {o})")
-                     for o in nearest_opsets(opts.target_opset, low, high))
+                     for o in nearest_opsets(options.target_opset, low, high))
 
     libraries = ("onnx", "onnxruntime")
     distributions = ("torch", "onnx", "onnxruntime")

@@ -7,7 +7,7 @@ import torch
 from fuzzer.cases.harness.child import exit_status
 from fuzzer.cases.harness.head import CASE, CONVERTER, INPUT_NAMES, OPTIONS, OUTPUT_NAMES
 from fuzzer.cases.harness.judging import judge, judged, report_crash
-from fuzzer.cases.harness.openvino_run import openvino_version
+from fuzzer.cases.harness.openvino_run import openvino_version, plugin_tolerances
 from fuzzer.cases.harness.openvino_tensors import load_tensor, read_array, to_numpy
 
 
@@ -22,6 +22,7 @@ class Repro(torch.nn.Module):
 
 def main():
     torch.manual_seed(0)
+    plugin_tolerances()
     inputs = [load_tensor(f"test_data_set_0/input_{i}.pb") for i in range(len(INPUT_NAMES))]
     saved = [read_array(f"test_data_set_0/output_{i}.pb") for i in range(len(OUTPUT_NAMES))]
     module = Repro().eval()

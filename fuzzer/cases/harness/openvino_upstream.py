@@ -7,7 +7,7 @@ import sys
 from fuzzer.cases.harness.child import exit_status
 from fuzzer.cases.harness.head import CASE, CONVERTER, HERE, INPUT_NAMES, OPTIONS, OUTPUT_NAMES
 from fuzzer.cases.harness.judging import judge, judged, report_crash
-from fuzzer.cases.harness.openvino_run import openvino_version
+from fuzzer.cases.harness.openvino_run import openvino_version, plugin_tolerances
 from fuzzer.cases.harness.openvino_tensors import read_array
 
 
@@ -18,6 +18,7 @@ def convert_and_run(upstream, inputs):
 
 
 def main():
+    plugin_tolerances()
     inputs = [read_array(f"test_data_set_0/input_{i}.pb") for i in range(len(INPUT_NAMES))]
     saved = [read_array(f"test_data_set_0/output_{i}.pb") for i in range(len(OUTPUT_NAMES))]
     with open(os.path.join(HERE, "upstream.onnx"), "rb") as handle:

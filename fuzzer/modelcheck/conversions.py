@@ -17,6 +17,7 @@ from fuzzer.converters.conversion import Source, StageError, Steps, UpstreamErro
 from fuzzer.converters.registry import ConverterRegistry
 from fuzzer.converters.role import Role
 from fuzzer.converters.runtime import check_and_serialize
+from fuzzer.converters.upstream import upstream_default_opset
 from fuzzer.modelcheck.model import ModelKind, UserModel
 from fuzzer.modelcheck.runs import judge_all, run_onnx, tolerance_for
 from fuzzer.support.tensors import to_oracle_array, to_torch
@@ -115,7 +116,8 @@ def convert_torch(model: UserModel, converter: Converter) -> Conversion:
     """An exporter (or an ONNX tool from TOOL_UPSTREAM's model) on the module, judged against eager PyTorch (the
     tool against the model it started from)."""
     source, eager, reference = torch_source(model)
-    options = {"upstream": TOOL_UPSTREAM} if converter.role is Role.ONNX_TOOL else None
+    options = {"upstream": TOOL_UPSTREAM, "opset": upstream_default_opset(TOOL_UPSTREAM)} \
+        if converter.role is Role.ONNX_TOOL else None
     try:
         run = converter.convert(source, options)
     except StageError as exc:

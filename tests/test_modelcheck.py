@@ -1,0 +1,247 @@
+"""`convsmith check MODEL` on a user's ONNX model: faults of each kind planted through the registry by ONNX tools are
+located at the right node, diagnosed as the right kind, and repaired so that the oracle passes; a repair that does
+not pass is reported as not repaired; bad input is one line and exit 2."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import helper, numpy_helper
+
+from fuzzer.commands.main import main
+from fuzzer.converters.options import ConverterOptions
+from fuzzer.converters.registry import ConverterRegistry
+from fuzzer.converters.upstream import OnnxPassConverter, UpstreamOptions
+from fuzzer.modelcheck.check_model import ModelResult, check_model
+from fuzzer.modelcheck.diagnose import FaultKind
+from fuzzer.modelcheck.model import load_model
+from fuzzer.modelcheck.repair import repair
+from fuzzer.support.errors import Exit
+
+
+class PlantedTool(OnnxPassConverter):
+    libraries = ("onnxruntime",)
+    distributions = ("onnx", "onnxruntime")
+    options_type = UpstreamOptions
+
+
+def _node(model: onnx.ModelProto, op_type: str) -> onnx.NodeProto:
+    return next(n for n in model.graph.node if n.op_type == op_type)
+
+
+class PerturbWeight(PlantedTool):
+    name = "perturb-weight"
+
+    def transform(self, model: onnx.ModelProto, options: ConverterOptions) -> onnx.ModelProto:
+        tensor = next(t for t in model.graph.initializer if t.name == "w")
+        array = numpy_helper.to_array(tensor).copy()
+        array.flat[5] += 0.5
+        tensor.CopyFrom(numpy_helper.from_array(array, "w"))
+        return model
+
+
+class DropPads(PlantedTool):
+    name = "drop-pads"
+
+    def transform(self, model: onnx.ModelProto, options: ConverterOptions) -> onnx.ModelProto:
+        conv = _node(model, "Conv")
+        kept = [a for a in conv.attribute if a.name != "pads"]
+        del conv.attribute[:]
+        conv.attribute.extend(kept)
+        return model
+
+
+class ChangeAlpha(PlantedTool):
+    name = "change-alpha"
+
+    def transform(self, model: onnx.ModelProto, options: ConverterOptions) -> onnx.ModelProto:
+        leaky = _node(model, "LeakyRelu")
+        del leaky.attribute[:]
+        leaky.attribute.append(helper.make_attribute("alpha", 0.3))
+        return model
+
+
+class SwapNode(PlantedTool):
+    name = "swap-node"
+
+    def transform(self, model: onnx.ModelProto, options: ConverterOptions) -> onnx.ModelProto:
+        _node(model, "Relu").op_type = "Sigmoid"
+        return model
+
+
+class DropNode(PlantedTool):
+    """Removes the Relu and feeds its reader from the Relu's input."""
+
+    name = "drop-node"
+
+    def transform(self, model: onnx.ModelProto, options: ConverterOptions) -> onnx.ModelProto:
+        relu = _node(model, "Relu")
+        for node in model.graph.node:
+            node.input[:] = [relu.input[0] if i == relu.output[0] else i for i in node.input]
+        model.graph.node.remove(relu)
+        return model
+
+
+class NhwcInput(PlantedTool):
+    """Declares the image input channels-last and transposes it back inside the graph."""
+
+    name = "nhwc-input"
+
+    def transform(self, model: onnx.ModelProto, options: ConverterOptions) -> onnx.ModelProto:
+        value = model.graph.input[0]
+        value.CopyFrom(helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 6, 6, 3]))
+        for node in model.graph.node:
+            node.input[:] = ["x_nchw" if i == "x" else i for i in node.input]
+        model.graph.node.insert(0, helper.make_node("Transpose", ["x"], ["x_nchw"], perm=[0, 3, 1, 2]))
+        return model
+
+
+class RoundConstant(PlantedTool):
+    """Rounds the float64 model's scale constant to float32."""
+
+    name = "round-constant"
+
+    def transform(self, model: onnx.ModelProto, options: ConverterOptions) -> onnx.ModelProto:
+        tensor = next(t for t in model.graph.initializer if t.name == "scale")
+        rounded = numpy_helper.to_array(tensor).astype(np.float32).astype(np.float64)
+        tensor.CopyFrom(numpy_helper.from_array(rounded, "scale"))
+        return model
+
+
+class TwoFaults(PlantedTool):
+    """A perturbed weight and a swapped node: one round of repair undoes only the first."""
+
+    name = "two-faults"
+
+    def transform(self, model: onnx.ModelProto, options: ConverterOptions) -> onnx.ModelProto:
+        return SwapNode().transform(PerturbWeight().transform(model, options), options)
+
+
+PLANTED = ConverterRegistry([PerturbWeight(), DropPads(), ChangeAlpha(), SwapNode(), DropNode(), NhwcInput(),
+                             TwoFaults()])
+FLOAT64_PLANTED = ConverterRegistry([RoundConstant()])
+
+
+def conv_model() -> onnx.ModelProto:
+    """Conv (padded) -> LeakyRelu -> Relu -> Add, float32, weights from a fixed seed."""
+    rng = np.random.default_rng(0)
+    w = numpy_helper.from_array(rng.standard_normal((4, 3, 3, 3)).astype(np.float32), "w")
+    b = numpy_helper.from_array(rng.standard_normal(4).astype(np.float32), "b")
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["conv"], name="conv", pads=[1, 1, 1, 1]),
+             helper.make_node("LeakyRelu", ["conv"], ["leaky"], name="leaky", alpha=0.01),
+             helper.make_node("Relu", ["leaky"], ["relu"], name="relu"),
+             helper.make_node("Add", ["relu", "leaky"], ["y"], name="add")]
+    graph = helper.make_graph(nodes, "conv", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 3, 6, 6])],
+                              [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 4, 6, 6])], [w, b])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def scale_model() -> onnx.ModelProto:
+    """y = -(x * pi) in float64."""
+    scale = numpy_helper.from_array(np.array([np.pi], np.float64), "scale")
+    nodes = [helper.make_node("Mul", ["x", "scale"], ["scaled"], name="mul"),
+             helper.make_node("Neg", ["scaled"], ["y"], name="neg")]
+    graph = helper.make_graph(nodes, "scale", [helper.make_tensor_value_info("x", onnx.TensorProto.DOUBLE, [8])],
+                              [helper.make_tensor_value_info("y", onnx.TensorProto.DOUBLE, [8])], [scale])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, ModelResult]:
+    path = tmp_path_factory.mktemp("model") / "conv.onnx"
+    onnx.save(conv_model(), str(path))
+    found = check_model(load_model(str(path), 0), PLANTED, (), 0)
+    return {r.conversion.converter: r for r in found}
+
+
+EXPECTED = {  # converter: (located op type, its node, the kind, the sentence)
+    "perturb-weight": ("Conv", "conv", FaultKind.PARAMETER, "constant w differs from the source's (max abs 0.5)"),
+    "drop-pads": ("Conv", "conv", FaultKind.HYPERPARAMETER, "Conv conv: pads dropped (source: [1, 1, 1, 1])"),
+    "change-alpha": ("LeakyRelu", "leaky", FaultKind.HYPERPARAMETER,
+                     "LeakyRelu leaky: alpha 0.30000001192092896 where the source has 0.009999999776482582"),
+    "swap-node": ("Sigmoid", "relu", FaultKind.GRAPH, "node relu is Sigmoid where the source has Relu"),
+    "drop-node": ("Add", "add", FaultKind.GRAPH, "Add add: the source's Relu before it is missing"),
+}
+
+
+@pytest.mark.parametrize("converter", sorted(EXPECTED))
+def test_each_planted_fault_is_located_diagnosed_and_repaired(results: dict[str, ModelResult], converter: str
+                                                             ) -> None:
+    result = results[converter]
+    assert result.conversion.verdict.is_bug
+    assert result.repair is not None and result.repair.repaired
+    (step,) = result.repair.rounds
+    op_type, node, kind, detail = EXPECTED[converter]
+    assert step.location is not None
+    assert (step.location.op_type, step.location.node) == (op_type, node)
+    assert step.location.before == 0.0 and step.location.after > 0.0
+    assert [(f.kind, f.detail) for f in step.findings] == [(kind, detail)]
+    repaired = onnx.load_from_string(result.repair.model)
+    assert [n.op_type for n in repaired.graph.node if n.op_type in ("Relu", "Sigmoid")] == ["Relu"]
+
+
+def test_a_wrong_input_layout_is_diagnosed_and_repaired_with_a_transpose(results: dict[str, ModelResult]) -> None:
+    result = results["nhwc-input"]
+    assert result.conversion.verdict.is_bug
+    assert result.repair is not None and result.repair.repaired
+    (step,) = result.repair.rounds
+    assert step.location is None
+    assert [(f.kind, f.detail) for f in step.findings] == [
+        (FaultKind.INPUT, "input x has layout (1, 6, 6, 3) where the source takes (1, 3, 6, 6) (perm [0, 2, 3, 1])")]
+
+
+def test_a_float64_constant_rounded_to_float32_is_a_parameter_fault(tmp_path: Path) -> None:
+    path = tmp_path / "scale.onnx"
+    onnx.save(scale_model(), str(path))
+    (result,) = check_model(load_model(str(path), 0), FLOAT64_PLANTED, (), 0)
+    assert result.repair is not None and result.repair.repaired
+    (step,) = result.repair.rounds
+    assert step.location is not None and (step.location.op_type, step.location.node) == ("Mul", "mul")
+    assert [(f.kind, f.detail) for f in step.findings] == [
+        (FaultKind.PARAMETER, "constant scale is the source's rounded to float32")]
+
+
+def test_a_repair_that_does_not_pass_the_oracle_is_not_claimed(results: dict[str, ModelResult]) -> None:
+    conversion = results["two-faults"].conversion
+    assert conversion.source_onnx is not None and conversion.target_onnx is not None
+    feeds = {"x": np.random.default_rng(1).standard_normal((1, 3, 6, 6)).astype(np.float32)}
+    once = repair(conversion.source_onnx, conversion.target_onnx, feeds, feeds, rounds=1)
+    assert (once.repaired, once.reason) == (False, "the edited model still fails the oracle")
+    assert [f.kind for r in once.rounds for f in r.findings] == [FaultKind.PARAMETER]
+    assert results["two-faults"].repair is not None and results["two-faults"].repair.repaired  # given the rounds
+
+
+def test_the_command_writes_the_folder_and_exits_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "conv.onnx"
+    onnx.save(conv_model(), str(path))
+    out = tmp_path / "out"
+    code = main(["check", str(path), "--registry", "test_modelcheck:PLANTED", "--converters", "drop-pads",
+                 "--out", str(out)])
+    assert code == Exit.BUG
+    assert "hyperparameter: Conv conv: pads dropped" in capsys.readouterr().out
+    assert sorted(p.name for p in (out / "drop-pads").iterdir()) == ["converted.onnx", "repaired.onnx"]
+    assert (out / "verdicts.json").is_file() and (out / "summary.md").is_file()
+
+
+def raising_factory() -> object:
+    raise RuntimeError("no weights here")
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["check", "{tmp}/not.onnx"], "not a valid ONNX model"),
+    (["check", "test_modelcheck:raising_factory"], "the factory raised RuntimeError: no weights here"),
+    (["check", "{tmp}/conv.onnx", "--inputs", "{tmp}/wrong.npz"], "x is float32[1, 3, 5, 5], the model takes"),
+    (["check", "--zoo", "no-such-entry"], "unknown zoo entry 'no-such-entry'"),
+])
+def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str],
+                                          message: str) -> None:
+    (tmp_path / "not.onnx").write_bytes(b"not a model")
+    onnx.save(conv_model(), str(tmp_path / "conv.onnx"))
+    np.savez(tmp_path / "wrong.npz", x=np.zeros((1, 3, 5, 5), np.float32))
+    code = main([a.format(tmp=tmp_path) for a in argv])
+    err = capsys.readouterr().err.strip()
+    assert code == Exit.USAGE
+    assert len(err.splitlines()) == 1 and message in err

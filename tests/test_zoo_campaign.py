@@ -5,6 +5,7 @@ with its evidence folder."""
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import subprocess
 import sys
@@ -18,7 +19,7 @@ from fuzzer.campaign.db import DB_NAME
 from fuzzer.campaign.mailbox import Collected
 from fuzzer.campaign.messages import UnitGraph, UnitPrepared
 from fuzzer.campaign.result import TestResult
-from fuzzer.campaign.spec import LOG_DIR
+from fuzzer.campaign.spec import LOG_DIR, case_folders
 from fuzzer.campaign.worker import UnitRunner
 from fuzzer.campaign.worker_config import WorkerConfig
 from fuzzer.campaign.zoo_unit import EVIDENCE_DIR, ZOO_SOURCE, zoo_entries, zoo_entry_for, zoo_options
@@ -45,6 +46,7 @@ class ZooOffByOne(Converter):
 
 
 REGISTRY = {**CONVERTERS, ZooOffByOne.name: ZooOffByOne()}
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def seed_of(name: str) -> int:
@@ -76,9 +78,9 @@ def test_a_zoo_unit_records_its_tests_and_the_evidence_of_a_planted_bug(tmp_path
     sent = Collected()
     seed = seed_of("gru")
     UnitRunner(config, REGISTRY, sent).run_unit(4, seed, ("torch-onnx-script", "zoo-off-by-one", "tf2onnx"))
-    graph = next(m for m in sent.messages if isinstance(m, UnitGraph))
+    assert not any(isinstance(m, UnitGraph) for m in sent.messages)  # a zoo unit has no graph
     prepared = next(m for m in sent.messages if isinstance(m, UnitPrepared))
-    assert (graph.idx, graph.nodes, prepared.values) == (4, 0, "zoo")
+    assert (prepared.idx, prepared.values) == (4, "zoo")
     results = {m.converter: m for m in sent.messages if isinstance(m, TestResult)}
     assert [(c, r.symptom, r.labels) for c, r in results.items()] == [
         ("torch-onnx-script", "pass", ("zoo:gru",)),
@@ -96,16 +98,34 @@ def test_a_zoo_unit_records_its_tests_and_the_evidence_of_a_planted_bug(tmp_path
                                                                               "output_1.pb"]
 
 
+def fuzz_zoo(out: Path, seed: int, *extra: str) -> None:
+    """`convsmith fuzz --source zoo` of one unit at `seed`, the tests folder importable (its planted registries)."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join((str(ROOT), str(ROOT / "tests"))))
+    done = subprocess.run([sys.executable, "-m", "fuzzer", "fuzz", "--source", "zoo", "--tests", "1", "--workers",
+                           "1", "--seed", str(seed), "--no-reduce", "--out", str(out), *extra], capture_output=True,
+                          text=True, timeout=300, cwd=ROOT, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
 @pytest.mark.slow
 def test_fuzz_source_zoo_runs_a_campaign_of_zoo_units(tmp_path: Path) -> None:
     out, seed = tmp_path / "zoo", seed_of("gru")
-    done = subprocess.run([sys.executable, "-m", "fuzzer", "fuzz", "--source", "zoo", "--tests", "1", "--workers",
-                           "1", "--seed", str(seed), "--converters", "torch-onnx-script,ort-optimizer,tf2onnx",
-                           "--no-reduce", "--out", str(out)], capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-2000:]
+    fuzz_zoo(out, seed, "--converters", "torch-onnx-script,ort-optimizer,tf2onnx")
     conn = sqlite3.connect(out / DB_NAME)
     rows = conn.execute("SELECT seed, converter, symptom, labels FROM tests ORDER BY converter").fetchall()
     assert [(s, c, sym) for s, c, sym, _ in rows] == [(seed, "ort-optimizer", "pass"), (seed, "tf2onnx", "unsupported"),
                                                       (seed, "torch-onnx-script", "pass")]
     assert [json.loads(labels) for *_, labels in rows] == [["zoo:gru"], ["skipped-inexpressible"], ["zoo:gru"]]
-    assert conn.execute("SELECT nodes, value_strategy FROM units").fetchall() == [(0, "zoo")]
+    assert conn.execute("SELECT nodes, value_strategy FROM units").fetchall() == [(None, "zoo")]
+
+
+@pytest.mark.slow
+def test_a_zoo_test_lost_to_a_dead_worker_is_recorded_without_a_graph_case(tmp_path: Path) -> None:
+    out, seed = tmp_path / "zoo", seed_of("gru")
+    fuzz_zoo(out, seed, "--registry", "test_isolation:FAULTY_REGISTRY", "--converters",
+             "faulty-segfault,torch-onnx-script")
+    conn = sqlite3.connect(out / DB_NAME)
+    rows = conn.execute("SELECT converter, symptom FROM tests ORDER BY converter").fetchall()
+    assert rows == [("faulty-segfault", "process_death"), ("torch-onnx-script", "pass")]
+    assert conn.execute("SELECT COUNT(*) FROM errors").fetchone() == (0,)
+    assert case_folders(out) == []

@@ -22,7 +22,6 @@ from typing import Any, Protocol
 
 from fuzzer.campaign.messages import Step, UnitFailed, UnitPrepared
 from fuzzer.campaign.result import TestResult
-from fuzzer.campaign.unit_graph import graph_message
 from fuzzer.campaign.worker_config import WorkerConfig
 from fuzzer.cases.case import case_id
 from fuzzer.check.zoo import ZooResult, check_zoo, prepare_zoo
@@ -95,7 +94,8 @@ def run_zoo_unit(runner: Runner, idx: int, seed: int, converters: Sequence[str])
         return
     timings.update(prepared.timings)
     timings["build"] = time.perf_counter() - start - sum(prepared.timings.values())
-    runner.send(graph_message(idx, prepared.source.graph))
+    # No graph message: a zoo unit has no graph, and a test lost to a dead or hung worker is then recorded without
+    # the graph case the campaign would otherwise remake from it.
     runner.hold(UnitPrepared(idx, timings, ZOO_SOURCE))
     for name in converters:
         run_zoo_test(runner, idx, seed, prepared, name)

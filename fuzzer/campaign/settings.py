@@ -15,27 +15,26 @@ to the detail where it may not skip."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from fuzzer.campaign.novelty import RAISE_ONLY, SETTING
 from fuzzer.converters.base import Converter
 from fuzzer.converters.runtime import ORT_TYPE_TO_IR
+from fuzzer.converters.schema import noted_type
 from fuzzer.converters.upstream import starts_upstream, upstream_opsets
 from fuzzer.support.chance import seeded_chance
 from generators.ir import Graph
 
-_BELOW_OPSET = re.compile(r"takes (tensor\(\w+\)) from opset (\d+)\]")  # fuzzer/converters/schema.py's note
 SKIPPED = "skipped-known-root-cause"
 
 
 def setting_detail(converter: str, message: str) -> str | None:
     """'torch-onnx-dynamo|bfloat16|22' for a bug whose message says the type is allowed from a later opset."""
-    found = _BELOW_OPSET.search(message)
-    if found is None or found.group(1) not in ORT_TYPE_TO_IR:
+    noted = noted_type(message)
+    if noted is None or noted[0] not in ORT_TYPE_TO_IR:
         return None
-    return f"{converter}|{ORT_TYPE_TO_IR[found.group(1)]}|{int(found.group(2))}"
+    return f"{converter}|{ORT_TYPE_TO_IR[noted[0]]}|{noted[1]}"
 
 
 def settled_options(converter: Converter, options: Mapping[str, Any], graph: Graph | None, seed: int,

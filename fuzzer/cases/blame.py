@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 
 import onnx
 
-from fuzzer.cases.case import CaseData
+from fuzzer.cases.case import CaseData, logged_frame
 from fuzzer.cases.diagnosis import (
     BEFORE_ORT,
     BEFORE_TOOL,
@@ -36,7 +36,6 @@ from oracles.verdict import Stage, Symptom
 KERNEL_KEY = "onnxruntime-kernel"  # the root-cause owner of every ONNX Runtime kernel defect, whatever the route
 RUNTIME_STAGES = (Stage.RUNTIME_LOAD, Stage.RUNTIME_EXECUTION)
 _PACKAGE = re.compile(r"(?:site|dist)-packages[/\\]([A-Za-z0-9_]+)[/\\]")
-_FRAME_LINE = re.compile(r"^frame: (.+)$", re.MULTILINE)
 
 
 def runtime_kernel(operator: str, device: str) -> Component:
@@ -47,8 +46,7 @@ def runtime_kernel(operator: str, device: str) -> Component:
 
 def frame_owner(case: CaseData) -> str:
     """The top-level package of the failing innermost frame (from the case's log, or a dead worker's message)."""
-    found = _FRAME_LINE.search(case.log)
-    text = found.group(1) if found else case.verdict.message
+    text = logged_frame(case.log) or case.verdict.message
     package = _PACKAGE.search(text)
     return package.group(1) if package else ""
 

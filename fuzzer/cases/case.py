@@ -32,6 +32,7 @@ from oracles.verdict import Verdict
 SCHEMA_VERSION = 1
 EXPECTATIONS = (None, "bug", "pass")
 BASE_LIBRARIES = ("torch", "onnx", "onnxruntime", "numpy")
+FRAME_LINE = "frame: "  # the line of log.txt that names the failing innermost frame
 
 
 @dataclass(frozen=True, eq=False)
@@ -203,12 +204,17 @@ def _native_upstream(source: Expected, options: Mapping[str, Any]) -> bytes | No
         return None
 
 
+def logged_frame(log: str) -> str:
+    """The failing innermost frame case_log wrote into a case's log ("" where it wrote none)."""
+    return next((line.removeprefix(FRAME_LINE) for line in log.splitlines() if line.startswith(FRAME_LINE)), "")
+
+
 def case_log(result: Any) -> str:
     """log.txt of a case: the verdict and message, the library's traceback (if it failed), per-stage timings."""
     verdict = result.verdict
     lines = [f"verdict: {verdict.symptom.json_name} at {verdict.stage.value}", f"message: {verdict.message}"]
     if result.failure is not None:
-        lines += [f"frame: {result.failure.frame}", "", result.failure.traceback.rstrip()]
+        lines += [f"{FRAME_LINE}{result.failure.frame}", "", result.failure.traceback.rstrip()]
     lines += ["", "timings (s):"] + [f"  {k}: {v:.4f}" for k, v in sorted(result.timings.items())]
     return "\n".join(lines) + "\n"
 

@@ -10,7 +10,7 @@ import re
 import onnx
 
 _TYPE_ERROR = re.compile(r"op_type:(\w+).*?typestr: (\w+), has unsupported type: (tensor\(\w+\))")
-_NOTED_OPSET = re.compile(r"takes tensor\(\w+\) from opset (\d+)\]")  # schema_note's own words
+_NOTED = re.compile(r"takes (tensor\(\w+\)) from opset (\d+)\]")  # schema_note's own words
 
 
 def schema_note(message: str) -> str:
@@ -28,8 +28,14 @@ def schema_note(message: str) -> str:
 
 def noted_opset(message: str) -> int:
     """The opset a schema_note in `message` says takes the type (0 where it has no such note)."""
-    found = _NOTED_OPSET.search(message)
-    return int(found.group(1)) if found else 0
+    noted = noted_type(message)
+    return noted[1] if noted is not None else 0
+
+
+def noted_type(message: str) -> tuple[str, int] | None:
+    """The type ('tensor(bfloat16)') and the opset from which ONNX takes it, as a schema_note in `message` says."""
+    found = _NOTED.search(message)
+    return (found.group(1), int(found.group(2))) if found else None
 
 
 @functools.cache

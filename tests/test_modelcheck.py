@@ -9,11 +9,15 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
+import torch
 from onnx import helper, numpy_helper
 
 from fuzzer.commands.main import main
+from fuzzer.converters.conversion import Source, TargetRun
 from fuzzer.converters.options import ConverterOptions
 from fuzzer.converters.registry import ConverterRegistry
+from fuzzer.converters.runtime import run_onnx_target
+from fuzzer.converters.torch_onnx_script import ScriptOptions, TorchOnnxScript
 from fuzzer.converters.upstream import OnnxPassConverter, UpstreamOptions
 from fuzzer.modelcheck.check_model import ModelResult, check_model
 from fuzzer.modelcheck.diagnose import FaultKind
@@ -36,10 +40,14 @@ class PerturbWeight(PlantedTool):
     name = "perturb-weight"
 
     def transform(self, model: onnx.ModelProto, options: ConverterOptions) -> onnx.ModelProto:
-        tensor = next(t for t in model.graph.initializer if t.name == "w")
+        return self.perturb(model, "w")
+
+    @staticmethod
+    def perturb(model: onnx.ModelProto, name: str) -> onnx.ModelProto:
+        tensor = next(t for t in model.graph.initializer if t.name == name)
         array = numpy_helper.to_array(tensor).copy()
         array.flat[5] += 0.5
-        tensor.CopyFrom(numpy_helper.from_array(array, "w"))
+        tensor.CopyFrom(numpy_helper.from_array(array, name))
         return model
 
 
@@ -245,3 +253,33 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.Capture
     err = capsys.readouterr().err.strip()
     assert code == Exit.USAGE
     assert len(err.splitlines()) == 1 and message in err
+
+
+class PerturbingExporter(TorchOnnxScript):
+    """The TorchScript exporter, its model's first convolution weight perturbed."""
+
+    name = "perturbing-exporter"
+
+    def convert_impl(self, source: Source, options: ScriptOptions) -> TargetRun:
+        model = onnx.load_from_string(super().convert_impl(source, options).model or b"")
+        PerturbWeight.perturb(model, "inner.0.weight")
+        return run_onnx_target(model, source)
+
+
+EXPORTERS = ConverterRegistry([PerturbingExporter()])
+
+
+def small_net() -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3, padding=1), torch.nn.ReLU(), torch.nn.Conv2d(4, 2, 1))
+    return net, (torch.randn(1, 3, 6, 6),)
+
+
+def test_an_exporters_perturbed_weight_is_located_at_its_layer_and_restored_from_the_module() -> None:
+    (result,) = check_model(load_model("test_modelcheck:small_net", 0), EXPORTERS, (), 0)
+    assert result.conversion.verdict.is_bug
+    assert result.repair is not None and result.repair.repaired
+    (step,) = result.repair.rounds
+    assert step.location is not None and (step.location.op_type, step.location.layer) == ("Conv", "inner.0")
+    assert [(f.kind, f.detail) for f in step.findings] == [
+        (FaultKind.PARAMETER, "constant inner.0.weight differs from the source's (max abs 0.5)")]

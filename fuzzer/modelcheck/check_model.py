@@ -11,7 +11,9 @@ import numpy as np
 import onnx
 
 from fuzzer.converters.registry import ConverterRegistry
-from fuzzer.modelcheck.conversions import Conversion, applicable, convert_model
+from fuzzer.converters.role import Role
+from fuzzer.modelcheck.conversions import Conversion, TupleOutputs, applicable, convert_model
+from fuzzer.modelcheck.exporter_repair import repair_export
 from fuzzer.modelcheck.model import UserModel, draw_inputs, onnx_slots
 from fuzzer.modelcheck.repair import Repair, repair
 from fuzzer.support.quiet import library_output
@@ -60,10 +62,16 @@ def _with_repair(model: UserModel, conversion: Conversion, seed: int) -> ModelRe
     verdict = conversion.verdict
     if not verdict.is_bug or verdict.symptom is Symptom.UNSUPPORTED:
         return ModelResult(conversion, None)
-    if conversion.source_onnx is None or conversion.target_onnx is None:
+    if conversion.target_onnx is None:
         return ModelResult(conversion, None)
     start = time.perf_counter()
-    feeds, fresh = source_feeds(conversion.source_onnx, model, seed)
     with library_output():
-        fixed = repair(conversion.source_onnx, conversion.target_onnx, feeds, fresh)
+        if conversion.source_onnx is not None:
+            feeds, fresh = source_feeds(conversion.source_onnx, model, seed)
+            fixed = repair(conversion.source_onnx, conversion.target_onnx, feeds, fresh)
+        elif conversion.role is Role.EXPORTER and model.module is not None:
+            feeds, fresh = source_feeds(conversion.target_onnx, model, seed)
+            fixed = repair_export(TupleOutputs(model.module).eval(), conversion.target_onnx, feeds, fresh)
+        else:
+            return ModelResult(conversion, None)
     return ModelResult(conversion, fixed, time.perf_counter() - start)

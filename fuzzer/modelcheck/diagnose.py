@@ -113,7 +113,7 @@ def _constant_findings(source: onnx.ModelProto, target: onnx.ModelProto, node: o
     for name in node.input:
         if name not in ours or name not in theirs:
             continue
-        detail = _constant_difference(name, numpy_helper.to_array(theirs[name]), numpy_helper.to_array(ours[name]))
+        detail = constant_difference(name, numpy_helper.to_array(theirs[name]), numpy_helper.to_array(ours[name]))
         if detail:
             found.append(Finding(FaultKind.PARAMETER, detail, RestoreConstant(name, theirs[name].SerializeToString())))
     return found
@@ -128,7 +128,7 @@ def _constant_node(source: onnx.ModelProto, twin: onnx.NodeProto, node: onnx.Nod
                     RestoreConstant(twin.output[0], tensor.SerializeToString()))]
 
 
-def _constant_difference(name: str, source: np.ndarray, target: np.ndarray) -> str:
+def constant_difference(name: str, source: np.ndarray, target: np.ndarray) -> str:
     """'' when equal; else how they differ: another shape or dtype, a rounding to a narrower float, or values."""
     if source.shape != target.shape or source.dtype != target.dtype:
         return f"constant {name} is {target.dtype}{list(target.shape)}, the source's {source.dtype}{list(source.shape)}"

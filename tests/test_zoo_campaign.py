@@ -22,7 +22,14 @@ from fuzzer.campaign.result import TestResult
 from fuzzer.campaign.spec import LOG_DIR, case_folders
 from fuzzer.campaign.worker import UnitRunner
 from fuzzer.campaign.worker_config import WorkerConfig
-from fuzzer.campaign.zoo_unit import EVIDENCE_DIR, ZOO_SOURCE, zoo_entries, zoo_entry_for, zoo_options
+from fuzzer.campaign.zoo_unit import (
+    EVIDENCE_DIR,
+    ZOO_SOURCE,
+    drawn_options,
+    zoo_entries,
+    zoo_entry_for,
+    zoo_options,
+)
 from fuzzer.cases.case import case_id
 from fuzzer.converters import CONVERTERS
 from fuzzer.converters.base import Converter
@@ -71,6 +78,16 @@ def test_each_converter_takes_the_zoo_models_of_its_framework() -> None:
     assert zoo_options(CONVERTERS["tf2onnx"], keras, 3) == {}
     assert zoo_options(CONVERTERS["torch-onnx-dynamo"], keras, 3) is None
     assert zoo_options(CONVERTERS["ort-transformers"], keras, 3) is None
+
+
+def test_a_campaign_that_varies_settings_draws_them_around_the_zoos_upstream() -> None:
+    tool = CONVERTERS["ort-transformers"]
+    drawn = [drawn_options(tool, seed, {"upstream": "torch-onnx-script", "opset": 17}, {}) for seed in range(40)]
+    assert {d["upstream"] for d in drawn} == {"torch-onnx-script"}
+    assert len({d["opset"] for d in drawn}) > 1 and len({d["model_type"] for d in drawn}) > 1
+    assert drawn_options(tool, 7, {"upstream": "torch-onnx-script"}, {}) == drawn[7]  # drawn by the seed alone
+    pinned = drawn_options(CONVERTERS["torch-onnx-dynamo"], 3, {}, {"optimize": False})
+    assert pinned["optimize"] is False
 
 
 def test_a_zoo_unit_records_its_tests_and_the_evidence_of_a_planted_bug(tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ import json
 import random
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -81,6 +81,15 @@ def zoo_options(converter: Converter, entry: ZooEntry, seed: int) -> dict[str, A
     return None
 
 
+def drawn_options(converter: Converter, seed: int, fixed: Mapping[str, Any], pinned: Mapping[str, Any]
+                  ) -> dict[str, Any]:
+    """In a campaign that varies settings, the converter's options drawn by the seed as a graph's test draws them,
+    keeping what the zoo fixes (an ONNX tool's upstream; its opset is drawn in that upstream's range) and what the
+    user pinned."""
+    kept = {k: v for k, v in fixed.items() if k != "opset"}
+    return converter.options_type.draw(seed, {**pinned, **kept}).to_json()
+
+
 def run_zoo_unit(runner: Runner, idx: int, seed: int, converters: Sequence[str]) -> None:
     """Build the seed's architecture, run it, then test it with each converter that can take it."""
     start = time.perf_counter()
@@ -112,6 +121,8 @@ def run_zoo_test(runner: Runner, idx: int, seed: int, prepared: ZooSource, name:
         runner.skip(idx, seed, name, "skipped-inexpressible", f"{name} cannot take the {entry.framework.value} "
                     f"zoo model {entry.name}", {}, start)
         return
+    if runner.config.vary_settings:
+        options = drawn_options(converter, seed, options, runner.config.converter_options.get(name, {}))
     runner.phase(idx, name, Step.CONVERT)
     try:
         result = check_zoo(prepared, converter, options)

@@ -4,6 +4,7 @@ node of the converted model, in topological order, whose output is beyond the or
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -48,11 +49,18 @@ def shared_values(source: onnx.ModelProto, target: onnx.ModelProto) -> list[str]
 
 
 def with_outputs(model: onnx.ModelProto, names: list[str]) -> bytes:
-    """The model with `names` as extra graph outputs (ONNX Runtime infers their types)."""
+    """The model with `names` as its only outputs (ONNX Runtime infers their types) and only the nodes they need."""
     copy = onnx.ModelProto()
     copy.CopyFrom(model)
-    have = {o.name for o in copy.graph.output}
-    copy.graph.output.extend(onnx.ValueInfoProto(name=n) for n in names if n not in have)
+    needed, kept = set(names), []
+    for node in reversed(copy.graph.node):
+        if needed & set(node.output):
+            kept.append(node)
+            needed.update(node.input)
+    del copy.graph.node[:]
+    copy.graph.node.extend(reversed(kept))
+    del copy.graph.output[:]
+    copy.graph.output.extend(onnx.ValueInfoProto(name=n) for n in names)
     return copy.SerializeToString()
 
 
@@ -60,6 +68,25 @@ def intermediate_values(model: onnx.ModelProto, names: list[str], feeds: Mapping
                         ) -> dict[str, np.ndarray]:
     """The named values in one run of the model."""
     return dict(zip(names, run_onnx(with_outputs(model, names), feeds, names), strict=True))
+
+
+def runnable_prefix(model: onnx.ModelProto, names: list[str], feeds: Mapping[str, np.ndarray]
+                    ) -> tuple[dict[str, np.ndarray], int]:
+    """The values of the longest prefix of `names` the model computes, and its length: all of them in one run where
+    the model runs, else found by bisection (a model that fails at a node computes what comes before it)."""
+    try:
+        return intermediate_values(model, names, feeds), len(names)
+    except Exception:  # the converted model fails somewhere: bisect for the values before the failure
+        pass
+    low, high = 0, len(names)  # names[:low] run; names[:high] do not
+    while high - low > 1:
+        mid = (low + high) // 2
+        try:
+            intermediate_values(model, names[:mid], feeds)
+            low = mid
+        except Exception:  # names[:mid] reach the failing node
+            high = mid
+    return (intermediate_values(model, names[:low], feeds) if low else {}), low
 
 
 def source_layer(node: onnx.NodeProto) -> str:
@@ -74,20 +101,22 @@ def source_layer(node: onnx.NodeProto) -> str:
 
 
 def locate(source: bytes, target: bytes, feeds: Mapping[str, np.ndarray]) -> Location | None:
-    """The first node of `target` whose output diverges from the same-named value of `source`; None when no shared
-    value diverges."""
+    """The first node of `target` whose output diverges from the same-named value of `source`, or that fails to run
+    (its divergence after is inf); None when every shared value agrees."""
     src, tgt = onnx.load_from_string(source), onnx.load_from_string(target)
     names = shared_values(src, tgt)
     if not names:
         return None
-    expected, actual = intermediate_values(src, names, feeds), intermediate_values(tgt, names, feeds)
-    metrics = {n: judge(actual[n], expected[n]) for n in names}
+    expected = intermediate_values(src, names, feeds)
+    actual, ran = runnable_prefix(tgt, names, feeds)
+    metrics = {n: judge(actual[n], expected[n]) for n in names[:ran]}
     where = produced(tgt)
     for name in names:
-        if metrics[name].ok:
+        metric = metrics.get(name)
+        if metric is not None and metric.ok:
             continue
         node = tgt.graph.node[where[name]]
         before = max((metrics[i].max_abs for i in node.input if i in metrics), default=0.0)
-        return Location(node.op_type, node.name, name, where[name], source_layer(node), before,
-                        metrics[name].max_abs, len(names))
+        after = math.inf if metric is None else metric.max_abs
+        return Location(node.op_type, node.name, name, where[name], source_layer(node), before, after, len(names))
     return None

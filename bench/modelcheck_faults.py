@@ -1,0 +1,177 @@
+"""How many planted faults `convsmith check MODEL` locates, diagnoses and repairs, on zoo models exported to ONNX.
+
+    python bench/modelcheck_faults.py [--entries resnet,mobilenet-v2,inception-v3] [--faults 20] [--seed 0]
+
+Each entry is built at seed 0 and exported by the TorchScript exporter; that model is the source. Faults are drawn at
+random (from --seed) over the kinds: a perturbed weight and an initializer rounded to bfloat16 (parameter), an
+attribute changed (hyperparameter: a Conv's pads or dilations, a Gemm's alpha, a LeakyRelu's alpha, a softmax's
+axis), a node swapped for another kind or dropped (graph), the image input declared channels-last (input). Each
+faulty model goes through the same repair as the command (fuzzer/modelcheck/repair.py). A fault is observable when
+the oracle fails the faulty model; located when the first round names the planted node (for an input fault: finds an
+input fault); diagnosed when the kind is right; repaired when the repaired model passes on fresh inputs. Prints one
+line per fault and the totals by kind, with the seconds of locate and repair."""
+
+from __future__ import annotations
+
+import argparse
+import random
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import ml_dtypes
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+from fuzzer.converters import CONVERTERS
+from fuzzer.modelcheck.check_model import source_feeds
+from fuzzer.modelcheck.conversions import torch_source
+from fuzzer.modelcheck.diagnose import FaultKind
+from fuzzer.modelcheck.model import load_zoo
+from fuzzer.modelcheck.repair import passes, repair
+from fuzzer.support.quiet import library_output
+
+SWAPS = {"Relu": "Sigmoid", "Add": "Sub", "Sigmoid": "Relu", "Mul": "Add", "Tanh": "Sigmoid", "Sub": "Add",
+         "Div": "Mul", "MaxPool": "AveragePool", "AveragePool": "MaxPool", "Erf": "Tanh"}
+UNARY = ("Relu", "Sigmoid", "Tanh", "Erf", "Clip", "HardSwish", "HardSigmoid")
+
+
+@dataclass(frozen=True)
+class Fault:
+    kind: FaultKind
+    what: str
+    node: str  # the output of the node that should be located ('' for an input fault)
+
+
+def _float_inits(model: onnx.ModelProto) -> list[onnx.TensorProto]:
+    return [t for t in model.graph.initializer if t.data_type == onnx.TensorProto.FLOAT and
+            int(np.prod(t.dims)) > 1]
+
+
+def _first_reader(model: onnx.ModelProto, name: str) -> str:
+    return next(n.output[0] for n in model.graph.node if name in n.input)
+
+
+def perturb(model: onnx.ModelProto, rng: random.Random) -> Fault:
+    tensor = rng.choice(_float_inits(model))
+    array = numpy_helper.to_array(tensor).copy()
+    array.flat[rng.randrange(array.size)] += 1.0
+    tensor.CopyFrom(numpy_helper.from_array(array, tensor.name))
+    return Fault(FaultKind.PARAMETER, f"perturb {tensor.name}", _first_reader(model, tensor.name))
+
+
+def round_bf16(model: onnx.ModelProto, rng: random.Random) -> Fault:
+    tensor = rng.choice(_float_inits(model))
+    array = numpy_helper.to_array(tensor).astype(ml_dtypes.bfloat16).astype(np.float32)
+    tensor.CopyFrom(numpy_helper.from_array(array, tensor.name))
+    return Fault(FaultKind.PARAMETER, f"round {tensor.name} to bfloat16", _first_reader(model, tensor.name))
+
+
+def change_attribute(model: onnx.ModelProto, rng: random.Random) -> Fault:
+    options = []
+    for node in model.graph.node:
+        attrs = {a.name: a for a in node.attribute}
+        if node.op_type == "Conv" and "pads" in attrs and any(attrs["pads"].ints):
+            options.append((node, "pads", [0] * len(attrs["pads"].ints)))
+        if node.op_type in ("Gemm",):
+            options.append((node, "alpha", 0.5))
+        if node.op_type == "LeakyRelu":
+            options.append((node, "alpha", 0.3))
+        if node.op_type in ("LayerNormalization", "BatchNormalization"):
+            options.append((node, "epsilon", 0.5))
+    node, name, value = rng.choice(options)
+    kept = [a for a in node.attribute if a.name != name]
+    del node.attribute[:]
+    node.attribute.extend([*kept, helper.make_attribute(name, value)])
+    return Fault(FaultKind.HYPERPARAMETER, f"{node.op_type} {name}={value}", node.output[0])
+
+
+def swap_node(model: onnx.ModelProto, rng: random.Random) -> Fault:
+    node = rng.choice([n for n in model.graph.node if n.op_type in SWAPS])
+    old, node.op_type = node.op_type, SWAPS[node.op_type]
+    return Fault(FaultKind.GRAPH, f"{old} {node.name} as {node.op_type}", node.output[0])
+
+
+def drop_node(model: onnx.ModelProto, rng: random.Random) -> Fault:
+    outputs = {o.name for o in model.graph.output}
+    node = rng.choice([n for n in model.graph.node if n.op_type in UNARY and n.output[0] not in outputs])
+    for other in model.graph.node:
+        other.input[:] = [node.input[0] if i == node.output[0] else i for i in other.input]
+    reader = _first_reader(model, node.input[0]) if node.input[0] else ""
+    model.graph.node.remove(node)
+    readers = [n.output[0] for n in model.graph.node if node.input[0] in n.input]
+    return Fault(FaultKind.GRAPH, f"drop {node.op_type} {node.name}", readers[-1] if readers else reader)
+
+
+def channels_last(model: onnx.ModelProto, rng: random.Random) -> Fault:
+    value = model.graph.input[0]
+    dims = [d.dim_value for d in value.type.tensor_type.shape.dim]
+    inner = value.name + "_nchw"
+    for node in model.graph.node:
+        node.input[:] = [inner if i == value.name else i for i in node.input]
+    value.CopyFrom(helper.make_tensor_value_info(value.name, onnx.TensorProto.FLOAT,
+                                                 [dims[0], dims[2], dims[3], dims[1]]))
+    model.graph.node.insert(0, helper.make_node("Transpose", [value.name], [inner], perm=[0, 3, 1, 2]))
+    return Fault(FaultKind.INPUT, "input channels-last", "")
+
+
+PLANTERS: tuple[Callable[[onnx.ModelProto, random.Random], Fault], ...] = (
+    perturb, round_bf16, change_attribute, swap_node, drop_node, channels_last)
+
+
+def exported(entry: str) -> tuple[bytes, dict, dict]:
+    model = load_zoo(entry, 0)
+    source, _, _ = torch_source(model)
+    with library_output():
+        run = CONVERTERS["torch-onnx-script"].convert(source, None)
+    feeds, fresh = source_feeds(run.model, model, 0)
+    return run.model, feeds, fresh
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--entries", default="resnet,mobilenet-v2,inception-v3")
+    parser.add_argument("--faults", type=int, default=20, help="faults per entry")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    totals: Counter[tuple[str, str]] = Counter()
+    for entry in args.entries.split(","):
+        source, feeds, fresh = exported(entry)
+        rng = random.Random(f"{args.seed}:{entry}")
+        for k in range(args.faults):
+            planter = PLANTERS[k % len(PLANTERS)]
+            model = onnx.load_from_string(source)
+            try:
+                fault = planter(model, rng)
+            except IndexError:  # the model has no node this planter edits
+                continue
+            target = model.SerializeToString()
+            kind = fault.kind.value
+            if passes(source, target, feeds):
+                totals[(kind, "unobservable")] += 1
+                print(f"{entry:14} {kind:14} {fault.what:60} unobservable")
+                continue
+            start = time.perf_counter()
+            with library_output():
+                result = repair(source, target, feeds, fresh)
+            seconds = time.perf_counter() - start
+            first = result.rounds[0] if result.rounds else None
+            located = first is not None and (first.location.output == fault.node if first.location else
+                                             fault.kind is FaultKind.INPUT and bool(first.findings))
+            diagnosed = located and first is not None and [f.kind for f in first.findings][:1] == [fault.kind]
+            for label, hit in (("planted", True), ("located", located), ("diagnosed", diagnosed),
+                               ("repaired", result.repaired)):
+                totals[(kind, label)] += hit
+            print(f"{entry:14} {kind:14} {fault.what:60} located={located!s:5} diagnosed={diagnosed!s:5} "
+                  f"repaired={result.repaired!s:5} rounds={len(result.rounds)} {seconds:.2f}s")
+    for kind in FaultKind:
+        k = kind.value
+        print(f"{k:14} planted {totals[(k, 'planted')]:3} located {totals[(k, 'located')]:3} diagnosed "
+              f"{totals[(k, 'diagnosed')]:3} repaired {totals[(k, 'repaired')]:3} unobservable "
+              f"{totals[(k, 'unobservable')]}")
+
+
+if __name__ == "__main__":
+    main()

@@ -43,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
     for entry in entries:
         ok, _ = entry.available()
         print(f"{entry.name:<{width}}  {entry.family.value:<18}  {entry.framework.value:<7}  "
-              f"{entry.parameters:>9,} params  {entry.describe_inputs()}{'' if ok else '  (needs the zoo extra)'}")
+              f"{entry.parameters:>10,} params  {entry.describe_inputs()}{'' if ok else '  (needs the zoo extra)'}")
     unavailable = sum(not e.available()[0] for e in entries)
     print(f"{len(entries)} architectures in {len({e.family for e in entries})} families"
           + (f"; {unavailable} need the zoo extra (make install)" if unavailable else ""))

@@ -4,11 +4,12 @@
 
 Each entry is built at seed 0 and exported by the TorchScript exporter; that model is the source. Faults are drawn at
 random (from --seed) over the kinds: a perturbed weight and an initializer rounded to bfloat16 (parameter), an
-attribute changed (hyperparameter: a Conv's pads or dilations, a Gemm's alpha, a LeakyRelu's alpha, a softmax's
-axis), a node swapped for another kind or dropped (graph), the image input declared channels-last (input). Each
-faulty model goes through the same repair as the command (fuzzer/modelcheck/repair.py). A fault is observable when
-the oracle fails the faulty model; located when the first round names the planted node (for an input fault: finds an
-input fault); diagnosed when the kind is right; repaired when the repaired model passes on fresh inputs. Prints one
+attribute changed (hyperparameter: a Conv's pads, a Gemm's alpha, a LeakyRelu's alpha, a normalization's epsilon), a
+node swapped for another kind or dropped (graph), the image input declared channels-last (input). Each faulty model
+goes through the same repair as the command (fuzzer/modelcheck/repair.py). A fault is observable when the oracle
+fails the faulty model; located when the first round names the planted node, as the first diverging node or as the
+node its diagnosis is at (a fault below the tolerance at its node, beyond it further on), or, for an input fault,
+finds one; diagnosed when the kind is right too; repaired when the repaired model passes on fresh inputs. Prints one
 line per fault and the totals by kind, with the seconds of locate and repair."""
 
 from __future__ import annotations
@@ -158,7 +159,8 @@ def main() -> None:
                 result = repair(source, target, feeds, fresh)
             seconds = time.perf_counter() - start
             first = result.rounds[0] if result.rounds else None
-            located = first is not None and (first.location.output == fault.node if first.location else
+            named = {first.location.output} | {f.at for f in first.findings} if first and first.location else set()
+            located = first is not None and (fault.node in named if first.location else
                                              fault.kind is FaultKind.INPUT and bool(first.findings))
             diagnosed = located and first is not None and [f.kind for f in first.findings][:1] == [fault.kind]
             for label, hit in (("planted", True), ("located", located), ("diagnosed", diagnosed),

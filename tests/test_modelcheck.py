@@ -243,6 +243,8 @@ def raising_factory() -> object:
     (["check", "test_modelcheck:raising_factory"], "the factory raised RuntimeError: no weights here"),
     (["check", "{tmp}/conv.onnx", "--inputs", "{tmp}/wrong.npz"], "x is float32[1, 3, 5, 5], the model takes"),
     (["check", "--zoo", "no-such-entry"], "unknown zoo entry 'no-such-entry'"),
+    (["check", "{tmp}/conv.onnx", "--converters", "torch-onnx-script"],
+     "torch-onnx-script: does not take an ONNX model"),
 ])
 def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str],
                                           message: str) -> None:
@@ -283,3 +285,39 @@ def test_an_exporters_perturbed_weight_is_located_at_its_layer_and_restored_from
     assert step.location is not None and (step.location.op_type, step.location.layer) == ("Conv", "inner.0")
     assert [(f.kind, f.detail) for f in step.findings] == [
         (FaultKind.PARAMETER, "constant inner.0.weight differs from the source's (max abs 0.5)")]
+
+
+class NudgeOffset(PlantedTool):
+    """Moves the offset by less than the tolerance; the gain after it carries the error beyond."""
+
+    name = "nudge-offset"
+
+    def transform(self, model: onnx.ModelProto, options: ConverterOptions) -> onnx.ModelProto:
+        tensor = next(t for t in model.graph.initializer if t.name == "offset")
+        tensor.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(tensor) + np.float32(5e-5), "offset"))
+        return model
+
+
+def gain_model() -> onnx.ModelProto:
+    """y = (x + offset - x - 0.25) * 1e4: zero up to rounding, the offset's error amplified only at the end."""
+    offset = numpy_helper.from_array(np.full(8, 0.25, np.float32), "offset")
+    quarter = numpy_helper.from_array(np.array([0.25], np.float32), "quarter")
+    gain = numpy_helper.from_array(np.array([1e4], np.float32), "gain")
+    nodes = [helper.make_node("Add", ["x", "offset"], ["shifted"], name="add"),
+             helper.make_node("Sub", ["shifted", "x"], ["back"], name="back"),
+             helper.make_node("Sub", ["back", "quarter"], ["residue"], name="residue"),
+             helper.make_node("Mul", ["residue", "gain"], ["y"], name="gain")]
+    graph = helper.make_graph(nodes, "gain", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [8])],
+                              [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [8])],
+                              [offset, quarter, gain])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_a_fault_below_the_tolerance_at_its_node_is_diagnosed_at_that_node(tmp_path: Path) -> None:
+    path = tmp_path / "gain.onnx"
+    onnx.save(gain_model(), str(path))
+    (result,) = check_model(load_model(str(path), 0), ConverterRegistry([NudgeOffset()]), (), 0)
+    assert result.repair is not None and result.repair.repaired
+    (step,) = result.repair.rounds
+    assert step.location is not None and (step.location.op_type, step.location.node) == ("Mul", "gain")
+    assert [(f.kind, f.at) for f in step.findings] == [(FaultKind.PARAMETER, "shifted")]

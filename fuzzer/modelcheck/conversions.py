@@ -20,6 +20,7 @@ from fuzzer.converters.runtime import check_and_serialize
 from fuzzer.converters.upstream import upstream_default_opset
 from fuzzer.modelcheck.model import ModelKind, UserModel
 from fuzzer.modelcheck.runs import judge_all, run_onnx, tolerance_for
+from fuzzer.support.errors import UsageError
 from fuzzer.support.tensors import to_oracle_array, to_torch
 from generators.dtypes import DType
 from generators.ir import Graph, TensorType
@@ -52,6 +53,11 @@ def applicable(model: UserModel, registry: ConverterRegistry, wanted: Sequence[s
     fits = [c for c in registry.values() if c.role in roles and c.framework in frameworks]
     if not wanted:
         return tuple(c for c in fits if c.availability()[0])
+    unfit = [name for name in wanted if registry[name] not in fits]
+    if unfit:
+        what = "an ONNX" if model.kind is ModelKind.ONNX else "a PyTorch"
+        raise UsageError(f"{', '.join(unfit)}: does not take {what} model (those that do: "
+                         f"{', '.join(c.name for c in fits)})")
     return tuple(registry[name] for name in wanted)
 
 

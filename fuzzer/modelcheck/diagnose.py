@@ -31,14 +31,15 @@ class FaultKind(str, enum.Enum):
 
 @dataclass(frozen=True)
 class Finding:
-    """One fault: its kind, what differs in a sentence, and the edit that undoes it."""
+    """One fault: its kind, what differs in a sentence, the edit that undoes it, and where."""
 
     kind: FaultKind
     detail: str
     edit: Edit
+    at: str = ""  # the value written by the node at fault ('' for an input)
 
     def to_json(self) -> dict[str, str]:
-        return {"kind": self.kind.value, "detail": self.detail, "edit": self.edit.describe()}
+        return {"kind": self.kind.value, "detail": self.detail, "edit": self.edit.describe(), "node_output": self.at}
 
 
 def input_findings(source: onnx.ModelProto, target: onnx.ModelProto) -> list[Finding]:
@@ -78,23 +79,50 @@ def _layouts(source: tuple[int, ...], target: tuple[int, ...]) -> Iterator[tuple
 
 
 def node_findings(source: onnx.ModelProto, target: onnx.ModelProto, where: Location) -> list[Finding]:
-    """What differs at the located node against the source node writing the same value: its constants, its kind and
-    inputs, its attributes."""
-    node = target.graph.node[where.index]
-    twin = next((n for n in source.graph.node if where.output in n.output), None)
+    """What differs at the located node against the source node writing the same value (its constants, its kind and
+    inputs, its attributes); where nothing does, at its nearest ancestor that differs (a fault below the tolerance
+    there, amplified later, as a normalization amplifies a slightly wrong embedding)."""
+    found = findings_at(source, target, target.graph.node[where.index], where.output)
+    return found or upstream_findings(source, target, where)
+
+
+def findings_at(source: onnx.ModelProto, target: onnx.ModelProto, node: onnx.NodeProto, output: str
+                ) -> list[Finding]:
+    """What differs at one node of the converted model against the source node writing `output`."""
+    twin = next((n for n in source.graph.node if output in n.output), None)
     if twin is None:
         return []
-    found = _constant_findings(source, target, node)
+    found = _constant_findings(source, target, node, output)
     if node.op_type == "Constant" and twin.op_type == "Constant":
         return found or _constant_node(source, twin, node)
     if (node.op_type, node.domain) != (twin.op_type, twin.domain) or list(node.input) != list(twin.input):
         return found + [Finding(FaultKind.GRAPH, _graph_detail(source, target, node, twin),
-                                RestoreNode(where.output, source.SerializeToString()))]
+                                RestoreNode(output, source.SerializeToString()), output)]
     attrs = _attribute_changes(twin, node)
     if attrs:
-        edit = RestoreAttributes(where.output, tuple(a.SerializeToString() for a in twin.attribute))
-        found.append(Finding(FaultKind.HYPERPARAMETER, f"{node.op_type} {node.name or where.output}: {attrs}", edit))
+        edit = RestoreAttributes(output, tuple(a.SerializeToString() for a in twin.attribute))
+        found.append(Finding(FaultKind.HYPERPARAMETER, f"{node.op_type} {node.name or output}: {attrs}", edit,
+                             output))
     return found
+
+
+def upstream_findings(source: onnx.ModelProto, target: onnx.ModelProto, where: Location) -> list[Finding]:
+    """The findings of the nearest ancestor of the located node (breadth first) that has any."""
+    writer = {o: n for n in target.graph.node for o in n.output if o}
+    written = {o for n in source.graph.node for o in n.output}
+    queue, seen = list(target.graph.node[where.index].input), set()
+    while queue:
+        value = queue.pop(0)
+        if value in seen or value not in writer:
+            continue
+        seen.add(value)
+        node = writer[value]
+        if value in written:
+            found = findings_at(source, target, node, value)
+            if found:
+                return found
+        queue.extend(node.input)
+    return []
 
 
 def _constants(model: onnx.ModelProto) -> dict[str, onnx.TensorProto]:
@@ -107,7 +135,8 @@ def _constants(model: onnx.ModelProto) -> dict[str, onnx.TensorProto]:
     return table
 
 
-def _constant_findings(source: onnx.ModelProto, target: onnx.ModelProto, node: onnx.NodeProto) -> list[Finding]:
+def _constant_findings(source: onnx.ModelProto, target: onnx.ModelProto, node: onnx.NodeProto, output: str
+                       ) -> list[Finding]:
     ours, theirs = _constants(target), _constants(source)
     found = []
     for name in node.input:
@@ -115,7 +144,8 @@ def _constant_findings(source: onnx.ModelProto, target: onnx.ModelProto, node: o
             continue
         detail = constant_difference(name, numpy_helper.to_array(theirs[name]), numpy_helper.to_array(ours[name]))
         if detail:
-            found.append(Finding(FaultKind.PARAMETER, detail, RestoreConstant(name, theirs[name].SerializeToString())))
+            edit = RestoreConstant(name, theirs[name].SerializeToString())
+            found.append(Finding(FaultKind.PARAMETER, detail, edit, output))
     return found
 
 
@@ -125,7 +155,7 @@ def _constant_node(source: onnx.ModelProto, twin: onnx.NodeProto, node: onnx.Nod
         return []
     tensor = _constants(source)[twin.output[0]]
     return [Finding(FaultKind.PARAMETER, f"constant {twin.output[0]} differs from the source's",
-                    RestoreConstant(twin.output[0], tensor.SerializeToString()))]
+                    RestoreConstant(twin.output[0], tensor.SerializeToString()), twin.output[0])]
 
 
 def constant_difference(name: str, source: np.ndarray, target: np.ndarray) -> str:

@@ -45,7 +45,7 @@ def parameter_findings(module: torch.nn.Module, target: onnx.ModelProto, where: 
         detail = constant_difference(name, state[name], numpy_helper.to_array(inits[name]))
         if detail:
             tensor = numpy_helper.from_array(state[name], name).SerializeToString()
-            found.append(Finding(FaultKind.PARAMETER, detail, RestoreConstant(name, tensor)))
+            found.append(Finding(FaultKind.PARAMETER, detail, RestoreConstant(name, tensor), where.output))
     return found
 
 

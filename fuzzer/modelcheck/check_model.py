@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import onnx
+from tqdm import tqdm
 
 from fuzzer.converters.registry import ConverterRegistry
 from fuzzer.converters.role import Role
@@ -51,7 +52,9 @@ def check_model(model: UserModel, registry: ConverterRegistry, wanted: Sequence[
     """Each converter's verdict; a wrong target that is an ONNX model, with an ONNX model it started from, is
     located, diagnosed and repaired (where `fix`)."""
     results = []
-    for converter in applicable(model, registry, wanted):
+    converters = applicable(model, registry, wanted)
+    # A bar on a terminal only (disable=None): a large model takes minutes per converter.
+    for converter in tqdm(converters, desc=model.label, unit="converter", disable=None, leave=False):
         with library_output():
             conversion = convert_model(model, converter)
         results.append(_with_repair(model, conversion, seed) if fix else ModelResult(conversion, None))

@@ -55,8 +55,9 @@ def repair_lines(result: ModelResult) -> list[str]:
         if step.location is not None:
             where = step.location
             layer = f", layer {where.layer}" if where.layer else ""
+            after = "fails to run or changes shape" if where.after == float("inf") else f"{where.after:.3g}"
             lines.append(f"- first diverging node: {where.op_type} {where.node or where.output}{layer} "
-                         f"(max abs before {where.before:.3g}, after {where.after:.3g})")
+                         f"(max abs before {where.before:.3g}, after {after})")
         lines += [f"- {f.kind.value}: {f.detail}; repair: {f.edit.describe()}" for f in step.findings]
     state = "repaired" if result.repair.repaired else "not repaired"
     lines.append(f"- {state}: {result.repair.reason}")

@@ -21,7 +21,15 @@ from fuzzer.campaign.worker import worker_main
 from fuzzer.campaign.worker_config import WorkerConfig
 from fuzzer.support.confine import lower_priority, rss_bytes
 from fuzzer.support.errors import UsageError
-from fuzzer.support.faults import Fault, describe_exit, fault_file, log_file, read_fault, request_stack_dump
+from fuzzer.support.faults import (
+    Fault,
+    describe_exit,
+    fault_file,
+    hang_reason,
+    log_file,
+    read_fault,
+    request_stack_dump,
+)
 from fuzzer.support.quiet import output_to
 from fuzzer.support.scratch import scratch_root, sweep_dead
 from oracles.verdict import Symptom
@@ -225,7 +233,7 @@ def busy_trouble(work: Assignment, now: float, timeout_s: float, memory_mb: int,
     """Why a busy worker must go, on any engine: its phase ran past the timeout, or it grew (`growth()`, bytes, when
     memory is checked) past its memory; None."""
     if work.busy and work.phase is not None and now - work.phase_start > timeout_s:
-        return Symptom.HANG, f"no result after {timeout_s:g} s"
+        return Symptom.HANG, hang_reason(timeout_s)
     if work.busy and memory_mb > 0 and growth is not None and growth() > memory_mb * 2**20:
         return Symptom.OUT_OF_MEMORY, f"resident memory over {memory_mb} MiB"
     return None

@@ -23,6 +23,7 @@ from fuzzer.converters import CONVERTERS
 from fuzzer.converters.capabilities import ShowsRewrite
 from fuzzer.converters.dynamic import DynamicAxes
 from fuzzer.converters.rewrite_view import changed_ops, node_lines
+from fuzzer.support.faults import message_frame, without_frame
 from generators.ir import Graph
 from generators.registry import REGISTRY
 from oracles.dynamic import at_second_shape
@@ -82,7 +83,7 @@ def title(case: Any) -> str:
     where = (f"on {owner_operator_words(case, cause.shown_operator)}" if cause.shown_operator != UNLOCALIZED
              else died_in(verdict.message, case.graph.ops()))
     return (f"{who}: {exc.rsplit('.', 1)[-1]} at {stage_words(verdict.stage)} "
-            f"{where}: {cut_at_word(_FRAME.sub('', first), TITLE_DETAIL)}")
+            f"{where}: {cut_at_word(without_frame(first), TITLE_DETAIL)}")
 
 
 def owner_operator_words(case: Any, op: str) -> str:
@@ -125,21 +126,19 @@ def stage_words(stage: Stage, article: str = "", noun: str = "") -> str:
 
 OUTPUT_COUNTS = re.compile(OUTPUT_COUNT.replace("{}", r"(\d+)"))
 TITLE_DETAIL = 100  # characters of the error's first line a title quotes
-# A dead worker's message ends in its innermost frame: ' in torch/onnx/symbolic_opset9.py:1234 in _pad_circular'.
-_FRAME = re.compile(r" in (\S+\.py):\d+ in ([\w<>]+)$")
 
 
 def died_in(message: str, graph_ops: Sequence[str] = ()) -> str:
     """Where a conversion whose operator is not known failed: the function of its innermost frame, when the message
     ends in one ('in `symbolic_opset9._pad_circular`'), else on one of the graph's operators, none isolated."""
-    found = _FRAME.search(message.strip().splitlines()[0] if message.strip() else "")
+    found = message_frame(message.strip().splitlines()[0] if message.strip() else "")
     if found is None:
         ops = list(dict.fromkeys(graph_ops))
         more = f" and {len(ops) - SHOWN_OPERATORS} more" if len(ops) > SHOWN_OPERATORS else ""
         return (f"on one of {', '.join(f'`{op}`' for op in ops[:SHOWN_OPERATORS])}{more} (not isolated)" if ops
                 else "on an operator not isolated")
-    module = found.group(1).rsplit("/", 1)[-1].removesuffix(".py")
-    return f"in `{module}.{found.group(2)}`"
+    module = found[0].rsplit("/", 1)[-1].removesuffix(".py")
+    return f"in `{module}.{found[1]}`"
 
 
 def cut_at_word(text: str, limit: int) -> str:

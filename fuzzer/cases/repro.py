@@ -20,6 +20,7 @@ from fuzzer.converters.native import NATIVE
 from fuzzer.converters.ort_levels import ORT_LEVEL_MEMBERS
 from fuzzer.converters.role import Role
 from fuzzer.support.confine import DEFAULT_MEMORY_MB
+from fuzzer.support.faults import hang_seconds
 from generators.ir import Graph
 from generators.torch_source import identifier, render_module
 from oracles.compare import DEFAULT_TOLERANCES
@@ -28,7 +29,6 @@ from oracles.verdict import Symptom
 # ---- the script ------------------------------------------------------------------------------------------------
 
 _HARNESS_LIBS = frozenset({"torch", "torch.onnx", "onnx", "onnxruntime", "numpy"})  # named in every script
-HANG_AFTER_S = re.compile(r"no result after (\d+(?:\.\d+)?) s")
 LOST_CHILD_TIMEOUT_S = 600  # a death case's child that neither dies nor ends by then fails otherwise
 # The harness modules of the two usual kinds of repro.py, head first, read once: a campaign renders what it started
 # with. A converter that declares other modules (Converter.source_harness) has them read on first use.
@@ -69,8 +69,8 @@ def expected_error(message: str) -> str:
 
 def child_timeout_s(verdict: Any) -> float:
     """How long a lost case's repro.py waits for its converting child: a hang's own timeout, else a long while."""
-    found = HANG_AFTER_S.search(verdict.message) if verdict.symptom.json_name == "hang" else None
-    return float(found.group(1)) if found else LOST_CHILD_TIMEOUT_S
+    found = hang_seconds(verdict.message) if verdict.symptom.json_name == "hang" else None
+    return found if found is not None else LOST_CHILD_TIMEOUT_S
 
 
 def case_values(case: Any) -> dict[str, str]:

@@ -29,7 +29,7 @@ from fuzzer.check.pipeline import CheckOptions, check_prepared, prepare
 from fuzzer.check.result import FULL_CHECK, CheckResult
 from fuzzer.converters import DEFAULT_REGISTRY, ConverterRegistry, load_registry
 from fuzzer.support.confine import DEFAULT_MEMORY_MB, confine
-from fuzzer.support.faults import describe_exit, fault_file, lost_verdict, read_fault, request_stack_dump
+from fuzzer.support.faults import describe_exit, fault_file, hang_reason, lost_verdict, read_fault, request_stack_dump
 from fuzzer.support.scratch import scratch_root, sweep_dead
 from generators.ir import Graph
 from generators.values import ValueStrategy
@@ -146,7 +146,7 @@ class IsolatedChecker:
                 return reply
         if not ready:  # no reply in time: a hang, whose tracebacks are asked for before the kill
             request_stack_dump(self.proc.pid, fault_file(self.log_dir, self.proc.pid))
-            return self._lost(job, Symptom.HANG, f"no result after {self.config.timeout_s:g} s")
+            return self._lost(job, Symptom.HANG, hang_reason(self.config.timeout_s))
         self.proc.join(timeout=10)  # its pipe closes before its exit status is known
         return self._lost(job, Symptom.PROCESS_DEATH, describe_exit(self.proc.exitcode))
 

@@ -25,6 +25,9 @@ from oracles.verdict import Stage, Symptom, Verdict
 # One line of a faulthandler dump: File "path", line N in function.
 FRAME = re.compile(r'^\s*File "([^"]+)", line (\d+) in (\S+)')
 _OURS = ("/fuzzer/converters/",)
+_HANG_AFTER_S = re.compile(r"no result after (\d+(?:\.\d+)?) s")  # hang_reason's words
+# The frame lost_verdict ends a message with: ' in torch/onnx/symbolic_opset9.py:1234 in _pad_circular'.
+_MESSAGE_FRAME = re.compile(r" in (\S+\.py):\d+ in ([\w<>]+)$")
 
 
 _TRACER = "torch/jit/_trace.py"  # torch's tracer: a fault inside it is the capture's
@@ -181,3 +184,25 @@ def lost_verdict(converter: str, symptom: Symptom, reason: str, fault: Fault) ->
         signature = crash_signature(converter, stage, symptom.name, reason, fault.frame)
     message = portable(f"{symptom.json_name}: {reason}" + (f" in {fault.frame}" if fault.frame else ""))
     return Verdict(symptom, stage, converter, signature=signature, message=message, labels=labels)
+
+
+def hang_reason(timeout_s: float) -> str:
+    """Why a conversion was taken for hung: 'no result after 60 s' (hang_seconds reads it back)."""
+    return f"no result after {timeout_s:g} s"
+
+
+def hang_seconds(message: str) -> float | None:
+    """The timeout a hang_reason in `message` names, None where it names none."""
+    found = _HANG_AFTER_S.search(message)
+    return float(found.group(1)) if found else None
+
+
+def message_frame(line: str) -> tuple[str, str] | None:
+    """(file, function) of the innermost frame lost_verdict ended a message's line with, None where it ended in none."""
+    found = _MESSAGE_FRAME.search(line)
+    return (found.group(1), found.group(2)) if found else None
+
+
+def without_frame(line: str) -> str:
+    """A message's line without the innermost frame lost_verdict ended it with."""
+    return _MESSAGE_FRAME.sub("", line)

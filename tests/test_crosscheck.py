@@ -23,6 +23,7 @@ from fuzzer.cases.report import render_report
 from fuzzer.check.pipeline import check_prepared
 from fuzzer.check.source import prepare
 from fuzzer.converters.base import Converter
+from fuzzer.converters.culprit import Culprit, FoundBy
 from fuzzer.converters.onnx_slim import OnnxSlim
 from fuzzer.converters.options import ConverterOptions
 from oracles.verdict import Stage, Symptom, Verdict
@@ -63,7 +64,7 @@ def corpus_case(folder: Path) -> CaseData:
 
 
 def _outcomes(case: CaseData, converter: Converter | None = None) -> list[tuple[str, str, str]]:
-    return [(c.name, c.outcome, c.detail) for c in cross_checks(case, converter)]
+    return [(c.name, c.outcome, c.culprit.sentence() if c.culprit else "") for c in cross_checks(case, converter)]
 
 
 def test_torchscript_floor_divide_is_the_exporters_own_bug() -> None:
@@ -117,7 +118,9 @@ def test_outcome_compares_signatures_or_the_divergence_across_converters() -> No
 def test_diagnosis_round_trips_through_the_case_folder(tmp_path: Path) -> None:
     checks = (CrossCheck("torch-onnx-dynamo (other exporter)", "passes", "torch-onnx-dynamo", {"opset": 18}),
               CrossCheck("onnxoptimizer pass nop alone", "same bug", "onnxoptimizer", {"passes": ["nop"]},
-                         group="onnxoptimizer, each pass alone", detail="x"))
+                         group="onnxoptimizer, each pass alone"),
+              CrossCheck("ONNX Runtime, optimizations all", "same bug", "ort-optimizer", {"level": "all"},
+                         culprit=Culprit("ort-optimizer", FoundBy.BISECTION, "ConstantFolding", "basic")))
     fix = Repair("rounding", "compute /Div (integer Div) in floating point and Floor it", "why", 1, b"not stored")
     case = dataclasses.replace(read_case(FLOOR_DIVIDE), cross_checks=checks, suggested_fix=fix)
     back = read_case(write_case(tmp_path, case))

@@ -17,6 +17,7 @@ from typing import Any
 
 import hand_graphs
 import pytest
+import torch
 
 from fuzzer.campaign.spec import case_folders
 from fuzzer.cases.case import case_from_result, collect_versions
@@ -24,7 +25,7 @@ from fuzzer.cases.crosscheck import plan
 from fuzzer.check.pipeline import CheckOptions, check_prepared, prepare
 from fuzzer.converters import CONVERTERS, ConverterRegistry, Role
 from fuzzer.converters.capabilities import ExportsUpstream
-from fuzzer.converters.conversion import Source, Steps, TargetRun
+from fuzzer.converters.conversion import Source, StageError, Steps, TargetRun
 from fuzzer.converters.describe import FaultSite
 from fuzzer.converters.openvino_cpu import PLUGIN_KEY, PRECISIONS, compile_and_run, cpu_precisions
 from fuzzer.converters.openvino_onnx import OpenVinoOnnx, OvOnnxOptions, model_feeds, read_onnx
@@ -233,6 +234,25 @@ def test_a_node_openvino_cannot_validate_makes_an_invalid_model_whichever_step_f
     assert (verdict.symptom, verdict.stage) == (Symptom.INVALID_MODEL, Stage.VALIDATION), verdict.message
     assert "While validating node" in verdict.message
     assert converter.component(FaultSite(verdict.stage, "gather")).key == "openvino-pytorch"
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("dtype,value", [(DType.FLOAT64, 1e300), (DType.INT64, 2**40)])
+def test_a_value_beyond_the_range_the_plugin_computes_in_is_not_judged(name: str, dtype: DType, value: float) -> None:
+    """The plugin computes float64 in float32 and int64 in int32: a test holding 1e300 or 2**40 would read its
+    infinity or wrapped integer as a wrong value; it is a limit instead."""
+    g = GraphBuilder()
+    x, y = g.input((3,), dtype), g.input((3,), dtype)
+    graph = g.build((g.op("sub", (x, y), (3,), dtype),))
+    prepared = prepare(graph, 0, {}, 1.0)
+    big = torch.full((3,), value, dtype=torch.float64 if dtype is DType.FLOAT64 else torch.int64)
+    source = dataclasses.replace(prepared.source, inputs=(big, big - 1), exports={})
+    converter = CONVERTERS[name]
+    with pytest.raises(StageError) as raised:
+        converter.convert(source, converter.options({"upstream": "onnx-native"} if converter.role.starts_upstream
+                                                    else {}))
+    assert classify(raised.value.failure, converter.unsupported_messages) is Symptom.UNSUPPORTED
+    assert "beyond its range: not judged" in raised.value.failure.message
 
 
 def test_float64_is_judged_as_the_plugin_computes_it_in_float32() -> None:

@@ -35,10 +35,14 @@ REFERENCE_WRONG = "ov-reference:wrong"  # Model.evaluate diverges too: the front
 REFERENCE_RIGHT = "ov-reference:right"  # Model.evaluate is right: the CPU plugin
 # The frontends' clean refusals: an operation they have no translation for (both say it so), a mode of one they
 # do not take (the ONNX frontend's Pad: "Unsupported padding mode: [wrap]"); and the CPU plugin's: an operation
-# whose rank is not known when it compiles.
+# whose rank is not known when it compiles, or a value beyond the range of the type it computes in (BEYOND_RANGE).
 UNSUPPORTED_MESSAGES = (r"No conversion rule found for operations", r"Unsupported padding mode",
-                        r"CPU plug-in doesn't support \w+ operation with dynamic rank")
+                        r"CPU plug-in doesn't support \w+ operation with dynamic rank", r"beyond its range: not judged")
 VALIDATING = "While validating node"  # OpenVINO's shape inference rejecting a node of the model
+# The wide types the CPU plugin converts to narrower ones (it has no kernels for them), and the message of a test
+# whose tensors hold a value beyond the narrower type's range: its values cannot be judged (a limit, counted).
+NARROWED = {torch.float64: torch.float32, torch.int64: torch.int32}
+BEYOND_RANGE = "the CPU plugin computes {} in {}, and the test holds a value beyond its range: not judged"
 
 
 def cpu_precisions() -> tuple[str, ...]:
@@ -103,6 +107,25 @@ def compile_and_run(model: Any, feeds: Sequence[np.ndarray | torch.Tensor], prec
     tensors = [request.get_output_tensor(i) for i in range(len(compiled.outputs))]
     pairs = [oracle_array(t) for t in tensors]
     return tuple(a for a, _ in pairs), tuple(d for _, d in pairs)
+
+
+class BeyondRange(ValueError):
+    """The test's tensors hold a value the CPU plugin's narrower arithmetic cannot represent."""
+
+
+def check_range(tensors: Sequence[torch.Tensor], steps: Steps) -> None:
+    """A BeyondRange failure (at runtime execution) where a float64 or int64 input or weight is beyond the range of
+    the type the plugin computes it in: its float32 infinity or wrapped int32 is by design, not a defect."""
+    for x in tensors:
+        narrower = NARROWED.get(x.dtype)
+        if narrower is None or x.numel() == 0:
+            continue
+        info = torch.finfo(narrower) if narrower.is_floating_point else torch.iinfo(narrower)
+        finite = x[torch.isfinite(x)] if x.is_floating_point() else x
+        if finite.numel() and bool(((finite > info.max) | (finite < info.min)).any()):
+            with steps.at(Stage.RUNTIME_EXECUTION, "infer"):
+                raise BeyondRange(BEYOND_RANGE.format(str(x.dtype).removeprefix("torch."),
+                                                      str(narrower).removeprefix("torch.")))
 
 
 def plugin_step(steps: Steps, stage: Stage, timer: str, call: Callable[[], Any]) -> Any:

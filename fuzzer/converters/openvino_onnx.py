@@ -23,6 +23,7 @@ from fuzzer.converters.openvino_cpu import (
     TRACKER,
     UNSUPPORTED_MESSAGES,
     CpuSettings,
+    check_range,
     compile_and_run,
     compile_line,
     computed_in,
@@ -111,6 +112,7 @@ class OpenVinoOnnx(Converter):
             model = read_onnx(up.data, opts.reader)
         outputs, dtypes = compile_and_run(model, model_feeds(model, source), opts.precision, opts.performance,
                                           steps)
+        check_range((*source.inputs, *source.module.state_dict().values()), steps)
         return TargetRun(outputs, dtypes, dict(steps.timings), baseline=up.outputs, baseline_model=up.data,
                          baseline_dtypes=up.output_dtypes, computed_in=computed_in(opts.precision))
 

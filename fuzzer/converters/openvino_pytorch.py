@@ -23,6 +23,7 @@ from fuzzer.converters.openvino_cpu import (
     TRACKER,
     UNSUPPORTED_MESSAGES,
     CpuSettings,
+    check_range,
     compile_and_run,
     compile_line,
     computed_in,
@@ -125,6 +126,7 @@ class OpenVinoPytorch(Converter):
         steps = Steps()
         model = convert_module(source, opts, steps)
         outputs, dtypes = compile_and_run(model, source.inputs, opts.precision, opts.performance, steps)
+        check_range((*source.inputs, *source.module.state_dict().values()), steps)
         return TargetRun(outputs, dtypes, dict(steps.timings), computed_in=computed_in(opts.precision))
 
     def divergence_labels(self, source: Source, options: ConverterOptions, run: TargetRun,

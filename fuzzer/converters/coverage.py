@@ -10,7 +10,7 @@ since an exporter may reach an operator through a decomposition of another.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -86,7 +86,7 @@ _OPERATOR_NAMES = {"and": "bitwise_and", "or": "bitwise_or", "xor": "bitwise_xor
                    "rtruediv": "div"}
 
 
-def coverage(converters: list[Converter], reached: Mapping[str, frozenset[str]]) -> list[Coverage]:
+def coverage(converters: Sequence[Converter], reached: Mapping[str, frozenset[str]]) -> list[Coverage]:
     """The coverage of each converter that starts from PyTorch."""
     exercised = frozenset().union(*reached.values())
     out = []

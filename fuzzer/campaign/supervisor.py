@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from fuzzer.campaign.assignment import Assignment
-from fuzzer.campaign.messages import Message, Ready, Stop, decode, encode
+from fuzzer.campaign.messages import Message, Ready, Step, Stop, decode, encode
 from fuzzer.campaign.scheduler import Unit
 from fuzzer.campaign.worker import worker_main
 from fuzzer.campaign.worker_config import WorkerConfig
@@ -45,6 +45,9 @@ CAMPAIGN_NICE = 5  # the campaign process's niceness, at least, while its worker
 MAX_START_FAILURES = 3
 WARM_START = "fuzzer.campaign.warm_start"  # imported by the fork server last: warms the libraries preloaded before it
 FORK_SERVER_LOG = "fork-server.log"  # what the libraries print as the fork server preloads them (TensorFlow's notices)
+# Deciding whose bug a case is may take this many tests' time before the worker counts as hung: it converts the
+# model before the tool, or the graph with each other exporter of its framework (fuzzer/cases/crosscheck.py).
+DECIDING_TESTS = 4
 HOUSEKEEPING_S = 0.5  # how often the loop checks workers' memory and writes its heartbeat
 
 
@@ -232,8 +235,9 @@ def busy_trouble(work: Assignment, now: float, timeout_s: float, memory_mb: int,
                  growth: Callable[[], int] | None) -> tuple[Symptom, str] | None:
     """Why a busy worker must go, on any engine: its phase ran past the timeout, or it grew (`growth()`, bytes, when
     memory is checked) past its memory; None."""
-    if work.busy and work.phase is not None and now - work.phase_start > timeout_s:
-        return Symptom.HANG, hang_reason(timeout_s)
+    limit = timeout_s * (DECIDING_TESTS if work.phase is Step.BLAME else 1)
+    if work.busy and work.phase is not None and now - work.phase_start > limit:
+        return Symptom.HANG, hang_reason(limit)
     if work.busy and memory_mb > 0 and growth is not None and growth() > memory_mb * 2**20:
         return Symptom.OUT_OF_MEMORY, f"resident memory over {memory_mb} MiB"
     return None

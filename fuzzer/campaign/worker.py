@@ -26,13 +26,10 @@ from typing import Any
 
 from fuzzer.campaign.ahead import Feeder
 from fuzzer.campaign.culprit_cut import (
-    CULPRIT_AVOIDED,
     CULPRIT_CUT,
     CULPRIT_GUESSED,
     CUT_ROUNDS,
     CUT_TIMER,
-    avoided_among,
-    avoided_culprits,
     culprit_operator,
     known_culprits,
     reduced_culprit,
@@ -50,13 +47,11 @@ from fuzzer.campaign.messages import (
     UnitPrepared,
 )
 from fuzzer.campaign.novelty import Demotion
+from fuzzer.campaign.policy.decide import decide
 from fuzzer.campaign.progress import BLAME_TIMER
 from fuzzer.campaign.result import TestResult
-from fuzzer.campaign.settings import SKIPPED
-from fuzzer.campaign.tested_traits import traits_of_test
-from fuzzer.campaign.traits import describe_trait, is_trait, trait_detail
+from fuzzer.campaign.traits import trait_detail
 from fuzzer.campaign.unit_graph import graph_message
-from fuzzer.campaign.upstream_fallback import UPSTREAM_AFTER, chosen_options
 from fuzzer.campaign.worker_config import WorkerConfig
 from fuzzer.campaign.zoo_unit import ZOO_SOURCE, run_zoo_unit
 from fuzzer.cases.case import CaseData, case_from_result, case_id, case_log, collect_versions
@@ -192,58 +187,23 @@ class UnitRunner:
         start = time.perf_counter()
         self.phase(idx, name, Step.CONVERT)
         converter = self.registry[name]
-        avoided = avoided_culprits(graph, name, seed, demoted) if self.config.demote_known else []
-        covering = [token for token in avoided if is_trait(token)]
-        if covering:  # a trait cannot be cut out: the filed bug it covers would end the test
-            self.skip(idx, seed, name, SKIPPED, f"a known root cause: most {name} tests of a graph with "
-                      f"{' or '.join(map(describe_trait, covering))} end in a bug already filed", {}, start)
+        decision = decide(self.config, converter, seed, graph, prepared, demoted,
+                          lambda g, operators, timings: self.prepared_without(seed, g, operators, timings))
+        if decision.kind.skips:
+            self.skip(idx, seed, name, decision.label, decision.reason, decision.options, start, decision.timings)
             return
-        avoid_timings: dict[str, float] = {}
-        if avoided:
-            inner: dict[str, float] = {}
-            rest = self.prepared_without(seed, graph, avoided, inner)
-            avoid_timings[CULPRIT_AVOIDED] = time.perf_counter() - start
-            book_inner(avoid_timings, CULPRIT_AVOIDED, inner)
-            if rest is None:
-                self.skip(idx, seed, name, f"skipped-{CULPRIT_AVOIDED}", "nothing testable is left once the operators "
-                          "of its filed bugs are cut out: " + ", ".join(avoided), {}, start, avoid_timings)
-                return
-            graph, prepared = rest
-        opts, known_cause, left, exported = chosen_options(self.config, converter, seed, graph, prepared, demoted)
-        known = self.config.known_unsupported(graph, name, opts)
-        unwritable = self.config.inexpressible(graph, converter, opts)
-        if known or known_cause or unwritable:  # the probe, a setting demotion or the framework knows: never run
-            label = ("skipped-known-unsupported" if known else "skipped-inexpressible" if unwritable and not known_cause
-                     else SKIPPED)
-            self.skip(idx, seed, name, label, known_cause or (f"its framework cannot express {', '.join(unwritable)}"
-                                                              if unwritable else "the probe found these (operator, "
-                                                              "dtype) pairs unsupported: "
-                                                              + ", ".join(f"{o} {d}" for o, d in known)), opts, start,
-                      exported)
-            return
-        traits = traits_of_test(graph, converter, opts, prepared)
-        met = avoided_among(traits, name, seed, demoted) if self.config.demote_known else []
-        if met:  # a trait cannot be cut out: the filed bug it covers would end the test
-            self.skip(idx, seed, name, SKIPPED, f"a known root cause: most {name} tests with "
-                      f"{' or '.join(map(describe_trait, met))} end in a bug already filed", opts, start, exported)
-            return
+        assert decision.graph is not None and decision.prepared is not None
+        graph, traits = decision.graph, decision.traits
         try:
-            result = check_prepared(prepared, converter, opts, self.check_options, self.filed)
+            result = check_prepared(decision.prepared, converter, decision.options, self.check_options, self.filed)
         except MemoryError:
-            result = CheckResult(memory_verdict(name), {}, options=opts)
+            result = CheckResult(memory_verdict(name), {}, options=decision.options)
         except Exception as exc:  # a convsmith bug: counted and logged, never filed as the converter's
             self.own_error(idx, seed, name, Step.CONVERT, exc)
-            self.send(TestResult.own_error(idx, seed, name, opts, wall_s=time.perf_counter() - start))
+            self.send(TestResult.own_error(idx, seed, name, decision.options, wall_s=time.perf_counter() - start))
             return
-        if avoided:
-            result = dataclasses.replace(
-                result, verdict=result.verdict.with_labels(f"{CULPRIT_AVOIDED}:{','.join(avoided)}"),
-                timings={**result.timings, **avoid_timings})
-        if exported:  # the upstream exports, made before the check
-            result = dataclasses.replace(result, timings={**exported, **result.timings})
-        if left:
-            label = f"{UPSTREAM_AFTER}:{','.join(left)}"
-            result = dataclasses.replace(result, verdict=result.verdict.with_labels(label))
+        result = dataclasses.replace(result, verdict=result.verdict.with_labels(*decision.run_labels()),
+                                     timings={**decision.timings, **result.timings})
         result, graph, cut_from = self.past_known(idx, seed, graph, converter, result, demoted)
         blame_timings: dict[str, float] = {}
         case_dir = self.file_case(idx, seed, graph, converter, result, blame_timings)

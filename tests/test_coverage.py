@@ -27,7 +27,6 @@ def test_every_operator_reaches_some_aten_operator_and_the_gap_is_public_names_o
     assert not isinstance(CONVERTERS["onnxsim"], AtenOps)  # an ONNX tool has no ATen list
 
 
-@pytest.mark.slow
 def test_the_command_prints_each_exporter_as_json(capsys) -> None:
     assert main(["ops", "--coverage", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)["aten"]

@@ -1,37 +1,42 @@
 """Cross-checks (real exporters, ONNX Runtime and onnxslim): whose bug each case is, with the bug planted through a
-converter where the cross-checks can run one (an ONNX tool), from real corpus cases where they cannot yet (an
-exporter's and ONNX Runtime's own plans name CONVERTERS; such a test skips where a release fixed its case); their
-JSON in case.json, old case.json without them, and the report's Cross-checks section."""
+converter of these tests (an exporter that writes Sin as Cos, an ONNX Runtime whose constant folding fails, an
+onnxslim that fails), never left to an upstream bug staying unfixed; their JSON in case.json, old case.json without
+them, and the report's Cross-checks section."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
 import onnx
 import pytest
-from test_whose_bug import one_op
+from test_whose_bug import SinAsCosExporter, one_op
 
 from fuzzer.cases.case import CaseData, case_from_result, collect_versions
 from fuzzer.cases.crosscheck import cross_checks, outcome
 from fuzzer.cases.diagnosis import CrossCheck, Repair
 from fuzzer.cases.diagnosis_report import render_diagnosis
 from fuzzer.cases.folder import read_case, write_case
-from fuzzer.cases.replay import Outcome, replay
 from fuzzer.cases.report import render_report
 from fuzzer.check.pipeline import check_prepared
 from fuzzer.check.source import prepare
+from fuzzer.converters import CONVERTERS, Role
 from fuzzer.converters.base import Converter
+from fuzzer.converters.capabilities import Shows
+from fuzzer.converters.conversion import Source, Steps, TargetRun
 from fuzzer.converters.culprit import Culprit, FoundBy
 from fuzzer.converters.onnx_slim import OnnxSlim
 from fuzzer.converters.options import ConverterOptions
+from fuzzer.converters.ort_levels import OPTIMIZING_LEVELS
+from fuzzer.converters.ort_optimizer import ORT_OPTIMIZERS, OrtOptimizer, OrtOptimizerOptions
 from oracles.verdict import Stage, Symptom, Verdict
 
 CORPUS = Path(__file__).resolve().parents[1] / "corpus"
 FLOOR_DIVIDE = CORPUS / "wrong_values-torch-onnx-script-node_conversion-floor_divide-int32-d79aa6c72e56-reduced"
-ORT_CRASH = CORPUS / "crash-ort-optimizer-graph_optimization-Fail-e83800d5cf55-reduced"
 SLIM_CRASH = CORPUS / "crash-onnxslim-graph_optimization-ValueError-01ab1eabbd25-reduced"
+FOLDING = "ConstantFolding"
 
 
 class CrashingSlim(OnnxSlim):
@@ -45,6 +50,32 @@ class CrashingSlim(OnnxSlim):
         return super().transform(model, options)  # type: ignore[arg-type]
 
 
+class FoldingCrash(OrtOptimizer):
+    """ONNX Runtime whose constant folding fails on a graph holding a sin, at every level that folds (basic and up),
+    unless ConstantFolding is disabled; `bisect` is its own bisection over the transformers, as ONNX Runtime's
+    would find it."""
+
+    name = "planted-ort-folding-crash"
+
+    def convert_impl(self, source: Source, options: OrtOptimizerOptions) -> TargetRun:
+        if self.crashes(source, options.level, options.disabled_optimizers):
+            with Steps().at(Stage.GRAPH_OPTIMIZATION, "runtime_load"):
+                raise RuntimeError("planted: ConstantFolding cannot fold Sin")
+        return super().convert_impl(source, options)
+
+    @staticmethod
+    def crashes(source: Source, level: str, disabled: Sequence[str]) -> bool:
+        return "sin" in source.graph.ops() and level in OPTIMIZING_LEVELS and FOLDING not in disabled
+
+    def bisect(self, source: Source, options: OrtOptimizerOptions, run: TargetRun, shows: Shows) -> Culprit | None:
+        levels = OPTIMIZING_LEVELS[: OPTIMIZING_LEVELS.index(options.level) + 1]
+        level = next((lv for lv in levels if self.crashes(source, lv, ())), None)
+        if level is None:
+            return None
+        named = next((name for name in ORT_OPTIMIZERS if not self.crashes(source, level, (name,))), "")
+        return Culprit(self.name, FoundBy.BISECTION, named, level)
+
+
 def planted_case(converter: Converter, options: dict | None = None) -> CaseData:
     """A one-sin graph checked under a converter planted with a fault, made a case (not yet diagnosed)."""
     graph = one_op("sin")
@@ -53,27 +84,19 @@ def planted_case(converter: Converter, options: dict | None = None) -> CaseData:
     return case_from_result(result, graph, 3, converter.name, collect_versions(()))
 
 
-def corpus_case(folder: Path) -> CaseData:
-    """A corpus case whose bug still shows here; where a release fixed it, the test that needs it says so and skips
-    (the corpus test reports it fixed), rather than failing on an upstream fix."""
-    case = read_case(folder)
-    result = replay(case)
-    if result.outcome is not Outcome.REPRODUCES:
-        pytest.skip(f"{result.line()}: these cross-checks need the bug, which no longer shows here")
-    return case
-
-
 def _outcomes(case: CaseData, converter: Converter | None = None) -> list[tuple[str, str, str]]:
     return [(c.name, c.outcome, c.culprit.sentence() if c.culprit else "") for c in cross_checks(case, converter)]
 
 
-def test_torchscript_floor_divide_is_the_exporters_own_bug() -> None:
-    """The dynamo exporter converts int32 floor_divide correctly (tf2onnx, the other framework's exporter, checks it
-    too and shows the same wrong value); every ONNX Runtime level runs TorchScript's model into the same wrong value,
-    so the runtime's optimizer is not involved."""
-    assert _outcomes(corpus_case(FLOOR_DIVIDE)) == [
-        ("torch-onnx-dynamo (other exporter)", "passes", ""),
-        ("tf2onnx (other exporter)", "same bug", ""),
+def test_a_model_the_exporter_wrote_wrong_is_the_exporters_own_bug() -> None:
+    """Every other exporter (of either framework) converts the sin correctly; every ONNX Runtime level runs the
+    planted exporter's model into the same wrong value, so the runtime's optimizer is not involved."""
+    exporter = SinAsCosExporter()
+    others = [(f"{c.name} (other exporter)", "passes", "") for c in CONVERTERS.of_role(Role.EXPORTER)]
+    assert [name for name, _, _ in others[:3]] == ["torch-onnx-dynamo (other exporter)",
+                                                   "torch-onnx-script (other exporter)", "tf2onnx (other exporter)"]
+    assert _outcomes(planted_case(exporter, {"opset": 17}), exporter) == [
+        *others,
         ("ONNX Runtime, optimizations disabled", "same bug", ""),
         ("ONNX Runtime, optimizations basic", "same bug", ""),
         ("ONNX Runtime, optimizations extended", "same bug", ""),
@@ -81,8 +104,9 @@ def test_torchscript_floor_divide_is_the_exporters_own_bug() -> None:
     ]
 
 
-def test_ort_crash_starts_at_basic_and_names_constant_folding() -> None:
-    assert _outcomes(corpus_case(ORT_CRASH)) == [
+def test_an_optimizer_crash_starts_at_basic_and_names_constant_folding_on_the_cases_own_level() -> None:
+    crash = FoldingCrash()
+    assert _outcomes(planted_case(crash, {"level": "all"}), crash) == [
         ("ONNX Runtime, optimizations disabled (upstream.onnx)", "passes", ""),
         ("ONNX Runtime, optimizations basic", "same bug", ""),
         ("ONNX Runtime, optimizations extended", "same bug", ""),
@@ -138,12 +162,14 @@ def test_a_case_json_without_a_diagnosis_still_loads(tmp_path: Path) -> None:
     assert "## Cross-checks" not in render_report(case)
 
 
-@pytest.mark.parametrize("folder", [FLOOR_DIVIDE, ORT_CRASH])
-def test_report_names_each_cross_check_in_few_lines(folder: Path) -> None:
-    case = corpus_case(folder)
-    case = dataclasses.replace(case, cross_checks=cross_checks(case))
+@pytest.mark.parametrize("planted", [SinAsCosExporter, FoldingCrash])
+def test_report_names_each_cross_check_in_few_lines(planted: type[Converter]) -> None:
+    converter = planted()
+    case = planted_case(converter)
+    case = dataclasses.replace(case, cross_checks=cross_checks(case, converter))
     report = render_report(case)
     section = report.split("## Cross-checks\n", 1)[1].split("\n## ", 1)[0]
+    assert case.cross_checks
     for check in case.cross_checks:
         assert (check.group or check.name.rsplit(" ", 1)[0]) in section and check.outcome in section
     assert len(report.splitlines()) <= 80

@@ -95,7 +95,6 @@ def test_a_case_whose_conversion_kills_the_process_is_reduced_to_the_faulty_oper
     assert "faulthandler" in (reduction.path / "log.txt").read_text()
 
 
-@pytest.mark.slow
 def test_a_check_that_passes_in_the_child_gives_its_verdict_and_keeps_the_child(tmp_path: Path) -> None:
     seed, graph = six_nodes_with_a_sin()
     without_sin = graph.nodes[0].op

@@ -123,7 +123,8 @@ def test_clicking_a_header_sorts_the_table(campaign: tuple[Path, Triage], tmp_pa
     assert len(keys) == len(hits) and [hits[k] for k in keys] == sorted(hits.values())
 
 
-@pytest.mark.slow
+# Not marked slow: `make test`'s real campaign (the fuzz CLI, a worker, a converter planted through the registry),
+# triaged and written as a page.
 def test_without_graphviz_the_graphs_are_dot_text(campaign: tuple[Path, Triage], tmp_path: Path,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     out, result = campaign

@@ -10,7 +10,7 @@ import onnx
 import pytest
 
 from fuzzer.check.pipeline import CheckOptions, check_prepared, prepare, run_check
-from fuzzer.converters import CONVERTERS, NOT_OFFERED, Converter, Role, list_converters
+from fuzzer.converters import CONVERTERS, NOT_OFFERED, Converter, Role, capabilities, list_converters
 from fuzzer.converters.capabilities import ExportsUpstream, expresses
 from fuzzer.converters.conversion import SharedExport, Steps
 from fuzzer.converters.culprit import Culprit, FoundBy, from_labels
@@ -347,3 +347,22 @@ def test_the_converter_base_declares_at_most_twelve_members_of_its_own() -> None
     """What a converter can do beyond converting is a capability it opts into (capabilities.py), not a default here."""
     own = {k for k in vars(Converter) if not k.startswith("_")} | set(Converter.__annotations__)
     assert len(own) <= 12, sorted(own)
+
+
+def _capabilities() -> list[type]:
+    return [p for p in vars(capabilities).values() if isinstance(p, type) and getattr(p, "_is_runtime_protocol", False)]
+
+
+def _members(protocol: type) -> set[str]:
+    return {n for n in vars(protocol) if not n.startswith("_")} | set(getattr(protocol, "__annotations__", {}))
+
+
+@pytest.mark.parametrize("name", list(CONVERTERS))
+def test_a_converter_opts_into_a_capability_whole_or_not_at_all(name: str) -> None:
+    """A capability is taken by defining its members: one defined without the rest (a typo, a hook renamed) would
+    leave the converter out of it without a word."""
+    converter = CONVERTERS[name]
+    for protocol in _capabilities():
+        defined = {m for m in _members(protocol) if hasattr(converter, m)}
+        assert defined in (set(), _members(protocol)), (protocol.__name__, sorted(defined))
+    assert not hasattr(converter, "culprit")  # the hook is RuntimeOptimizer.bisect or DivergenceLabels now

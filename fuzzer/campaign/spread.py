@@ -38,8 +38,7 @@ MIN_COVERED = 0.9  # the share of sampled hits the cover must hold: a stray hit 
 # novelty's own culprit).
 MIN_LIFT = 3.0
 # A trait (traits.py) cannot be cut out: its converter's tests of graphs holding it are skipped. So it covers only
-# where at least this share of those tests hit the bug: a dtype held by a sixth of onnx2tf's tests, nearly all of
-# which passed, was once taken for the cover of a bug in a few of them.
+# where at least this share of those tests hit the bug (docs/policy.md: the case that showed the need).
 MIN_TRAIT_PRECISION = 0.5
 
 

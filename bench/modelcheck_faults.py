@@ -27,6 +27,8 @@ import onnx
 from onnx import helper, numpy_helper
 
 from fuzzer.converters import CONVERTERS
+from fuzzer.converters.registry import ConverterRegistry
+from fuzzer.converters.upstream import OnnxPassConverter, UpstreamOptions
 from fuzzer.modelcheck.check_model import source_feeds
 from fuzzer.modelcheck.conversions import torch_source
 from fuzzer.modelcheck.diagnose import FaultKind
@@ -122,11 +124,30 @@ PLANTERS: tuple[Callable[[onnx.ModelProto, random.Random], Fault], ...] = (
     perturb, round_bf16, change_attribute, swap_node, drop_node, channels_last)
 
 
+class PlantedTool(OnnxPassConverter):
+    """One planter as an ONNX tool, for the command end to end: PYTHONPATH=bench convsmith check --zoo resnet
+    --registry modelcheck_faults:TOOLS."""
+
+    libraries = ("onnxruntime",)
+    distributions = ("onnx", "onnxruntime")
+    options_type = UpstreamOptions
+
+    def __init__(self, planter: Callable[[onnx.ModelProto, random.Random], Fault]) -> None:
+        self.planter = planter
+        self.name = f"planted-{planter.__name__.replace('_', '-')}"
+
+    def transform(self, model: onnx.ModelProto, options: UpstreamOptions) -> onnx.ModelProto:
+        self.planter(model, random.Random(0))
+        return model
+
+
+TOOLS = ConverterRegistry([PlantedTool(p) for p in PLANTERS])
+
+
 def exported(entry: str) -> tuple[bytes, dict, dict]:
     model = load_zoo(entry, 0)
-    source, _, _ = torch_source(model)
     with library_output():
-        run = CONVERTERS["torch-onnx-script"].convert(source, None)
+        run = CONVERTERS["torch-onnx-script"].convert(torch_source(model).source, None)
     feeds, fresh = source_feeds(run.model, model, 0)
     return run.model, feeds, fresh
 

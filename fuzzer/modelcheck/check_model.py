@@ -13,9 +13,9 @@ from tqdm import tqdm
 
 from fuzzer.converters.registry import ConverterRegistry
 from fuzzer.converters.role import Role
-from fuzzer.modelcheck.conversions import Conversion, TupleOutputs, applicable, convert_model
+from fuzzer.modelcheck.conversions import Conversion, TupleOutputs, applicable, convert_model, torch_source
 from fuzzer.modelcheck.exporter_repair import repair_export
-from fuzzer.modelcheck.model import UserModel, draw_inputs, onnx_slots
+from fuzzer.modelcheck.model import ModelKind, UserModel, draw_inputs, onnx_slots
 from fuzzer.modelcheck.repair import Repair, repair
 from fuzzer.support.quiet import library_output
 from oracles.verdict import Symptom
@@ -53,10 +53,11 @@ def check_model(model: UserModel, registry: ConverterRegistry, wanted: Sequence[
     located, diagnosed and repaired (where `fix`)."""
     results = []
     converters = applicable(model, registry, wanted)
+    prepared = torch_source(model) if model.kind is ModelKind.TORCH else None
     # A bar on a terminal only (disable=None): a large model takes minutes per converter.
     for converter in tqdm(converters, desc=model.label, unit="converter", disable=None, leave=False):
         with library_output():
-            conversion = convert_model(model, converter)
+            conversion = convert_model(model, converter, prepared)
         results.append(_with_repair(model, conversion, seed) if fix else ModelResult(conversion, None))
     return results
 

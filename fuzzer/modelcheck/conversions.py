@@ -17,7 +17,7 @@ from fuzzer.converters.conversion import Source, StageError, Steps, UpstreamErro
 from fuzzer.converters.registry import ConverterRegistry
 from fuzzer.converters.role import Role
 from fuzzer.converters.runtime import check_and_serialize
-from fuzzer.converters.upstream import upstream_default_opset
+from fuzzer.converters.upstream import cached_upstream, upstream_default_opset
 from fuzzer.modelcheck.model import ModelKind, UserModel
 from fuzzer.modelcheck.runs import judge_all, run_onnx, tolerance_for
 from fuzzer.support.errors import UsageError
@@ -61,11 +61,21 @@ def applicable(model: UserModel, registry: ConverterRegistry, wanted: Sequence[s
     return tuple(registry[name] for name in wanted)
 
 
-def convert_model(model: UserModel, converter: Converter) -> Conversion:
-    """The converter's verdict on the model."""
+@dataclass(frozen=True)
+class TorchPrepared:
+    """A PyTorch model made ready once for every converter: the Source (which also holds the upstream export the
+    ONNX tools share), the float32 outputs and the float64 ones."""
+
+    source: Source
+    eager: tuple
+    reference: tuple | None
+
+
+def convert_model(model: UserModel, converter: Converter, prepared: TorchPrepared | None = None) -> Conversion:
+    """The converter's verdict on the model (a PyTorch model's `prepared` once for all converters)."""
     if model.kind is ModelKind.ONNX:
         return convert_onnx(model, converter)
-    return convert_torch(model, converter)
+    return convert_torch(prepared or torch_source(model), converter)
 
 
 def convert_onnx(model: UserModel, converter: Converter) -> Conversion:
@@ -104,7 +114,7 @@ class TupleOutputs(torch.nn.Module):
         return tuple(out) if isinstance(out, (tuple, list)) else (out,)
 
 
-def torch_source(model: UserModel) -> tuple[Source, tuple, tuple | None]:
+def torch_source(model: UserModel) -> TorchPrepared:
     """The converters' Source (a graph of the signature alone), the float32 outputs and the float64 ones."""
     assert model.module is not None
     module = TupleOutputs(model.module).eval()
@@ -115,20 +125,21 @@ def torch_source(model: UserModel) -> tuple[Source, tuple, tuple | None]:
     names = tuple(f"output_{i}" for i in range(len(eager)))
     types.update({n: TensorType(tuple(o.shape), DType(str(o.dtype))) for n, o in zip(names, eager)})
     graph = Graph({s.name: types[s.name] for s in model.slots}, {}, (), names, types)
-    return Source(graph, module, inputs), eager, float64_outputs(module, inputs)
+    return TorchPrepared(Source(graph, module, inputs), eager, float64_outputs(module, inputs))
 
 
-def convert_torch(model: UserModel, converter: Converter) -> Conversion:
+def convert_torch(prepared: TorchPrepared, converter: Converter) -> Conversion:
     """An exporter (or an ONNX tool from TOOL_UPSTREAM's model) on the module, judged against eager PyTorch (the
     tool against the model it started from)."""
-    source, eager, reference = torch_source(model)
-    options = {"upstream": TOOL_UPSTREAM, "opset": upstream_default_opset(TOOL_UPSTREAM)} \
-        if converter.role is Role.ONNX_TOOL else None
+    source, eager, reference = prepared.source, prepared.eager, prepared.reference
+    opset = upstream_default_opset(TOOL_UPSTREAM)
+    tool = converter.role is Role.ONNX_TOOL
     try:
-        run = converter.convert(source, options)
-    except StageError as exc:
+        run = converter.convert(source, {"upstream": TOOL_UPSTREAM, "opset": opset} if tool else None)
+    except StageError as exc:  # a tool's failure keeps the model it started from, for the repair
         verdict = failure_verdict(converter.name, exc.failure, converter.unsupported_messages)
-        return Conversion(converter.name, converter.role, verdict, dict(exc.timings), None, exc.model)
+        upstream = cached_upstream(source, TOOL_UPSTREAM, opset) if tool else None
+        return Conversion(converter.name, converter.role, verdict, dict(exc.timings), upstream, exc.model)
     except UpstreamError as exc:
         verdict = upstream_verdict(converter.name, exc.upstream, exc.failure, exc.labels, exc.symptom)
         return Conversion(converter.name, converter.role, verdict, dict(exc.timings))

@@ -13,7 +13,7 @@ import numpy as np
 import onnx
 import torch
 
-from fuzzer.modelcheck.locate import Location, intermediate_values
+from fuzzer.modelcheck.locate import NAME_SCOPES, Location, intermediate_values
 from fuzzer.modelcheck.runs import judge
 
 # A fused run of layers (a convolution and its batch norm, a linear layer and its activation) leaves its value under
@@ -52,7 +52,7 @@ def layer_outputs(module: torch.nn.Module, inputs: Sequence[torch.Tensor]) -> li
 def node_layer(node: onnx.NodeProto, modules: set[str]) -> str:
     """The deepest module the exporter says the node comes from; '' where it says none."""
     for prop in node.metadata_props:
-        if prop.key == "pkg.torch.onnx.name_scopes":
+        if prop.key == NAME_SCOPES:
             try:
                 scopes = ast.literal_eval(prop.value)
             except (ValueError, SyntaxError):

@@ -4,6 +4,7 @@ node of the converted model, in topological order, whose output is beyond the or
 
 from __future__ import annotations
 
+import ast
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -13,8 +14,8 @@ import onnx
 
 from fuzzer.modelcheck.runs import judge, run_onnx
 
-# Metadata keys under which the exporters record the source layer of a node (the dynamo exporter's).
-LAYER_KEYS = ("namespace", "pkg.torch.onnx.name_scopes", "pkg.torch.onnx.stack_trace")
+# The metadata key under which the dynamo exporter records the module path of a node.
+NAME_SCOPES = "pkg.torch.onnx.name_scopes"
 
 
 @dataclass(frozen=True)
@@ -90,12 +91,16 @@ def runnable_prefix(model: onnx.ModelProto, names: list[str], feeds: Mapping[str
 
 
 def source_layer(node: onnx.NodeProto) -> str:
-    """The source layer the exporter recorded: the dynamo exporter's metadata, else a TorchScript scope name
-    ('/layer1/layer1.0/conv1/Conv' is layer1.0.conv1)."""
+    """The source layer the exporter recorded: the module holding the node in the dynamo exporter's name scopes (the
+    last scope is the operator's own), else a TorchScript scope name ('/layer1/layer1.0/conv1/Conv': conv1)."""
     meta = {p.key: p.value for p in node.metadata_props}
-    for key in LAYER_KEYS[:2]:
-        if meta.get(key):
-            return meta[key]
+    scopes = meta.get(NAME_SCOPES, "")
+    if scopes:
+        try:
+            named = [str(s) for s in ast.literal_eval(scopes) if s]
+        except (ValueError, SyntaxError):
+            named = []
+        return named[-2] if len(named) >= 2 else ""
     parts = [p for p in node.name.split("/") if p]
     return parts[-2] if node.name.startswith("/") and len(parts) >= 2 else ""
 

@@ -30,7 +30,6 @@ from fuzzer.converters.describe import FaultSite
 from fuzzer.converters.openvino_cpu import PLUGIN_KEY, PRECISIONS, compile_and_run, cpu_precisions
 from fuzzer.converters.openvino_onnx import OpenVinoOnnx, OvOnnxOptions, model_feeds, read_onnx
 from fuzzer.converters.openvino_pytorch import OpenVinoPytorch, OvPytorchOptions, convert_module
-from fuzzer.converters.options import ConverterOptions
 from fuzzer.converters.setting import Hints
 from fuzzer.converters.upstream import export_upstream
 from fuzzer.support.errors import Exit
@@ -74,8 +73,7 @@ class PlantedPytorch(OpenVinoPytorch):
 
     name = "planted-openvino-pytorch"
 
-    def convert_impl(self, source: Source, options: ConverterOptions) -> TargetRun:
-        assert isinstance(options, OvPytorchOptions)
+    def convert_impl(self, source: Source, options: OvPytorchOptions) -> TargetRun:
         steps = Steps()
         model = cos_for_sin(convert_module(source, options, steps))
         outputs, dtypes = compile_and_run(model, source.inputs, options.precision, options.performance, steps)
@@ -87,8 +85,7 @@ class PlantedOnnx(OpenVinoOnnx):
 
     name = "planted-openvino-onnx"
 
-    def convert_impl(self, source: Source, options: ConverterOptions) -> TargetRun:
-        assert isinstance(options, OvOnnxOptions)
+    def convert_impl(self, source: Source, options: OvOnnxOptions) -> TargetRun:
         steps = Steps()
         up = export_upstream(source, options.upstream, options.opset, steps)
         model = cos_for_sin(read_onnx(up.data, options.reader))

@@ -31,7 +31,6 @@ from fuzzer.converters.openvino_cpu import (
     plugin_component,
     reference_labels,
 )
-from fuzzer.converters.options import ConverterOptions
 from fuzzer.converters.role import Role
 from fuzzer.converters.setting import Hints, Setting
 from fuzzer.converters.upstream import UpstreamChoices, UpstreamOptions, export_upstream
@@ -49,14 +48,8 @@ class OvOnnxOptions(UpstreamOptions, CpuSettings):
     reader: str = "read_model"
 
 
-def own_options(options: ConverterOptions) -> OvOnnxOptions:
-    """The options as this converter's type (a TypeError for another's, which the registry never hands it)."""
-    if not isinstance(options, OvOnnxOptions):
-        raise TypeError(f"openvino-onnx takes OvOnnxOptions, not {type(options).__name__}")
-    return options
 
-
-class OpenVinoOnnx(Converter):
+class OpenVinoOnnx(Converter[OvOnnxOptions]):
     name = "openvino-onnx"
     display_name = "OpenVINO ONNX frontend"
     project = PROJECT
@@ -77,10 +70,9 @@ class OpenVinoOnnx(Converter):
     repro_conversion = "openvino_onnx_on_export"
     repro_upstream_conversion = "convert_with_openvino_onnx"
 
-    def snippet(self, options: ConverterOptions, dynamic: Any = None) -> Snippet:
-        opts = own_options(options)
-        return Snippet(("import openvino as ov",), (read_line(opts.reader),
-                       compile_line("ov_model", opts.precision, opts.performance)),
+    def snippet(self, options: OvOnnxOptions) -> Snippet:
+        return Snippet(("import openvino as ov",), (read_line(options.reader),
+                       compile_line("ov_model", options.precision, options.performance)),
                        runs=("got = list(compiled(inputs).values())",))
 
     def component(self, site: FaultSite) -> Component:
@@ -92,38 +84,36 @@ class OpenVinoOnnx(Converter):
             else "read_model"
         return self.own_component(f"ONNX frontend ({reader}): the translation {site.named()}")
 
-    def avoid_settings(self, options: ConverterOptions, hints: Hints) -> tuple[Setting, ...]:
+    def avoid_settings(self, options: OvOnnxOptions, hints: Hints) -> tuple[Setting, ...]:
         """The other reader, the CPU plugin's other hints, then the PyTorch frontend on the module itself."""
-        opts = own_options(options)
-        data = opts.to_json()
-        other = next(r for r in READERS if r != opts.reader)
+        data = options.to_json()
+        other = next(r for r in READERS if r != options.reader)
         reader = Setting(f"the model read by {other}", self.name, {**data, "reader": other}, read_line(other))
-        plugin = other_settings(self.name, opts, lambda d: read_line(d["reader"]))
+        plugin = other_settings(self.name, options, lambda d: read_line(d["reader"]))
         direct = Setting("OpenVINO's PyTorch frontend on the module itself", "openvino-pytorch",
-                         {"precision": opts.precision, "performance": opts.performance},
+                         {"precision": options.precision, "performance": options.performance},
                          "ov_model = ov.convert_model(module, example_input=tuple(inputs))")
         return (reader, *plugin, direct)
 
-    def convert_impl(self, source: Source, options: ConverterOptions) -> TargetRun:
-        opts = own_options(options)
+    def convert_impl(self, source: Source, options: OvOnnxOptions) -> TargetRun:
         steps = Steps()
-        up = export_upstream(source, opts.upstream, opts.opset, steps)
+        up = export_upstream(source, options.upstream, options.opset, steps)
         with steps.at(Stage.NODE_CONVERSION, "convert"):
-            model = read_onnx(up.data, opts.reader)
-        outputs, dtypes = compile_and_run(model, model_feeds(model, source), opts.precision, opts.performance,
+            model = read_onnx(up.data, options.reader)
+        outputs, dtypes = compile_and_run(model, model_feeds(model, source), options.precision, options.performance,
                                           steps)
         check_range((*source.inputs, *source.module.state_dict().values()), steps)
         return TargetRun(outputs, dtypes, dict(steps.timings), baseline=up.outputs, baseline_model=up.data,
-                         baseline_dtypes=up.output_dtypes, computed_in=computed_in(opts.precision))
+                         baseline_dtypes=up.output_dtypes, computed_in=computed_in(options.precision))
 
-    def divergence_labels(self, source: Source, options: ConverterOptions, run: TargetRun,
+    def divergence_labels(self, source: Source, options: OvOnnxOptions, run: TargetRun,
                           shows: Shows) -> tuple[str, ...]:
         """Whether OpenVINO's reference evaluation of the frontend's model shows the divergence too."""
-        opts, data = own_options(options), run.baseline_model
+        data = run.baseline_model
         if data is None:
             return ()
-        model = read_onnx(data, opts.reader)
-        return reference_labels(lambda: read_onnx(data, opts.reader), model_feeds(model, source), shows)
+        model = read_onnx(data, options.reader)
+        return reference_labels(lambda: read_onnx(data, options.reader), model_feeds(model, source), shows)
 
 
 def read_onnx(data: bytes, reader: str) -> Any:

@@ -17,6 +17,7 @@ from fuzzer.converters.base import Converter
 from fuzzer.converters.capabilities import Shows
 from fuzzer.converters.conversion import Source, Steps, TargetRun
 from fuzzer.converters.describe import Component, FaultSite, Snippet
+from fuzzer.converters.dynamic import DynamicAxes
 from fuzzer.converters.openvino_cpu import (
     DISTRIBUTION,
     PROJECT,
@@ -31,7 +32,6 @@ from fuzzer.converters.openvino_cpu import (
     plugin_component,
     reference_labels,
 )
-from fuzzer.converters.options import ConverterOptions
 from fuzzer.converters.role import Role
 from fuzzer.converters.setting import Hints, Setting
 from oracles.verdict import Stage
@@ -52,14 +52,8 @@ class OvPytorchOptions(CpuSettings):
     static_shapes: bool = False
 
 
-def own_options(options: ConverterOptions) -> OvPytorchOptions:
-    """The options as this converter's type (a TypeError for another's, which the registry never hands it)."""
-    if not isinstance(options, OvPytorchOptions):
-        raise TypeError(f"openvino-pytorch takes OvPytorchOptions, not {type(options).__name__}")
-    return options
 
-
-class OpenVinoPytorch(Converter):
+class OpenVinoPytorch(Converter[OvPytorchOptions]):
     name = "openvino-pytorch"
     display_name = "OpenVINO PyTorch frontend"
     project = PROJECT
@@ -80,10 +74,9 @@ class OpenVinoPytorch(Converter):
     source_harness = ("head", "openvino_tensors", "judging", "child", "openvino_run", "openvino_torch")
     repro_conversion = "convert_with_openvino_pytorch"
 
-    def snippet(self, options: ConverterOptions, dynamic: Any = None) -> Snippet:
-        opts = own_options(options)
-        return Snippet(("import openvino as ov", "import torch"), (*convert_lines(opts.to_json()),
-                       compile_line("ov_model", opts.precision, opts.performance)), from_torch=True,
+    def snippet(self, options: OvPytorchOptions, dynamic: DynamicAxes | None = None) -> Snippet:
+        return Snippet(("import openvino as ov", "import torch"), (*convert_lines(options.to_json()),
+                       compile_line("ov_model", options.precision, options.performance)), from_torch=True,
                        runs=("got = list(compiled([x.numpy() for x in inputs]).values())",))
 
     def component(self, site: FaultSite) -> Component:
@@ -102,38 +95,35 @@ class OpenVinoPytorch(Converter):
             return plugin
         return self.own_component(f"PyTorch frontend: the translation {site.named()}")
 
-    def avoid_settings(self, options: ConverterOptions, hints: Hints) -> tuple[Setting, ...]:
+    def avoid_settings(self, options: OvPytorchOptions, hints: Hints) -> tuple[Setting, ...]:
         """The other capture, static shapes, the CPU plugin's other hints, then the ONNX frontend."""
-        opts = own_options(options)
-        data = opts.to_json()
-        other = "export" if opts.capture == "trace" else "trace"
+        data = options.to_json()
+        other = "export" if options.capture == "trace" else "trace"
         changes = [(f"the frontend given a {'torch.export program' if other == 'export' else 'traced module'}",
                     {"capture": other})]
-        if not opts.static_shapes:
+        if not options.static_shapes:
             changes.append(("the frontend told the inputs' static shapes", {"static_shapes": True}))
         own = [Setting(what, self.name, {**data, **changed}, "; ".join(convert_lines({**data, **changed})))
                for what, changed in changes]
-        plugin = other_settings(self.name, opts, lambda d: "; ".join(convert_lines(d)))
+        plugin = other_settings(self.name, options, lambda d: "; ".join(convert_lines(d)))
         onnx_route = Setting("OpenVINO's ONNX frontend on the dynamo exporter's model", "openvino-onnx",
-                             {"upstream": "torch-onnx-dynamo", "opset": 18, "precision": opts.precision,
-                              "performance": opts.performance},
+                             {"upstream": "torch-onnx-dynamo", "opset": 18, "precision": options.precision,
+                              "performance": options.performance},
                              'torch.onnx.export(module, inputs, "model.onnx", dynamo=True); '
                              'ov_model = ov.convert_model("model.onnx")')
         return (*own, *plugin, onnx_route)
 
-    def convert_impl(self, source: Source, options: ConverterOptions) -> TargetRun:
-        opts = own_options(options)
+    def convert_impl(self, source: Source, options: OvPytorchOptions) -> TargetRun:
         steps = Steps()
-        model = convert_module(source, opts, steps)
-        outputs, dtypes = compile_and_run(model, source.inputs, opts.precision, opts.performance, steps)
+        model = convert_module(source, options, steps)
+        outputs, dtypes = compile_and_run(model, source.inputs, options.precision, options.performance, steps)
         check_range((*source.inputs, *source.module.state_dict().values()), steps)
-        return TargetRun(outputs, dtypes, dict(steps.timings), computed_in=computed_in(opts.precision))
+        return TargetRun(outputs, dtypes, dict(steps.timings), computed_in=computed_in(options.precision))
 
-    def divergence_labels(self, source: Source, options: ConverterOptions, run: TargetRun,
+    def divergence_labels(self, source: Source, options: OvPytorchOptions, run: TargetRun,
                           shows: Shows) -> tuple[str, ...]:
         """Whether OpenVINO's reference evaluation of the frontend's model shows the divergence too."""
-        opts = own_options(options)
-        return reference_labels(lambda: convert_module(source, opts, Steps()), source.inputs, shows)
+        return reference_labels(lambda: convert_module(source, options, Steps()), source.inputs, shows)
 
 
 def convert_module(source: Source, options: OvPytorchOptions, steps: Steps) -> Any:

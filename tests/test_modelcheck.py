@@ -4,6 +4,7 @@ not pass is reported as not repaired; bad input is one line and exit 2."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -321,3 +322,17 @@ def test_a_fault_below_the_tolerance_at_its_node_is_diagnosed_at_that_node(tmp_p
     (step,) = result.repair.rounds
     assert step.location is not None and (step.location.op_type, step.location.node) == ("Mul", "gain")
     assert [(f.kind, f.at) for f in step.findings] == [(FaultKind.PARAMETER, "shifted")]
+
+
+def test_json_with_inputs_from_an_npz(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    onnx.save(conv_model(), str(tmp_path / "conv.onnx"))
+    np.savez(tmp_path / "inputs.npz", x=np.full((1, 3, 6, 6), 0.5, np.float32))
+    code = main(["check", str(tmp_path / "conv.onnx"), "--registry", "test_modelcheck:PLANTED", "--converters",
+                 "swap-node", "--inputs", str(tmp_path / "inputs.npz"), "--json"])
+    (verdict,) = json.loads(capsys.readouterr().out)
+    assert code == Exit.BUG
+    assert (verdict["converter"], verdict["symptom"], verdict["repair"]["repaired"]) == ("swap-node", "wrong_values",
+                                                                                         True)
+    (step,) = verdict["repair"]["rounds"]
+    assert (step["located"]["op_type"], step["located"]["node"]) == ("Sigmoid", "relu")
+    assert [d["kind"] for d in step["diagnosis"]] == ["graph"]

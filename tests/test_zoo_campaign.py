@@ -24,7 +24,9 @@ from fuzzer.campaign.worker import UnitRunner
 from fuzzer.campaign.worker_config import WorkerConfig
 from fuzzer.campaign.zoo_unit import (
     EVIDENCE_DIR,
+    ZOO_MEMORY_MB,
     ZOO_SOURCE,
+    ZOO_TIMEOUT_S,
     drawn_options,
     zoo_entries,
     zoo_entry_for,
@@ -134,6 +136,8 @@ def test_fuzz_source_zoo_runs_a_campaign_of_zoo_units(tmp_path: Path) -> None:
                                                       (seed, "torch-onnx-script", "pass")]
     assert [json.loads(labels) for *_, labels in rows] == [["zoo:gru"], ["skipped-inexpressible"], ["zoo:gru"]]
     assert conn.execute("SELECT nodes, value_strategy FROM units").fetchall() == [(None, "zoo")]
+    worker = json.loads(conn.execute("SELECT value FROM meta WHERE key = 'spec'").fetchone()[0])["worker"]
+    assert (worker["timeout_s"], worker["memory_mb"], worker["prepare_ahead"]) == (ZOO_TIMEOUT_S, ZOO_MEMORY_MB, False)
 
 
 @pytest.mark.slow

@@ -38,6 +38,11 @@ GRAPHS = "graphs"
 ZOO_SOURCE = "zoo"
 SOURCES = (GRAPHS, ZOO_SOURCE)
 EVIDENCE_DIR = "zoo"  # beside the case folders; a zoo finding is not a graph case (it has no graph to replay)
+# A zoo campaign's defaults for a test's hang timeout and a worker's address space: tf2onnx takes about a minute to
+# convert the Keras ResNet50 and InceptionV3 on a loaded two-core machine, and TensorFlow's address space outgrows 8 GiB
+# there (a failed allocation comes out as a MemoryError, a protobuf EncodeError or a SIGSEGV, none of them a finding).
+ZOO_TIMEOUT_S = 300.0
+ZOO_MEMORY_MB = 16384
 # The exporters an ONNX tool's upstream is drawn from for a PyTorch zoo model.
 TORCH_UPSTREAMS = ("torch-onnx-dynamo", "torch-onnx-script")
 

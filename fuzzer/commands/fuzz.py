@@ -19,7 +19,7 @@ from fuzzer.campaign.novelty import AVOID_PROBABILITY, HITS_TO_DEMOTE
 from fuzzer.campaign.progress import Progress, format_summary, summarize
 from fuzzer.campaign.spec import LOG_DIR, SCRIPT_SHARE, CampaignSpec, case_folders
 from fuzzer.campaign.worker_config import WorkerConfig
-from fuzzer.campaign.zoo_unit import GRAPHS, SOURCES, ZOO_SOURCE, zoo_entries
+from fuzzer.campaign.zoo_unit import GRAPHS, SOURCES, ZOO_MEMORY_MB, ZOO_SOURCE, ZOO_TIMEOUT_S, zoo_entries
 from fuzzer.commands.flags import (
     DEFAULT_CORPUS,
     add_generator_arguments,
@@ -51,6 +51,9 @@ NAME = "fuzz"
 HELP = "run a fuzzing campaign: isolated workers, a campaign database, one case folder per distinct bug"
 
 
+GRAPH_TIMEOUT_S = 60.0
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--time", type=duration, metavar="DURATION",
                         help="time budget of this session from its start, e.g. 90s, 10m, 2h: it tests until the cases "
@@ -74,10 +77,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", default="cpu", help="where the source and ONNX Runtime run: cpu or cuda")
     parser.add_argument("--out", type=Path, default=Path("bugs"), help="campaign folder")
     parser.add_argument("--resume", type=Path, metavar="DIR", help="continue the campaign in DIR with its options")
-    parser.add_argument("--timeout", type=duration, default=60.0, metavar="DURATION",
-                        help="time per converter test before it counts as a hang (seconds)")
-    parser.add_argument("--memory-mb", type=positive_int, default=DEFAULT_MEMORY_MB, help="memory per worker before "
-                        "out-of-memory")
+    parser.add_argument("--timeout", type=duration, metavar="DURATION",
+                        help=f"time per converter test before it counts as a hang (default: {GRAPH_TIMEOUT_S:.0f}s; "
+                             f"{ZOO_TIMEOUT_S:.0f}s with --source zoo)")
+    parser.add_argument("--memory-mb", type=positive_int, help="memory per worker before out-of-memory (default: "
+                        f"{DEFAULT_MEMORY_MB}; {ZOO_MEMORY_MB} with --source zoo)")
     parser.add_argument("--avoid-unsupported", nargs="?", const="torch-onnx-script", metavar="CONVERTERS",
                         help="skip a converter's test when its graph holds an (operator, dtype) pair that "
                              "`convsmith probe` found that converter (or, for an ONNX tool, its upstream exporter) "
@@ -124,7 +128,8 @@ def new_campaign(args: argparse.Namespace) -> tuple[Path, CampaignDB, CampaignSp
     if args.min_nodes > args.nodes:
         raise UsageError(f"--min-nodes {args.min_nodes} is above --nodes {args.nodes}")
     require_device(args.device, f"--device {args.device}")
-    if args.source == ZOO_SOURCE and not zoo_entries():
+    zoo = args.source == ZOO_SOURCE
+    if zoo and not zoo_entries():
         raise CannotRun("--source zoo: no zoo entry builds here; install convsmith's zoo extra (make install)")
     converters, skipped = choose_converters(args.registry, args.converters)
     skip = known_unsupported(args.avoid_unsupported)
@@ -137,7 +142,8 @@ def new_campaign(args: argparse.Namespace) -> tuple[Path, CampaignDB, CampaignSp
                           exclude_ops=gen.exclude_ops, dtypes=tuple(d.value for d in gen.dtypes),
                           max_numel=gen.max_numel, avoid_pairs=never_generated(skip, converters),
                           skip_pairs=skip,
-                          timeout_s=args.timeout, memory_mb=args.memory_mb, device=args.device,
+                          timeout_s=args.timeout or (ZOO_TIMEOUT_S if zoo else GRAPH_TIMEOUT_S),
+                          memory_mb=args.memory_mb or (ZOO_MEMORY_MB if zoo else DEFAULT_MEMORY_MB), device=args.device,
                           converter_options=pinned, vary_settings=args.settings == "vary",
                           prepare_ahead=prepare_ahead(args.prepare_ahead, args.workers, args.device)
                           and args.source == GRAPHS,  # a feeder generates graphs ahead: a zoo unit has none

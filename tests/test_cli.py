@@ -39,6 +39,7 @@ BAD_INPUTS = [
     (["check", "missing.json", "--converters", "torch-onnx-script"], Exit.USAGE, "cannot read missing.json"),
     (["check", ".", "--converters", "torch-onnx-script"], Exit.USAGE, "cannot read case.json"),
     (["check", "BINARY", "--converters", "torch-onnx-script"], Exit.USAGE, "not a text file"),
+    (["check", "model.onnx"], Exit.USAGE, "model.onnx: not a valid ONNX model"),
     (["ops", "--family", "nosuch"], Exit.USAGE, "unknown family 'nosuch'"),
     (["generate", "--seed", "1", "--out", "g", "--nodes", "0"], Exit.USAGE, "--nodes"),
     (["status", "nowhere"], Exit.USAGE, "no such campaign folder"),
@@ -58,9 +59,10 @@ def test_bad_input_gets_one_line_and_its_status_and_creates_nothing(
     monkeypatch.chdir(tmp_path)
     graph = tmp_path / "graph.json"
     graph.write_text(hand_graphs.elementwise().dumps())
+    (tmp_path / "model.bin").write_bytes(b"\x08\xc1\xff")
     (tmp_path / "model.onnx").write_bytes(b"\x08\xc1\xff")
     before = _tree(tmp_path)
-    argv = [str(graph) if a == "GRAPH" else "model.onnx" if a == "BINARY" else a for a in argv]
+    argv = [str(graph) if a == "GRAPH" else "model.bin" if a == "BINARY" else a for a in argv]
     with pytest.raises(SystemExit) as exited:
         sys.exit(main(argv))
     err = capsys.readouterr().err

@@ -108,6 +108,19 @@ class NhwcInput(PlantedTool):
         return model
 
 
+class HalfInput(PlantedTool):
+    """Declares the input float16 and casts it up inside the graph."""
+
+    name = "half-input"
+
+    def transform(self, model: onnx.ModelProto, options: ConverterOptions) -> onnx.ModelProto:
+        model.graph.input[0].type.tensor_type.elem_type = onnx.TensorProto.FLOAT16
+        for node in model.graph.node:
+            node.input[:] = ["x_float" if i == "x" else i for i in node.input]
+        model.graph.node.insert(0, helper.make_node("Cast", ["x"], ["x_float"], to=onnx.TensorProto.FLOAT))
+        return model
+
+
 class RoundConstant(PlantedTool):
     """Rounds the float64 model's scale constant to float32."""
 
@@ -130,7 +143,7 @@ class TwoFaults(PlantedTool):
 
 
 PLANTED = ConverterRegistry([PerturbWeight(), DropPads(), ChangeAlpha(), SwapNode(), DropNode(), NhwcInput(),
-                             TwoFaults()])
+                             HalfInput(), TwoFaults()])
 FLOAT64_PLANTED = ConverterRegistry([RoundConstant()])
 
 
@@ -200,6 +213,18 @@ def test_a_wrong_input_layout_is_diagnosed_and_repaired_with_a_transpose(results
     assert step.location is None
     assert [(f.kind, f.detail) for f in step.findings] == [
         (FaultKind.INPUT, "input x has layout (1, 6, 6, 3) where the source takes (1, 3, 6, 6) (perm [0, 2, 3, 1])")]
+
+
+def test_an_input_of_another_dtype_is_diagnosed_and_repaired_with_a_cast(results: dict[str, ModelResult]) -> None:
+    result = results["half-input"]
+    assert result.conversion.verdict.is_bug
+    assert result.repair is not None and result.repair.repaired
+    first, second = result.repair.rounds  # the float16 input restored, then the lossy Cast it went through
+    assert [(f.kind, f.detail) for f in first.findings] == [
+        (FaultKind.INPUT, "input x is float16 where the source takes float32")]
+    assert second.location is not None and (second.location.op_type, second.location.node) == ("Conv", "conv")
+    assert [(f.kind, f.detail) for f in second.findings] == [
+        (FaultKind.GRAPH, "Conv conv reads ['x_float'] through an extra Cast")]
 
 
 def test_a_float64_constant_rounded_to_float32_is_a_parameter_fault(tmp_path: Path) -> None:

@@ -54,8 +54,8 @@ def input_findings(source: onnx.ModelProto, target: onnx.ModelProto) -> list[Fin
         s_type, t_type = value.type.tensor_type, other.type.tensor_type
         data = value.SerializeToString()
         if s_type.elem_type != t_type.elem_type:
-            detail = (f"input {value.name} is {helper.tensor_dtype_to_string(t_type.elem_type)} where the source "
-                      f"takes {helper.tensor_dtype_to_string(s_type.elem_type)}")
+            detail = (f"input {value.name} is {dtype_name(t_type.elem_type)} where the source takes "
+                      f"{dtype_name(s_type.elem_type)}")
             found.append(Finding(FaultKind.INPUT, detail, RestoreInput(value.name, data, cast_to=t_type.elem_type)))
             continue
         s_dims, t_dims = _dims(s_type), _dims(t_type)
@@ -63,6 +63,11 @@ def input_findings(source: onnx.ModelProto, target: onnx.ModelProto) -> list[Fin
             detail = f"input {value.name} has layout {t_dims} where the source takes {s_dims} (perm {list(perm)})"
             found.append(Finding(FaultKind.INPUT, detail, RestoreInput(value.name, data, perm=perm)))
     return found
+
+
+def dtype_name(elem_type: int) -> str:
+    """'float16' for TensorProto.FLOAT16."""
+    return str(helper.tensor_dtype_to_np_dtype(elem_type))
 
 
 def _dims(tensor: onnx.TypeProto.Tensor) -> tuple[int, ...]:

@@ -141,7 +141,8 @@ class RestoreInput:
         return out
 
     def describe(self) -> str:
-        how = f"a Transpose perm={list(self.perm)}" if self.perm else f"a Cast to {self.cast_to}"
+        how = f"a Transpose perm={list(self.perm)}" if self.perm else \
+            f"a Cast to {helper.tensor_dtype_to_np_dtype(self.cast_to)}"
         return f"restore input {self.name}'s source type, feeding the converted graph through {how}"
 
 

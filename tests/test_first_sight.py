@@ -12,7 +12,7 @@ import pytest
 from fuzzer.cases.blame import blame_case
 from fuzzer.cases.case import CaseData, case_from_result, case_log, collect_versions
 from fuzzer.cases.case_head import read_case_head
-from fuzzer.cases.diagnosis import BEFORE_TOOL, OTHER_FAILURE, CrossCheck
+from fuzzer.cases.diagnosis import BEFORE_TOOL, OTHER_FAILURE, PASSES, SAME_BUG, CrossCheck
 from fuzzer.cases.folder import write_case
 from fuzzer.cases.report import render_report, title
 from fuzzer.cases.whose_bug import with_blame
@@ -145,3 +145,35 @@ def test_a_clean_refusal_lands_in_limits_not_in_root_causes(tmp_path) -> None:
     assert limits(db) == [Limit(RefusesSin.name, "NotImplementedError: planted: Sin is not supported by this tool", 3)]
     assert triage(tmp_path, db, None).groups == ()
     db.close()
+
+
+def _exporter_divergence(converter_name: str, other: str, outcome: str) -> CaseData:
+    """A wrong-values case of `converter_name` on a relu graph whose other-exporter check of `other` says `outcome`."""
+    from fuzzer.cases.diagnosis import OTHER_EXPORTER
+    from fuzzer.converters import CONVERTERS
+    from oracles.verdict import Stage, Symptom, Verdict
+
+    b = GraphBuilder()
+    x = b.input((3, 5), DType.FLOAT32)
+    graph = b.build((b.op("relu", (x,), (3, 5), DType.FLOAT32),))
+    result = check_prepared(prepare(graph, 3, {}, 1.0), CONVERTERS[converter_name], {"opset": 18})
+    wrong = Verdict(Symptom.WRONG_VALUES, Stage.NODE_CONVERSION, converter_name, signature=f"wrong-{converter_name}",
+                    diverging_op="relu")
+    case = case_from_result(dataclasses.replace(result, verdict=wrong), graph, 3, converter_name,
+                            collect_versions(()), log=case_log(result))
+    return dataclasses.replace(case, cross_checks=(CrossCheck(OTHER_EXPORTER.format(other), outcome, other),))
+
+
+def test_one_wrong_result_of_both_exporters_of_a_project_is_one_shared_root_cause() -> None:
+    from fuzzer.cases.evidence import ModelEvidence, Opinion
+
+    unsettled = ModelEvidence("", "", False, Opinion.DIFFERS, "", ("Relu",))
+    pairs = (("torch-onnx-script", "torch-onnx-dynamo"), ("torch-onnx-dynamo", "torch-onnx-script"))
+    blames = [blame_case(_exporter_divergence(own, other, SAME_BUG), unsettled) for own, other in pairs]
+    assert blames[0].component == blames[1].component
+    assert blames[0].shared and not blames[0].settled
+    assert blames[0].component.key == "torch-onnx-dynamo+torch-onnx-script"
+    assert blames[0].component.project == "PyTorch"
+    # Where the other exporter passes, each keeps its own.
+    alone = blame_case(_exporter_divergence("torch-onnx-script", "torch-onnx-dynamo", PASSES), unsettled)
+    assert alone.component.key == "torch-onnx-script" and not alone.shared

@@ -106,8 +106,33 @@ def blame_case(case: CaseData, model: ModelEvidence | None, converter: Converter
     kernel = runtime_kernel(_kernel_operator(case, model), case.device)
     corroborated = any(name.endswith(OTHER_EXPORTER.format("").strip()) and outcome == SAME_BUG
                        for name, outcome in checks.items())
-    return decide(own, kernel, verdict.symptom, verdict.stage, model, tuple(evidence),
-                  is_runtime_optimizer=isinstance(converter, RuntimeOptimizer), corroborated=corroborated)
+    blame = decide(own, kernel, verdict.symptom, verdict.stage, model, tuple(evidence),
+                   is_runtime_optimizer=isinstance(converter, RuntimeOptimizer), corroborated=corroborated)
+    sibling = same_bug_sibling(case, own, checks)
+    if blame.settled or blame.shared or sibling is None:
+        return blame
+    return Blame(siblings_component(own, sibling, site.operator), blame.evidence + (
+        f"{sibling} of the same project gives the same wrong result: one defect of the export of the operator (or of "
+        "what both exports reach), filed once for both",), settled=False, shared=True)
+
+
+def same_bug_sibling(case: CaseData, own: Component, checks: Mapping[str, str]) -> str | None:
+    """Another exporter of the same project (its code in the same distribution) that shows the same bug on the graph;
+    None where none does."""
+    for name, outcome in checks.items():
+        other = CONVERTERS.get(name.removesuffix(OTHER_EXPORTER.format("")).strip())
+        if outcome == SAME_BUG and other is not None and other.name != case.converter:
+            found = other.component(FaultSite(case.verdict.stage, ""))
+            if found.distribution and found.distribution == own.distribution:
+                return other.name
+    return None
+
+
+def siblings_component(own: Component, sibling: str, operator: str) -> Component:
+    """The export of `operator` by both exporters of a project: one component, keyed the same from either side."""
+    key = "+".join(sorted((own.key, sibling)))
+    return Component(own.project, f"its exporters' export of `{operator}` ({' and '.join(sorted((own.key, sibling)))} "
+                     "alike)", own.tracker, key, own.distribution)
 
 
 def decide(own: Component, kernel: Component, symptom: Symptom, stage: Stage, model: ModelEvidence,

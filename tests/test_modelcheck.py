@@ -256,7 +256,9 @@ def test_the_command_writes_the_folder_and_exits_1(tmp_path: Path, capsys: pytes
                  "--out", str(out)])
     assert code == Exit.BUG
     assert "hyperparameter: Conv conv: pads dropped" in capsys.readouterr().out
-    assert sorted(p.name for p in (out / "drop-pads").iterdir()) == ["converted.onnx", "repaired.onnx"]
+    assert sorted(p.name for p in (out / "drop-pads").iterdir()) == ["converted.onnx", "located.dot", "repaired.onnx"]
+    picture = (out / "drop-pads" / "located.dot").read_text()
+    assert 'n0 [fillcolor="#f4cccc", label="Conv\\nconv\\nafter: inf"];' in picture
     assert (out / "verdicts.json").is_file() and (out / "summary.md").is_file()
 
 

@@ -1,6 +1,6 @@
 """The folder `convsmith check MODEL --out DIR` writes: verdicts.json (every converter's verdict, located node,
-diagnosis and repair), and per converter with a wrong target its converted model and, only when the repair passed the
-oracle, repaired.onnx; summary.md says the same for people."""
+diagnosis and repair), and per converter with a wrong target its converted model, a picture of the located node's
+neighbourhood and, only when the repair passed the oracle, repaired.onnx; summary.md says the same for people."""
 
 from __future__ import annotations
 
@@ -9,11 +9,13 @@ from pathlib import Path
 
 from fuzzer.modelcheck.check_model import ModelResult
 from fuzzer.modelcheck.model import UserModel
+from fuzzer.modelcheck.neighbourhood import neighbourhood_dot
 from fuzzer.support.files import atomic_write_bytes, atomic_write_text
 
 VERDICTS = "verdicts.json"
 REPAIRED = "repaired.onnx"
 CONVERTED = "converted.onnx"
+LOCATED = "located.dot"
 
 
 def write_folder(out: Path, model: UserModel, results: list[ModelResult]) -> None:
@@ -26,8 +28,12 @@ def write_folder(out: Path, model: UserModel, results: list[ModelResult]) -> Non
             continue
         own = out / result.conversion.converter
         own.mkdir(exist_ok=True)
-        if result.conversion.target_onnx is not None:
-            atomic_write_bytes(own / CONVERTED, result.conversion.target_onnx)
+        target = result.conversion.target_onnx
+        if target is not None:
+            atomic_write_bytes(own / CONVERTED, target)
+        first = result.repair.rounds[0].location if result.repair.rounds else None
+        if target is not None and first is not None:  # the first round's node, in the converted model
+            atomic_write_text(own / LOCATED, neighbourhood_dot(target, first))
         if result.repair.repaired and result.repair.model is not None:
             atomic_write_bytes(own / REPAIRED, result.repair.model)
     atomic_write_text(out / "summary.md", summary(model, results))

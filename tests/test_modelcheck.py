@@ -14,6 +14,7 @@ import torch
 from onnx import helper, numpy_helper
 
 from fuzzer.commands.main import main
+from fuzzer.converters import CONVERTERS
 from fuzzer.converters.conversion import Source, TargetRun
 from fuzzer.converters.options import ConverterOptions
 from fuzzer.converters.registry import ConverterRegistry
@@ -25,6 +26,7 @@ from fuzzer.modelcheck.diagnose import FaultKind
 from fuzzer.modelcheck.model import load_model
 from fuzzer.modelcheck.repair import repair
 from fuzzer.support.errors import Exit
+from oracles.verdict import Symptom
 
 
 class PlantedTool(OnnxPassConverter):
@@ -363,3 +365,21 @@ def test_json_with_inputs_from_an_npz(tmp_path: Path, capsys: pytest.CaptureFixt
     (step,) = verdict["repair"]["rounds"]
     assert (step["located"]["op_type"], step["located"]["node"]) == ("Sigmoid", "relu")
     assert [d["kind"] for d in step["diagnosis"]] == ["graph"]
+
+
+def test_onnx_runtimes_optimizer_is_checked_on_the_model_it_optimized(tmp_path: Path) -> None:
+    onnx.save(conv_model(), str(tmp_path / "conv.onnx"))
+    (result,) = check_model(load_model(str(tmp_path / "conv.onnx"), 0), CONVERTERS, ("ort-optimizer",), 0)
+    assert result.conversion.verdict.symptom is Symptom.PASS and result.repair is None
+    optimized = onnx.load_from_string(result.conversion.target_onnx or b"")
+    assert [n.op_type for n in optimized.graph.node] != [n.op_type for n in conv_model().graph.node]
+
+
+def test_a_model_onnx_runtime_cannot_run_is_one_line_and_exit_2(tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    model = conv_model()
+    model.graph.initializer[0].CopyFrom(numpy_helper.from_array(np.zeros((4, 5, 3, 3), np.float32), "w"))
+    onnx.save(model, str(tmp_path / "broken.onnx"))
+    assert main(["check", str(tmp_path / "broken.onnx")]) == Exit.USAGE
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "broken.onnx: ONNX Runtime cannot run the model itself" in err

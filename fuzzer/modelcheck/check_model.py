@@ -13,7 +13,14 @@ from tqdm import tqdm
 
 from fuzzer.converters.registry import ConverterRegistry
 from fuzzer.converters.role import Role
-from fuzzer.modelcheck.conversions import Conversion, TupleOutputs, applicable, convert_model, torch_source
+from fuzzer.modelcheck.conversions import (
+    Conversion,
+    TupleOutputs,
+    applicable,
+    convert_model,
+    onnx_source,
+    torch_source,
+)
 from fuzzer.modelcheck.exporter_repair import repair_export
 from fuzzer.modelcheck.model import ModelKind, UserModel, draw_inputs, onnx_slots
 from fuzzer.modelcheck.repair import Repair, repair
@@ -53,7 +60,7 @@ def check_model(model: UserModel, registry: ConverterRegistry, wanted: Sequence[
     located, diagnosed and repaired (where `fix`)."""
     results = []
     converters = applicable(model, registry, wanted)
-    prepared = torch_source(model) if model.kind is ModelKind.TORCH else None
+    prepared = torch_source(model) if model.kind is ModelKind.TORCH else onnx_source(model)
     # A bar on a terminal only (disable=None): a large model takes minutes per converter.
     for converter in tqdm(converters, desc=model.label, unit="converter", disable=None, leave=False):
         with library_output():

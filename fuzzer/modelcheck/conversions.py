@@ -1,29 +1,31 @@
 """Each applicable converter on the user's model, judged by the oracle: an ONNX model goes through the ONNX-to-ONNX
-tools (their `transform`, as on an upstream model) and ONNX Runtime; a PyTorch module through the exporters, and
-through the ONNX tools starting from an exporter's model."""
+tools and the importers as their upstream model (seeded into the Source's shared exports, as the native model is); a
+PyTorch module through the exporters, and through the ONNX tools starting from an exporter's model."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-import onnx
+import numpy as np
 import torch
 
 from fuzzer.check.zoo_source import float64_outputs
 from fuzzer.converters.base import Converter
-from fuzzer.converters.conversion import Source, StageError, Steps, UpstreamError
+from fuzzer.converters.capabilities import RuntimeOptimizer
+from fuzzer.converters.conversion import SharedExport, Source, StageError, TargetRun, UpstreamError
+from fuzzer.converters.native import NATIVE
 from fuzzer.converters.registry import ConverterRegistry
 from fuzzer.converters.role import Role
-from fuzzer.converters.runtime import check_and_serialize
+from fuzzer.converters.runtime import optimized_model
 from fuzzer.converters.upstream import cached_upstream, upstream_default_opset
 from fuzzer.modelcheck.model import ModelKind, UserModel
-from fuzzer.modelcheck.runs import judge_all, run_onnx, tolerance_for
+from fuzzer.modelcheck.runs import dtype_of, judge_all, run_onnx, tolerance_for
 from fuzzer.support.errors import UsageError
 from fuzzer.support.tensors import to_oracle_array, to_torch
 from generators.dtypes import DType
 from generators.ir import Graph, TensorType
+from generators.onnx_native import NATIVE_OPSETS
 from oracles.blame import blame_output
 from oracles.signature import wrong_value_signature
 from oracles.taxonomy import failure_verdict, upstream_verdict
@@ -48,7 +50,7 @@ class Conversion:
 
 def applicable(model: UserModel, registry: ConverterRegistry, wanted: Sequence[str] = ()) -> tuple[Converter, ...]:
     """The converters that take this kind of model and can run here (or those `wanted`, each checked to apply)."""
-    roles = (Role.ONNX_TOOL,) if model.kind is ModelKind.ONNX else (Role.EXPORTER, Role.ONNX_TOOL)
+    roles = (Role.ONNX_TOOL, Role.IMPORTER) if model.kind is ModelKind.ONNX else (Role.EXPORTER, Role.ONNX_TOOL)
     frameworks = {"onnx"} if model.kind is ModelKind.ONNX else {"pytorch", "onnx"}
     fits = [c for c in registry.values() if c.role in roles and c.framework in frameworks]
     if not wanted:
@@ -71,35 +73,69 @@ class TorchPrepared:
     reference: tuple | None
 
 
-def convert_model(model: UserModel, converter: Converter, prepared: TorchPrepared | None = None) -> Conversion:
-    """The converter's verdict on the model (a PyTorch model's `prepared` once for all converters)."""
+def convert_model(model: UserModel, converter: Converter, prepared: TorchPrepared | OnnxPrepared | None = None
+                  ) -> Conversion:
+    """The converter's verdict on the model (`prepared` once for all converters)."""
     if model.kind is ModelKind.ONNX:
-        return convert_onnx(model, converter)
-    return convert_torch(prepared or torch_source(model), converter)
+        onnx_prepared = prepared if isinstance(prepared, OnnxPrepared) else onnx_source(model)
+        return convert_onnx(onnx_prepared, converter)
+    return convert_torch(prepared if isinstance(prepared, TorchPrepared) else torch_source(model), converter)
 
 
-def convert_onnx(model: UserModel, converter: Converter) -> Conversion:
-    """An ONNX tool's `transform` on the model, its output checked, run and compared with the source's run."""
+@dataclass(frozen=True)
+class OnnxPrepared:
+    """An ONNX model as the ONNX tools and importers start from it: a Source whose upstream export (at `options`'
+    upstream and opset) is the user's model and its run with optimizations off, as the native model is given."""
+
+    source: Source
+    data: bytes
+    outputs: tuple[np.ndarray, ...]
+    options: Mapping[str, object]
+
+
+def onnx_source(model: UserModel) -> OnnxPrepared:
+    """The user's model as every ONNX tool's upstream: its signature as the Source's graph, its run as the baseline."""
     assert model.onnx_model is not None
-    source = model.onnx_model.SerializeToString()
-    steps, feeds = Steps(), model.feeds()
-    start = time.perf_counter()
-    expected = run_onnx(source, feeds)
-    steps.timings["source"] = time.perf_counter() - start
-    transform = getattr(converter, "transform", None)
-    if transform is None:
-        raise ValueError(f"{converter.name} does not transform an ONNX model")
+    data = model.onnx_model.SerializeToString()
     try:
-        with steps.at(Stage.GRAPH_OPTIMIZATION, "transform"):
-            target = transform(onnx.load_from_string(source), converter.options(None))
-        data = check_and_serialize(target, steps, converter.onnx_checked)
-        with steps.at(Stage.RUNTIME_EXECUTION, "runtime"):
-            actual = run_onnx(data, feeds)
+        outputs = run_onnx(data, model.feeds())
+    except Exception as exc:  # the user's own model does not run: nothing to compare a conversion with
+        raise UsageError(f"{model.label}: ONNX Runtime cannot run the model itself ({str(exc).splitlines()[0][:200]})"
+                         ) from None
+    types = {s.name: TensorType(s.shape, DType(s.dtype)) for s in model.slots}
+    names = tuple(o.name for o in model.onnx_model.graph.output)
+    types.update({n: TensorType(tuple(o.shape), DType(dtype_of(o))) for n, o in zip(names, outputs)})
+    graph = Graph({s.name: types[s.name] for s in model.slots}, {}, (), names, types)
+    source = Source(graph, torch.nn.Identity(), tuple(to_torch(x) for x in model.inputs))
+    opset = next((o.version for o in model.onnx_model.opset_import if o.domain in ("", "ai.onnx")), NATIVE_OPSETS[1])
+    opset = min(max(opset, NATIVE_OPSETS[0]), NATIVE_OPSETS[1])
+    source.exports[(NATIVE, opset)] = SharedExport(data, outputs, tuple(dtype_of(o) for o in outputs))
+    return OnnxPrepared(source, data, outputs, {"upstream": NATIVE, "opset": opset})
+
+
+def convert_onnx(prepared: OnnxPrepared, converter: Converter) -> Conversion:
+    """An ONNX tool (or importer) on the user's model, given as its upstream, judged against the model's own run."""
+    try:
+        run = converter.convert(prepared.source, prepared.options)
     except StageError as exc:
         verdict = failure_verdict(converter.name, exc.failure, converter.unsupported_messages)
-        return Conversion(converter.name, converter.role, verdict, dict(steps.timings), source, exc.model)
-    verdict = verdict_of(converter, actual, expected, None)
-    return Conversion(converter.name, converter.role, verdict, dict(steps.timings), source, data)
+        return Conversion(converter.name, converter.role, verdict, dict(exc.timings), prepared.data, exc.model)
+    except UpstreamError as exc:
+        verdict = upstream_verdict(converter.name, exc.upstream, exc.failure, exc.labels, exc.symptom)
+        return Conversion(converter.name, converter.role, verdict, dict(exc.timings))
+    expected = run.baseline if run.baseline is not None else prepared.outputs
+    verdict = verdict_of(converter, run.outputs, expected, None)
+    return Conversion(converter.name, converter.role, verdict, dict(run.timings), prepared.data,
+                      session_model(converter, prepared, run))
+
+
+def session_model(converter: Converter, prepared: OnnxPrepared, run: TargetRun) -> bytes | None:
+    """The model the target ran: ONNX Runtime's optimizer changes it in the session, so its converted model is the
+    one the session optimized at the run's level (what it wrote to optimized_model_filepath)."""
+    if not isinstance(converter, RuntimeOptimizer) or run.model != prepared.data:
+        return run.model
+    options = converter.options(prepared.options)
+    return optimized_model(run.model, getattr(options, converter.level_option))
 
 
 class TupleOutputs(torch.nn.Module):

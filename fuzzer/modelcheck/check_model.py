@@ -22,7 +22,7 @@ from fuzzer.modelcheck.conversions import (
     torch_source,
 )
 from fuzzer.modelcheck.exporter_repair import repair_export
-from fuzzer.modelcheck.model import ModelKind, UserModel, draw_inputs, onnx_slots
+from fuzzer.modelcheck.model import InputSlot, ModelKind, UserModel, draw_inputs, onnx_slots
 from fuzzer.modelcheck.repair import Repair, repair
 from fuzzer.support.quiet import library_output
 from oracles.verdict import Symptom
@@ -49,7 +49,7 @@ def source_feeds(source: bytes, model: UserModel, seed: int) -> tuple[dict[str, 
     slots = onnx_slots(proto)
     given = model.feeds()
     inputs = [given[s.name] for s in slots] if all(s.name in given for s in slots) else list(model.inputs)
-    fresh = draw_inputs([type(s)(s.name, tuple(x.shape), str(x.dtype)) for s, x in zip(slots, inputs)], seed + 1)
+    fresh = draw_inputs([InputSlot(s.name, tuple(x.shape), str(x.dtype)) for s, x in zip(slots, inputs)], seed + 1)
     fresh = [x if x.dtype.kind == "f" else given_x for x, given_x in zip(fresh, inputs)]  # ids may index a table
     return {s.name: x for s, x in zip(slots, inputs)}, {s.name: x for s, x in zip(slots, fresh)}
 

@@ -35,12 +35,15 @@ def passes_eager(module: torch.nn.Module, target: bytes, feeds: Mapping[str, np.
 
 
 def parameter_findings(module: torch.nn.Module, target: onnx.ModelProto, where: Location) -> list[Finding]:
-    """The located node's initializers that differ from the module's same-named parameters or buffers."""
+    """The located node's initializers that differ from the same-named parameters or buffers of the module the node
+    comes from."""
     state = {k: v.detach().cpu().numpy() for k, v in module.state_dict().items()}
     inits = {t.name: t for t in target.graph.initializer}
     found = []
     for name in target.graph.node[where.index].input:
-        if name not in inits or name not in state:
+        # A parameter of another layer than the node's was folded into it (a batch norm into the convolution
+        # before it): it differs from the module's by design, and the module's would not restore it.
+        if name not in inits or name not in state or name.rsplit(".", 1)[0] != where.layer:
             continue
         detail = constant_difference(name, state[name], numpy_helper.to_array(inits[name]))
         if detail:

@@ -44,9 +44,11 @@ def render_snippet(case: Any) -> str | None:
     call = snippet_of(converter, converter.options(case.converter_options), *dynamic)
     if call is None:
         return None
-    # Only a failure ONNX Runtime shows needs it: a conversion's crash raises before, an invalid model at the check.
-    runs_ort = case.verdict.stage in (Stage.RUNTIME_LOAD, Stage.RUNTIME_EXECUTION) or \
-        case.verdict.symptom.is_divergence
+    # A conversion's crash raises before ONNX Runtime runs, an invalid model at the check: their snippets run none.
+    # Where the call is a session's optimization level (ONNX Runtime's optimizer), graph optimization is that run.
+    before = (Stage.CAPTURE, Stage.NODE_CONVERSION, Stage.VALIDATION, Stage.SERIALIZATION,
+              *(() if call.level != "disabled" else (Stage.GRAPH_OPTIMIZATION,)))
+    runs_ort = case.verdict.stage not in before or case.verdict.symptom.is_divergence
     if runs_ort and any(x.dtype.name == "bfloat16" for x in case.inputs):
         return None
     if converter.role.starts_upstream and case.upstream_model is not None:

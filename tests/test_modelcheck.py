@@ -291,11 +291,19 @@ class PerturbingExporter(TorchOnnxScript):
     """The TorchScript exporter, its model's first convolution weight perturbed."""
 
     name = "perturbing-exporter"
+    weight = "inner.0.weight"
 
     def convert_impl(self, source: Source, options: ScriptOptions) -> TargetRun:
         model = onnx.load_from_string(super().convert_impl(source, options).model or b"")
-        PerturbWeight.perturb(model, "inner.0.weight")
+        PerturbWeight.perturb(model, self.weight)
         return run_onnx_target(model, source)
+
+
+class PerturbingLastExporter(PerturbingExporter):
+    """The same, on the last convolution of bn_net."""
+
+    name = "perturbing-last-exporter"
+    weight = "inner.3.weight"
 
 
 EXPORTERS = ConverterRegistry([PerturbingExporter()])
@@ -383,3 +391,24 @@ def test_a_model_onnx_runtime_cannot_run_is_one_line_and_exit_2(tmp_path: Path,
     assert main(["check", str(tmp_path / "broken.onnx")]) == Exit.USAGE
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "broken.onnx: ONNX Runtime cannot run the model itself" in err
+
+
+def bn_net() -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3, padding=1), torch.nn.BatchNorm2d(4), torch.nn.ReLU(),
+                              torch.nn.Conv2d(4, 2, 1))
+    with torch.no_grad():  # a batch norm that changes values, so that folding it shows
+        net[1].running_mean.uniform_(-1, 1)
+        net[1].running_var.uniform_(0.5, 2)
+    return net, (torch.randn(1, 3, 6, 6),)
+
+
+def test_a_batch_norm_folded_into_its_convolution_is_not_taken_for_the_divergence() -> None:
+    registry = ConverterRegistry([PerturbingLastExporter()])
+    (result,) = check_model(load_model("test_modelcheck:bn_net", 0), registry, (), 0)
+    assert result.repair is not None and result.repair.repaired
+    (step,) = result.repair.rounds
+    assert step.location is not None and (step.location.op_type, step.location.layer) == ("Conv", "inner.3")
+    assert step.location.before < 1e-4
+    assert [(f.kind, f.detail) for f in step.findings] == [
+        (FaultKind.PARAMETER, "constant inner.3.weight differs from the source's (max abs 0.5)")]

@@ -93,17 +93,20 @@ def locate_layer(module: torch.nn.Module, inputs: Sequence[torch.Tensor], target
     modules = {name for name, _ in module.named_modules() if name}
     outputs = layer_outputs(module, inputs)
     last = last_values(model, modules)
-    wanted = [o for o in outputs if o.layer in last]
-    values = intermediate_values(model, sorted({last[o.layer][1] for o in wanted}), feeds)
+    wanted = [at for at, o in enumerate(outputs) if o.layer in last]
+    values = intermediate_values(model, sorted({last[outputs[at].layer][1] for at in wanted}), feeds)
     before = 0.0
-    for at, out in enumerate(wanted):
+    for at in wanted:
+        out = outputs[at]
         index, value = last[out.layer]
         got = values[value]
         if got.shape != out.value.shape:
             continue
-        nearby = [judge(got, o.value) for o in wanted[at:at + FUSION_REACH] if o.value.shape == got.shape]
-        if any(m.ok for m in nearby):
-            before = max(before, nearby[0].max_abs)
+        # The next layers whether or not they kept nodes of their own: a folded batch norm keeps none.
+        nearby = [judge(got, o.value) for o in outputs[at:at + FUSION_REACH] if o.value.shape == got.shape]
+        matched = [m.max_abs for m in nearby if m.ok]
+        if matched:
+            before = max(before, min(matched))
             continue
         node = model.graph.node[index]
         return Location(node.op_type, node.name, value, index, out.layer, before, nearby[0].max_abs, len(wanted))

@@ -1,6 +1,6 @@
 """Reduction benchmark: reduce real findings (case folders) and print, per case, nodes before and after, seconds,
 the passes that helped, whether the reduced case still reproduces with the same signature, and whether a suggested
-fix (fuzzer/cases/repair.py) was found for it and, judged again, made the outputs agree; then medians and the share
+fix (fuzzer/diagnosis/repair.py) was found for it and, judged again, made the outputs agree; then medians and the share
 of divergence cases whose suggested fix made the outputs agree.
 
     python bench/reduce.py bugs/                        # every case folder under bugs/
@@ -76,10 +76,10 @@ def _case_dirs(root: Path) -> list[Path]:
 def fix_outcome(case: Any) -> str:
     """'agrees' when a suggested fix was found and, judged again on the case's inputs, makes the outputs agree;
     'no fix' when none was found (or it does not hold up); '-' for a case that is no divergence with a model."""
-    from fuzzer.cases.repair import agrees, suggest_fix
     from fuzzer.cases.replay import case_expected
     from fuzzer.check.result import Expected
     from fuzzer.converters import CONVERTERS
+    from fuzzer.diagnosis.repair import agrees, suggest_fix
 
     if not case.verdict.symptom.is_divergence or case.model is None:
         return "-"

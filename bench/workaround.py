@@ -23,9 +23,9 @@ def main() -> int:
         parser.error(f"{args.folder} is not a folder")
     from fuzzer.cases.folder import read_case
     from fuzzer.cases.replay import case_expected
-    from fuzzer.cases.workaround import find_workaround, runner
     from fuzzer.check.pipeline import check_prepared
     from fuzzer.converters import CONVERTERS
+    from fuzzer.diagnosis.workaround import find_workaround, runner
 
     counts = {"found": 0, "none helps": 0, "not searched": 0, "re-run passes": 0}
     seconds = []

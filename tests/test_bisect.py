@@ -16,14 +16,15 @@ from pathlib import Path
 import pytest
 
 from fuzzer.campaign.bisect_queue import BISECT_NICE, POLL_S, BisectQueue
-from fuzzer.cases.bisect_case import blamed_distribution, record_bisection, repro_detail
-from fuzzer.cases.bisect_search import NotShown, bisect_releases
 from fuzzer.cases.diagnosis import Blame
 from fuzzer.cases.folder import read_case
+from fuzzer.cases.fresh_replay import repro_detail
 from fuzzer.cases.remedy import Bisection, ReleaseOutcome, ReleaseRun
 from fuzzer.commands.main import main
 from fuzzer.converters import CONVERTERS
 from fuzzer.converters.describe import Component
+from fuzzer.diagnosis.bisect_case import blamed_distribution, record_bisection
+from fuzzer.diagnosis.bisect_search import NotShown, bisect_releases
 from fuzzer.support.errors import CannotRun
 from fuzzer.support.release_envs import MARKER, EnvError, ensure_env, env_path, load_env, unmet
 from fuzzer.support.releases import available_versions, final_versions, index_versions, plan_releases, releases_to_try

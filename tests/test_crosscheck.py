@@ -15,7 +15,6 @@ import pytest
 from test_whose_bug import SinAsCosExporter, one_op
 
 from fuzzer.cases.case import CaseData, case_from_result, collect_versions
-from fuzzer.cases.crosscheck import cross_checks, outcome
 from fuzzer.cases.diagnosis import CrossCheck, Repair
 from fuzzer.cases.diagnosis_report import render_diagnosis
 from fuzzer.cases.folder import read_case, write_case
@@ -31,6 +30,7 @@ from fuzzer.converters.onnx_slim import OnnxSlim
 from fuzzer.converters.options import ConverterOptions
 from fuzzer.converters.ort_levels import OPTIMIZING_LEVELS
 from fuzzer.converters.ort_optimizer import ORT_OPTIMIZERS, OrtOptimizer, OrtOptimizerOptions
+from fuzzer.diagnosis.crosscheck import cross_checks, outcome
 from oracles.verdict import Stage, Symptom, Verdict
 
 CORPUS = Path(__file__).resolve().parents[1] / "corpus"

@@ -6,11 +6,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from fuzzer.cases.blame import case_culprits, fault_site
+from fuzzer.cases.fault_site import case_culprits, fault_site
 from fuzzer.cases.folder import read_case
-from fuzzer.cases.workaround import hints
 from fuzzer.converters import CONVERTERS
 from fuzzer.converters.culprit import Culprit, FoundBy, bisected, from_labels, from_sentence, named
+from fuzzer.diagnosis.workaround import hints
 
 CORPUS = Path(__file__).parent.parent / "corpus"
 # Written before the culprit was a value: its all-level cross-check keeps the bisection as a sentence ("detail").

@@ -9,18 +9,18 @@ import dataclasses
 import onnx
 import pytest
 
-from fuzzer.cases.blame import blame_case
 from fuzzer.cases.case import CaseData, case_from_result, case_log, collect_versions
 from fuzzer.cases.case_head import read_case_head
 from fuzzer.cases.diagnosis import BEFORE_TOOL, OTHER_FAILURE, PASSES, SAME_BUG, CrossCheck
 from fuzzer.cases.folder import write_case
 from fuzzer.cases.report import render_report, title
-from fuzzer.cases.whose_bug import with_blame
 from fuzzer.check.pipeline import check_prepared
 from fuzzer.check.source import prepare
 from fuzzer.converters import ConverterRegistry
 from fuzzer.converters.onnx_optimizer import OnnxOptimizer
 from fuzzer.converters.options import ConverterOptions
+from fuzzer.diagnosis.blame import blame_case
+from fuzzer.diagnosis.whose_bug import with_blame
 from generators.builder import GraphBuilder
 from generators.dtypes import DType
 from generators.ir import Graph
@@ -165,7 +165,7 @@ def _exporter_divergence(converter_name: str, other: str, outcome: str) -> CaseD
 
 
 def test_one_wrong_result_of_both_exporters_of_a_project_is_one_shared_root_cause() -> None:
-    from fuzzer.cases.evidence import ModelEvidence, Opinion
+    from fuzzer.diagnosis.evidence import ModelEvidence, Opinion
 
     unsettled = ModelEvidence("", "", False, Opinion.DIFFERS, "", ("Relu",))
     pairs = (("torch-onnx-script", "torch-onnx-dynamo"), ("torch-onnx-dynamo", "torch-onnx-script"))

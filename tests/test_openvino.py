@@ -21,7 +21,6 @@ import torch
 
 from fuzzer.campaign.spec import case_folders
 from fuzzer.cases.case import case_from_result, collect_versions
-from fuzzer.cases.crosscheck import plan
 from fuzzer.check.pipeline import CheckOptions, check_prepared, prepare
 from fuzzer.converters import CONVERTERS, ConverterRegistry, Role
 from fuzzer.converters.capabilities import ExportsUpstream
@@ -32,6 +31,7 @@ from fuzzer.converters.openvino_onnx import OpenVinoOnnx, OvOnnxOptions, model_f
 from fuzzer.converters.openvino_pytorch import OpenVinoPytorch, OvPytorchOptions, convert_module
 from fuzzer.converters.setting import Hints
 from fuzzer.converters.upstream import export_upstream
+from fuzzer.diagnosis.crosscheck import plan
 from fuzzer.support.errors import Exit
 from generators.builder import GraphBuilder
 from generators.dtypes import DType

@@ -13,10 +13,10 @@ from onnx import numpy_helper
 
 from fuzzer.cases.case import CaseData, case_from_check
 from fuzzer.cases.folder import read_case
-from fuzzer.cases.repair import suggest_fix
 from fuzzer.cases.replay import case_expected
 from fuzzer.check.judge import judge_model
 from fuzzer.converters import CONVERTERS
+from fuzzer.diagnosis.repair import suggest_fix
 from generators.builder import GraphBuilder
 from generators.ir import Graph
 from oracles.verdict import Symptom

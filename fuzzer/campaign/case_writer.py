@@ -13,12 +13,12 @@ from typing import Any
 
 from fuzzer.campaign.messages import CaseSent, OwnError, Step
 from fuzzer.campaign.worker_config import WorkerConfig
-from fuzzer.cases.blame import blame_case
 from fuzzer.cases.case import CaseData, case_id, collect_versions, lost_case, remade_source
 from fuzzer.cases.folder import read_case, write_case
 from fuzzer.cases.wire import case_from_message
 from fuzzer.check.pipeline import CheckOptions
 from fuzzer.converters import ConverterRegistry
+from fuzzer.diagnosis.blame import blame_case
 from fuzzer.support.errors import DiskFull, is_disk_full
 from generators.ir import Graph
 from oracles.verdict import Verdict

@@ -46,7 +46,7 @@ MAX_START_FAILURES = 3
 WARM_START = "fuzzer.campaign.warm_start"  # imported by the fork server last: warms the libraries preloaded before it
 FORK_SERVER_LOG = "fork-server.log"  # what the libraries print as the fork server preloads them (TensorFlow's notices)
 # Deciding whose bug a case is may take this many tests' time before the worker counts as hung: it converts the
-# model before the tool, or the graph with each other exporter of its framework (fuzzer/cases/crosscheck.py).
+# model before the tool, or the graph with each other exporter of its framework (fuzzer/diagnosis/crosscheck.py).
 DECIDING_TESTS = 4
 HOUSEKEEPING_S = 0.5  # how often the loop checks workers' memory and writes its heartbeat
 

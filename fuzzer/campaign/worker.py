@@ -55,12 +55,12 @@ from fuzzer.campaign.unit_graph import graph_message
 from fuzzer.campaign.worker_config import WorkerConfig
 from fuzzer.campaign.zoo_unit import ZOO_SOURCE, run_zoo_unit
 from fuzzer.cases.case import CaseData, case_from_result, case_id, case_log, collect_versions
-from fuzzer.cases.whose_bug import with_blame
 from fuzzer.cases.wire import case_message
 from fuzzer.check.pipeline import CheckOptions, CheckResult, check_prepared, prepare
 from fuzzer.check.result import Prepared, add_timings, book_inner
 from fuzzer.converters import ConverterRegistry, load_registry
 from fuzzer.converters.base import Converter
+from fuzzer.diagnosis.whose_bug import with_blame
 from fuzzer.support.confine import confine
 from generators.generator import generate
 from generators.ir import Graph

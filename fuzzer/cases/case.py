@@ -61,9 +61,9 @@ class CaseData:
     reduction: Mapping[str, Any] | None = None
     expectation: str | None = None
     device: str = "cpu"  # where the source model and ONNX Runtime ran (cpu, cuda)
-    cross_checks: tuple[CrossCheck, ...] | None = None  # None until diagnosed (fuzzer/cases/whose_bug.py)
+    cross_checks: tuple[CrossCheck, ...] | None = None  # None until diagnosed (fuzzer/diagnosis/whose_bug.py)
     suggested_fix: Repair | None = None  # None when not diagnosed or no edit made the outputs agree
-    blame: Blame | None = None  # whose bug it is, from the diagnosis's evidence (fuzzer/cases/blame.py)
+    blame: Blame | None = None  # whose bug it is, from the diagnosis's evidence (fuzzer/diagnosis/blame.py)
     workaround: Workaround | None = None  # None until searched (fuzzer/cases/remedy.py)
     bisection: Bisection | None = None  # None until `convsmith bisect` ran on it
     values: str = "uniform"  # the value strategy the inputs were drawn with (generators/values.py)

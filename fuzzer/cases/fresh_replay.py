@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fuzzer.cases.bisect_case import repro_detail
 from fuzzer.cases.case_json import CASE_JSON, REPLAY_KEY, load_case_json
 from fuzzer.support.errors import Exit
 from fuzzer.support.files import atomic_write_text
@@ -73,3 +72,18 @@ def replay_and_record(folder: Path, timeout_s: float = REPLAY_TIMEOUT_S) -> Fres
 
 
 __all__ = ["FreshReplay", "record_replay", "replay_and_record", "replay_repro"]
+
+
+def last_line(text: str, width: int = 200) -> str:
+    """The last non-blank line of a process's output, cut to `width` characters."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1][:width] if lines else ""
+
+
+def repro_detail(stdout: str, stderr: str) -> str:
+    """What repro.py observed: its first out-of-tolerance output ("BAD ..."), else its "observed: " line, else its
+    last line of output."""
+    lines = [line.strip() for line in stdout.splitlines()]
+    picked = [line for line in lines if line.startswith("BAD ")][:1] or [
+        line.removeprefix("observed: ") for line in lines if line.startswith("observed: ")][-1:]
+    return picked[0][:200] if picked else last_line(stderr) or last_line(stdout)

@@ -14,9 +14,8 @@ from typing import Any
 
 import onnx
 
-from fuzzer.cases.blame import fault_site
 from fuzzer.cases.diagnosis_report import render_diagnosis
-from fuzzer.cases.evidence import PLUMBING
+from fuzzer.cases.fault_site import PLUMBING, fault_site
 from fuzzer.cases.snippet import render_snippet
 from fuzzer.check.follow_up import ALONE_LABEL
 from fuzzer.converters import CONVERTERS

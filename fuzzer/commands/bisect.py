@@ -9,7 +9,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from fuzzer.cases.bisect_case import (
+from fuzzer.cases.case_json import case_folder
+from fuzzer.cases.folder import read_case
+from fuzzer.diagnosis.bisect_case import (
     DEFAULT_TIMEOUT_S,
     ReproRunner,
     TimedRun,
@@ -17,9 +19,7 @@ from fuzzer.cases.bisect_case import (
     installed_release,
     record_bisection,
 )
-from fuzzer.cases.bisect_search import NotShown, bisect_releases
-from fuzzer.cases.case_json import case_folder
-from fuzzer.cases.folder import read_case
+from fuzzer.diagnosis.bisect_search import NotShown, bisect_releases
 from fuzzer.support.errors import CannotRun, Exit, UsageError
 from fuzzer.support.release_envs import DEFAULT_ENVS
 from fuzzer.support.releases import DEFAULT_SERIES, ReleasePlan, releases_to_try

@@ -9,12 +9,12 @@ import sys
 from pathlib import Path
 
 from fuzzer.cases.case import CaseData
-from fuzzer.cases.crosscheck import LOST
 from fuzzer.cases.folder import load_case
 from fuzzer.cases.replay import REPLAY_CHECK, Outcome, Replay, replay, replay_outcome
 from fuzzer.cases.repro import child_timeout_s
 from fuzzer.commands.flags import registry_named
 from fuzzer.converters import DEFAULT_REGISTRY
+from fuzzer.diagnosis.crosscheck import LOST
 from fuzzer.reduce.isolated import CheckerConfig, IsolatedChecker, Job
 from fuzzer.support.errors import Exit, UsageError
 from fuzzer.support.quiet import library_output

@@ -40,7 +40,7 @@ def snippet_of(converter: object, options: Any, *dynamic: DynamicAxes) -> Snippe
 @runtime_checkable
 class AvoidsBugs(Protocol):
     """The settings a user could change to avoid a bug it showed under `options`, cheapest (least disruptive)
-    first; `hints` is what the case says of its bug (fuzzer/cases/workaround.py tries them)."""
+    first; `hints` is what the case says of its bug (fuzzer/diagnosis/workaround.py tries them)."""
 
     def avoid_settings(self, options: Any, hints: Hints) -> tuple[Setting, ...]: ...
 

@@ -1,7 +1,7 @@
 """The settings a user of a converter could change to avoid one of its bugs until it is fixed: each says what it is,
 how convsmith re-runs the case under it (a registry converter and its options, and the ONNX Runtime level the target
 runs at) and the line the user writes. Each converter lists its own (`capabilities.AvoidsBugs`), cheapest first;
-fuzzer/cases/workaround.py tries them on a reduced case."""
+fuzzer/diagnosis/workaround.py tries them on a reduced case."""
 
 from __future__ import annotations
 

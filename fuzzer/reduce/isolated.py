@@ -21,13 +21,13 @@ from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
 
-from fuzzer.cases.blame import blame_case
 from fuzzer.cases.case import CaseData, case_from_result, case_log, collect_versions, lost_case, remade_source
 from fuzzer.cases.folder import write_case
-from fuzzer.cases.whose_bug import with_blame, with_diagnosis
 from fuzzer.check.pipeline import CheckOptions, check_prepared, prepare
 from fuzzer.check.result import FULL_CHECK, CheckResult
 from fuzzer.converters import DEFAULT_REGISTRY, ConverterRegistry, load_registry
+from fuzzer.diagnosis.blame import blame_case
+from fuzzer.diagnosis.whose_bug import with_blame, with_diagnosis
 from fuzzer.support.confine import DEFAULT_MEMORY_MB, confine
 from fuzzer.support.faults import describe_exit, fault_file, hang_reason, lost_verdict, read_fault, request_stack_dump
 from fuzzer.support.scratch import scratch_root, sweep_dead

@@ -1,7 +1,7 @@
 """Findings grouped into root causes: the count users see.
 
 Two rules beyond the root-cause key: a failure in a model that an ONNX-to-ONNX tool only received is the exporter's
-where the case's blame says so (fuzzer/cases/blame.py: the model before the tool fails alike, or ONNX's checker
+where the case's blame says so (fuzzer/diagnosis/blame.py: the model before the tool fails alike, or ONNX's checker
 rejects it), and joins the exporter's own root cause on that graph, filed once; and a root cause that a corpus case
 already has is known, not new.
 """

@@ -39,7 +39,7 @@ class Finding:
     dtypes: tuple[str, ...] = ()  # the dtypes of the graph's tensors
     options: Mapping[str, Any] = field(default_factory=dict)
     upstream: str | None = None  # the exporter an ONNX-to-ONNX converter started from
-    owner: str | None = None  # a shared component blamed for it (fuzzer/cases/blame.py): its root cause's owner
+    owner: str | None = None  # a shared component blamed for it (fuzzer/diagnosis/blame.py): its root cause's owner
     polished: bool = True  # its reduced case is polished, not only shape-reduced (reduce_queue.py)
     # Its case's repro.py showed its bug in a fresh process (True), did not or the reducer marked it (False), or no
     # such replay is recorded (None): case_json.case_reproduces.

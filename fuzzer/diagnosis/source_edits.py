@@ -11,7 +11,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from fuzzer.cases.case import CaseData
-from fuzzer.cases.edit_target import Candidate, Target, edited, node_name
+from fuzzer.diagnosis.edit_target import Candidate, Target, edited, node_name
 
 DTYPE_ATTRS = frozenset({"to", "dtype", "output_dtype", "saturate"})  # they name a type, not a number
 

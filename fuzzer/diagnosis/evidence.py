@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 import onnx
 
+from fuzzer.cases.fault_site import PLUMBING
 from fuzzer.check.result import Expected
 from fuzzer.converters.conversion import Source, StageError, Steps
 from fuzzer.converters.native import working_tolerance
@@ -19,8 +20,6 @@ from fuzzer.support.tensors import to_oracle_array
 from oracles.compare import compare
 
 LINE_CHARS = 160  # of an error quoted as evidence
-# Nodes that carry no computation of their own: a kernel named by blame is one of the others.
-PLUMBING = frozenset({"Constant", "Identity", "Cast", "CastLike", "Reshape", "Unsqueeze", "Squeeze", "Shape"})
 
 
 class Opinion(enum.Enum):

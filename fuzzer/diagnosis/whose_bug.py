@@ -1,23 +1,22 @@
-"""Whose bug a case is: its cross-checks (fuzzer/cases/crosscheck.py), suggested fix (fuzzer/cases/repair.py) and
-blame (fuzzer/cases/blame.py, from the cross-checks and its converted model examined elsewhere), and the setting that
-avoids it meanwhile (fuzzer/cases/workaround.py), computed once and kept in the case (case.json, report.md). The
-reducer calls this on each reduced case."""
+"""Whose bug a case is: its cross-checks (crosscheck.py), suggested fix (repair.py) and blame (blame.py, from the
+cross-checks and its converted model examined elsewhere), and the setting that avoids it meanwhile (workaround.py),
+computed once and kept in the case (case.json, report.md). The reducer calls this on each reduced case."""
 
 from __future__ import annotations
 
 import dataclasses
 
-from fuzzer.cases.blame import blame_case
 from fuzzer.cases.case import CaseData
-from fuzzer.cases.crosscheck import LOST, cross_checks, deciding_checks
-from fuzzer.cases.evidence import ModelEvidence, examine
-from fuzzer.cases.repair import suggest_fix
 from fuzzer.cases.replay import case_expected
-from fuzzer.cases.workaround import find_workaround
 from fuzzer.check.result import Expected, Prepared
 from fuzzer.converters import CONVERTERS
 from fuzzer.converters.base import Converter
 from fuzzer.converters.capabilities import OwnRuntime
+from fuzzer.diagnosis.blame import blame_case
+from fuzzer.diagnosis.crosscheck import LOST, cross_checks, deciding_checks
+from fuzzer.diagnosis.evidence import ModelEvidence, examine
+from fuzzer.diagnosis.repair import suggest_fix
+from fuzzer.diagnosis.workaround import find_workaround
 from oracles.dynamic import at_second_shape
 
 

@@ -11,7 +11,7 @@ import onnx
 from onnx import TensorProto, numpy_helper
 
 from fuzzer.cases.case import CaseData
-from fuzzer.cases.edit_target import INTEGERS, Candidate, Target, edited
+from fuzzer.diagnosis.edit_target import INTEGERS, Candidate, Target, edited
 
 INDEX_LIMIT = 2**31  # larger integer constants are "to the end" markers, not indices or shifts
 MATH_CONSTANTS = {"ln(10)": math.log(10), "ln(2)": math.log(2), "pi": math.pi, "e": math.e, "sqrt(2)": math.sqrt(2),

@@ -10,10 +10,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fuzzer.cases.blame import KERNEL_KEY, case_culprits
 from fuzzer.cases.case import CaseData
-from fuzzer.cases.crosscheck import outcome, why_not_here
 from fuzzer.cases.diagnosis import AT_LEVEL, PASSES, SKIPPED, CrossCheck
+from fuzzer.cases.fault_site import case_culprits
 from fuzzer.cases.remedy import Workaround
 from fuzzer.cases.replay import case_expected
 from fuzzer.check.pipeline import check_prepared
@@ -25,6 +24,8 @@ from fuzzer.converters.capabilities import AvoidsBugs
 from fuzzer.converters.ort_levels import LEVELS
 from fuzzer.converters.schema import noted_opset
 from fuzzer.converters.setting import Hints, Setting
+from fuzzer.diagnosis.blame import KERNEL_KEY
+from fuzzer.diagnosis.crosscheck import outcome, why_not_here
 from oracles.verdict import Symptom, Verdict
 
 MAX_RUNS = 6  # conversions per case (re-tests included): a reduced case converts in well under a second each

@@ -1,5 +1,5 @@
 """A suggested fix for a divergence case, in the spirit of Fix-Con: small edits of the target model
-(fuzzer/cases/model_edits.py), each judged by the project's oracle on the case's inputs; the first edit after which
+(fuzzer/diagnosis/model_edits.py), each judged by the project's oracle on the case's inputs; the first edit after which
 the outputs agree with the source's, on those inputs and on a few fresh draws, is the suggestion (bounded in tries
 and seconds). The fresh draws keep out edits that only fit the one input (a Floor that happens to round 1.31 to 1).
 """
@@ -14,8 +14,6 @@ import torch
 
 from fuzzer.cases.case import CaseData
 from fuzzer.cases.diagnosis import Repair
-from fuzzer.cases.edit_target import Target
-from fuzzer.cases.model_edits import candidates
 from fuzzer.cases.replay import case_expected
 from fuzzer.check.judge import judge_model
 from fuzzer.check.result import Expected
@@ -23,6 +21,8 @@ from fuzzer.check.source import expect
 from fuzzer.converters import CONVERTERS
 from fuzzer.converters.base import Converter
 from fuzzer.converters.conversion import Source
+from fuzzer.diagnosis.edit_target import Target
+from fuzzer.diagnosis.model_edits import candidates
 from fuzzer.support.device import require_device
 from generators.materialize import random_tensor
 from oracles.dynamic import at_second_shape

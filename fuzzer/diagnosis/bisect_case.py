@@ -12,14 +12,16 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from fuzzer.cases.blame import fault_site, runtime_kernel
 from fuzzer.cases.case import CaseData
 from fuzzer.cases.case_json import CASE_JSON, load_case_json
+from fuzzer.cases.fault_site import fault_site
 from fuzzer.cases.folder import read_case
+from fuzzer.cases.fresh_replay import repro_detail
 from fuzzer.cases.remedy import Bisection, ReleaseOutcome, ReleaseRun
 from fuzzer.cases.report import render_report
 from fuzzer.converters import CONVERTERS
 from fuzzer.converters.describe import Component
+from fuzzer.diagnosis.blame import runtime_kernel
 from fuzzer.support.errors import UsageError
 from fuzzer.support.files import atomic_write_text
 from fuzzer.support.lock import installed_version
@@ -61,21 +63,6 @@ def installed_release(distribution: str) -> str:
     if release is None:
         raise UsageError(f"{distribution} is not installed in this environment: nothing to bisect from")
     return release
-
-
-def last_line(text: str, width: int = 200) -> str:
-    """The last non-blank line of a process's output, cut to `width` characters."""
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    return lines[-1][:width] if lines else ""
-
-
-def repro_detail(stdout: str, stderr: str) -> str:
-    """What repro.py observed: its first out-of-tolerance output ("BAD ..."), else its "observed: " line, else its
-    last line of output."""
-    lines = [line.strip() for line in stdout.splitlines()]
-    picked = [line for line in lines if line.startswith("BAD ")][:1] or [
-        line.removeprefix("observed: ") for line in lines if line.startswith("observed: ")][-1:]
-    return picked[0][:200] if picked else last_line(stderr) or last_line(stdout)
 
 
 @dataclass(frozen=True)

@@ -7,12 +7,11 @@ model: such a blame is `shared`, and root causes are keyed by it so that every r
 
 from __future__ import annotations
 
-import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
 import onnx
 
-from fuzzer.cases.case import CaseData, logged_frame
+from fuzzer.cases.case import CaseData
 from fuzzer.cases.diagnosis import (
     BEFORE_ORT,
     BEFORE_TOOL,
@@ -20,58 +19,26 @@ from fuzzer.cases.diagnosis import (
     OTHER_FAILURE,
     SAME_BUG,
     Blame,
-    CrossCheck,
 )
-from fuzzer.cases.evidence import ModelEvidence, Opinion
+from fuzzer.cases.fault_site import fault_site
 from fuzzer.converters import CONVERTERS
 from fuzzer.converters.base import Converter
 from fuzzer.converters.capabilities import RuntimeOptimizer
-from fuzzer.converters.culprit import Culprit, FoundBy, from_labels
 from fuzzer.converters.describe import Component, FaultSite
 from fuzzer.converters.ort_optimizer import ORT_TRACKER
 from fuzzer.converters.runtime import validate
-from oracles.rootcause import named_operator, verdict_root_cause
+from fuzzer.diagnosis.evidence import ModelEvidence, Opinion
+from oracles.rootcause import named_operator
 from oracles.verdict import Stage, Symptom
 
 KERNEL_KEY = "onnxruntime-kernel"  # the root-cause owner of every ONNX Runtime kernel defect, whatever the route
 RUNTIME_STAGES = (Stage.RUNTIME_LOAD, Stage.RUNTIME_EXECUTION)
-_PACKAGE = re.compile(r"(?:site|dist)-packages[/\\]([A-Za-z0-9_]+)[/\\]")
 
 
 def runtime_kernel(operator: str, device: str) -> Component:
     """ONNX Runtime's kernel of an ONNX operator on the case's execution provider."""
     provider = "CUDA" if device == "cuda" else "CPU"
     return Component("ONNX Runtime", f"{provider} kernel of `{operator}`", ORT_TRACKER, KERNEL_KEY, "onnxruntime")
-
-
-def frame_owner(case: CaseData) -> str:
-    """The top-level package of the failing innermost frame (from the case's log, or a dead worker's message)."""
-    text = logged_frame(case.log) or case.verdict.message
-    package = _PACKAGE.search(text)
-    return package.group(1) if package else ""
-
-
-def fault_site(case: CaseData) -> FaultSite:
-    """Where the case's bug showed, as its converter reads it to name a component, with the rewrites named behind
-    it (case_culprits)."""
-    cause = verdict_root_cause(case.converter, case.verdict, case.graph.ops())
-    return FaultSite(case.verdict.stage, cause.shown_operator, frame_owner(case), case.verdict.labels,
-                     dict(case.converter_options), case_culprits(case), tuple(case.graph.ops()))
-
-
-def case_culprits(case: CaseData) -> tuple[Culprit, ...]:
-    """The rewrites named behind the case's bug: a bisection's (its test's, kept on the verdict, else a cross-check's:
-    a crash's bisection runs there), then each pass that shows the bug alone (the cross-checks run each)."""
-    checks = case.cross_checks or ()
-    bisected = [c.culprit for c in checks if c.outcome == SAME_BUG and c.culprit is not None]
-    own = from_labels(case.converter, case.verdict.labels)
-    return (*([own] if own is not None else bisected[:1]), *passes_alone(checks))
-
-
-def passes_alone(checks: Sequence[CrossCheck]) -> tuple[Culprit, ...]:
-    """The passes that show the case's bug run alone, as culprits."""
-    alone = [c for c in checks if c.outcome == SAME_BUG and len(c.options.get("passes") or ()) == 1]
-    return tuple(Culprit(c.converter, FoundBy.ALONE, c.options["passes"][0]) for c in alone)
 
 
 def blame_case(case: CaseData, model: ModelEvidence | None, converter: Converter | None = None) -> Blame:

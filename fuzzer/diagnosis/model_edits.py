@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from fuzzer.cases.constant_edits import constant_edits, modulo_edits
-from fuzzer.cases.edit_target import Candidate, Target
-from fuzzer.cases.source_edits import attribute_edits, weight_edits
-from fuzzer.cases.step_edits import cast_edits, rounding_edits
+from fuzzer.diagnosis.constant_edits import constant_edits, modulo_edits
+from fuzzer.diagnosis.edit_target import Candidate, Target
+from fuzzer.diagnosis.source_edits import attribute_edits, weight_edits
+from fuzzer.diagnosis.step_edits import cast_edits, rounding_edits
 
 EDITS: tuple[Callable[[Target], Iterator[Candidate]], ...] = (
     attribute_edits, weight_edits, cast_edits, rounding_edits, modulo_edits, constant_edits,

@@ -10,7 +10,7 @@ import onnx
 from onnx import TensorProto, helper
 
 from fuzzer.cases.case import CaseData
-from fuzzer.cases.edit_target import FLOATS, INTEGERS, Candidate, Target, before_output, edited, node_name
+from fuzzer.diagnosis.edit_target import FLOATS, INTEGERS, Candidate, Target, before_output, edited, node_name
 
 IR_TO_ONNX = {"float32": TensorProto.FLOAT, "float64": TensorProto.DOUBLE, "float16": TensorProto.FLOAT16,
               "bfloat16": TensorProto.BFLOAT16, "int32": TensorProto.INT32, "int64": TensorProto.INT64,

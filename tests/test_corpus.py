@@ -1,8 +1,8 @@
 """Every corpus case replayed on the installed versions. A known bug that still shows is an expected failure
 (xfail, strict); one that no longer shows is reported as fixed (a skip that names the installed versions that differ
-from the case's recorded ones), and it fails only on the very stack the case was recorded on: there the bug
-cannot have been fixed upstream, so convsmith itself broke. A known bug that now fails with a different signature
-is a plain failure; a must-pass case must pass."""
+from the case's recorded ones, listed with its reason in every run's summary: -rs), and it fails only on the very
+stack the case was recorded on: there the bug cannot have been fixed upstream, so convsmith itself broke. A known
+bug that now fails with a different signature is a plain failure; a must-pass case must pass."""
 
 from __future__ import annotations
 
@@ -146,7 +146,7 @@ def test_corpus_report_says_whose_bug_in_few_lines(folder: Path) -> None:
     """Every corpus case is diagnosed, and its report.md names each cross-check's outcome in at most 80 lines."""
     case = read_case(folder)
     report = (folder / "report.md").read_text(encoding="utf-8")
-    assert case.cross_checks, f"{folder.name}: not diagnosed (fuzzer.cases.whose_bug.with_diagnosis)"
+    assert case.cross_checks, f"{folder.name}: not diagnosed (fuzzer.diagnosis.whose_bug.with_diagnosis)"
     assert len(report.splitlines()) <= REPORT_LINES
     section = report.split("## Cross-checks\n", 1)[1].split("\n## ", 1)[0]
     for check in case.cross_checks:

@@ -9,12 +9,10 @@ import onnx
 import pytest
 from onnx import TensorProto, numpy_helper
 
-from fuzzer.cases.blame import KERNEL_KEY
 from fuzzer.cases.case import CaseData, case_from_result, case_log, collect_versions
 from fuzzer.cases.case_head import read_case_head
 from fuzzer.cases.folder import write_case
 from fuzzer.cases.report import title
-from fuzzer.cases.whose_bug import with_diagnosis
 from fuzzer.check.pipeline import check_prepared
 from fuzzer.check.source import prepare
 from fuzzer.converters import CONVERTERS, ConverterRegistry
@@ -24,6 +22,8 @@ from fuzzer.converters.options import ConverterOptions
 from fuzzer.converters.runtime import check_and_serialize, run_model
 from fuzzer.converters.torch_onnx_dynamo import TorchOnnxDynamo, export_dynamo
 from fuzzer.converters.torch_onnx_script import TorchOnnxScript, export_script
+from fuzzer.diagnosis.blame import KERNEL_KEY
+from fuzzer.diagnosis.whose_bug import with_diagnosis
 from fuzzer.reduce.case import reduce_case
 from fuzzer.reduce.isolated import CheckerConfig, IsolatedChecker
 from fuzzer.triage.grouping import group
@@ -309,9 +309,9 @@ def test_a_runtime_rejection_is_the_kernels_only_where_another_converters_model_
         corroborated: bool, project: str, settled: bool) -> None:
     """onnx.reference runs models a runtime rightly rejects (it does not check that ScatterElements' indices and
     updates agree in shape): its running the model is no proof the model is valid."""
-    from fuzzer.cases.blame import decide, runtime_kernel
-    from fuzzer.cases.evidence import ModelEvidence, Opinion
     from fuzzer.converters.describe import Component
+    from fuzzer.diagnosis.blame import decide, runtime_kernel
+    from fuzzer.diagnosis.evidence import ModelEvidence, Opinion
 
     own = Component("PyTorch", "dynamo exporter: the translation of `scatter_reduce`", "", "torch-onnx-dynamo")
     model = ModelEvidence("", "InvalidArgument: indices vs updates dimensions differ", False, Opinion.AGREES, "",

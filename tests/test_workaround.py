@@ -10,12 +10,10 @@ import onnx
 import pytest
 from test_whose_bug import KernelFaultScript, PlantedOptimizer, SinAsCosExporter, diagnosed, one_op, sin_as_cos
 
-from fuzzer.cases.blame import KERNEL_KEY
 from fuzzer.cases.case import CaseData
 from fuzzer.cases.remedy import Workaround
 from fuzzer.cases.replay import case_expected
 from fuzzer.cases.report import render_report
-from fuzzer.cases.workaround import find_workaround, runner
 from fuzzer.check.pipeline import check_prepared
 from fuzzer.check.result import Expected
 from fuzzer.check.source import prepare
@@ -27,6 +25,8 @@ from fuzzer.converters.onnx_slim import OnnxSlim
 from fuzzer.converters.options import ConverterOptions
 from fuzzer.converters.ort_levels import LEVELS
 from fuzzer.converters.setting import Hints
+from fuzzer.diagnosis.blame import KERNEL_KEY
+from fuzzer.diagnosis.workaround import find_workaround, runner
 from generators.generator import GenOptions, generate
 from oracles.verdict import Symptom
 

@@ -18,8 +18,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from fuzzer.campaign.culprit_cut import CULPRIT_CUT  # noqa: E402
 from fuzzer.campaign.db import open_campaign  # noqa: E402
+from fuzzer.campaign.policy.culprit_cut import CULPRIT_CUT  # noqa: E402
 from fuzzer.campaign.rewrites import coverage  # noqa: E402
 from fuzzer.converters import CONVERTERS  # noqa: E402
 from fuzzer.converters.role import Role  # noqa: E402

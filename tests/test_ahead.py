@@ -23,7 +23,7 @@ import torch
 from fuzzer.campaign.ahead import ASK_BATCH, Feeder, prepare_ahead, rebuild
 from fuzzer.campaign.mailbox import Outbox
 from fuzzer.campaign.messages import PhaseStarted, Step, UnitPrepared, encode, to_json
-from fuzzer.campaign.novelty import Demotion, without_demoted
+from fuzzer.campaign.policy.novelty import Demotion, without_demoted
 from fuzzer.campaign.unit_graph import graph_message, op_dtype_pairs
 from fuzzer.campaign.worker import UnitRunner
 from fuzzer.campaign.worker_config import WorkerConfig

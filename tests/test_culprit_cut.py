@@ -10,7 +10,8 @@ from pathlib import Path
 import onnx
 import pytest
 
-from fuzzer.campaign.culprit_cut import (
+from fuzzer.campaign.mailbox import Collected
+from fuzzer.campaign.policy.culprit_cut import (
     CULPRIT_AVOIDED,
     CULPRIT_CUT,
     CULPRIT_GUESSED,
@@ -21,8 +22,7 @@ from fuzzer.campaign.culprit_cut import (
     reduced_culprit,
     without_culprit,
 )
-from fuzzer.campaign.mailbox import Collected
-from fuzzer.campaign.novelty import AVOID_FOR
+from fuzzer.campaign.policy.novelty import AVOID_FOR
 from fuzzer.campaign.result import TestResult
 from fuzzer.campaign.spec import LOG_DIR
 from fuzzer.campaign.worker import UnitRunner

@@ -26,7 +26,7 @@ from fuzzer.campaign.db import DB_NAME, CampaignDB
 from fuzzer.campaign.loop import QUEUED_UNITS, Campaign
 from fuzzer.campaign.mailbox import Inbox, Outbox
 from fuzzer.campaign.messages import RunUnit, Stop, from_json
-from fuzzer.campaign.novelty import AVOID_PROBABILITY, HITS_TO_DEMOTE
+from fuzzer.campaign.policy.novelty import AVOID_PROBABILITY, HITS_TO_DEMOTE
 from fuzzer.campaign.result import TestResult
 from fuzzer.campaign.scheduler import Unit
 from fuzzer.campaign.spec import LOG_DIR, CampaignSpec, case_folders

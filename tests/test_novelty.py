@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from fuzzer.campaign.novelty import (
+from fuzzer.campaign.policy.novelty import (
     AVOID_FOR,
     AVOID_PROBABILITY,
     AVOID_PROBABILITY_CULPRIT,

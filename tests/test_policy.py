@@ -7,10 +7,10 @@ from collections.abc import Callable, Sequence
 
 import pytest
 
-from fuzzer.campaign.culprit_cut import AVOID_FOR, without_culprit
-from fuzzer.campaign.novelty import SETTING, Demotion
+from fuzzer.campaign.policy.culprit_cut import AVOID_FOR, without_culprit
 from fuzzer.campaign.policy.decide import Decision, DecisionKind, decide
-from fuzzer.campaign.settings import SKIPPED
+from fuzzer.campaign.policy.novelty import SETTING, Demotion
+from fuzzer.campaign.policy.settings import SKIPPED
 from fuzzer.campaign.worker_config import WorkerConfig
 from fuzzer.check.source import prepare
 from fuzzer.converters import CONVERTERS

@@ -2,7 +2,7 @@
 
 import pytest
 
-from fuzzer.campaign.culprit_cut import CULPRIT_AVOIDED, CUT_TIMER
+from fuzzer.campaign.policy.culprit_cut import CULPRIT_AVOIDED, CUT_TIMER
 from fuzzer.campaign.progress import BLAME_TIMER, category
 from fuzzer.check.result import book_inner
 
@@ -95,7 +95,7 @@ def test_shares_are_of_the_loop_and_start_up_is_shown_apart(tmp_path) -> None:
 
 def test_the_summary_lists_the_operators_cut_out_before_each_converter(tmp_path) -> None:
     from fuzzer.campaign.db import CampaignDB
-    from fuzzer.campaign.novelty import NOVELTY_META, Novelty
+    from fuzzer.campaign.policy.novelty import NOVELTY_META, Novelty
     from fuzzer.campaign.progress import format_summary, summarize
 
     novelty = Novelty()

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fuzzer.campaign.culprit_cut import CULPRIT_AVOIDED, CULPRIT_CUT, CULPRIT_GUESSED
 from fuzzer.campaign.db import CampaignDB
-from fuzzer.campaign.novelty import Novelty
+from fuzzer.campaign.policy.culprit_cut import CULPRIT_AVOIDED, CULPRIT_CUT, CULPRIT_GUESSED
+from fuzzer.campaign.policy.novelty import Novelty
+from fuzzer.campaign.policy.settings import SKIPPED
+from fuzzer.campaign.policy.traits import TRAIT
 from fuzzer.campaign.recorder import Recorder
 from fuzzer.campaign.result import TestResult
-from fuzzer.campaign.settings import SKIPPED
-from fuzzer.campaign.traits import TRAIT
 
 
 def _recorder(tmp_path: Path) -> Recorder:

@@ -80,8 +80,8 @@ def test_the_torchscript_exporter_runs_on_a_share_of_graphs_where_the_dynamo_exp
 
 
 def test_patterns_whose_rewrite_has_not_fired_are_boosted_until_it_has() -> None:
-    from fuzzer.campaign.novelty import BOOST
-    from fuzzer.campaign.steering import FIRED_ENOUGH, Steering
+    from fuzzer.campaign.policy.novelty import BOOST
+    from fuzzer.campaign.policy.steering import FIRED_ENOUGH, Steering
 
     steering = Steering()
     boosted = {name for kind, name, _ in steering.boosts(TOOLS)}
@@ -96,7 +96,7 @@ def test_patterns_whose_rewrite_has_not_fired_are_boosted_until_it_has() -> None
 
 @pytest.mark.slow
 def test_a_boosted_operator_is_drawn_about_four_times_as_often() -> None:
-    from fuzzer.campaign.novelty import BOOST, without_demoted
+    from fuzzer.campaign.policy.novelty import BOOST, without_demoted
     from generators.generator import BOOST_WEIGHT
 
     ops = ("neg", "abs", "relu", "sin")

@@ -11,10 +11,10 @@ import pytest
 
 from fuzzer.campaign.db import DB_NAME, CampaignDB
 from fuzzer.campaign.loop import Campaign
-from fuzzer.campaign.novelty import AVOID_PROBABILITY_SETTING, HITS_TO_DEMOTE, RAISE_ONLY, SETTING, Novelty
-from fuzzer.campaign.settings import SKIPPED, setting_detail, settled_options, unexportable_dtypes
+from fuzzer.campaign.policy.novelty import AVOID_PROBABILITY_SETTING, HITS_TO_DEMOTE, RAISE_ONLY, SETTING, Novelty
+from fuzzer.campaign.policy.settings import SKIPPED, setting_detail, settled_options, unexportable_dtypes
+from fuzzer.campaign.policy.traits import TRAIT
 from fuzzer.campaign.spec import LOG_DIR, CampaignSpec
-from fuzzer.campaign.traits import TRAIT
 from fuzzer.campaign.worker_config import WorkerConfig
 from fuzzer.converters import CONVERTERS, ConverterRegistry
 from fuzzer.converters.base import Converter

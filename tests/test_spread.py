@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 
-from fuzzer.campaign.novelty import AVOID_FOR, AVOID_PROBABILITY_CULPRIT, HITS_TO_DEMOTE, Novelty
-from fuzzer.campaign.spread import MAX_COVER_OPS, MIN_SAMPLES, SAMPLES, SpreadTally, greedy_cover
+from fuzzer.campaign.policy.novelty import AVOID_FOR, AVOID_PROBABILITY_CULPRIT, HITS_TO_DEMOTE, Novelty
+from fuzzer.campaign.policy.spread import MAX_COVER_OPS, MIN_SAMPLES, SAMPLES, SpreadTally, greedy_cover
 
 FILLER = [f"op{k}" for k in range(40)]  # operators common in every converter's tests
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from fuzzer.campaign.db import DB_NAME
-from fuzzer.campaign.novelty import NOVELTY_META
+from fuzzer.campaign.policy.novelty import NOVELTY_META
 
 ROOT = Path(__file__).resolve().parents[1]
 

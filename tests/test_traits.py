@@ -10,16 +10,14 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from fuzzer.campaign.culprit_cut import avoided_culprits
 from fuzzer.campaign.mailbox import Collected
-from fuzzer.campaign.model_traits import model_traits
-from fuzzer.campaign.novelty import AVOID_FOR, AVOID_PROBABILITY_CULPRIT, Novelty
-from fuzzer.campaign.result import TestResult
-from fuzzer.campaign.settings import SKIPPED
-from fuzzer.campaign.spec import LOG_DIR
-from fuzzer.campaign.spread import MIN_SAMPLES
-from fuzzer.campaign.tested_traits import traits_of_test, upstream_model
-from fuzzer.campaign.traits import (
+from fuzzer.campaign.policy.culprit_cut import avoided_culprits
+from fuzzer.campaign.policy.model_traits import model_traits
+from fuzzer.campaign.policy.novelty import AVOID_FOR, AVOID_PROBABILITY_CULPRIT, Novelty
+from fuzzer.campaign.policy.settings import SKIPPED
+from fuzzer.campaign.policy.spread import MIN_SAMPLES
+from fuzzer.campaign.policy.tested_traits import traits_of_test, upstream_model
+from fuzzer.campaign.policy.traits import (
     TRAIT,
     describe_trait,
     graph_traits,
@@ -27,6 +25,8 @@ from fuzzer.campaign.traits import (
     is_trait,
     trait_token,
 )
+from fuzzer.campaign.result import TestResult
+from fuzzer.campaign.spec import LOG_DIR
 from fuzzer.campaign.unit_graph import graph_message
 from fuzzer.campaign.worker import UnitRunner
 from fuzzer.campaign.worker_config import WorkerConfig

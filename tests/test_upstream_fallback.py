@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fuzzer.campaign.novelty import SETTING
-from fuzzer.campaign.settings import settled_options
+from fuzzer.campaign.policy.novelty import SETTING
+from fuzzer.campaign.policy.settings import settled_options
+from fuzzer.campaign.policy.upstream_fallback import chosen_options
 from fuzzer.campaign.spec import LOG_DIR
-from fuzzer.campaign.upstream_fallback import chosen_options
 from fuzzer.campaign.worker_config import WorkerConfig
 from fuzzer.check.pipeline import check_prepared, prepare
 from fuzzer.check.result import Expected

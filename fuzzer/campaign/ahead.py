@@ -31,7 +31,7 @@ from multiprocessing.connection import Connection, Pipe
 from typing import Any, Protocol
 
 from fuzzer.campaign.messages import encode
-from fuzzer.campaign.novelty import Demotion
+from fuzzer.campaign.policy.novelty import Demotion
 from fuzzer.campaign.progress import AHEAD
 from fuzzer.campaign.unit_graph import graph_message
 from fuzzer.check.result import Expected

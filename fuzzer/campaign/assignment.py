@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fuzzer.campaign.messages import PhaseStarted, Step, UnitGraph
-from fuzzer.campaign.novelty import Demotion
+from fuzzer.campaign.policy.novelty import Demotion
 from fuzzer.campaign.scheduler import Unit
 
 

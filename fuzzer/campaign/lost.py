@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from fuzzer.campaign.assignment import Assignment
 from fuzzer.campaign.case_writer import CaseWriter
 from fuzzer.campaign.messages import OwnError, Step
+from fuzzer.campaign.policy.settings import settled_options
 from fuzzer.campaign.result import TestResult
-from fuzzer.campaign.settings import settled_options
 from fuzzer.support.faults import Fault, lost_verdict
 from generators.ir import Graph
 from oracles.signature import crash_signature

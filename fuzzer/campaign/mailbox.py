@@ -10,7 +10,7 @@ from multiprocessing.connection import Connection
 from typing import Any, Protocol
 
 from fuzzer.campaign.messages import Demotions, Message, RunUnit, Stop, decode, encode
-from fuzzer.campaign.novelty import Demotion
+from fuzzer.campaign.policy.novelty import Demotion
 
 
 class Inbox:

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from fuzzer.campaign.novelty import Demotion
+from fuzzer.campaign.policy.novelty import Demotion
 from fuzzer.campaign.result import TestResult
 
 Pair = tuple[str, str]

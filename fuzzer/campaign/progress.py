@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TextIO
 
 from fuzzer.campaign import tallies
-from fuzzer.campaign.novelty import DEMOTED_META, NOVELTY_META, Novelty
+from fuzzer.campaign.policy.novelty import DEMOTED_META, NOVELTY_META, Novelty
 from fuzzer.campaign.result import LOST_SYMPTOMS
 
 if TYPE_CHECKING:

@@ -7,16 +7,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from fuzzer.campaign.culprit_cut import CULPRIT_AVOIDED, CULPRIT_CUT
 from fuzzer.campaign.db import CampaignDB
 from fuzzer.campaign.messages import OwnError, UnitGraph
-from fuzzer.campaign.novelty import DEMOTED_META, NOVELTY_META, Demotion, Novelty
+from fuzzer.campaign.policy.culprit_cut import CULPRIT_AVOIDED, CULPRIT_CUT
+from fuzzer.campaign.policy.novelty import DEMOTED_META, NOVELTY_META, Demotion, Novelty
+from fuzzer.campaign.policy.settings import setting_detail
+from fuzzer.campaign.policy.steering import Steering
+from fuzzer.campaign.policy.traits import TRAIT
 from fuzzer.campaign.progress import Counts
 from fuzzer.campaign.result import LOST_SYMPTOMS, TestResult
-from fuzzer.campaign.settings import setting_detail
 from fuzzer.campaign.spec import case_folders
-from fuzzer.campaign.steering import Steering
-from fuzzer.campaign.traits import TRAIT
 from fuzzer.cases.folder import read_case
 from oracles.verdict import Stage
 

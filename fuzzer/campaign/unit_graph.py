@@ -4,8 +4,8 @@ passed on as it is, from the feeder) and the (operator, dtype) pairs, the featur
 from __future__ import annotations
 
 from fuzzer.campaign.messages import UnitGraph
-from fuzzer.campaign.novelty import FEATURE
-from fuzzer.campaign.traits import TRAIT, graph_traits
+from fuzzer.campaign.policy.novelty import FEATURE
+from fuzzer.campaign.policy.traits import TRAIT, graph_traits
 from generators.ir import Graph
 from generators.registry import REGISTRY, OpRegistry
 from oracles.sequences import graph_sequences

@@ -25,16 +25,6 @@ from pathlib import Path
 from typing import Any
 
 from fuzzer.campaign.ahead import Feeder
-from fuzzer.campaign.culprit_cut import (
-    CULPRIT_CUT,
-    CULPRIT_GUESSED,
-    CUT_ROUNDS,
-    CUT_TIMER,
-    culprit_operator,
-    known_culprits,
-    reduced_culprit,
-    without_culprit,
-)
 from fuzzer.campaign.mailbox import Collected, Inbox, Outbox, Post
 from fuzzer.campaign.messages import (
     CaseSent,
@@ -46,11 +36,21 @@ from fuzzer.campaign.messages import (
     UnitFailed,
     UnitPrepared,
 )
-from fuzzer.campaign.novelty import Demotion
+from fuzzer.campaign.policy.culprit_cut import (
+    CULPRIT_CUT,
+    CULPRIT_GUESSED,
+    CUT_ROUNDS,
+    CUT_TIMER,
+    culprit_operator,
+    known_culprits,
+    reduced_culprit,
+    without_culprit,
+)
 from fuzzer.campaign.policy.decide import decide
+from fuzzer.campaign.policy.novelty import Demotion
+from fuzzer.campaign.policy.traits import trait_detail
 from fuzzer.campaign.progress import BLAME_TIMER
 from fuzzer.campaign.result import TestResult
-from fuzzer.campaign.traits import trait_detail
 from fuzzer.campaign.unit_graph import graph_message
 from fuzzer.campaign.worker_config import WorkerConfig
 from fuzzer.campaign.zoo_unit import ZOO_SOURCE, run_zoo_unit
@@ -140,7 +140,7 @@ class UnitRunner:
     def run_unit(self, idx: int, seed: int, converters: tuple[str, ...], demoted: Sequence[Demotion] = ()) -> None:
         """Settle the unit's source (the feeder's, when it has it ready), then test it with each converter.
         `demoted`: (operator, dtype) pairs the campaign generates less, each with the probability a graph leaves it
-        out (fuzzer/campaign/novelty.py)."""
+        out (fuzzer/campaign/policy/novelty.py)."""
         if self.config.source == ZOO_SOURCE:  # a zoo architecture, not a generated graph
             run_zoo_unit(self, idx, seed, converters)
             return

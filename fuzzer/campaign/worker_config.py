@@ -10,8 +10,8 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fuzzer.campaign.novelty import Demotion, without_demoted
-from fuzzer.campaign.settings import unexportable_dtypes
+from fuzzer.campaign.policy.novelty import Demotion, without_demoted
+from fuzzer.campaign.policy.settings import unexportable_dtypes
 from fuzzer.campaign.unit_graph import op_dtype_pairs
 from fuzzer.converters import DEFAULT_REGISTRY, load_registry
 from fuzzer.converters.base import Converter

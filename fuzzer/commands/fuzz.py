@@ -15,7 +15,7 @@ from fuzzer.campaign.budget import process_started
 from fuzzer.campaign.db import DB_NAME, CampaignDB, open_campaign
 from fuzzer.campaign.lock import campaign_lock
 from fuzzer.campaign.loop import Campaign
-from fuzzer.campaign.novelty import AVOID_PROBABILITY, HITS_TO_DEMOTE
+from fuzzer.campaign.policy.novelty import AVOID_PROBABILITY, HITS_TO_DEMOTE
 from fuzzer.campaign.progress import Progress, format_summary, summarize
 from fuzzer.campaign.spec import LOG_DIR, SCRIPT_SHARE, CampaignSpec, case_folders
 from fuzzer.campaign.worker_config import WorkerConfig

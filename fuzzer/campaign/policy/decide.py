@@ -8,12 +8,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from fuzzer.campaign.culprit_cut import CULPRIT_AVOIDED, avoided_among, avoided_culprits
-from fuzzer.campaign.novelty import Demotion
-from fuzzer.campaign.settings import SKIPPED
-from fuzzer.campaign.tested_traits import traits_of_test
-from fuzzer.campaign.traits import describe_trait, is_trait
-from fuzzer.campaign.upstream_fallback import UPSTREAM_AFTER, chosen_options
+from fuzzer.campaign.policy.culprit_cut import CULPRIT_AVOIDED, avoided_among, avoided_culprits
+from fuzzer.campaign.policy.novelty import Demotion
+from fuzzer.campaign.policy.settings import SKIPPED
+from fuzzer.campaign.policy.tested_traits import traits_of_test
+from fuzzer.campaign.policy.traits import describe_trait, is_trait
+from fuzzer.campaign.policy.upstream_fallback import UPSTREAM_AFTER, chosen_options
 from fuzzer.campaign.worker_config import WorkerConfig
 from fuzzer.check.result import Prepared, book_inner
 from fuzzer.converters.base import Converter

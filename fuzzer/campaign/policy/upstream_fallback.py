@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from fuzzer.campaign.novelty import Demotion
-from fuzzer.campaign.settings import settled_options
-from fuzzer.campaign.tested_traits import upstream_model
+from fuzzer.campaign.policy.novelty import Demotion
+from fuzzer.campaign.policy.settings import settled_options
+from fuzzer.campaign.policy.tested_traits import upstream_model
 from fuzzer.campaign.worker_config import WorkerConfig
 from fuzzer.check.result import Expected, Prepared, add_timings
 from fuzzer.converters.base import Converter

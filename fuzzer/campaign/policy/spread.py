@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from fuzzer.campaign.traits import is_trait
+from fuzzer.campaign.policy.traits import is_trait
 
 SAMPLES = 12  # hits kept per signature: enough to tell the operators behind it from those that came along
 MIN_SAMPLES = 5

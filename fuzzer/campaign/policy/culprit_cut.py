@@ -21,8 +21,8 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from pathlib import Path
 
-from fuzzer.campaign.novelty import AVOID_FOR, Demotion
-from fuzzer.campaign.traits import graph_trait_tokens
+from fuzzer.campaign.policy.novelty import AVOID_FOR, Demotion
+from fuzzer.campaign.policy.traits import graph_trait_tokens
 from fuzzer.cases.case_head import read_case_head
 from fuzzer.cases.case_json import CaseError, reduced_folder
 from fuzzer.support.chance import seeded_chance

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from fuzzer.campaign.novelty import RAISE_ONLY, SETTING
+from fuzzer.campaign.policy.novelty import RAISE_ONLY, SETTING
 from fuzzer.converters.base import Converter
 from fuzzer.converters.runtime import ORT_TYPE_TO_IR
 from fuzzer.converters.schema import noted_type

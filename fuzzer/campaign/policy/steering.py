@@ -2,7 +2,7 @@
 declares the rewrites each tool makes of it; while a campaign has fired one of them in fewer than FIRED_ENOUGH tests
 of that tool, graphs draw the pattern BOOST_WEIGHT times as often (generators/generator.py), as parts of larger
 graphs like any operator, so the rewrite meets the dtypes, shapes and neighbours the rest of the graph brings. The
-boosts travel with the demotions (fuzzer/campaign/novelty.py), so a unit stays a pure function of what it was sent."""
+boosts travel with the demotions (novelty.py), so a unit stays a pure function of what it was sent."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from fuzzer.campaign import tallies
 from fuzzer.campaign.db import CampaignDB
-from fuzzer.campaign.novelty import BOOST, Demotion
+from fuzzer.campaign.policy.novelty import BOOST, Demotion
 from fuzzer.converters import CONVERTERS
 from fuzzer.converters.base import Converter
 from fuzzer.converters.capabilities import PatternRewrites

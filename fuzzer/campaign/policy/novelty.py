@@ -30,8 +30,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from fuzzer.campaign.spread import MIN_TRAIT_PRECISION, SpreadTally
-from fuzzer.campaign.traits import TRAIT, trait_token
+from fuzzer.campaign.policy.spread import MIN_TRAIT_PRECISION, SpreadTally
+from fuzzer.campaign.policy.traits import TRAIT, trait_token
 from fuzzer.support.chance import seeded_chance
 from generators.generator import GenOptions
 
@@ -64,9 +64,9 @@ HITS_TO_CUT_CULPRIT = 1
 # 'input:bfloat16', traits.py)
 Pair = tuple[str, str]
 FEATURE = "feature"
-SETTING = "setting"  # a root cause a converter setting avoids (fuzzer/campaign/settings.py): not a generator pair
+SETTING = "setting"  # a root cause a converter setting avoids (settings.py): not a generator pair
 RAISE_ONLY = "raise-only"  # appended to a setting's detail where it may raise the opset but not skip (settings.py)
-BOOST = "boost"  # an operator drawn more often (fuzzer/campaign/steering.py): travels with the demotions
+BOOST = "boost"  # an operator drawn more often (steering.py): travels with the demotions
 AVOID_FOR = "avoid-for:"  # + a converter: the culprit operator of a bug of it, cut out before that converter runs
 Demotion = tuple[str, str, float]  # a demoted pair and the probability that a graph leaves it out
 
@@ -82,7 +82,7 @@ class Novelty:
     lost: set[str] = field(default_factory=set)  # signatures whose tests killed (or hung) the worker
     localized: set[str] = field(default_factory=set)  # signatures recorded with the pairs of their operator alone
     earlier: frozenset[Pair] = frozenset()  # demoted by the sessions before this one (a resumed campaign)
-    # Hits of each root cause a setting avoids (fuzzer/campaign/settings.py), by its detail.
+    # Hits of each root cause a setting avoids (fuzzer/campaign/policy/settings.py), by its detail.
     settings: dict[str, int] = field(default_factory=dict)
     # The (converter, operator) a localized signature's hits named as their culprit.
     culprits: dict[str, tuple[str, str]] = field(default_factory=dict)

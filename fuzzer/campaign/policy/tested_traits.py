@@ -12,8 +12,8 @@ from typing import Any
 
 import onnx
 
-from fuzzer.campaign.model_traits import model_traits
-from fuzzer.campaign.traits import graph_traits, trait_token, under_setting
+from fuzzer.campaign.policy.model_traits import model_traits
+from fuzzer.campaign.policy.traits import graph_traits, trait_token, under_setting
 from fuzzer.check.result import Expected, Prepared
 from fuzzer.converters.base import Converter
 from fuzzer.converters.capabilities import TraitSetting

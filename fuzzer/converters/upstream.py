@@ -17,7 +17,7 @@ import numpy as np
 import onnx
 
 from fuzzer.converters.base import Converter
-from fuzzer.converters.capabilities import ExportsUpstream, expresses, expressible, superseded_by
+from fuzzer.converters.capabilities import ExportsUpstream, Expressing, expresses, superseded_by
 from fuzzer.converters.conversion import (
     SharedExport,
     Source,
@@ -105,7 +105,7 @@ def draw_exporter(rng: random.Random, graph: Graph | None = None) -> str:
 def expresses_every_operator(exporter: Converter) -> bool:
     """Whether `exporter` can write a graph of any operators: without a graph to ask about, only such an exporter is
     drawn (tf2onnx is drawn for graphs it can express)."""
-    return all(expressible(exporter, op) for op in REGISTRY.values())
+    return not isinstance(exporter, Expressing) or all(exporter.expressible(op) for op in REGISTRY.values())
 
 
 def superseded(converter: Converter) -> bool:

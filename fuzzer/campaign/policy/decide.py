@@ -94,23 +94,23 @@ def _with_options(config: WorkerConfig, converter: Converter, seed: int, graph: 
     timings = {**exported, **timings}
     known = config.known_unsupported(graph, name, opts)
     unwritable = config.inexpressible(graph, converter, opts)
-    skipped = Decision(DecisionKind.TEST, options=opts, timings=exported)
     if known:
-        return _replace(skipped, DecisionKind.SKIP_KNOWN_UNSUPPORTED, "the probe found these (operator, dtype) pairs "
-                        "unsupported: " + ", ".join(f"{o} {d}" for o, d in known))
+        return _skip(DecisionKind.SKIP_KNOWN_UNSUPPORTED, "the probe found these (operator, dtype) pairs unsupported: "
+                     + ", ".join(f"{o} {d}" for o, d in known), opts, exported)
     if known_cause:
-        return _replace(skipped, DecisionKind.SKIP_SETTING_DEMOTED, known_cause)
+        return _skip(DecisionKind.SKIP_SETTING_DEMOTED, known_cause, opts, exported)
     if unwritable:
-        return _replace(skipped, DecisionKind.SKIP_INEXPRESSIBLE,
-                        f"its framework cannot express {', '.join(unwritable)}")
+        return _skip(DecisionKind.SKIP_INEXPRESSIBLE, f"its framework cannot express {', '.join(unwritable)}", opts,
+                     exported)
     traits = traits_of_test(graph, converter, opts, prepared)
     met = avoided_among(traits, name, seed, demoted) if config.demote_known else []
     if met:  # a trait cannot be cut out: the filed bug it covers would end the test
-        return _replace(skipped, DecisionKind.SKIP_KNOWN_TRAIT, f"a known root cause: most {name} tests with "
-                        f"{' or '.join(map(describe_trait, met))} end in a bug already filed")
+        return _skip(DecisionKind.SKIP_KNOWN_TRAIT, f"a known root cause: most {name} tests with "
+                     f"{' or '.join(map(describe_trait, met))} end in a bug already filed", opts, exported)
     kind = DecisionKind.TEST_WITHOUT_CULPRITS if avoided else DecisionKind.TEST
     return Decision(kind, "", graph, prepared, opts, avoided, tuple(left), tuple(traits), timings)
 
 
-def _replace(decision: Decision, kind: DecisionKind, reason: str) -> Decision:
-    return Decision(kind, reason, options=decision.options, timings=decision.timings)
+def _skip(kind: DecisionKind, reason: str, options: dict[str, Any], timings: dict[str, float]) -> Decision:
+    """A skip once the options are drawn: its result keeps them, and the time the upstream exports took."""
+    return Decision(kind, reason, options=options, timings=timings)

@@ -137,6 +137,11 @@ def test_a_frontend_without_a_translation_is_a_limit_not_a_bug(name: str) -> Non
                    "message: Exception from src/frontends/onnx/frontend/src/op/pad.cpp:32: Unsupported padding mode: "
                    "[wrap]", "")
     assert classify(wrap, converter.unsupported_messages) is Symptom.UNSUPPORTED
+    divisor = Failure(Stage.NODE_CONVERSION, "openvino._pyopenvino.OpConversionFailure", "Check 'false' failed at "
+                      "src/frontends/common_translators/src/unconverted_ops_report.cpp:151: Model wasn't fully "
+                      "converted. Failed operations detailed log:\n-- aten::avg_pool3d with a message:\n[PyTorch "
+                      "Frontend] Translation for aten::avg_pool2d do not support divisor_override input.", "")
+    assert classify(divisor, converter.unsupported_messages) is Symptom.UNSUPPORTED
     other = Failure(Stage.NODE_CONVERSION, "openvino._pyopenvino.OpConversionFailure", "Check 'false' failed at "
                     "src/frontends/pytorch/src/op/cat.cpp: shapes do not match", "")
     assert classify(other, converter.unsupported_messages) is Symptom.CRASH

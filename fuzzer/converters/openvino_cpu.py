@@ -33,10 +33,12 @@ PERFORMANCE = ("LATENCY", "THROUGHPUT")  # PERFORMANCE_HINT values
 # made of it.
 REFERENCE_WRONG = "ov-reference:wrong"  # Model.evaluate diverges too: the frontend's translation
 REFERENCE_RIGHT = "ov-reference:right"  # Model.evaluate is right: the CPU plugin
-# The frontends' clean refusals: an operation they have no translation for (both say it so), a mode of one they
-# do not take (the ONNX frontend's Pad: "Unsupported padding mode: [wrap]"); and the CPU plugin's: an operation
+# The frontends' clean refusals: an operation they have no translation for (both say it so), a mode or an input of
+# one they do not take (the ONNX frontend's Pad: "Unsupported padding mode: [wrap]"; the PyTorch frontend's pooling:
+# "Translation for aten::avg_pool2d do not support divisor_override input"); and the CPU plugin's: an operation
 # whose rank is not known when it compiles, or a value beyond the range of the type it computes in (BEYOND_RANGE).
 UNSUPPORTED_MESSAGES = (r"No conversion rule found for operations", r"Unsupported padding mode",
+                        r"\[PyTorch Frontend\] Translation for [\w:]+ do(?:es)? not support",
                         r"CPU plug-in doesn't support \w+ operation with dynamic rank", r"beyond its range: not judged")
 VALIDATING = "While validating node"  # OpenVINO's shape inference rejecting a node of the model
 # The wide types the CPU plugin converts to narrower ones (it has no kernels for them), and the message of a test

@@ -68,6 +68,9 @@ SHARED_PATH_ERRORS: tuple[tuple[re.Pattern[str], str], ...] = (
     # operators, as ONNX Runtime says when it is fed the source's inputs.
     (re.compile(r"Unexpected input data type\. Actual: \(tensor\((\w+)\)\) , expected: \(tensor\((\w+)\)\)"),
      "the model takes a {0} input of the source as {1}"),
+    # A tool that removes the node computing a graph output (ONNX Runtime refuses the model at load), whichever it was.
+    (re.compile(r"Graph output \(\w+\) does not exist in the graph"),
+     "the model lists a graph output that no node computes any more"),
     # ONNX's version converter adapts every Reduce operator across opset 18 in one adapter.
     (re.compile(r"Unrecognized attribute: (\w+) for operator Reduce\w+"),
      "a Reduce operator keeps its attribute {} in an opset that does not have it"),

@@ -103,8 +103,13 @@ def failing_node_type(exc: BaseException) -> str:
 
 
 def _op_type(node: object) -> str:
-    """A node's op type where the object is one of the node kinds converters use, else ""."""
+    """A node's op type where the object is one of the node kinds converters use (a TorchScript node's kind is
+    'aten::view': its operator, 'view'), else ""."""
     module = type(node).__module__ or ""
+    kind = getattr(node, "kind", None) if module.startswith("torch") else None
+    if callable(kind):
+        name = str(kind()).rpartition("::")[2]
+        return name if name.isidentifier() else ""
     for attribute, modules in (("op_type", ("onnx", "onnx_ir", "onnxscript")), ("op", ("onnx_graphsurgeon",)),
                                ("type", ("tf2onnx",))):
         value = getattr(node, attribute, None) if module.startswith(modules) else None

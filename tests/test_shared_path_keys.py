@@ -106,3 +106,12 @@ def test_an_operator_ort_names_in_a_type_error_is_the_one_filed() -> None:
     other_input = message.replace("(in4)", "(in2)").replace("SkipLayerNorm_0", "SkipLayerNorm_3")
     assert root_cause("ort-transformers", "runtime_load", "invalid_model", other_input, None, ("gelu",)) == cause
     assert cause.error_class == "InvalidGraph: an operator gets double, which its ONNX schema does not allow"
+
+
+def test_a_graph_output_a_tool_left_without_its_node_is_one_root_cause() -> None:
+    message = ("onnxruntime.capi.onnxruntime_pybind11_state.Fail: [ONNXRuntimeError] : 1 : FAIL : /onnxruntime_src/"
+               "onnxruntime/core/graph/graph.cc:1617 void onnxruntime::Graph::InitializeStateFromModelFileGraphProto()"
+               " This is an invalid model. Graph output ({}) does not exist in the graph.")
+    causes = {root_cause("ort-transformers", "runtime_load", "invalid_model", message.format(name), None, ops)
+              for name, ops in (("t1", ("isfinite", "reshape", "acos")), ("t4", ("relu",)))}
+    assert [c.error_class for c in causes] == ["Fail: the model lists a graph output that no node computes any more"]

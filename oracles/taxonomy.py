@@ -152,9 +152,10 @@ def upstream_verdict(converter: str, upstream: str, failure: Failure, labels: tu
     and `symptom` (else the failure's class) where the upstream says more."""
     f = failure
     signature = crash_signature(f"{converter}<-{upstream}", f.stage, f.exc_type, f.message, f.frame)
+    node = f"\n({FAILING_NODE.format(f.node_type)})" if f.node_type else ""
+    message = portable(f"upstream {upstream} failed at {f.stage.value}: {f.exc_type}: {f.message}")
     return Verdict(symptom or classify(f), Stage.SOURCE, converter, signature=signature,
-                   message=portable(f"upstream {upstream} failed at {f.stage.value}: {f.exc_type}: {f.message}")
-                   [:MESSAGE_LIMIT],
+                   message=message[:MESSAGE_LIMIT - len(node)] + node,
                    labels=tuple(sorted({f"upstream:{upstream}", *labels})))
 
 

@@ -75,14 +75,16 @@ def deciding_checks(case: CaseData, converter: Converter, prepared: Prepared | N
     """The cross-checks that decide whose bug a case is (the model before the tool, the other exporters), and
     none of the many that only narrow it down (each level, each pass alone): cheap enough to run when a signature
     is first filed. `prepared`: the case's source as its test settled it, where the caller still has it;
-    `own_framework`: other exporters of the case's framework only (a worker's process is not confined: a
-    TensorFlow abort there would be taken for the case converter's death)."""
+    `own_framework`: other exporters of the case's framework whose models run on ONNX Runtime only, the libraries a
+    worker has loaded already (its process is not confined: a TensorFlow or OpenVINO abort there, or OpenVINO's
+    allocations past the worker's memory cap, would be taken for the case converter's death)."""
     prepared = case_expected(case) if prepared is None else prepared
     if not isinstance(prepared, Expected):
         return ()
     deciding = [p for p in plan(case, converter) if p.name in (BEFORE_TOOL, BEFORE_ORT)
                 or p.name.endswith(OTHER_EXPORTER.format("").strip())
-                and (not own_framework or p.converter.framework == converter.framework)]
+                and (not own_framework or (p.converter.framework == converter.framework
+                                           and p.converter.runtime == "onnxruntime"))]
     return tuple(_run(p, prepared, case.verdict) for p in deciding)
 
 

@@ -24,7 +24,7 @@ CutAndPrepare = Callable[[Graph, Sequence[str], dict[str, float]], "tuple[Graph,
 
 
 class DecisionKind(enum.Enum):
-    """What a worker does with one test; a skip's value is the label its result carries."""
+    """What a worker does with one test; a skip's value is the label its result carries (Decision.label)."""
 
     TEST = "test"  # the graph as generated (or as far as the upstream exporters allowed)
     TEST_WITHOUT_CULPRITS = "test-without-culprits"  # the graph with the operators of filed bugs cut out
@@ -55,7 +55,8 @@ class Decision:
 
     @property
     def label(self) -> str:
-        """The label a skipped test's result carries (SKIPPED for a demoted setting, as before it had a kind)."""
+        """The label a skipped test's result carries: a demoted setting's is SKIPPED too, as a trait's, since both
+        skip for a known root cause and status counts them together."""
         return SKIPPED if self.kind is DecisionKind.SKIP_SETTING_DEMOTED else self.kind.value
 
     def run_labels(self) -> tuple[str, ...]:

@@ -32,6 +32,11 @@ _ATEN_OP = re.compile(r"aten::(\w+)|target=torch\.ops\.aten\.(\w+)\.")
 # The dynamo exporter wraps what failed in a ConversionError whose own words are the same for every failure; the
 # exception that explains it comes first in its summary. Its words are coloured for a terminal.
 _SUMMARY_ROOT = re.compile(r"## Exception summary\s*<class '([\w.]+)'>: ([^\n]*)")
+# OpenVINO's frontends report every operation they failed to convert under one check of their own; the frontend's
+# message for the operation (or the summary's line naming it) says why.
+_UNCONVERTED = "Model wasn't fully converted"
+_FRONTEND_REASON = re.compile(r"^(?:-- )?(\[(?:PyTorch|ONNX) Frontend\] .*|No conversion rule found for operations: .*|"
+                              r"Conversion is failed for: .*)$", re.MULTILINE)
 _TERMINAL_COLOUR = re.compile(r"\x1b\[[0-9;]*m")
 _NODE_NAMES = re.compile(r"node name: [^)\]]*|Name\s*:\s*'[^']*'|Node \([^)]*\)|\(op_type\s*[:=]\s*\w+,?\s*")
 _NUMBERS = re.compile(r"(?<![A-Za-z_])-?\d+(?:\.\d+)?(?:e[-+]?\d+)?")
@@ -142,7 +147,12 @@ def explaining_error(message: str) -> str:
     parameter ...' for the dynamo exporter's ConversionError), else the message itself, without terminal colours."""
     message = _TERMINAL_COLOUR.sub("", message)
     root = _SUMMARY_ROOT.search(message)
-    return f"{root.group(1)}: {root.group(2)}" if root else message
+    if root:
+        return f"{root.group(1)}: {root.group(2)}"
+    reason = _FRONTEND_REASON.search(message) if _UNCONVERTED in message else None
+    if reason:
+        return f"{exception_type(message)}: {reason.group(1).strip()}"
+    return message
 
 
 def error_class(exc_message: str) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from fuzzer.triage.grouping import group
 from fuzzer.triage.model import Finding
-from oracles.rootcause import ANY_OPERATOR, root_cause
+from oracles.rootcause import ANY_OPERATOR, error_class, root_cause
 
 WRAPPER = 'ValueError: Exception encountered when calling layer "tf.math.{}" (type TFOpLambda).\n\n'
 BROADCAST = ("Dimensions must be equal, but are 7 and 6 for '{{{{node tf.math.{0}/{1}}}}} = {1}[T=DT_FLOAT]"
@@ -115,3 +115,21 @@ def test_a_graph_output_a_tool_left_without_its_node_is_one_root_cause() -> None
     causes = {root_cause("ort-transformers", "runtime_load", "invalid_model", message.format(name), None, ops)
               for name, ops in (("t1", ("isfinite", "reshape", "acos")), ("t4", ("relu",)))}
     assert [c.error_class for c in causes] == ["Fail: the model lists a graph output that no node computes any more"]
+
+
+OPENVINO_REPORT = (
+    "openvino._pyopenvino.OpConversionFailure: Check 'false' failed at src/frontends/common_translators/src/"
+    "unconverted_ops_report.cpp:151:\nFrontEnd API failed with OpConversionFailure:\nModel wasn't fully converted. "
+    "Failed operations detailed log:\n-- aten::avg_pool3d with a message:\nException happened during conversion of "
+    "operation aten::avg_pool3d with schema aten::avg_pool3d(Tensor self)\nCheck '(context.input_is_none(6))' failed "
+    "at src/frontends/pytorch/src/op/avg_poolnd.cpp:74:\nFrontEnd API failed with OpConversionFailure:\n[PyTorch "
+    "Frontend] Translation for aten::avg_pool2d do not support divisor_override input.\n\nSummary:\n-- Conversion is "
+    "failed for: aten::avg_pool3d\n")
+
+
+def test_openvinos_report_of_unconverted_operations_is_classed_by_the_frontends_reason() -> None:
+    assert error_class(OPENVINO_REPORT) == ("OpConversionFailure: [PyTorch Frontend] Translation for aten::avg_pool2d"
+                                            " do not support divisor_override input.")
+    no_rule = ("openvino._pyopenvino.OpConversionFailure: Check 'false' failed at unconverted_ops_report.cpp:151:\n"
+               "Model wasn't fully converted.\nSummary:\n-- No conversion rule found for operations: aten::erfinv\n")
+    assert "No conversion rule found for operations: aten::erfinv" in error_class(no_rule)

@@ -142,6 +142,11 @@ def exception_type(message: str) -> str:
     return head if re.fullmatch(r"[\w.]+", head) else ""
 
 
+def exception_name(message: str) -> str:
+    """The short name of the exception a failure's message starts with ('TypeError'), "" where it names none."""
+    return exception_type(message).rsplit(".", 1)[-1]
+
+
 def explaining_error(message: str) -> str:
     """The message of the exception that explains a failure: a wrapper's summarized cause ('ValueError: Required
     parameter ...' for the dynamo exporter's ConversionError), else the message itself, without terminal colours."""
@@ -159,9 +164,9 @@ def error_class(exc_message: str) -> str:
     """'<ExcName>: <message>' with dtypes, numbers, quoted names, node names and the op type taken out; a schema
     type check that fails alike for every operator is named by what it means."""
     exc_message = explaining_error(exc_message)
-    exc_name = exception_type(exc_message).rsplit(".", 1)[-1]
+    exc_name = exception_name(exc_message)
     message = exc_message.partition(":")[2]
-    schema = _schema_type_error(exc_message)
+    schema = _meaning(SCHEMA_TYPE_ERRORS, exc_message)
     if schema:
         return f"{exc_name}: {schema}" if exc_name else schema
     text = message if exc_name else exc_message
@@ -282,17 +287,16 @@ def cause_class(symptom: str, error: str) -> CauseClass:
 
 def _shared_path(message: str) -> str | None:
     """'<ExcName>: <what the shared code path does wrong>' for a crash one of SHARED_PATH_ERRORS names; else None."""
-    for pattern, meaning in SHARED_PATH_ERRORS:
-        found = pattern.search(message)
-        if found:
-            name = exception_type(message).rsplit(".", 1)[-1]
-            return f"{name}: {meaning.format(*found.groups())}" if name else meaning.format(*found.groups())
-    return None
+    meaning = _meaning(SHARED_PATH_ERRORS, message)
+    if meaning is None:
+        return None
+    name = exception_name(message)
+    return f"{name}: {meaning}" if name else meaning
 
 
-def _schema_type_error(message: str) -> str | None:
-    """What a schema type error means, with the dtype it names; None for any other message."""
-    for pattern, meaning in SCHEMA_TYPE_ERRORS:
+def _meaning(table: Sequence[tuple[re.Pattern[str], str]], message: str) -> str | None:
+    """What the first of `table`'s patterns found in `message` means, with the groups it caught; None for none."""
+    for pattern, meaning in table:
         found = pattern.search(message)
         if found:
             return meaning.format(*found.groups())

@@ -9,7 +9,6 @@ onnxruntime and numpy (plus the ONNX optimizer under test, if any), never convsm
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from fuzzer.cases.assembly import Module, assemble, harness
@@ -24,6 +23,7 @@ from fuzzer.support.faults import hang_seconds
 from generators.ir import Graph
 from generators.torch_source import identifier, render_module
 from oracles.compare import DEFAULT_TOLERANCES
+from oracles.rootcause import exception_name
 from oracles.verdict import Symptom
 
 # ---- the script ------------------------------------------------------------------------------------------------
@@ -63,8 +63,7 @@ def render_export(case: Any, converter: Converter | None) -> str:
 
 def expected_error(message: str) -> str:
     """'onnx.onnx_cpp2py_export.shape_inference.InferenceError: ...' -> 'InferenceError'."""
-    head = message.split(":", 1)[0].strip()
-    return head.rsplit(".", 1)[-1] if re.fullmatch(r"[\w.]+", head) else ""
+    return exception_name(message)
 
 
 def child_timeout_s(verdict: Any) -> float:

@@ -10,7 +10,7 @@ from typing import Any
 from oracles.rootcause import (
     ANY_OPERATOR,
     RootCause,
-    exception_type,
+    exception_name,
     explaining_error,
     listed_operators,
     root_cause,
@@ -128,7 +128,7 @@ def quoted_error(message: str) -> str:
     """'IndexError: tuple index out of range': the exception's own name and its message's first line (of the
     exception that explains it, where a wrapper names one)."""
     message = explaining_error(message)
-    name = exception_type(message).rsplit(".", 1)[-1]
+    name = exception_name(message)
     first = (message.partition(":")[2] if name else message).strip().splitlines()
     line = first[0] if first else ""
     if len(line) > QUOTED_CHARS:

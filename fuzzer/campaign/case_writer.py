@@ -32,14 +32,18 @@ class CaseWriter:
     registry: ConverterRegistry
     worker: WorkerConfig
 
+    def stop_if_disk_full(self, exc: Exception, idx: int) -> None:
+        """Raise DiskFull for a write that failed because the device is full: the campaign stops, resumable."""
+        if is_disk_full(exc):
+            raise DiskFull(f"no space left for the case of unit {idx} in {self.out_dir}") from exc
+
     def write_sent(self, idx: int, seed: int, msg: CaseSent) -> tuple[str | None, OwnError | None]:
         """Write the case folder a worker sent for unit `idx`: its name, or the error when it cannot be written."""
         try:
             case = case_from_message(msg.body)
             folder = write_case(self.out_dir, case, replace=msg.replace, converter=self.registry.get(case.converter))
         except Exception as exc:
-            if is_disk_full(exc):
-                raise DiskFull(f"no space left for the case of unit {idx} in {self.out_dir}") from exc
+            self.stop_if_disk_full(exc, idx)
             return None, OwnError(idx, seed, msg.converter, Step.CASE.value, "case",
                                   "writing a case a worker sent failed", traceback.format_exc())
         return folder.name, None
@@ -55,8 +59,7 @@ class CaseWriter:
             write_case(self.out_dir, case, replace=True, converter=converter)
             return case, None
         except Exception as exc:  # our code: the folder stays as it was sent
-            if is_disk_full(exc):
-                raise DiskFull(f"no space left for the case of unit {idx} in {self.out_dir}") from exc
+            self.stop_if_disk_full(exc, idx)
             return None, OwnError(idx, seed, None, Step.BLAME.value, "case",
                                   f"reading back the case {case_dir} failed", traceback.format_exc())
 
@@ -78,7 +81,6 @@ class CaseWriter:
             case = dataclasses.replace(case, blame=blame_case(case, None, converter))
             return write_case(self.out_dir, case, converter=converter).name, None
         except Exception as exc:  # our code: keep fuzzing, keep the traceback
-            if is_disk_full(exc):
-                raise DiskFull(f"no space left for the case of unit {idx} in {self.out_dir}") from exc
+            self.stop_if_disk_full(exc, idx)
             return None, OwnError(idx, seed, verdict.converter, Step.CASE.value, "case",
                                   "writing the case of a lost worker failed", traceback.format_exc())

@@ -26,6 +26,7 @@ from fuzzer.converters.base import Converter
 from fuzzer.converters.capabilities import RuntimeOptimizer
 from fuzzer.converters.describe import Component, FaultSite
 from fuzzer.converters.ort_optimizer import ORT_TRACKER
+from fuzzer.converters.role import Role
 from fuzzer.converters.runtime import validate
 from fuzzer.diagnosis.evidence import ModelEvidence, Opinion
 from oracles.rootcause import named_operator
@@ -75,7 +76,7 @@ def blame_case(case: CaseData, model: ModelEvidence | None, converter: Converter
                        for name, outcome in checks.items())
     blame = decide(own, kernel, verdict.symptom, verdict.stage, model, tuple(evidence),
                    is_runtime_optimizer=isinstance(converter, RuntimeOptimizer), corroborated=corroborated)
-    sibling = same_bug_sibling(case, own, checks)
+    sibling = same_bug_sibling(case, own)
     if blame.settled or blame.shared or sibling is None:
         return blame
     return Blame(siblings_component(own, sibling, site.operator), blame.evidence + (
@@ -83,12 +84,13 @@ def blame_case(case: CaseData, model: ModelEvidence | None, converter: Converter
         "what both exports reach), filed once for both",), settled=False, shared=True)
 
 
-def same_bug_sibling(case: CaseData, own: Component, checks: Mapping[str, str]) -> str | None:
+def same_bug_sibling(case: CaseData, own: Component) -> str | None:
     """Another exporter of the same project (its code in the same distribution) that shows the same bug on the graph;
     None where none does."""
-    for name, outcome in checks.items():
-        other = CONVERTERS.get(name.removesuffix(OTHER_EXPORTER.format("")).strip())
-        if outcome == SAME_BUG and other is not None and other.name != case.converter:
+    for check in case.cross_checks or ():
+        other = CONVERTERS.get(check.converter)
+        if check.outcome == SAME_BUG and other is not None and other.role is Role.EXPORTER \
+                and other.name != case.converter:
             found = other.component(FaultSite(case.verdict.stage, ""))
             if found.distribution and found.distribution == own.distribution:
                 return other.name

@@ -26,6 +26,9 @@ DB_SCHEMA = 1
 # The rewrites each test fired: a campaign written before the table gets it on open (_add_missing_columns).
 _REWRITES = ("CREATE TABLE IF NOT EXISTS rewrites (idx INTEGER NOT NULL, converter TEXT NOT NULL, "
              "rewrite TEXT NOT NULL, PRIMARY KEY (idx, converter, rewrite))")
+# The edge-case classes of what each fired rewrite matched (fuzzer/converters/edge_classes.py); likewise added on open.
+_REWRITE_CLASSES = ("CREATE TABLE IF NOT EXISTS rewrite_classes (idx INTEGER NOT NULL, converter TEXT NOT NULL, "
+                    "rewrite TEXT NOT NULL, class TEXT NOT NULL, PRIMARY KEY (idx, converter, rewrite, class))")
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS sessions (
@@ -78,6 +81,7 @@ class CampaignDB:
         columns = {row[1] for row in self.conn.execute("PRAGMA table_info(units)")}
         if columns:  # a campaign's database (a new one too: its schema is made just before)
             self.conn.execute(_REWRITES)
+            self.conn.execute(_REWRITE_CLASSES)
         if columns and "sequences" not in columns:
             self.conn.execute("ALTER TABLE units ADD COLUMN sequences TEXT")
         if columns and "value_strategy" not in columns:
@@ -175,6 +179,9 @@ class CampaignDB:
                  json.dumps(dict(row.timings)), row.wall_s, session, now))
             self.conn.executemany("INSERT OR IGNORE INTO rewrites VALUES (?, ?, ?)",
                                   [(row.idx, row.converter, name) for name in row.rewrites])
+            self.conn.executemany("INSERT OR IGNORE INTO rewrite_classes VALUES (?, ?, ?, ?)",
+                                  [(row.idx, row.converter, name, found) for name, classes in
+                                   row.rewrite_classes.items() for found in classes])
             if row.is_bug:
                 cur = self.conn.execute(
                     "UPDATE bugs SET count = count + 1, last_seen = ?, case_dir = COALESCE(case_dir, ?) "

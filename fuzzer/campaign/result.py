@@ -41,15 +41,18 @@ class TestResult:
     # The traits of this test beyond its graph's own (traits.py): those of the model an ONNX tool was given, and the
     # graph's and model's under the converter's trait setting.
     traits: tuple[str, ...] = ()
+    # Per rewrite fired, the edge-case classes of what it matched (TargetRun.rewrite_classes).
+    rewrite_classes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     @classmethod
     def of_verdict(cls, idx: int, seed: int, verdict: Verdict, options: Mapping[str, Any] | None = None,
                    timings: Mapping[str, float] | None = None, wall_s: float = 0.0,
                    case_dir: str | None = None, rewrites: tuple[str, ...] = (), cut_from: str = "",
-                   culprit: str = "", traits: tuple[str, ...] = ()) -> TestResult:
+                   culprit: str = "", traits: tuple[str, ...] = (),
+                   rewrite_classes: Mapping[str, tuple[str, ...]] | None = None) -> TestResult:
         return cls(idx, seed, verdict.converter, verdict.symptom.json_name, verdict.stage.value, verdict.signature,
                    verdict.is_bug, tuple(verdict.labels), verdict.message, dict(options or {}), dict(timings or {}),
-                   wall_s, case_dir, tuple(rewrites), cut_from, culprit, tuple(traits))
+                   wall_s, case_dir, tuple(rewrites), cut_from, culprit, tuple(traits), dict(rewrite_classes or {}))
 
     @classmethod
     def own_error(cls, idx: int, seed: int, converter: str, options: Mapping[str, Any] | None = None,
@@ -62,13 +65,16 @@ class TestResult:
         """The JSON message a worker sends."""
         # A shallow copy: asdict's deep copy of options and timings cost a tenth of a millisecond per test.
         return {"type": "result", **{name: getattr(self, name) for name in _FIELDS}, "labels": list(self.labels),
-                "rewrites": list(self.rewrites), "traits": list(self.traits)}
+                "rewrites": list(self.rewrites), "traits": list(self.traits),
+                "rewrite_classes": {name: list(found) for name, found in self.rewrite_classes.items()}}
 
     @classmethod
     def from_message(cls, msg: Mapping[str, Any]) -> TestResult:
         fields = {k: v for k, v in msg.items() if k != "type"}
         return cls(**{**fields, "labels": tuple(fields.get("labels", ())), "is_bug": bool(fields["is_bug"]),
-                      "rewrites": tuple(fields.get("rewrites", ())), "traits": tuple(fields.get("traits", ()))})
+                      "rewrites": tuple(fields.get("rewrites", ())), "traits": tuple(fields.get("traits", ())),
+                      "rewrite_classes": {name: tuple(found) for name, found in
+                                          fields.get("rewrite_classes", {}).items()}})
 
 
 _FIELDS = tuple(f.name for f in fields(TestResult))

@@ -211,10 +211,11 @@ class UnitRunner:
             result = dataclasses.replace(result, timings={**result.timings, **blame_timings})
         # Held: it goes out with the next test's phase message (Outbox).
         rewrites = result.target.rewrites if result.target is not None else ()
+        classes = result.target.rewrite_classes if result.target is not None else {}
         culprit = (self.culprit(graph, result.verdict) or "") if result.verdict.is_bug else ""
         self.hold(TestResult.of_verdict(idx, seed, result.verdict, result.options, result.timings,
                                         time.perf_counter() - start, case_dir, rewrites, cut_from, culprit,
-                                        tuple(sorted(map(trait_detail, traits)))))
+                                        tuple(sorted(map(trait_detail, traits))), classes))
 
     def skip(self, idx: int, seed: int, name: str, label: str, message: str, options: dict[str, Any],
              start: float, timings: dict[str, float] | None = None) -> None:

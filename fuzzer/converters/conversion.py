@@ -108,6 +108,8 @@ class TargetRun:
     baseline_model: bytes | None = None
     baseline_dtypes: tuple[str, ...] | None = None  # what the unconverted model declared
     rewrites: tuple[str, ...] = ()  # the converter's rewrites that changed the model (capabilities.RecordsRewrites)
+    # Per rewrite fired, the edge-case classes of what it matched (edge_classes.py), by name.
+    rewrite_classes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     # The float64 answer the error is measured from, where the baseline comes from another framework than the graph's
     # PyTorch module (TensorFlow's float64 twin of a TensorFlow model); None: the source's float64 twin.
     reference: tuple[np.ndarray, ...] | None = None

@@ -8,6 +8,7 @@ import onnx
 
 from fuzzer.converters.culprit import FoundBy, named
 from fuzzer.converters.describe import Component, FaultSite, Snippet
+from fuzzer.converters.edge_classes import ClassTracker, Fired
 from fuzzer.converters.rewrite_view import RewriteView
 from fuzzer.converters.setting import Hints, Setting
 from fuzzer.converters.upstream import OnnxPassConverter, UpstreamOptions
@@ -87,16 +88,28 @@ class OnnxOptimizer(OnnxPassConverter[OnnxOptimizerOptions]):
     def fired(self, model: onnx.ModelProto, options: OnnxOptimizerOptions) -> tuple[str, ...]:
         """The passes that change the model, each run once in order on the previous one's output (the one call
         `transform` makes runs them so, on an in-memory graph; a fixed-point run may fire more)."""
+        return self.replay(model, options).names
+
+    def fired_rewrites(self, received: onnx.ModelProto, made: onnx.ModelProto, options: OnnxOptimizerOptions,
+                       watched: tuple[str, ...] | None) -> Fired:
+        """`fired`'s passes, each with the classes of the nodes it changed."""
+        return self.replay(received, options)
+
+    def replay(self, model: onnx.ModelProto, options: OnnxOptimizerOptions) -> Fired:
+        """The passes run one at a time as `fired` runs them, with the classes of what each changed."""
         import onnxoptimizer
 
         # The library's round trip alone changes the bytes (its "nop" pass would count as firing): start from it.
-        fired, current = [], onnxoptimizer.optimize(model, []).SerializeToString()
+        start = onnxoptimizer.optimize(model, [])
+        fired, current, tracker = [], start.SerializeToString(), ClassTracker(start)
         for name in self.pass_names(options):
-            after = onnxoptimizer.optimize(onnx.load_from_string(current), [name]).SerializeToString()
+            made = onnxoptimizer.optimize(onnx.load_from_string(current), [name])
+            after = made.SerializeToString()
             if after != current:
                 fired.append(name)
+                tracker.step(name, made)
             current = after
-        return tuple(fired)
+        return tracker.fired(tuple(fired))
 
     def transform(self, model: onnx.ModelProto, options: OnnxOptimizerOptions) -> onnx.ModelProto:
         import onnxoptimizer

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import onnx
 
 from fuzzer.converters.describe import Snippet
+from fuzzer.converters.edge_classes import ClassTracker, Fired
 from fuzzer.converters.setting import Hints, Setting
 from fuzzer.converters.upstream import OnnxPassConverter, UpstreamOptions
 
@@ -56,17 +57,27 @@ class OnnxSim(OnnxPassConverter[OnnxSimOptions]):
     def fired(self, model: onnx.ModelProto, options: OnnxSimOptions) -> tuple[str, ...]:
         """The passes that change the graph, each run alone in order on the previous one's output through onnxsim's
         own core (the one call `transform` makes runs them together, to a fixed point), then constant folding."""
+        return self.replay(model, options).names
+
+    def fired_rewrites(self, received: onnx.ModelProto, made: onnx.ModelProto, options: OnnxSimOptions,
+                       watched: tuple[str, ...] | None) -> Fired:
+        """`fired`'s passes, each with the classes of the nodes it changed."""
+        return self.replay(received, options)
+
+    def replay(self, model: onnx.ModelProto, options: OnnxSimOptions) -> Fired:
+        """The passes run one at a time as `fired` runs them, with the classes of what each changed."""
         names = self.rewrite_names()
         run = _single_pass_runner(names[:-1])
         passes = [n for n in names[:-1] if options.perform_optimization and not (options.skip_fuse_bn and n == FUSE_BN)]
         fired, current = [], run(model.SerializeToString(), None, False)
-        graph = _graph(current)
+        graph, tracker = _graph(current), ClassTracker(onnx.load_from_string(current))
         for name in (*passes, CONSTANT_FOLDING):
             current = run(current, None, True) if name == CONSTANT_FOLDING else run(current, name, False)
             graph, before = _graph(current), graph
             if graph != before:
                 fired.append(name)
-        return tuple(fired)
+                tracker.step(name, onnx.load_from_string(current))
+        return tracker.fired(tuple(fired))
 
     def transform(self, model: onnx.ModelProto, options: OnnxSimOptions) -> onnx.ModelProto:
         import onnxsim

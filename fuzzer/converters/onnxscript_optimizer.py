@@ -11,6 +11,7 @@ import onnx
 
 from fuzzer.converters import onnxscript_rules
 from fuzzer.converters.describe import Component, FaultSite, Snippet
+from fuzzer.converters.edge_classes import Fired
 from fuzzer.converters.setting import Hints, Setting
 from fuzzer.converters.torch_onnx_dynamo import ONNXSCRIPT_TRACKER
 from fuzzer.converters.upstream import OnnxPassConverter, UpstreamOptions, UpstreamOptionsT
@@ -63,6 +64,12 @@ class OnnxscriptOptimizer(OnnxscriptTool[OnnxscriptOptimizerOptions]):
         """The rules and passes that change `model`, replayed one at a time in the optimizer's order."""
         with library_output():
             return onnxscript_rules.fired(model)
+
+    def fired_rewrites(self, received: onnx.ModelProto, made: onnx.ModelProto, options: OnnxscriptOptimizerOptions,
+                       watched: tuple[str, ...] | None) -> Fired:
+        """`fired`'s rules and passes, each with the classes of the nodes it changed."""
+        with library_output():
+            return onnxscript_rules.replay(received)
 
     def transform(self, model: onnx.ModelProto, options: OnnxscriptOptimizerOptions) -> onnx.ModelProto:
         import onnxscript.optimizer

@@ -13,6 +13,8 @@ from typing import Any
 
 import onnx
 
+from fuzzer.converters.edge_classes import ClassTracker, Fired
+
 _ITERATIONS = 2  # optimize_ir's default: its fold-rewrite-cleanup loop runs twice at most
 _CLEANUP = ("RemoveUnusedNodesPass", "LiftConstantsToInitializersPass", "DeduplicateInitializersPass",
             "CommonSubexpressionEliminationPass")
@@ -68,11 +70,22 @@ def _passes() -> Iterator[tuple[str, Callable[[Any], Any]]]:
 
 def fired(unoptimized: onnx.ModelProto) -> tuple[str, ...]:
     """The rules and passes (rule_names) that change `unoptimized` when replayed in the optimizer's order."""
+    return replay(unoptimized, classes=False).names
+
+
+def replay(unoptimized: onnx.ModelProto, classes: bool = True) -> Fired:
+    """`fired`'s rules and passes, with the classes of what each changed where `classes` (the model serialized
+    after each step that changed it)."""
     import onnx_ir as ir
 
     model, names = ir.serde.deserialize_model(unoptimized), rule_names()
     changed: set[str] = set()
+    tracker = ClassTracker(unoptimized)
     for name, step in _passes():
-        if step(model).modified and name in names:
+        if not step(model).modified:
+            continue
+        if name in names:
             changed.add(name)
-    return tuple(name for name in names if name in changed)
+        if classes:  # every change moves the model the next step's classes are read from
+            tracker.step(name, ir.serde.serialize_model(model))
+    return tracker.fired(tuple(name for name in names if name in changed))

@@ -6,16 +6,23 @@ that diverges and bisects ORT's transformer names (disabled_optimizers) to name 
 
 from __future__ import annotations
 
+import os
 import re
+import tempfile
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
+
+import onnx
+from onnxruntime import InferenceSession
 
 from fuzzer.converters.base import Converter
 from fuzzer.converters.capabilities import Shows
 from fuzzer.converters.conversion import Source, Steps, TargetRun, UpstreamError
 from fuzzer.converters.culprit import Culprit, FoundBy, bisected
 from fuzzer.converters.describe import Component, FaultSite, Snippet
+from fuzzer.converters.edge_classes import Fired, attributed
 from fuzzer.converters.ort_levels import LEVELS, OPTIMIZING_LEVELS
 from fuzzer.converters.rewrite_view import RewriteView
 from fuzzer.converters.role import Role
@@ -89,6 +96,28 @@ class OrtOptimizerOptions(UpstreamOptions):
 ORT_TRACKER = "https://github.com/microsoft/onnxruntime/issues"
 
 
+def _session_keeping(model: bytes, options: OrtOptimizerOptions, source: Source, path: str) -> tuple[
+        InferenceSession, tuple[str, ...]]:
+    """logged_session's session and transformers, the optimized model written to `path`; where writing it fails the
+    session is made again as a user makes it (whose own failure is then the bug, and no classes are read)."""
+    dims = _free_dims(model, source, options)
+    try:
+        return logged_session(model, options.level, source.device, options.disabled_optimizers, dims, path)
+    except Exception:
+        return logged_session(model, options.level, source.device, options.disabled_optimizers, dims)
+
+
+def _classes(names: tuple[str, ...], model: bytes, path: str) -> Fired:
+    """ONNX Runtime logs which transformers modified the graph, not what each matched: each is given the classes of
+    every node of `model` its optimized model (at `path`) no longer has (edge_classes.attributed)."""
+    if not names or not os.path.isfile(path):
+        return Fired(names, {name: () for name in names})
+    try:
+        return attributed(names, onnx.load_from_string(model), onnx.load(path))
+    except Exception:  # an optimized model onnx cannot read (its contrib types): the names stand without classes
+        return Fired(names, {name: () for name in names})
+
+
 class OrtOptimizer(Converter[OrtOptimizerOptions]):
     name = "ort-optimizer"
     role = Role.ONNX_TOOL
@@ -129,13 +158,17 @@ class OrtOptimizer(Converter[OrtOptimizerOptions]):
         if options.free_dims:  # the model made dynamic, run unoptimized as the baseline, then fixed by name
             model = symbolic_inputs(up.data)
             baseline, baseline_dtypes = run_model(model, source, steps)
-        with steps.at(Stage.GRAPH_OPTIMIZATION, "runtime_load"):
-            session, fired = logged_session(model, options.level, source.device, options.disabled_optimizers,
-                                            _free_dims(model, source, options))
+        with steps.at(Stage.GRAPH_OPTIMIZATION, "runtime_load"), tempfile.TemporaryDirectory() as folder:
+            path = os.path.join(folder, "optimized.onnx")
+            session, names = _session_keeping(model, options, source, path)
+            start = time.perf_counter()
+            fired = _classes(names, model, path)
+            steps.timings["rewrites"] = time.perf_counter() - start
         with steps.at(Stage.RUNTIME_EXECUTION, "runtime"):
             outputs, dtypes = run_session(session, source.input_names, source.inputs)
         return TargetRun(outputs, dtypes, dict(steps.timings), model=model, baseline=baseline,
-                         baseline_model=model, baseline_dtypes=baseline_dtypes, rewrites=fired)
+                         baseline_model=model, baseline_dtypes=baseline_dtypes, rewrites=fired.names,
+                         rewrite_classes=fired.classes)
 
     def avoid_settings(self, options: OrtOptimizerOptions, hints: Hints) -> tuple[Setting, ...]:
         """The transformer ONNX Runtime's bisection named, disabled alone; the input dimensions left free where they

@@ -143,11 +143,15 @@ def optimized_model(model: bytes, level: str, disabled_optimizers: Sequence[str]
 
 
 def logged_session(model: bytes, level: str, device: str = "cpu", disabled_optimizers: Sequence[str] = (),
-                   free_dims: Mapping[str, int] | None = None) -> tuple[ort.InferenceSession, tuple[str, ...]]:
+                   free_dims: Mapping[str, int] | None = None, optimized_path: str = "") -> tuple[
+                       ort.InferenceSession, tuple[str, ...]]:
     """A session like make_session's, and the graph transformers that modified the model while it was made (from
-    ONNX Runtime's own log, captured off the terminal)."""
+    ONNX Runtime's own log, captured off the terminal); the optimized model written to `optimized_path` where
+    given."""
     options = _session_options(level, free_dims or {})
     options.log_severity_level = 1  # info: each transformer's "modified" line
+    if optimized_path:
+        options.optimized_model_filepath = optimized_path
     with library_output() as captured:
         session = ort.InferenceSession(model, options, providers=providers_for(device),
                                        disabled_optimizers=list(disabled_optimizers) or None)

@@ -27,6 +27,7 @@ from fuzzer.converters.conversion import (
     UpstreamError,
     unrunnable_model,
 )
+from fuzzer.converters.edge_classes import Fired, attributed
 from fuzzer.converters.native import NATIVE, native_model, second_opinion
 from fuzzer.converters.options import ConverterOptions, default_opset
 from fuzzer.converters.registry import default_registry
@@ -304,6 +305,13 @@ class OnnxPassConverter(Converter[UpstreamOptionsT]):
         say. Run apart from `transform`, which stays the tool's own call."""
         return ()
 
+    def fired_rewrites(self, received: onnx.ModelProto, made: onnx.ModelProto, options: UpstreamOptionsT,
+                       watched: tuple[str, ...] | None) -> Fired:
+        """The rewrites that fired (`watched` where the tool's own call told them, else `fired`), each with the
+        classes of what it matched: here those of everything the call changed (edge_classes.attributed); a tool that
+        replays its rewrites one at a time gives each its own."""
+        return attributed(watched if watched is not None else self.fired(received, options), received, made)
+
     def transform_watched(self, model: onnx.ModelProto, options: UpstreamOptionsT) -> tuple[
             onnx.ModelProto, tuple[str, ...] | None]:
         """`transform`, and the rewrites it fired where watching the tool's own call tells them without a second
@@ -324,9 +332,9 @@ class OnnxPassConverter(Converter[UpstreamOptionsT]):
         run = run_onnx_target(model, source, steps, self.onnx_checked, declared_input_names(up.model, source))
         start = time.perf_counter()
         try:
-            fired = watched if watched is not None else self.fired(up.model, options)
+            fired = self.fired_rewrites(up.model, model, options, watched)
         except Exception:  # the measurement's own runs failing is no verdict on the tool's call, which passed
-            fired = ()
+            fired = Fired()
         steps.timings["rewrites"] = time.perf_counter() - start
         return replace(run, timings=dict(steps.timings), baseline=up.outputs, baseline_model=up.data,
-                       baseline_dtypes=up.output_dtypes, rewrites=fired)
+                       baseline_dtypes=up.output_dtypes, rewrites=fired.names, rewrite_classes=fired.classes)

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from fuzzer.cases.repro import identifier, render_module
+from fuzzer.cases.snippet_openvino import openvino_onnx_snippet, openvino_torch_snippet
 from fuzzer.cases.snippet_tf import onnx2tf_snippet, tf2onnx_snippet
 from fuzzer.converters import CONVERTERS
 from fuzzer.converters.capabilities import snippet_of
@@ -37,6 +38,8 @@ def render_snippet(case: Any) -> str | None:
     if converter is not None and has_data and (converter.framework == "tensorflow" or
                                                converter.runtime == "tensorflow"):
         return _tensorflow_family(case, converter)
+    if converter is not None and has_data and converter.runtime == "openvino":
+        return _openvino(case, converter)
     if converter is None or not has_data or converter.runtime != "onnxruntime":
         return None  # the few lines run the target in ONNX Runtime: another runtime's case has repro.py only
     # Only an exporter's case records dynamic dims (the ONNX tools' snippets take none).
@@ -76,7 +79,27 @@ def _tensorflow_family(case: Any, converter: Any) -> str | None:
     return make(case, call, _numpy_value, _tolerance(case))
 
 
-def _from_torch(case: Any, call: Snippet, runs_ort: bool) -> str:
+def _openvino(case: Any, converter: Any) -> str | None:
+    """OpenVINO's PyTorch frontend on the module, or its ONNX frontend on upstream.onnx: fuzzer/cases/
+    snippet_openvino.py; None with bfloat16 inputs, which numpy cannot write."""
+    if any(x.dtype.name == "bfloat16" for x in case.inputs):
+        return None
+    call = snippet_of(converter, converter.options(case.converter_options))
+    if call is None:
+        return None
+    # The plugin computes float64 in float32, and float32 in bfloat16 under a bf16 hint: judged at that dtype's
+    # tolerance, as the oracle judges it.
+    narrowed = {"float64": "float32", **({"float32": "bfloat16"} if case.converter_options.get("precision") == "bf16"
+                                          else {})}
+    tolerance = _tolerance(case, narrowed)
+    if converter.framework != "pytorch":
+        return openvino_onnx_snippet(case, call, _numpy_value, tolerance)
+    module, inputs = _torch_module(case)
+    return openvino_torch_snippet(module, inputs, call, tolerance)
+
+
+def _torch_module(case: Any) -> tuple[str, list[str]]:
+    """The graph as a torch module `Model` (small weights inline), and the lines that make its `inputs`."""
     graph = case.graph
     module = render_module(graph).replace("class Repro(", "class Model(").replace("_register(self, ",
                                                                                     "self.register_buffer(")
@@ -84,15 +107,22 @@ def _from_torch(case: Any, call: Snippet, runs_ort: bool) -> str:
         module = module.replace(f"load_tensor('weights/{w}.pb')", _torch_value(case.weights[w], f"weights/{w}.pb"))
     if not graph.weights:  # nothing to register: the constructor says nothing
         module = module.replace("    def __init__(self):\n        super().__init__()\n\n", "")
+    inputs = [f"{identifier(n)} = {_torch_value(x, f'test_data_set_0/input_{i}.pb')}"
+              for i, (n, x) in enumerate(zip(graph.inputs, case.inputs, strict=True))]
+    inputs.append(f"module, inputs = Model().eval(), ({''.join(identifier(n) + ', ' for n in graph.inputs)})")
+    return module, inputs
+
+
+def _from_torch(case: Any, call: Snippet, runs_ort: bool) -> str:
+    graph = case.graph
+    module, inputs = _torch_module(case)
     lines = ["import numpy as np", "import onnx", "import onnxruntime as ort", "import torch", *call.imports]
     lines += ["from onnx import numpy_helper", "", module]
     if any("OUTPUT_NAMES" in line for line in call.lines):
         lines += [f"INPUT_NAMES, OUTPUT_NAMES = {list(graph.inputs)!r}, {list(graph.outputs)!r}"]
     else:
         lines += [f"INPUT_NAMES = {list(graph.inputs)!r}"]
-    lines += [f"{identifier(n)} = {_torch_value(x, f'test_data_set_0/input_{i}.pb')}"
-              for i, (n, x) in enumerate(zip(graph.inputs, case.inputs, strict=True))]
-    lines += [f"module, inputs = Model().eval(), ({''.join(identifier(n) + ', ' for n in graph.inputs)})", *call.lines]
+    lines += [*inputs, *call.lines]
     if at_second_shape(case.verdict) and len(case.second_inputs) == len(graph.inputs):
         second = "".join(f"{_torch_value(x, f'test_data_set_1/input_{i}.pb')}, "
                          for i, x in enumerate(case.second_inputs))
@@ -146,8 +176,10 @@ def _finish(case: Any, lines: list[str], call: Snippet, runs_ort: bool, feeds: s
     return "\n".join(imports + [""] + (run if runs_ort else []) + lines[split + 1:] + body)
 
 
-def _tolerance(case: Any) -> tuple[float, float]:
-    dtypes = [case.graph.types[o].dtype.value for o in case.graph.outputs]
+def _tolerance(case: Any, computed_in: dict[str, str] | None = None) -> tuple[float, float]:
+    """The loosest tolerance of the outputs' dtypes, each taken as the dtype `computed_in` says it is computed in."""
+    narrowed = computed_in or {}
+    dtypes = [narrowed.get(d, d) for d in (case.graph.types[o].dtype.value for o in case.graph.outputs)]
     tolerances = [DEFAULT_TOLERANCES[d] for d in dtypes if d in DEFAULT_TOLERANCES]
     if not tolerances:
         return 0.0, 0.0

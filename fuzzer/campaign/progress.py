@@ -157,6 +157,8 @@ def summarize(db: CampaignDB) -> dict[str, Any]:
         "demoted": db.get_meta(DEMOTED_META) or [],
         "cut_out": _cut_out(db.get_meta(NOVELTY_META)),
         "values": {k: n for k, (n, _, _) in sorted(tallies.read(conn, tallies.Kind.VALUES).items())},
+        "sources": {k: {"units": n, "worker_s": seconds}
+                    for k, (n, _, seconds) in sorted(tallies.read(conn, tallies.Kind.SOURCE).items())},
     }
 
 
@@ -182,6 +184,13 @@ def session_walls(conn: Any) -> tuple[float, float, float]:
     return wall, worker_wall, loop_worker_wall
 
 
+def format_sources(sources: dict[str, dict[str, float]]) -> str:
+    """The budget split between sources: done units of each, and its share of the done units' worker time."""
+    total = sum(s["worker_s"] for s in sources.values()) or 1.0
+    return "units by source: " + ", ".join(f"{k} {s['units']:.0f} ({s['worker_s'] / total:.0%} of their worker time)"
+                                          for k, s in sources.items())
+
+
 def format_summary(data: dict[str, Any]) -> str:
     """Throughput and where the time went; the per-signature table is in `status --json` and the report page."""
     lines = [f"{data['tests']} tests ({data['units_done']} graphs done) in {data['wall_s'] / 60:.1f} min over "
@@ -197,6 +206,8 @@ def format_summary(data: dict[str, Any]) -> str:
     lines.append("share of worker wall time from the first test to the last: "
                  + ", ".join(f"{k} {v:.0%}" for k, v in data["shares"].items())
                  + f" (start-up and wind-down apart: {data['edges_s']:.0f} worker seconds)")
+    if len(data.get("sources", {})) > 1:
+        lines.append(format_sources(data["sources"]))
     if data["values"]:
         lines.append("graphs by value strategy: " + ", ".join(f"{k} {v}" for k, v in sorted(data["values"].items())))
     if data["demoted"]:

@@ -200,7 +200,9 @@ class RayEngine:
                 self.replace_worker(slot, None)
 
     def trouble(self, slot: RemoteSlot, now: float) -> tuple[Symptom, str] | None:
-        return busy_trouble(slot.work, now, self.worker.timeout_s, self.worker.memory_mb, partial(self.growth, slot))
+        unit = slot.work.unit
+        return busy_trouble(slot.work, now, *self.worker.limits_for(unit.seed if unit else None),
+                            partial(self.growth, slot))
 
     def growth(self, slot: RemoteSlot) -> int:
         if slot.rss and slot.rss_baseline is None:

@@ -184,7 +184,8 @@ class Supervisor:
 
     def trouble(self, slot: Slot, now: float, check_memory: bool) -> tuple[Symptom, str] | None:
         """Why the worker must go (it died, hangs or outgrew its memory), or None."""
-        timeout_s, memory_mb = self.worker.timeout_s, self.worker.memory_mb
+        unit = slot.work.unit
+        timeout_s, memory_mb = self.worker.limits_for(unit.seed if unit else None)
         if not slot.proc.is_alive():
             self.drain(slot)
             return Symptom.PROCESS_DEATH, describe_exit(slot.proc.exitcode)

@@ -13,6 +13,8 @@ from collections.abc import Iterable, Mapping
 from enum import Enum
 from typing import Any
 
+from fuzzer.campaign.sources import SourceKind
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS tallies (
     kind TEXT NOT NULL, key TEXT NOT NULL, n INTEGER NOT NULL DEFAULT 0, bugs INTEGER NOT NULL DEFAULT 0,
@@ -37,6 +39,7 @@ class Kind(Enum):
     GRAPHS = "graphs"  # done graphs with sequences recorded ("all"); bugs: those with a failing test
     VALUES = "values"  # done graphs by value strategy
     UNITS = "units"  # done graphs ("done")
+    SOURCE = "source"  # done units by source (graphs, zoo); seconds: their tests' and preparation's worker time
 
 
 def bump(conn: sqlite3.Connection, rows: Iterable[tuple[Kind, str, int, int, float]]) -> None:
@@ -67,13 +70,21 @@ def unit_rows(conn: sqlite3.Connection, idx: int) -> list[tuple[Kind, str, int, 
     timings, sequences, values = row
     failed = int(bool(conn.execute("SELECT MAX(is_bug) FROM tests WHERE idx = ?", (idx,)).fetchone()[0]))
     rows = [(Kind.UNITS, "done", 1, failed, 0.0)]
-    rows += [(Kind.TIMER, name, 0, 0, float(s)) for name, s in json.loads(timings or "{}").items()]
+    spent = json.loads(timings or "{}")
+    rows += [(Kind.TIMER, name, 0, 0, float(s)) for name, s in spent.items()]
+    tested = conn.execute("SELECT COALESCE(SUM(wall_s), 0) FROM tests WHERE idx = ?", (idx,)).fetchone()[0]
+    rows.append((Kind.SOURCE, unit_source_key(values), 1, failed, float(tested) + sum(spent.values())))
     if values is not None:
         rows.append((Kind.VALUES, values, 1, 0, 0.0))
     if sequences is not None:
         rows.append((Kind.GRAPHS, "all", 1, failed, 0.0))
         rows += [(Kind.SEQUENCE, seq, 1, failed, 0.0) for seq in set(json.loads(sequences))]
     return rows
+
+
+def unit_source_key(values: str | None) -> str:
+    """A done unit's source, read from its value strategy (a zoo unit's is `zoo`)."""
+    return (SourceKind.ZOO if values == SourceKind.ZOO.value else SourceKind.GRAPHS).value
 
 
 def read(conn: sqlite3.Connection, kind: Kind) -> dict[str, tuple[int, int, float]]:
@@ -116,6 +127,9 @@ def fill(conn: sqlite3.Connection, started: float | None) -> None:
     conn.execute("INSERT INTO tallies SELECT 'units', 'done', COUNT(*), SUM(failed), 0 FROM done_units")
     conn.execute("INSERT INTO tallies SELECT 'values', value_strategy, COUNT(*), 0, 0 FROM done_units "
                  "WHERE value_strategy IS NOT NULL GROUP BY 2")
+    conn.execute("INSERT INTO tallies SELECT 'source', CASE WHEN value_strategy = 'zoo' THEN 'zoo' ELSE 'graphs' END, "
+                 "COUNT(*), SUM(failed), SUM((SELECT COALESCE(SUM(wall_s), 0) FROM tests t WHERE t.idx = d.idx) + "
+                 "(SELECT COALESCE(SUM(j.value), 0) FROM json_each(d.timings) AS j)) FROM done_units AS d GROUP BY 2")
     conn.execute("INSERT INTO tallies SELECT 'graphs', 'all', COUNT(*), SUM(failed), 0 FROM done_units "
                  "WHERE sequences IS NOT NULL HAVING COUNT(*) > 0")
     conn.execute("INSERT INTO tallies SELECT 'sequence', j.value, COUNT(*), SUM(u.failed), 0 FROM done_units AS u, "

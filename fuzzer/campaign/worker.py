@@ -51,9 +51,10 @@ from fuzzer.campaign.policy.novelty import Demotion
 from fuzzer.campaign.policy.traits import trait_detail
 from fuzzer.campaign.progress import BLAME_TIMER
 from fuzzer.campaign.result import TestResult
+from fuzzer.campaign.sources import SourceKind
 from fuzzer.campaign.unit_graph import graph_message
 from fuzzer.campaign.worker_config import WorkerConfig
-from fuzzer.campaign.zoo_unit import ZOO_SOURCE, run_zoo_unit
+from fuzzer.campaign.zoo_unit import run_zoo_unit
 from fuzzer.cases.case import CaseData, case_from_result, case_id, case_log, collect_versions
 from fuzzer.cases.wire import case_message
 from fuzzer.check.pipeline import CheckOptions, CheckResult, check_prepared, prepare
@@ -70,7 +71,7 @@ from oracles.verdict import Stage, Symptom, Verdict
 
 def setup_process(config: WorkerConfig) -> Any:
     """Confine this worker (fuzzer/support/confine.py) under its config's limits; returns the fault file."""
-    return confine(config.memory_mb, config.device, config.log_dir)
+    return confine(config.address_space_mb, config.device, config.log_dir)
 
 
 # ---- the loop ---------------------------------------------------------------------------------------------
@@ -135,13 +136,14 @@ class UnitRunner:
         """The (idx, seed, demoted pairs) of the units this worker runs next, in order: its feeder prepares them."""
         if self.feeder is not None:
             for idx, seed, demoted in units:
-                self.feeder.ask(idx, seed, demoted)
+                if self.config.source_for(seed) is SourceKind.GRAPHS:  # a zoo unit has no graph to prepare
+                    self.feeder.ask(idx, seed, demoted)
 
     def run_unit(self, idx: int, seed: int, converters: tuple[str, ...], demoted: Sequence[Demotion] = ()) -> None:
         """Settle the unit's source (the feeder's, when it has it ready), then test it with each converter.
         `demoted`: (operator, dtype) pairs the campaign generates less, each with the probability a graph leaves it
         out (fuzzer/campaign/policy/novelty.py)."""
-        if self.config.source == ZOO_SOURCE:  # a zoo architecture, not a generated graph
+        if self.config.source_for(seed) is SourceKind.ZOO:  # a zoo architecture, not a generated graph
             run_zoo_unit(self, idx, seed, converters)
             return
         # No "generate" phase message: the campaign counts a unit as being generated from when it became the current

@@ -12,6 +12,7 @@ from typing import Any
 
 from fuzzer.campaign.policy.novelty import Demotion, without_demoted
 from fuzzer.campaign.policy.settings import unexportable_dtypes
+from fuzzer.campaign.sources import SourceKind, unit_source
 from fuzzer.campaign.unit_graph import op_dtype_pairs
 from fuzzer.converters import DEFAULT_REGISTRY, load_registry
 from fuzzer.converters.base import Converter
@@ -69,9 +70,14 @@ class WorkerConfig:
     # The campaign's converters: where one is an ONNX tool, a share of seeds make graphs for the native upstream.
     # Empty in configs written before it, whose seeds keep their graphs.
     converters: tuple[str, ...] = ()
-    # What a unit tests: a graph generated from its seed ("graphs"), or a zoo architecture the seed picks ("zoo",
-    # fuzzer/campaign/zoo_unit.py).
-    source: str = "graphs"
+    # What a unit tests (fuzzer/campaign/sources.py): a graph generated from its seed ("graphs"), a zoo architecture
+    # the seed picks ("zoo", fuzzer/campaign/zoo_unit.py), or either ("mix": the zoo on zoo_share of seeds).
+    source: str = SourceKind.GRAPHS.value
+    zoo_share: float = 0.0
+    # A zoo unit's hang timeout and memory in a mix, whose graph units keep timeout_s and memory_mb; None: theirs for
+    # every unit. The worker's address space is the larger memory: one process runs both kinds of unit.
+    zoo_timeout_s: float | None = None
+    zoo_memory_mb: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
@@ -83,6 +89,25 @@ class WorkerConfig:
         if "skip_pairs" in values:
             values["skip_pairs"] = {c: tuple(tuple(p) for p in pairs) for c, pairs in values["skip_pairs"].items()}
         return cls(**values)
+
+    def source_for(self, seed: int) -> SourceKind:
+        """What the unit of `seed` tests: a graph or a zoo architecture."""
+        return unit_source(self.source, self.zoo_share, seed)
+
+    def limits_for(self, seed: int | None) -> tuple[float, int]:
+        """The hang timeout of each test of the unit of `seed`, and the resident memory it may grow by (a unit not
+        known, None: the graphs')."""
+        zoo = seed is not None and self.source_for(seed) is SourceKind.ZOO
+        timeout_s = self.zoo_timeout_s if zoo and self.zoo_timeout_s is not None else self.timeout_s
+        memory_mb = self.zoo_memory_mb if zoo and self.zoo_memory_mb is not None else self.memory_mb
+        return timeout_s, memory_mb
+
+    @property
+    def address_space_mb(self) -> int:
+        """The worker process's address-space allowance beyond its start (0: unlimited): the larger of the two."""
+        if self.memory_mb <= 0 or self.zoo_memory_mb is None:
+            return self.memory_mb
+        return max(self.memory_mb, self.zoo_memory_mb)
 
     def values_for(self, seed: int) -> ValueStrategy:
         """How the inputs of the test of `seed` are drawn (recorded with the unit and in its cases)."""

@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 from fuzzer.campaign.messages import Step, UnitFailed, UnitPrepared
 from fuzzer.campaign.result import TestResult
+from fuzzer.campaign.sources import SourceKind
 from fuzzer.campaign.worker_config import WorkerConfig
 from fuzzer.cases.case import case_id
 from fuzzer.check.zoo import ZooResult, check_zoo, prepare_zoo
@@ -34,9 +35,7 @@ from fuzzer.support.tensors import to_proto_bytes
 from generators.zoo import Framework, ZooEntry
 from generators.zoo.registry import ZOO
 
-GRAPHS = "graphs"
-ZOO_SOURCE = "zoo"
-SOURCES = (GRAPHS, ZOO_SOURCE)
+ZOO_SOURCE = SourceKind.ZOO.value  # a zoo unit's value strategy in the database: `status` counts its units under it
 EVIDENCE_DIR = "zoo"  # beside the case folders; a zoo finding is not a graph case (it has no graph to replay)
 # A zoo campaign's defaults for a test's hang timeout and a worker's address space: tf2onnx takes about a minute to
 # convert the Keras ResNet50 and InceptionV3 on a loaded two-core machine, and TensorFlow's address space outgrows 8 GiB
@@ -84,6 +83,12 @@ def zoo_options(converter: Converter, entry: ZooEntry, seed: int) -> dict[str, A
         upstream = random.Random(f"zoo-upstream:{seed}").choice(TORCH_UPSTREAMS)
         return {"upstream": upstream, "opset": upstream_default_opset(upstream)}
     return None
+
+
+def takes_zoo_models(registry: ConverterRegistry, converters: Sequence[str], entries: Sequence[ZooEntry]) -> bool:
+    """Whether one of `converters` can take one of the zoo models `entries` build."""
+    return any(zoo_options(registry[name], entry, 0) is not None for name in converters if name in registry
+               for entry in entries)
 
 
 def drawn_options(converter: Converter, seed: int, fixed: Mapping[str, Any], pinned: Mapping[str, Any]

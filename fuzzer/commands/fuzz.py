@@ -9,6 +9,7 @@ import importlib.util
 import os
 import signal
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from fuzzer.campaign.budget import process_started
@@ -17,9 +18,10 @@ from fuzzer.campaign.lock import campaign_lock
 from fuzzer.campaign.loop import Campaign
 from fuzzer.campaign.policy.novelty import AVOID_PROBABILITY, HITS_TO_DEMOTE
 from fuzzer.campaign.progress import Progress, format_summary, summarize
+from fuzzer.campaign.sources import MIX, SOURCES, ZOO_SHARE, SourceKind
 from fuzzer.campaign.spec import LOG_DIR, SCRIPT_SHARE, CampaignSpec, case_folders
 from fuzzer.campaign.worker_config import WorkerConfig
-from fuzzer.campaign.zoo_unit import GRAPHS, SOURCES, ZOO_MEMORY_MB, ZOO_SOURCE, ZOO_TIMEOUT_S, zoo_entries
+from fuzzer.campaign.zoo_unit import ZOO_MEMORY_MB, ZOO_TIMEOUT_S, takes_zoo_models, zoo_entries
 from fuzzer.commands.flags import (
     DEFAULT_CORPUS,
     add_generator_arguments,
@@ -37,7 +39,7 @@ from fuzzer.commands.fuzz_flags import (
     share,
     value_strategies,
 )
-from fuzzer.converters import DEFAULT_REGISTRY
+from fuzzer.converters import DEFAULT_REGISTRY, load_registry
 from fuzzer.support.confine import DEFAULT_MEMORY_MB
 from fuzzer.support.device import require_device
 from fuzzer.support.errors import CannotRun, Exit, UsageError
@@ -46,6 +48,7 @@ from fuzzer.triage.folders import write_root_causes
 from fuzzer.triage.text import format_triage
 from fuzzer.triage.view import triage
 from generators.values import ValueStrategy
+from generators.zoo import ZooEntry
 
 NAME = "fuzz"
 HELP = "run a fuzzing campaign: isolated workers, a campaign database, one case folder per distinct bug"
@@ -62,9 +65,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tests", type=positive_int, help="graphs to test over the whole campaign (each by every "
                         "converter; default: no limit)")
     parser.add_argument("--seed", type=int, default=0, help="seed base: graph i uses seed base + i")
-    parser.add_argument("--source", choices=SOURCES, default=GRAPHS,
+    parser.add_argument("--source", choices=SOURCES, default=MIX,
                         help="what each unit tests: a generated graph, or a zoo architecture the seed picks (built "
-                             "with weights and inputs from the seed; `convsmith zoo` lists them)")
+                             "with weights and inputs from the seed; `convsmith zoo` lists them); mix (default): a "
+                             f"zoo architecture on {ZOO_SHARE:.0%}% of units where the zoo builds, graphs on the rest")
     parser.add_argument("--workers", type=positive_int, default=os.cpu_count() or 1, help="worker processes")
     parser.add_argument("--converters", help="comma-separated converters (default: every available one)")
     parser.add_argument("--script-share", type=share, default=SCRIPT_SHARE, metavar="F",
@@ -79,9 +83,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--resume", type=Path, metavar="DIR", help="continue the campaign in DIR with its options")
     parser.add_argument("--timeout", type=duration, metavar="DURATION",
                         help=f"time per converter test before it counts as a hang (default: {GRAPH_TIMEOUT_S:.0f}s; "
-                             f"{ZOO_TIMEOUT_S:.0f}s with --source zoo)")
+                             f"{ZOO_TIMEOUT_S:.0f}s for a zoo unit)")
     parser.add_argument("--memory-mb", type=positive_int, help="memory per worker before out-of-memory (default: "
-                        f"{DEFAULT_MEMORY_MB}; {ZOO_MEMORY_MB} with --source zoo)")
+                        f"{DEFAULT_MEMORY_MB}; {ZOO_MEMORY_MB} for a zoo unit)")
     parser.add_argument("--avoid-unsupported", nargs="?", const="torch-onnx-script", metavar="CONVERTERS",
                         help="skip a converter's test when its graph holds an (operator, dtype) pair that "
                              "`convsmith probe` found that converter (or, for an ONNX tool, its upstream exporter) "
@@ -128,10 +132,12 @@ def new_campaign(args: argparse.Namespace) -> tuple[Path, CampaignDB, CampaignSp
     if args.min_nodes > args.nodes:
         raise UsageError(f"--min-nodes {args.min_nodes} is above --nodes {args.nodes}")
     require_device(args.device, f"--device {args.device}")
-    zoo = args.source == ZOO_SOURCE
+    zoo = args.source == SourceKind.ZOO.value
     if zoo and not zoo_entries():
         raise CannotRun("--source zoo: no zoo entry builds here; install convsmith's zoo extra (make install)")
     converters, skipped = choose_converters(args.registry, args.converters)
+    # A campaign narrowed to some operators (--ops) asks for graphs of them: its mix holds no zoo architecture.
+    zoo_share = 0.0 if gen.include_ops else mix_zoo_share(args.source, args.registry, converters, zoo_entries())
     skip = known_unsupported(args.avoid_unsupported)
     pinned = pinned_options(args.option, args.registry)
     prepare_out(args.out)
@@ -143,16 +149,26 @@ def new_campaign(args: argparse.Namespace) -> tuple[Path, CampaignDB, CampaignSp
                           max_numel=gen.max_numel, avoid_pairs=never_generated(skip, converters),
                           skip_pairs=skip,
                           timeout_s=args.timeout or (ZOO_TIMEOUT_S if zoo else GRAPH_TIMEOUT_S),
-                          memory_mb=args.memory_mb or (ZOO_MEMORY_MB if zoo else DEFAULT_MEMORY_MB), device=args.device,
+                          memory_mb=args.memory_mb or (ZOO_MEMORY_MB if zoo else DEFAULT_MEMORY_MB),
+                          zoo_timeout_s=(args.timeout or ZOO_TIMEOUT_S) if zoo_share else None,
+                          zoo_memory_mb=(args.memory_mb or ZOO_MEMORY_MB) if zoo_share else None, device=args.device,
                           converter_options=pinned, vary_settings=args.settings == "vary",
                           prepare_ahead=prepare_ahead(args.prepare_ahead, args.workers, args.device)
-                          and args.source == GRAPHS,  # a feeder generates graphs ahead: a zoo unit has none
+                          and not zoo,  # a feeder generates graphs ahead: a zoo unit has none
                           values=args.values, demote_known=args.demote_known, converters=converters,
-                          source=args.source)
+                          source=args.source, zoo_share=zoo_share)
     spec = CampaignSpec(args.seed, converters, worker, args.tests, args.script_share)
     db = CampaignDB(args.out / DB_NAME, create=True)
     db.set_meta("spec", spec.to_json())
     return args.out, db, spec
+
+
+def mix_zoo_share(source: str, registry: str, converters: tuple[str, ...], entries: Sequence[ZooEntry]) -> float:
+    """The share of a mixed campaign's units that test a zoo architecture: ZOO_SHARE, but none where none of the zoo
+    `entries` builds here (the zoo extra is not installed) or none of the campaign's converters takes their models."""
+    if source != MIX or not entries or not takes_zoo_models(load_registry(registry), converters, entries):
+        return 0.0
+    return ZOO_SHARE
 
 
 def resumed_campaign(args: argparse.Namespace) -> tuple[Path, CampaignDB, CampaignSpec]:

@@ -10,9 +10,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fuzzer.campaign import tallies
+from fuzzer.campaign.class_coverage import ClassCoverage, attempts, class_counts, class_coverage
 from fuzzer.campaign.db import CampaignDB
 from fuzzer.converters.base import Converter
-from fuzzer.converters.capabilities import RecordsRewrites, RewriteReach
+from fuzzer.converters.capabilities import RecordsRewrites, RewriteReach, classes_out_of_reach
 from fuzzer.converters.role import Role
 
 
@@ -28,6 +29,7 @@ class RewriteCoverage:
     failed: Mapping[str, int]
     out_of_reach: Mapping[str, str] = field(default_factory=dict)
     beyond_float: frozenset[str] = frozenset()  # rewrites only quantized or integer graphs give anything to do
+    pairs: ClassCoverage = field(default_factory=ClassCoverage)  # (rewrite, edge-case class) pairs
 
     @property
     def reachable(self) -> tuple[str, ...]:
@@ -58,7 +60,9 @@ class RewriteCoverage:
                 "fired_share": self.share, "float_share": self.float_share,
                 "rewrites": [{"name": n, "fired": self.fired.get(n, 0), "failed": self.failed.get(n, 0),
                               "known": n in self.known, "out_of_reach": self.out_of_reach.get(n, ""),
-                              "beyond_float": n in self.beyond_float} for n in names]}
+                              "beyond_float": n in self.beyond_float, "classes": list(self.pairs.of_rewrite(n)[0]),
+                              "classes_never": list(self.pairs.of_rewrite(n)[1])} for n in names],
+                "pairs": self.pairs.to_json()}
 
     def summary(self) -> str:
         """'N of M rewrites fired (P%)', with the float graphs' share where the tool has rewrites for others."""
@@ -70,6 +74,8 @@ class RewriteCoverage:
                      f"({self.float_share:.0%})")
         if self.out_of_reach:
             text += f"; {len(self.out_of_reach)} more cannot fire in this campaign"
+        if self.pairs.rewrites:
+            text += f"; {self.pairs.summary()}"
         return text
 
 
@@ -89,7 +95,7 @@ def fired_counts(db: CampaignDB) -> dict[str, tuple[dict[str, int], dict[str, in
 def coverage(db: CampaignDB, converters: Mapping[str, Converter], device: str = "cpu") -> list[RewriteCoverage]:
     """Every converter the campaign tested that records rewrites (capabilities.RecordsRewrites), with what the campaign
     fired on `device`."""
-    counts = fired_counts(db)
+    counts, classes, tried = fired_counts(db), class_counts(db.conn), attempts(db.conn)
     tested = {converter for converter, *_ in tallies.cells(db.conn)}
     rows = []
     for name, converter in sorted(converters.items()):
@@ -105,7 +111,9 @@ def coverage(db: CampaignDB, converters: Mapping[str, Converter], device: str = 
         if isinstance(converter, RewriteReach) and known:
             out = {n: why for n, why in converter.rewrites_out_of_reach(device).items() if n in known}
             beyond = converter.rewrites_beyond_float()
-        rows.append(RewriteCoverage(name, tuple(known), fired, failed, out, beyond))
+        reachable = tuple(n for n in known if n not in out) if known else tuple(sorted(fired))
+        pairs = class_coverage(reachable, classes.get(name, {}), classes_out_of_reach(converter), tried.get(name, {}))
+        rows.append(RewriteCoverage(name, tuple(known), fired, failed, out, beyond, pairs))
     return rows
 
 

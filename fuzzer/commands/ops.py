@@ -107,4 +107,7 @@ def rewrite_lines(rows: list[Any]) -> list[str]:
                 f"  (cannot fire here: {item['out_of_reach']})" if item["out_of_reach"] else "")
             lines.append(f"  {item['name']:<44} fired in {item['fired']:>6} tests, {item['failed']:>4} with a bug"
                          + mark)
+            if item["classes"]:
+                lines.append(f"    classes fired: {', '.join(item['classes'])}; never: "
+                             + (", ".join(item["classes_never"]) or "none"))
     return lines

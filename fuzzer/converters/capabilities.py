@@ -107,6 +107,19 @@ class RewriteReach(Protocol):
 
 
 @runtime_checkable
+class ClassReach(Protocol):
+    """The edge-case classes (edge_classes.EdgeClass values) none of its rewrites can be seen to meet, each with why
+    (its replay reads the main graph only, say): coverage leaves those pairs out of the reachable ones."""
+
+    def classes_out_of_reach(self) -> Mapping[str, str]: ...
+
+
+def classes_out_of_reach(converter: object) -> Mapping[str, str]:
+    """`converter`'s classes out of reach (none for one that does not say)."""
+    return converter.classes_out_of_reach() if isinstance(converter, ClassReach) else {}
+
+
+@runtime_checkable
 class PatternRewrites(Protocol):
     """The Rewrite.tool of the pattern operators (generators/ops/patterns.py) whose rewrites it records."""
 

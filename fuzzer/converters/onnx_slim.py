@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import onnx
 
 from fuzzer.converters.describe import Snippet
-from fuzzer.converters.edge_classes import Fired, Match, class_names, graph_scope, match_labels, typed
+from fuzzer.converters.edge_classes import EdgeClass, Fired, Match, class_names, graph_scope, match_labels, typed
 from fuzzer.converters.setting import Hints, Setting
 from fuzzer.converters.upstream import OnnxPassConverter, UpstreamOptions
 from fuzzer.support.quiet import library_output
@@ -47,6 +47,10 @@ class OnnxSlim(OnnxPassConverter[OnnxSlimOptions]):
         from onnxslim.core.pattern.registry import get_fusion_patterns
 
         return tuple(get_fusion_patterns())
+
+    def classes_out_of_reach(self) -> Mapping[str, str]:
+        """The If/Loop bodies: `replay` asks the matchers on the main graph's nodes only."""
+        return {EdgeClass.IN_SUBGRAPH.value: "not measured: the replay asks slim's matchers on the main graph only"}
 
     def fired(self, model: onnx.ModelProto, options: OnnxSlimOptions) -> tuple[str, ...]:
         """The patterns onnxslim's own matchers rewrite in the model it received, each asked alone after the shape

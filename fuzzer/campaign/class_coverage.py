@@ -1,0 +1,161 @@
+"""Which (rewrite, edge-case class) pairs a campaign fired, per tool: the classes (fuzzer/converters/edge_classes.py)
+each test recorded for what each rewrite matched, and the pairs that count as reachable.
+
+Every pair of a reachable rewrite and a class is reachable, except where (the reason goes with the pair):
+- the tool says its rewrites cannot meet the class (capabilities.ClassReach);
+- learned from the campaign: the operators a rewrite matched in the tests that fired it take no such dtype in ONNX's
+  schemas, or no CPU kernel of ONNX Runtime's takes it (a model with that dtype fails before the tool runs; float16
+  counts as float32 there: ONNX Runtime casts around a float-only kernel);
+- learned from the steering (policy/class_steering.py): every test steered to the pair ended before the rewrite
+  could run (the upstream model failed, or the graph could not be made so)."""
+
+from __future__ import annotations
+
+import functools
+import sqlite3
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from fuzzer.converters.edge_classes import OP_PREFIX, EdgeClass
+
+# Of the steered attempts at a pair, how many ending before the rewrite mark it unreachable (none having reached it).
+LEARNED_AFTER = 3
+_CLASSES = tuple(cls.value for cls in EdgeClass)
+_DTYPE_TYPES = {"float16": "tensor(float16)", "bfloat16": "tensor(bfloat16)", "float32": "tensor(float)",
+                "float64": "tensor(double)", "int8": "tensor(int8)", "uint8": "tensor(uint8)",
+                "int32": "tensor(int32)", "int64": "tensor(int64)", "bool": "tensor(bool)"}
+
+
+@dataclass(frozen=True)
+class ClassCoverage:
+    """One tool's (rewrite, class) pairs: per pair the tests that fired it and how many were bugs; the pairs left
+    out of the reachable ones, each with why."""
+
+    rewrites: tuple[str, ...] = ()  # the tool's reachable rewrites
+    fired: Mapping[tuple[str, str], tuple[int, int]] = field(default_factory=dict)
+    excluded: Mapping[tuple[str, str], str] = field(default_factory=dict)
+
+    @property
+    def reachable(self) -> tuple[tuple[str, str], ...]:
+        return tuple((r, c) for r in self.rewrites for c in _CLASSES if (r, c) not in self.excluded)
+
+    @property
+    def never_fired(self) -> tuple[tuple[str, str], ...]:
+        return tuple(pair for pair in self.reachable if pair not in self.fired)
+
+    @property
+    def share(self) -> float:
+        """The share of the reachable pairs that fired at least once (0 when none are reachable)."""
+        reachable = self.reachable
+        return sum(1 for pair in reachable if pair in self.fired) / len(reachable) if reachable else 0.0
+
+    def of_rewrite(self, rewrite: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """The classes `rewrite` fired in, and its reachable classes it never fired in."""
+        fired = tuple(c for c in _CLASSES if (rewrite, c) in self.fired)
+        never = tuple(c for c in _CLASSES if (rewrite, c) not in self.fired and (rewrite, c) not in self.excluded)
+        return fired, never
+
+    def summary(self) -> str:
+        reachable = self.reachable
+        fired = len(reachable) - len(self.never_fired)
+        return (f"{fired} of {len(reachable)} reachable (rewrite, class) pairs fired ({self.share:.0%}); "
+                f"{len(self.excluded)} pairs unreachable")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"classes": list(_CLASSES), "reachable": len(self.reachable), "fired_share": self.share,
+                "fired": [{"rewrite": r, "class": c, "tests": n, "bugs": b}
+                          for (r, c), (n, b) in sorted(self.fired.items())],
+                "never_fired": [{"rewrite": r, "class": c} for r, c in self.never_fired],
+                "unreachable": [{"rewrite": r, "class": c, "why": why}
+                                for (r, c), why in sorted(self.excluded.items())]}
+
+
+def class_counts(conn: sqlite3.Connection) -> dict[str, dict[tuple[str, str], tuple[int, int]]]:
+    """Per converter, (rewrite, label) -> (tests that recorded it, those of them that were bugs); labels are class
+    names and 'op:' operator types. A campaign written before classes were recorded has none."""
+    found: dict[str, dict[tuple[str, str], tuple[int, int]]] = {}
+    rows = conn.execute("SELECT r.converter, r.rewrite, r.class, COUNT(*), COALESCE(SUM(t.is_bug), 0) "
+                        "FROM rewrite_classes AS r JOIN tests AS t USING (idx, converter) GROUP BY 1, 2, 3")
+    for converter, rewrite, label, n, bugs in rows:
+        found.setdefault(converter, {})[rewrite, label] = (n, bugs)
+    return found
+
+
+def attempts(conn: sqlite3.Connection) -> dict[str, dict[tuple[str, str], tuple[int, int]]]:
+    """Per converter, (rewrite, class) -> (tests steered to it, those that reached the tool's rewrites)."""
+    found: dict[str, dict[tuple[str, str], tuple[int, int]]] = {}
+    if not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'class_attempts'").fetchone():
+        return found
+    for converter, rewrite, cls, n, reached in conn.execute(
+            "SELECT converter, rewrite, class, COUNT(*), SUM(reached) FROM class_attempts GROUP BY 1, 2, 3"):
+        found.setdefault(converter, {})[rewrite, cls] = (n, reached)
+    return found
+
+
+def class_coverage(rewrites: Iterable[str], counts: Mapping[tuple[str, str], tuple[int, int]],
+                   tool_reach: Mapping[str, str], tried: Mapping[tuple[str, str], tuple[int, int]]) -> ClassCoverage:
+    """A tool's pair coverage: `rewrites` its reachable ones, `counts` its class_counts, `tool_reach` the classes it
+    says its rewrites cannot meet (with why), `tried` its steered attempts."""
+    names = tuple(rewrites)
+    fired = {(r, c): nb for (r, c), nb in counts.items() if not c.startswith(OP_PREFIX)}
+    ops: dict[str, set[str]] = {}
+    for r, label in counts:
+        if label.startswith(OP_PREFIX):
+            ops.setdefault(r, set()).add(label.removeprefix(OP_PREFIX))
+    excluded: dict[tuple[str, str], str] = {}
+    for r in names:
+        for c in _CLASSES:
+            if (r, c) in fired:
+                continue
+            why = tool_reach.get(c) or _dtype_unreachable(c, frozenset(ops.get(r, ()))) or _tried_out(tried.get((r, c)))
+            if why:
+                excluded[r, c] = why
+    return ClassCoverage(names, fired, excluded)
+
+
+def _tried_out(tried: tuple[int, int] | None) -> str:
+    if tried is None or tried[0] < LEARNED_AFTER or tried[1]:
+        return ""
+    return f"learned: all {tried[0]} tests steered to it ended before the rewrite ran"
+
+
+def _dtype_unreachable(cls: str, ops: frozenset[str]) -> str:
+    """Why a rewrite whose matches were of operators `ops` cannot meet dtype `cls` ("" where it can, or where
+    nothing is known: no op learned, or one outside the ONNX domain)."""
+    wanted = _DTYPE_TYPES.get(cls)
+    if wanted is None or not ops or any("." in op for op in ops):
+        return ""
+    listed = ", ".join(sorted(ops))
+    if not any(wanted in _schema_types(op) for op in ops):
+        return f"learned: its operators ({listed}) take no {cls} in ONNX's schemas"
+    kernel = "tensor(float)" if cls == "float16" else wanted
+    if not any(kernel in _cpu_kernel_types(op) for op in ops):
+        return f"learned: no CPU kernel of ONNX Runtime's for its operators ({listed}) takes {cls}"
+    return ""
+
+
+@functools.cache
+def _schema_types(op: str) -> frozenset[str]:
+    """Every type any version of ONNX's schema for `op` allows (empty for an unknown op)."""
+    import onnx.defs
+
+    found: set[str] = set()
+    for schema in onnx.defs.get_all_schemas_with_history():
+        if schema.name == op and schema.domain in ("", "ai.onnx"):
+            for constraint in schema.type_constraints:
+                found.update(constraint.allowed_type_strs)
+    return frozenset(found) or frozenset(_DTYPE_TYPES.values())  # unknown: nothing learned
+
+
+@functools.cache
+def _cpu_kernel_types(op: str) -> frozenset[str]:
+    """Every type ONNX Runtime's CPU kernels for `op` take (every type where it lists none)."""
+    from onnxruntime.capi import onnxruntime_pybind11_state as state
+
+    found: set[str] = set()
+    for kernel in state.get_all_opkernel_def():
+        if kernel.op_name == op and kernel.domain in ("", "ai.onnx") and kernel.provider == "CPUExecutionProvider":
+            for types in kernel.type_constraints.values():
+                found.update(types)
+    return frozenset(found) or frozenset(_DTYPE_TYPES.values())

@@ -1,4 +1,5 @@
-"""`convsmith check MODEL`: the user's model (an ONNX file, `package.module:factory`, `--zoo NAME`) through every
+"""`convsmith check MODEL`: the user's model (an ONNX file, a Keras file or SavedModel folder,
+`package.module:factory`, `--zoo NAME`) through every
 applicable converter, with the first wrong node, its diagnosis and the re-verified repair (fuzzer/modelcheck)."""
 
 from __future__ import annotations
@@ -10,20 +11,21 @@ from pathlib import Path
 from fuzzer.commands.flags import registry_named
 from fuzzer.modelcheck.check_model import ModelResult, check_model
 from fuzzer.modelcheck.folder import repair_lines, write_folder
+from fuzzer.modelcheck.keras_model import is_keras_path
 from fuzzer.modelcheck.model import UserModel, load_model, load_zoo, read_inputs
 from fuzzer.support.errors import Exit, UsageError
 
 
 def is_model(args: argparse.Namespace) -> bool:
-    """Whether the command names a user's model rather than a graph or case: --zoo, an .onnx file, or a
-    `package.module:factory` that is no file."""
+    """Whether the command names a user's model rather than a graph or case: --zoo, an .onnx file, a Keras file
+    or SavedModel folder, or a `package.module:factory` that is no file."""
     target = args.graph
     if args.zoo:
         return True
     if target is None:
         return False
     text = str(target)
-    return text.endswith(".onnx") or (":" in text and not Path(text).exists())
+    return text.endswith(".onnx") or is_keras_path(Path(text)) or (":" in text and not Path(text).exists())
 
 
 def load(args: argparse.Namespace, seed: int) -> UserModel:

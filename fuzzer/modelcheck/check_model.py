@@ -1,5 +1,6 @@
 """`convsmith check MODEL` end to end: every applicable converter's verdict, and for each wrong ONNX target the
-located node, the diagnosis and the repair, re-verified on fresh inputs."""
+located node, the diagnosis and the repair, re-verified on fresh inputs (against the ONNX model an ONNX tool started
+from, the PyTorch module or the Keras model an exporter started from)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,8 @@ from fuzzer.modelcheck.conversions import (
     torch_source,
 )
 from fuzzer.modelcheck.exporter_repair import repair_export
+from fuzzer.modelcheck.keras_conversions import keras_source
+from fuzzer.modelcheck.keras_repair import repair_keras_export
 from fuzzer.modelcheck.model import InputSlot, ModelKind, UserModel, draw_inputs, onnx_slots
 from fuzzer.modelcheck.repair import Repair, repair
 from fuzzer.support.quiet import library_output
@@ -60,13 +63,22 @@ def check_model(model: UserModel, registry: ConverterRegistry, wanted: Sequence[
     located, diagnosed and repaired (where `fix`)."""
     results = []
     converters = applicable(model, registry, wanted)
-    prepared = torch_source(model) if model.kind is ModelKind.TORCH else onnx_source(model)
+    prepared = prepare(model)
     # A bar on a terminal only (disable=None): a large model takes minutes per converter.
     for converter in tqdm(converters, desc=model.label, unit="converter", disable=None, leave=False):
         with library_output():
             conversion = convert_model(model, converter, prepared)
         results.append(_with_repair(model, conversion, seed) if fix else ModelResult(conversion, None))
     return results
+
+
+def prepare(model: UserModel) -> object:
+    """The model made ready once for every converter (its Source, its own outputs, the exporter's model the ONNX
+    tools share)."""
+    if model.kind is ModelKind.KERAS:
+        with library_output():
+            return keras_source(model)
+    return torch_source(model) if model.kind is ModelKind.TORCH else onnx_source(model)
 
 
 def _with_repair(model: UserModel, conversion: Conversion, seed: int) -> ModelResult:
@@ -83,6 +95,9 @@ def _with_repair(model: UserModel, conversion: Conversion, seed: int) -> ModelRe
         elif conversion.role is Role.EXPORTER and model.module is not None:
             feeds, fresh = source_feeds(conversion.target_onnx, model, seed)
             fixed = repair_export(TupleOutputs(model.module).eval(), conversion.target_onnx, feeds, fresh)
+        elif conversion.role is Role.EXPORTER and model.keras is not None:
+            feeds, fresh = source_feeds(conversion.target_onnx, model, seed)
+            fixed = repair_keras_export(model.keras, conversion.target_onnx, feeds, fresh)
         else:
             return ModelResult(conversion, None)
     return ModelResult(conversion, fixed, time.perf_counter() - start)

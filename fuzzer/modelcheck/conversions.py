@@ -4,6 +4,7 @@ PyTorch module through the exporters, and through the ONNX tools starting from a
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -15,11 +16,13 @@ from fuzzer.converters.base import Converter
 from fuzzer.converters.capabilities import RuntimeOptimizer
 from fuzzer.converters.conversion import SharedExport, Source, StageError, TargetRun, UpstreamError
 from fuzzer.converters.native import NATIVE
+from fuzzer.converters.onnx2tf_importer import Onnx2Tf
 from fuzzer.converters.registry import ConverterRegistry
 from fuzzer.converters.role import Role
 from fuzzer.converters.runtime import optimized_model
 from fuzzer.converters.upstream import cached_upstream, upstream_default_opset
 from fuzzer.modelcheck.model import ModelKind, UserModel
+from fuzzer.modelcheck.offline import sample_images_here
 from fuzzer.modelcheck.runs import dtype_of, judge_all, run_onnx, tolerance_for
 from fuzzer.support.errors import UsageError
 from fuzzer.support.tensors import to_oracle_array, to_torch
@@ -48,16 +51,24 @@ class Conversion:
     target_onnx: bytes | None = None
 
 
+# Which converters take each kind of model: (their roles, their source frameworks). An ONNX tool or importer takes a
+# PyTorch or Keras model through the exporter's model (the dynamo exporter's, tf2onnx's).
+APPLICABLE: Mapping[ModelKind, tuple[tuple[Role, ...], frozenset[str]]] = {
+    ModelKind.ONNX: ((Role.ONNX_TOOL, Role.IMPORTER), frozenset({"onnx"})),
+    ModelKind.TORCH: ((Role.EXPORTER, Role.ONNX_TOOL), frozenset({"pytorch", "onnx"})),
+    ModelKind.KERAS: ((Role.EXPORTER, Role.ONNX_TOOL, Role.IMPORTER), frozenset({"tensorflow", "onnx"})),
+}
+
+
 def applicable(model: UserModel, registry: ConverterRegistry, wanted: Sequence[str] = ()) -> tuple[Converter, ...]:
     """The converters that take this kind of model and can run here (or those `wanted`, each checked to apply)."""
-    roles = (Role.ONNX_TOOL, Role.IMPORTER) if model.kind is ModelKind.ONNX else (Role.EXPORTER, Role.ONNX_TOOL)
-    frameworks = {"onnx"} if model.kind is ModelKind.ONNX else {"pytorch", "onnx"}
+    roles, frameworks = APPLICABLE[model.kind]
     fits = [c for c in registry.values() if c.role in roles and c.framework in frameworks]
     if not wanted:
         return tuple(c for c in fits if c.availability()[0])
     unfit = [name for name in wanted if registry[name] not in fits]
     if unfit:
-        what = "an ONNX" if model.kind is ModelKind.ONNX else "a PyTorch"
+        what = {ModelKind.ONNX: "an ONNX", ModelKind.TORCH: "a PyTorch", ModelKind.KERAS: "a Keras"}[model.kind]
         raise UsageError(f"{', '.join(unfit)}: does not take {what} model (those that do: "
                          f"{', '.join(c.name for c in fits)})")
     return tuple(registry[name] for name in wanted)
@@ -73,9 +84,12 @@ class TorchPrepared:
     reference: tuple | None
 
 
-def convert_model(model: UserModel, converter: Converter, prepared: TorchPrepared | OnnxPrepared | None = None
-                  ) -> Conversion:
+def convert_model(model: UserModel, converter: Converter, prepared: object = None) -> Conversion:
     """The converter's verdict on the model (`prepared` once for all converters)."""
+    if model.kind is ModelKind.KERAS:
+        from fuzzer.modelcheck.keras_conversions import KerasPrepared, convert_keras, keras_source
+
+        return convert_keras(prepared if isinstance(prepared, KerasPrepared) else keras_source(model), converter)
     if model.kind is ModelKind.ONNX:
         onnx_prepared = prepared if isinstance(prepared, OnnxPrepared) else onnx_source(model)
         return convert_onnx(onnx_prepared, converter)
@@ -115,8 +129,11 @@ def onnx_source(model: UserModel) -> OnnxPrepared:
 
 def convert_onnx(prepared: OnnxPrepared, converter: Converter) -> Conversion:
     """An ONNX tool (or importer) on the user's model, given as its upstream, judged against the model's own run."""
+    # onnx2tf would download sample images for a model whose inputs look like NHWC images: it finds them here.
+    where = sample_images_here() if isinstance(converter, Onnx2Tf) else contextlib.nullcontext()
     try:
-        run = converter.convert(prepared.source, prepared.options)
+        with where:
+            run = converter.convert(prepared.source, prepared.options)
     except StageError as exc:
         verdict = failure_verdict(converter.name, exc.failure, converter.unsupported_messages)
         return Conversion(converter.name, converter.role, verdict, dict(exc.timings), prepared.data, exc.model)

@@ -92,7 +92,8 @@ def runnable_prefix(model: onnx.ModelProto, names: list[str], feeds: Mapping[str
 
 def source_layer(node: onnx.NodeProto) -> str:
     """The source layer the exporter recorded: the module holding the node in the dynamo exporter's name scopes (the
-    last scope is the operator's own), else a TorchScript scope name ('/layer1/layer1.0/conv1/Conv': conv1)."""
+    last scope is the operator's own), else a TorchScript scope name ('/layer1/layer1.0/conv1/Conv': conv1), else
+    the Keras layer in tf2onnx's '<model>/<layer>/<op>' ('model/block_1_expand/Conv2D': block_1_expand)."""
     meta = {p.key: p.value for p in node.metadata_props}
     scopes = meta.get(NAME_SCOPES, "")
     if scopes:
@@ -102,7 +103,9 @@ def source_layer(node: onnx.NodeProto) -> str:
             named = []
         return named[-2] if len(named) >= 2 else ""
     parts = [p for p in node.name.split("/") if p]
-    return parts[-2] if node.name.startswith("/") and len(parts) >= 2 else ""
+    if node.name.startswith("/"):
+        return parts[-2] if len(parts) >= 2 else ""
+    return parts[-2] if len(parts) >= 3 else ""
 
 
 def locate(source: bytes, target: bytes, feeds: Mapping[str, np.ndarray]) -> Location | None:

@@ -1,9 +1,11 @@
 """The user's model as `convsmith check MODEL` takes it: an ONNX file, a PyTorch factory (`package.module:factory`,
-returning the module and its example inputs) or a zoo entry; and its inputs, read from an .npz or drawn from its
-input spec. Anything that is not such a model is a UsageError of one line."""
+returning the module and its example inputs), a Keras model file or SavedModel folder (keras_model.py) or a zoo
+entry; and its inputs, read from an .npz or drawn from its input spec. Anything that is not such a model is a
+UsageError of one line."""
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import importlib
 from collections.abc import Callable, Mapping, Sequence
@@ -17,11 +19,13 @@ import torch
 from onnx import helper
 
 from fuzzer.support.errors import UsageError
+from fuzzer.support.quiet import library_output
 
 
 class ModelKind(str, enum.Enum):
     ONNX = "onnx"
     TORCH = "pytorch"
+    KERAS = "keras"
 
 
 @dataclass(frozen=True)
@@ -43,19 +47,25 @@ class UserModel:
     inputs: tuple[np.ndarray, ...]
     onnx_model: onnx.ModelProto | None = None
     module: torch.nn.Module | None = None
+    keras: Any = None  # a tf_keras Model (TensorFlow is imported only for one)
 
     def feeds(self, inputs: Sequence[np.ndarray] | None = None) -> dict[str, np.ndarray]:
         return {s.name: x for s, x in zip(self.slots, self.inputs if inputs is None else inputs, strict=True)}
 
 
 def load_model(spec: str, seed: int) -> UserModel:
-    """An ONNX file by path, else a `package.module:factory` reference; UsageError for anything else."""
+    """A Keras file or SavedModel folder, an ONNX file by path, else a `package.module:factory` reference;
+    UsageError for anything else."""
+    from fuzzer.modelcheck.keras_model import is_keras_path, load_keras
+
     path = Path(spec)
+    if is_keras_path(path):
+        return load_keras(path, seed)
     if path.suffix == ".onnx" or path.is_file():
         return load_onnx(path, seed)
     if ":" in spec:
         return load_factory(spec)
-    raise UsageError(f"{spec}: neither an ONNX file nor a package.module:factory reference")
+    raise UsageError(f"{spec}: neither an ONNX or Keras model nor a package.module:factory reference")
 
 
 def load_onnx(path: Path, seed: int) -> UserModel:
@@ -138,7 +148,7 @@ def with_inputs(model: UserModel, arrays: Mapping[str, np.ndarray], where: str) 
             raise UsageError(f"{where}: {slot.name} is {x.dtype}{list(x.shape)}, the model takes "
                              f"{slot.dtype}{list(slot.shape)}")
     slots = tuple(InputSlot(s.name, tuple(x.shape), s.dtype) for s, x in zip(model.slots, chosen))
-    return UserModel(model.kind, model.label, slots, tuple(chosen), model.onnx_model, model.module)
+    return dataclasses.replace(model, slots=slots, inputs=tuple(chosen))
 
 
 def _fits(model: UserModel, slot: InputSlot, x: np.ndarray) -> bool:
@@ -162,7 +172,7 @@ def read_inputs(model: UserModel, path: Path) -> UserModel:
 
 
 def load_zoo(name: str, seed: int) -> UserModel:
-    """A PyTorch zoo entry built at `seed`, as a user's module would come; UsageError for an unknown or Keras entry."""
+    """A PyTorch or Keras zoo entry built at `seed`, as a user's model would come; UsageError for an unknown one."""
     from generators.zoo import ZooUnavailable
     from generators.zoo.registry import ZOO
     from generators.zoo.spec import Framework
@@ -170,11 +180,14 @@ def load_zoo(name: str, seed: int) -> UserModel:
     if name not in ZOO:
         raise UsageError(f"unknown zoo entry {name!r} (see `convsmith zoo`)")
     entry = ZOO[name]
-    if entry.framework is not Framework.PYTORCH:
-        raise UsageError(f"zoo entry {name} is a {entry.framework.value} model: check takes ONNX and PyTorch models")
     try:
-        built = entry.build(seed)
+        with library_output():  # TensorFlow's and Keras's import-time logging, for a Keras entry
+            built = entry.build(seed)
     except ZooUnavailable as exc:
         raise UsageError(str(exc)) from None
+    if entry.framework is Framework.KERAS:
+        from fuzzer.modelcheck.keras_model import keras_user_model
+
+        return keras_user_model(built.model, f"zoo:{name}", seed, built.inputs)
     slots = tuple(InputSlot(s.name, tuple(x.shape), str(x.dtype)) for s, x in zip(entry.inputs, built.inputs))
     return UserModel(ModelKind.TORCH, f"zoo:{name}", slots, built.inputs, module=built.model.eval())

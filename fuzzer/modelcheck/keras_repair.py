@@ -1,0 +1,115 @@
+"""tf2onnx's wrong model, against the Keras model it came from: the first wrong layer (keras_layers.py), the
+constants its node reads matched with the layer's weights in whatever layout tf2onnx gave them (a kernel moved to
+channels-first, a batch norm folded into the convolution before it), those that differ restored, and the repaired
+model re-verified against Keras on fresh inputs."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from fuzzer.modelcheck.diagnose import FaultKind, Finding, constant_difference
+from fuzzer.modelcheck.edits import RestoreConstant
+from fuzzer.modelcheck.keras_layers import locate_keras_layer
+from fuzzer.modelcheck.keras_model import keras_outputs
+from fuzzer.modelcheck.locate import Location
+from fuzzer.modelcheck.repair import Repair, Round
+from fuzzer.modelcheck.runs import judge_all, run_onnx
+
+# A weight is the layer's when at least this share of its elements is close to the layer's in some layout: a
+# perturbed weight keeps most, a transposed one keeps its values but not their places.
+SAME_WEIGHT = 0.5
+
+
+def passes_keras(keras: Any, target: bytes, feeds: Mapping[str, np.ndarray]) -> bool:
+    """Whether the ONNX model runs and agrees with Keras on the same inputs (fed in order)."""
+    try:
+        actual = run_onnx(target, feeds)
+    except Exception:  # ONNX Runtime refused or failed on the candidate: it is not a repair
+        return False
+    expected = keras_outputs(keras, list(feeds.values()))
+    return len(actual) == len(expected) and all(m.ok for m in judge_all(actual, expected))
+
+
+def layer_weights(keras: Any, name: str) -> list[np.ndarray]:
+    """The layer's weights, and where it is a batch norm after a convolution, the convolution's kernel and bias
+    with the batch norm folded in (as tf2onnx folds them)."""
+    layer = keras.get_layer(name)
+    found = [np.asarray(w) for w in layer.get_weights()]
+    return found + folded_weights(layer)
+
+
+def folded_weights(bn: Any) -> list[np.ndarray]:
+    """A batch norm's scale and shift folded into the (depthwise) convolution feeding it; [] for any other layer."""
+    if type(bn).__name__ != "BatchNormalization" or not bn.inbound_nodes:
+        return []
+    conv = bn.inbound_nodes[0].inbound_layers
+    if type(conv).__name__ not in ("Conv2D", "DepthwiseConv2D"):
+        return []
+    names = [w.name.split("/")[-1].split(":")[0] for w in bn.weights]
+    values = dict(zip(names, (np.asarray(w, np.float64) for w in bn.get_weights()), strict=True))
+    channels = values["moving_mean"].shape[0]
+    scale = values.get("gamma", np.ones(channels)) / np.sqrt(values["moving_variance"] + bn.epsilon)
+    weights = conv.get_weights()
+    kernel = np.asarray(weights[0], np.float64)
+    bias = np.asarray(weights[1], np.float64) if len(weights) > 1 else np.zeros(channels)
+    kernel = kernel * scale.reshape(kernel.shape[2:]) if type(conv).__name__ == "DepthwiseConv2D" else kernel * scale
+    shift = (bias - values["moving_mean"]) * scale + values.get("beta", np.zeros(channels))
+    return [kernel.astype(np.float32), shift.astype(np.float32)]
+
+
+def layouts(weight: np.ndarray, shape: tuple[int, ...]) -> Iterator[np.ndarray]:
+    """The weight in every axis order whose shape, or whose reshaping to `shape`, fits (a depthwise kernel's)."""
+    if weight.ndim > 5 or weight.size != int(np.prod(shape)):
+        return
+    for perm in itertools.permutations(range(weight.ndim)):
+        moved = np.transpose(weight, perm)
+        yield moved if moved.shape == shape else moved.reshape(shape)
+
+
+def parameter_findings(keras: Any, target: onnx.ModelProto, where: Location) -> list[Finding]:
+    """The located node's constants that, in some layout, are mostly a weight of its layer and differ from it."""
+    inits = {t.name: t for t in target.graph.initializer}
+    weights = layer_weights(keras, where.layer)
+    found = []
+    for name in target.graph.node[where.index].input:
+        if name not in inits or not weights:
+            continue
+        ours = numpy_helper.to_array(inits[name])
+        best = max(((float(np.mean(np.isclose(c, ours, rtol=1e-4, atol=1e-6))), c)
+                    for w in weights for c in layouts(w, ours.shape)), key=lambda p: p[0], default=(0.0, None))
+        share, theirs = best
+        if theirs is None or share == 1.0 or share < SAME_WEIGHT:
+            continue
+        theirs = theirs.astype(ours.dtype)
+        detail = constant_difference(name, theirs, ours) or f"constant {name} differs from the layer's weight"
+        edit = RestoreConstant(name, numpy_helper.from_array(theirs, name).SerializeToString())
+        found.append(Finding(FaultKind.PARAMETER, f"{detail} (layer {where.layer})", edit, where.output))
+    return found
+
+
+def repair_keras_export(keras: Any, target: bytes, feeds: Mapping[str, np.ndarray],
+                        fresh: Mapping[str, np.ndarray]) -> Repair:
+    """One round: locate the Keras layer, restore the constants its node reads from the layer's weights; repaired
+    only when the model then agrees with Keras on the inputs and on fresh ones."""
+    where = locate_keras_layer(keras, list(feeds.values()), target, feeds)
+    if where is None:
+        return Repair((Round(None, ()),), None, False, "no mapped layer diverges")
+    findings = parameter_findings(keras, onnx.load_from_string(target), where)
+    rounds = (Round(where, tuple(findings)),)
+    if not findings:
+        return Repair(rounds, None, False, "no constant of the located node differs from its layer's weights")
+    edited = onnx.load_from_string(target)
+    for finding in findings:
+        edited = finding.edit.apply(edited)
+    model = edited.SerializeToString()
+    if not passes_keras(keras, model, feeds):
+        return Repair(rounds, model, False, "the edited model still fails the oracle")
+    if not passes_keras(keras, model, fresh):
+        return Repair(rounds, model, False, "the edited model fails the oracle on fresh inputs")
+    return Repair(rounds, model, True, "passes the oracle on the inputs and on fresh inputs")

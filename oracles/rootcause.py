@@ -37,6 +37,9 @@ _SUMMARY_ROOT = re.compile(r"## Exception summary\s*<class '([\w.]+)'>: ([^\n]*)
 _UNCONVERTED = "Model wasn't fully converted"
 _FRONTEND_REASON = re.compile(r"^(?:-- )?(\[(?:PyTorch|ONNX) Frontend\] .*|No conversion rule found for operations: .*|"
                               r"Conversion is failed for: .*)$", re.MULTILINE)
+# A step of the frontend that failed after translating ("-- normalize step failed with: Exception from <file>:<line>:"
+# then the reason on the next line).
+_STEP_FAILED = re.compile(r"^-- (\w[\w ]*? step) failed with: Exception from \S+\s*\n(.+)$", re.MULTILINE)
 _TERMINAL_COLOUR = re.compile(r"\x1b\[[0-9;]*m")
 _NODE_NAMES = re.compile(r"node name: [^)\]]*|Name\s*:\s*'[^']*'|Node \([^)]*\)|\(op_type\s*[:=]\s*\w+,?\s*")
 _NUMBERS = re.compile(r"(?<![A-Za-z_])-?\d+(?:\.\d+)?(?:e[-+]?\d+)?")
@@ -157,6 +160,9 @@ def explaining_error(message: str) -> str:
     reason = _FRONTEND_REASON.search(message) if _UNCONVERTED in message else None
     if reason:
         return f"{exception_type(message)}: {reason.group(1).strip()}"
+    step = _STEP_FAILED.search(message) if _UNCONVERTED in message else None
+    if step:
+        return f"{exception_type(message)}: the frontend's {step.group(1)} failed: {step.group(2).strip()}"
     return message
 
 

@@ -13,7 +13,7 @@ from fuzzer.cases.case import CaseData, case_from_result, case_log, collect_vers
 from fuzzer.cases.case_head import read_case_head
 from fuzzer.cases.diagnosis import BEFORE_TOOL, OTHER_FAILURE, PASSES, SAME_BUG, CrossCheck
 from fuzzer.cases.folder import write_case
-from fuzzer.cases.report import render_report, title
+from fuzzer.cases.report import owner_operator_words, render_report, title
 from fuzzer.check.pipeline import check_prepared
 from fuzzer.check.source import prepare
 from fuzzer.converters import ConverterRegistry
@@ -68,6 +68,16 @@ def test_a_case_names_its_owner_as_it_is_first_filed(tmp_path) -> None:
     # Titled in the tool's vocabulary: the ONNX operator the one graph operator became in the model it received.
     assert title(case) == ("planted-sin-crash: KeyError at graph optimization on `Sin` (from `sin`): "
                            "'planted: no rule for Sin'")
+
+
+def test_an_unreduced_case_is_titled_by_the_onnx_operators_its_localized_operator_is_written_with() -> None:
+    """Beside another operator, `sin` is named by its ONNX counterpart's `Sin`, which the received model holds."""
+    b = GraphBuilder()
+    x = b.input((3, 5), DType.FLOAT32)
+    graph = b.build((b.op("sin", (b.op("neg", (x,), (3, 5), DType.FLOAT32),), (3, 5), DType.FLOAT32),))
+    case = first_sighted(graph)
+    assert owner_operator_words(case, "sin") == "`Sin` (from `sin`)"
+    assert owner_operator_words(case, "neg") == "`Neg` (from `neg`)"
 
 
 def test_a_tool_crash_on_a_valid_model_stays_the_tools_though_the_exporter_failed_otherwise() -> None:

@@ -133,3 +133,9 @@ def test_openvinos_report_of_unconverted_operations_is_classed_by_the_frontends_
     no_rule = ("openvino._pyopenvino.OpConversionFailure: Check 'false' failed at unconverted_ops_report.cpp:151:\n"
                "Model wasn't fully converted.\nSummary:\n-- No conversion rule found for operations: aten::erfinv\n")
     assert "No conversion rule found for operations: aten::erfinv" in error_class(no_rule)
+    step = ("openvino._pyopenvino.OpConversionFailure: Check 'false' failed at src/frontends/common_translators/src/"
+            "unconverted_ops_report.cpp:151:\nFrontEnd API failed with OpConversionFailure:\nModel wasn't fully "
+            "converted.\nSummary:\n-- normalize step failed with: Exception from src/core/src/shape_util.cpp:66:\n"
+            "Accessing out-of-range dimension\n")
+    assert error_class(step) == "OpConversionFailure: the frontend's normalize step failed: Accessing out-of-range " \
+                                "dimension"

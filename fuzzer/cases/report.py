@@ -24,10 +24,11 @@ from fuzzer.converters.dynamic import DynamicAxes
 from fuzzer.converters.rewrite_view import changed_ops, node_lines
 from fuzzer.support.faults import message_frame, without_frame
 from generators.ir import Graph
+from generators.ops.onnx_nodes import OnnxCall
 from generators.registry import REGISTRY
 from oracles.dynamic import at_second_shape
 from oracles.judgement import OUTPUT_COUNT
-from oracles.rootcause import SHOWN_OPERATORS, UNLOCALIZED, verdict_root_cause
+from oracles.rootcause import SHOWN_OPERATORS, UNLOCALIZED, explaining_error, verdict_root_cause
 from oracles.verdict import Stage, Symptom
 
 GRAPH_LINES = 14  # the graph section shows this many definitions at most (graph.dot has it all)
@@ -77,7 +78,7 @@ def title(case: Any) -> str:
     if symptom in DIVERGENCE_WORDS:
         dtype = f" ({verdict.diverging_dtype})" if verdict.diverging_dtype else ""
         return f"{who}: {owner_operator_words(case, cause.shown_operator)} {DIVERGENCE_WORDS[symptom]}{dtype}"
-    exc, _, message = verdict.message.partition(": ")
+    exc, _, message = explaining_error(verdict.message).partition(": ")
     first = message.strip().splitlines()[0] if message.strip() else ""
     where = (f"on {owner_operator_words(case, cause.shown_operator)}" if cause.shown_operator != UNLOCALIZED
              else died_in(verdict.message, case.graph.ops()))
@@ -90,13 +91,28 @@ def owner_operator_words(case: Any, op: str) -> str:
     graph operator of a (reduced) case became in the model it received ('`Transpose` (from `permute`)'); else
     operator_words."""
     upstream = getattr(case, "upstream_model", None)  # only a tool that takes ONNX received one
-    if upstream is None or op[:1].isupper() or list(dict.fromkeys(case.graph.ops())) != [op]:
+    if upstream is None or op[:1].isupper() or op not in case.graph.ops():
         return operator_words(op)
     nodes = onnx.load_from_string(upstream).graph.node
-    types = list(dict.fromkeys(n.op_type for n in nodes if n.op_type not in PLUMBING))
+    received = list(dict.fromkeys(n.op_type for n in nodes if n.op_type not in PLUMBING))
+    # A graph of that one operator: every node the tool received is its; else the operators its ONNX counterpart
+    # is written with, those of them the received model holds.
+    types = received if list(dict.fromkeys(case.graph.ops())) == [op] else \
+        [t for t in counterpart_types(case, op) if t in received]
     if not types:
         return operator_words(op)
     return f"{', '.join(f'`{t}`' for t in types[:SHOWN_OPERATORS])} (from `{op}`)"
+
+
+def counterpart_types(case: Any, op: str) -> tuple[str, ...]:
+    """The ONNX operator types the graph's first `op` node is written with by its ONNX counterpart, at the case's
+    opset."""
+    graph = case.graph
+    node = next(n for n in graph.nodes if n.op == op)
+    types = {**graph.inputs, **graph.weights, **graph.types}
+    call = OnnxCall(node.inputs, node.outputs, tuple(types[n] for n in node.inputs),
+                    tuple(types[n] for n in node.outputs), int(case.converter_options.get("opset", 18)))
+    return REGISTRY[op].onnx_op_types(node.attrs, call)
 
 
 def operator_words(op: str) -> str:

@@ -212,6 +212,17 @@ class OpSpec:
             return None
         return self.onnx_nodes(attrs, call)
 
+    def onnx_op_types(self, attrs: AttrMap, call: OnnxCall) -> tuple[str, ...]:
+        """The ONNX operator types its counterpart is written with at `call.opset` (`Not`, `Where` for a where on a
+        negated condition), past the dtype check; () where it has none."""
+        if self.onnx_since is None:
+            return ()
+        try:
+            nodes = self.onnx_nodes(attrs, call)
+        except (KeyError, ValueError, TypeError, IndexError):  # an attribute the counterpart cannot write
+            return ()
+        return tuple(dict.fromkeys(n.op_type for n in nodes or ()))
+
     def onnx_nodes(self, attrs: AttrMap, call: OnnxCall) -> list[onnx.NodeProto] | None:
         """`to_onnx` past its checks of opset and dtype: append the node(s) to `call` and return `call.nodes`, or
         None where an attribute has no counterpart."""

@@ -60,8 +60,10 @@ def test_reachable_pairs_leave_out_what_the_operators_and_the_tool_cannot_meet()
     excluded = cov.excluded
     assert excluded["fuse_bn_into_conv", "bool"] == \
         "learned: its operators (BatchNormalization, Conv) take no bool in ONNX's schemas"
-    assert excluded["conv", "float64"] == "learned: no CPU kernel of ONNX Runtime's for its operators (Conv) takes float64"
+    assert excluded["conv", "float64"] == \
+        "learned: no CPU kernel of ONNX Runtime's for its operators (Conv) takes float64"
     assert ("conv", "float16") not in excluded  # ONNX Runtime casts float16 around a float kernel
+    assert excluded["conv", "broadcast"] == "learned: its operators (Conv) do not broadcast"
     assert excluded["never", "in_subgraph"] == "not measured"
     assert excluded["never", "rank0"].startswith(f"learned: all {LEARNED_AFTER} tests steered")
     assert ("never", "rank1") not in excluded and ("never", "bool") not in excluded  # nothing learned of its ops

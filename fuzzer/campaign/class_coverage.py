@@ -5,7 +5,8 @@ Every pair of a reachable rewrite and a class is reachable, except where (the re
 - the tool says its rewrites cannot meet the class (capabilities.ClassReach);
 - learned from the campaign: the operators a rewrite matched in the tests that fired it take no such dtype in ONNX's
   schemas, or no CPU kernel of ONNX Runtime's takes it (a model with that dtype fails before the tool runs; float16
-  counts as float32 there: ONNX Runtime casts around a float-only kernel);
+  counts as float32 there: ONNX Runtime casts around a float-only kernel); none of them broadcasts (broadcast);
+  they are Constant nodes alone, which read no operands (the operand classes);
 - learned from the steering (policy/class_steering.py): every test steered to the pair ended before the rewrite
   could run (the upstream model failed, or the graph could not be made so)."""
 
@@ -17,7 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from fuzzer.converters.edge_classes import OP_PREFIX, EdgeClass
+from fuzzer.converters.edge_classes import BROADCASTING, OP_PREFIX, EdgeClass
 
 # Of the steered attempts at a pair, how many ending before the rewrite mark it unreachable (none having reached it).
 LEARNED_AFTER = 3
@@ -108,7 +109,9 @@ def class_coverage(rewrites: Iterable[str], counts: Mapping[tuple[str, str], tup
         for c in _CLASSES:
             if (r, c) in fired:
                 continue
-            why = tool_reach.get(c) or _dtype_unreachable(c, frozenset(ops.get(r, ()))) or _tried_out(tried.get((r, c)))
+            learned = frozenset(ops.get(r, ()))
+            why = tool_reach.get(c) or _dtype_unreachable(c, learned) or _shape_unreachable(c, learned) or \
+                _tried_out(tried.get((r, c)))
             if why:
                 excluded[r, c] = why
     return ClassCoverage(names, fired, excluded)
@@ -132,6 +135,24 @@ def _dtype_unreachable(cls: str, ops: frozenset[str]) -> str:
     kernel = "tensor(float)" if cls == "float16" else wanted
     if not any(kernel in _cpu_kernel_types(op) for op in ops):
         return f"learned: no CPU kernel of ONNX Runtime's for its operators ({listed}) takes {cls}"
+    return ""
+
+
+_OPERAND_CLASSES = frozenset({EdgeClass.CONSTANT_OPERAND.value, EdgeClass.INPUT_OPERAND.value,
+                              EdgeClass.CONSTANT_ZERO.value, EdgeClass.CONSTANT_NEGATIVE.value,
+                              EdgeClass.CONSTANT_NONFINITE.value, EdgeClass.CONSTANT_EMPTY.value})
+
+
+def _shape_unreachable(cls: str, ops: frozenset[str]) -> str:
+    """Why a rewrite whose matches were of operators `ops` cannot meet a broadcast or an operand class ("" where it
+    can, or nothing is known)."""
+    if not ops or any("." in op for op in ops):
+        return ""
+    listed = ", ".join(sorted(ops))
+    if cls == EdgeClass.BROADCAST.value and not ops & BROADCASTING:
+        return f"learned: its operators ({listed}) do not broadcast"
+    if cls in _OPERAND_CLASSES and ops <= {"Constant"}:
+        return f"learned: its operators ({listed}) read no operands"
     return ""
 
 

@@ -112,7 +112,9 @@ def coverage(db: CampaignDB, converters: Mapping[str, Converter], device: str = 
             out = {n: why for n, why in converter.rewrites_out_of_reach(device).items() if n in known}
             beyond = converter.rewrites_beyond_float()
         reachable = tuple(n for n in known if n not in out) if known else tuple(sorted(fired))
-        pairs = class_coverage(reachable, classes.get(name, {}), classes_out_of_reach(converter), tried.get(name, {}))
+        # The ONNX tools record the classes of what they matched; an exporter's own optimizer replay does not.
+        pairs = class_coverage(reachable, classes.get(name, {}), classes_out_of_reach(converter),
+                               tried.get(name, {})) if converter.role is Role.ONNX_TOOL else ClassCoverage()
         rows.append(RewriteCoverage(name, tuple(known), fired, failed, out, beyond, pairs))
     return rows
 

@@ -303,7 +303,12 @@ def _keys(model: onnx.ModelProto) -> set[NodeKey]:
 
 
 def typed(model: onnx.ModelProto) -> onnx.ModelProto:
-    """`model` with its intermediate values' types inferred where ONNX's shape inference can (as is where not)."""
+    """`model` with its intermediate values' types inferred where ONNX's shape inference can (as is where not, or
+    where the main graph already types every value its nodes make: onnxsim's output does)."""
+    graph = model.graph
+    known = {v.name for v in (*graph.value_info, *graph.output)}
+    if all(name in known for node in graph.node for name in node.output if name):
+        return model
     try:
         return onnx.shape_inference.infer_shapes(model)
     except Exception:  # a model inference rejects still has the classes its declared types give

@@ -35,7 +35,8 @@ def write_page(triage: Triage, out_dir: Path, page: Path) -> Path:
     environment = _environment()
     groups = sorted(triage.groups, key=lambda g: g.known)  # stable: new first, each part most hits first
     out_dir, page = Path(out_dir), Path(page)
-    rows = [table_row(g, i < MAX_PICTURES, triage.started, out_dir, page.parent) for i, g in enumerate(groups)]
+    rows = [table_row(g, i < MAX_PICTURES, triage.started, out_dir, page.parent, triage.impacts.get(g.key))
+            for i, g in enumerate(groups)]
     pictures = [graph_picture(g, row, out_dir, f"g{i}-") for i, (g, row) in enumerate(zip(groups, rows))
                 if row.pictured]
     html = environment.get_template(TEMPLATE).render(
@@ -47,7 +48,8 @@ def write_page(triage: Triage, out_dir: Path, page: Path) -> Path:
         sequences_tested=triage.sequences_tested, rewrites=triage.rewrites,
         exporter_split=sorted(triage.exporter_split.items(), key=lambda kv: -kv[1]),
         split_total=sum(triage.exporter_split.values()),
-        campaign=out_dir.name, started=_clock(triage.started), written=_clock(time.time()))
+        impacts=bool(triage.impacts), campaign=out_dir.name, started=_clock(triage.started),
+        written=_clock(time.time()))
     atomic_write_text(page, html)
     return page
 

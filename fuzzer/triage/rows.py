@@ -6,9 +6,13 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 from fuzzer.triage.model import RootCauseGroup
+
+if TYPE_CHECKING:
+    from fuzzer.triage.impact import Impact
 
 # Terminal colour codes (numbers already normalised to <n>) and other control characters some exporters print.
 _CONTROL = re.compile(r"\x1b\[[0-9;<>n]*[A-Za-z]|[\x00-\x08\x0b-\x1f\x7f]")
@@ -36,9 +40,11 @@ class Row:
     report: str | None
     repro: str | None
     pictured: bool
+    affects: str = ""  # the zoo architectures its pattern occurs in ("none"), where `convsmith report` computed it
 
 
-def table_row(group: RootCauseGroup, pictured: bool, started: float, out_dir: Path, page_dir: Path) -> Row:
+def table_row(group: RootCauseGroup, pictured: bool, started: float, out_dir: Path, page_dir: Path,
+              impact: Impact | None = None) -> Row:
     """The table's view of one root cause, first seen in minutes since the campaign started."""
     cause, rep = group.cause, group.representative
     title = _CONTROL.sub("", group.title)
@@ -48,7 +54,8 @@ def table_row(group: RootCauseGroup, pictured: bool, started: float, out_dir: Pa
                signatures=len(group.findings), nodes=rep.nodes, reduced=rep.reduced,
                state=rep.reduction_state, known=group.known,
                report=_link(out_dir, rep.case_dir, "report.md", page_dir),
-               repro=_link(out_dir, rep.case_dir, "repro.py", page_dir), pictured=pictured)
+               repro=_link(out_dir, rep.case_dir, "repro.py", page_dir), pictured=pictured,
+               affects=impact.line().removeprefix("affects: ") if impact is not None else "")
 
 
 def _link(out_dir: Path, case_dir: str | None, name: str, page_dir: Path) -> str | None:

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fuzzer.campaign import tallies
 from fuzzer.campaign.db import CampaignDB
@@ -19,6 +20,9 @@ from fuzzer.triage.findings import load_findings
 from fuzzer.triage.grouping import corpus_keys, exporter_bugs, group
 from fuzzer.triage.model import UNREDUCED, RootCauseGroup
 from oracles.sequences import Enrichment, enrichment_of_counts, top
+
+if TYPE_CHECKING:
+    from fuzzer.triage.impact import Impact
 
 # The published study of 200 ONNX converter failures: shares of symptoms and of the faulty stage.
 STUDY_SYMPTOM_SHARES = {"crash": 0.56, "wrong model": 0.33, "other": 0.11}
@@ -66,9 +70,12 @@ class Triage:
     sequences_tested: int = 0  # sequences seen in at least two failing graphs
     rewrites: tuple[RewriteCoverage, ...] = ()  # each ONNX tool's rewrites and how often they fired
     exporter_split: dict[str, int] = field(default_factory=dict)  # tests per exporter model (fuzzer/campaign/rewrites)
+    # Root cause key -> the zoo architectures its pattern occurs in (fuzzer/triage/impact.py); `convsmith report`'s.
+    impacts: Mapping[str, Impact] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        return {"headline": self.headline.__dict__, "root_causes": [g.to_json() for g in self.groups],
+        return {"headline": self.headline.__dict__,
+                "root_causes": [{**g.to_json(), **self.impact_json(g.key)} for g in self.groups],
                 "timeline": [list(t) for t in self.timeline],
                 "tests_per_minute": {k: [list(p) for p in v] for k, v in self.rates.items()},
                 "symptom_stage": self.symptom_stage, "sequences": [s.__dict__ for s in self.sequences],
@@ -76,6 +83,11 @@ class Triage:
                 "exporter_split": self.exporter_split,
                 "study": {"symptom_shares": STUDY_SYMPTOM_SHARES,
                           "node_conversion_share": STUDY_NODE_CONVERSION_SHARE}}
+
+    def impact_json(self, key: str) -> dict[str, Any]:
+        """{"impact": ...} of the root cause `key` where it was computed, else {}."""
+        impact = self.impacts.get(key)
+        return {"impact": impact.to_json()} if impact is not None else {}
 
 
 def triage(out_dir: Path, db: CampaignDB, corpus: Path | None = None, now: float | None = None) -> Triage:

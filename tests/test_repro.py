@@ -18,7 +18,7 @@ from test_whose_bug import SinAsCosExporter, one_op
 
 from fuzzer.cases.case import CaseData
 from fuzzer.cases.folder import read_case
-from fuzzer.cases.repro import identifier, render_module, render_repro
+from fuzzer.cases.repro import identifier, imported_libraries, render_module, render_repro
 from fuzzer.commands import main as cli
 from fuzzer.converters import CONVERTERS, Converter, ConverterRegistry
 from generators.ir import Graph
@@ -375,3 +375,9 @@ def test_repro_py_exits_4_when_it_fails_outside_the_conversion(tmp_path: Path) -
     ran = subprocess.run([sys.executable, "-I", "repro.py"], cwd=folder, capture_output=True, text=True, timeout=120)
     assert ran.returncode == 4, ran.stdout[-2000:] + ran.stderr[-2000:]
     assert "repro.py: failed outside the conversion this case was filed for" in ran.stderr
+
+
+def test_the_docstring_names_the_libraries_the_script_imports_in_order() -> None:
+    script = "import numpy as np\n\ndef run():\n    import openvino as ov\n    import torch\n"
+    assert imported_libraries(script, ("torch", "onnx", "onnxruntime", "numpy", "openvino", "torch")) == \
+        "torch, numpy, openvino"

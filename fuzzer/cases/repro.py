@@ -9,6 +9,8 @@ onnxruntime and numpy (plus the ONNX optimizer under test, if any), never convsm
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
 from typing import Any
 
 from fuzzer.cases.assembly import Module, assemble, harness
@@ -28,7 +30,9 @@ from oracles.verdict import Symptom
 
 # ---- the script ------------------------------------------------------------------------------------------------
 
-_HARNESS_LIBS = frozenset({"torch", "torch.onnx", "onnx", "onnxruntime", "numpy"})  # named in every script
+_HARNESS_LIBS = ("torch", "onnx", "onnxruntime", "numpy")  # the usual harness's libraries, in the order named
+_LIBS_MARK = "<libraries>"
+_IMPORT = re.compile(r"^\s*(?:import|from)\s+(\w+)", re.MULTILINE)
 LOST_CHILD_TIMEOUT_S = 600  # a death case's child that neither dies nor ends by then fails otherwise
 # The harness modules of the two usual kinds of repro.py, head first, read once: a campaign renders what it started
 # with. A converter that declares other modules (Converter.source_harness) has them read on first use.
@@ -119,11 +123,6 @@ def _source_exporter(converter: Converter, options: Any) -> Converter | None:
     return converter if converter.role is Role.EXPORTER else CONVERTERS.get(options.get("upstream", ""))
 
 
-def _source_framework(converter: Converter, options: Any) -> str:
-    exporter = _source_exporter(converter, options)
-    return exporter.framework if exporter is not None else "pytorch"
-
-
 def _source_model(converter: Converter, options: Any, graph: Graph) -> dict[str, str]:
     """The script's model part, as the exporter of the model it starts from writes it (Converter.repro_model)."""
     exporter = _source_exporter(converter, options)
@@ -141,19 +140,26 @@ def render_repro(case: Any, converter: Converter | None = None) -> str:
     plan = found if found is not None and found.repro_conversion else _NoCall()
     from_upstream = (plan.role.starts_upstream and case.upstream_model is not None
                      and bool(plan.repro_upstream_conversion))
-    extra = "".join(f", {lib}" for lib in (found.libraries if found else ()) if lib not in _HARNESS_LIBS)
+    libraries = (*_HARNESS_LIBS, *(found.libraries if found else ()))
     opening = {"title": f"convsmith case {case.id}: {verdict.symptom.json_name} in {case.converter} "
-                        f"({verdict.stage.value})",
-               "libs": ("torch, " if not from_upstream and _source_framework(plan, case.converter_options) == "pytorch"
-                        else "") + f"onnx, onnxruntime, numpy{extra}"}
+                        f"({verdict.stage.value})", "libs": _LIBS_MARK}
     rendered = {"transform": render_transform(case, found), "export": render_export(case, found)}
     if from_upstream:
         chosen = {"convert_and_run": plan.repro_upstream_conversion}
-        return assemble(_parsed(plan.upstream_harness), case_values(case), opening, chosen, rendered)
+        script = assemble(_parsed(plan.upstream_harness), case_values(case), opening, chosen, rendered)
+        return script.replace(_LIBS_MARK, imported_libraries(script, libraries), 1)
     chosen = {"convert_and_run": plan.repro_conversion}
     if plan.role.starts_upstream:
         chosen["export_upstream"] = upstream_export(case.converter_options)
     rendered.update(_source_model(plan, case.converter_options, case.graph))
-    return assemble(_parsed(plan.source_harness), case_values(case), opening, chosen, rendered)
+    script = assemble(_parsed(plan.source_harness), case_values(case), opening, chosen, rendered)
+    return script.replace(_LIBS_MARK, imported_libraries(script, libraries), 1)
+
+
+def imported_libraries(script: str, libraries: Sequence[str]) -> str:
+    """'torch, numpy, openvino': those of `libraries` the script imports, in that order (the docstring says what a
+    user needs installed, which is what the harness modules chosen for the case import)."""
+    imported = set(_IMPORT.findall(script))
+    return ", ".join(lib for lib in dict.fromkeys(libraries) if lib.split(".")[0] in imported)
 
 __all__ = ["identifier", "render_module", "render_repro"]

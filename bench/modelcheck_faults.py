@@ -72,12 +72,28 @@ def round_bf16(model: onnx.ModelProto, rng: random.Random) -> Fault:
     return Fault(FaultKind.PARAMETER, f"round {tensor.name} to bfloat16", _first_reader(model, tensor.name))
 
 
-def change_attribute(model: onnx.ModelProto, rng: random.Random) -> Fault:
+def transpose_weight(model: onnx.ModelProto, rng: random.Random) -> Fault:
+    """A weight with two axes of one size (a square kernel's height and width, a square matrix) transposed."""
     options = []
+    for tensor in _float_inits(model):
+        dims = list(tensor.dims)
+        axes = (len(dims) - 2, len(dims) - 1) if len(dims) in (2, 4) and dims[-1] == dims[-2] > 1 else None
+        if axes and not np.array_equal(numpy_helper.to_array(tensor), np.swapaxes(numpy_helper.to_array(tensor),
+                                                                                  *axes)):
+            options.append((tensor, axes))
+    tensor, axes = rng.choice(options)
+    tensor.CopyFrom(numpy_helper.from_array(np.ascontiguousarray(np.swapaxes(numpy_helper.to_array(tensor), *axes)),
+                                            tensor.name))
+    return Fault(FaultKind.PARAMETER, f"transpose {tensor.name} axes {axes}", _first_reader(model, tensor.name))
+
+
+def change_attribute(model: onnx.ModelProto, rng: random.Random) -> Fault:
+    options: list[tuple[onnx.NodeProto, str, object]] = []
     for node in model.graph.node:
         attrs = {a.name: a for a in node.attribute}
         if node.op_type == "Conv" and "pads" in attrs and any(attrs["pads"].ints):
             options.append((node, "pads", [0] * len(attrs["pads"].ints)))
+            options.append((node, "pads", None))  # dropped: ONNX's default is no padding
         if node.op_type in ("Gemm",):
             options.append((node, "alpha", 0.5))
         if node.op_type == "LeakyRelu":
@@ -87,8 +103,9 @@ def change_attribute(model: onnx.ModelProto, rng: random.Random) -> Fault:
     node, name, value = rng.choice(options)
     kept = [a for a in node.attribute if a.name != name]
     del node.attribute[:]
-    node.attribute.extend([*kept, helper.make_attribute(name, value)])
-    return Fault(FaultKind.HYPERPARAMETER, f"{node.op_type} {name}={value}", node.output[0])
+    node.attribute.extend(kept if value is None else [*kept, helper.make_attribute(name, value)])
+    what = f"drop {node.op_type} {name}" if value is None else f"{node.op_type} {name}={value}"
+    return Fault(FaultKind.HYPERPARAMETER, what, node.output[0])
 
 
 def swap_node(model: onnx.ModelProto, rng: random.Random) -> Fault:
@@ -109,19 +126,25 @@ def drop_node(model: onnx.ModelProto, rng: random.Random) -> Fault:
 
 
 def channels_last(model: onnx.ModelProto, rng: random.Random) -> Fault:
+    """The image input declared in the other layout (channels-last for a channels-first model, as a Keras user's
+    tool would take it, and the reverse for a Keras model's), transposed back inside the graph."""
     value = model.graph.input[0]
     dims = [d.dim_value for d in value.type.tensor_type.shape.dim]
-    inner = value.name + "_nchw"
+    if len(dims) != 4:
+        raise IndexError("no image input")
+    first = dims[1] in (1, 3) and dims[3] not in (1, 3)
+    declared, perm = ([dims[0], dims[2], dims[3], dims[1]], [0, 3, 1, 2]) if first else \
+        ([dims[0], dims[3], dims[1], dims[2]], [0, 2, 3, 1])
+    inner = value.name + "_as_declared"
     for node in model.graph.node:
         node.input[:] = [inner if i == value.name else i for i in node.input]
-    value.CopyFrom(helper.make_tensor_value_info(value.name, onnx.TensorProto.FLOAT,
-                                                 [dims[0], dims[2], dims[3], dims[1]]))
-    model.graph.node.insert(0, helper.make_node("Transpose", [value.name], [inner], perm=[0, 3, 1, 2]))
-    return Fault(FaultKind.INPUT, "input channels-last", "")
+    value.CopyFrom(helper.make_tensor_value_info(value.name, onnx.TensorProto.FLOAT, declared))
+    model.graph.node.insert(0, helper.make_node("Transpose", [value.name], [inner], perm=perm))
+    return Fault(FaultKind.INPUT, f"input {'channels-last' if first else 'channels-first'}", "")
 
 
 PLANTERS: tuple[Callable[[onnx.ModelProto, random.Random], Fault], ...] = (
-    perturb, round_bf16, change_attribute, swap_node, drop_node, channels_last)
+    perturb, round_bf16, change_attribute, swap_node, drop_node, channels_last, transpose_weight)
 
 
 class PlantedTool(OnnxPassConverter):
@@ -132,12 +155,13 @@ class PlantedTool(OnnxPassConverter):
     distributions = ("onnx", "onnxruntime")
     options_type = UpstreamOptions
 
-    def __init__(self, planter: Callable[[onnx.ModelProto, random.Random], Fault]) -> None:
+    def __init__(self, planter: Callable[[onnx.ModelProto, random.Random], Fault], seed: int = 0) -> None:
         self.planter = planter
+        self.seed = seed
         self.name = f"planted-{planter.__name__.replace('_', '-')}"
 
     def transform(self, model: onnx.ModelProto, options: UpstreamOptions) -> onnx.ModelProto:
-        self.planter(model, random.Random(0))
+        self.planter(model, random.Random(self.seed))
         return model
 
 

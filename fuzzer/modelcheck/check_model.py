@@ -58,12 +58,12 @@ def source_feeds(source: bytes, model: UserModel, seed: int) -> tuple[dict[str, 
 
 
 def check_model(model: UserModel, registry: ConverterRegistry, wanted: Sequence[str], seed: int,
-                fix: bool = True) -> list[ModelResult]:
+                fix: bool = True, prepared: object = None) -> list[ModelResult]:
     """Each converter's verdict; a wrong target that is an ONNX model, with an ONNX model it started from, is
-    located, diagnosed and repaired (where `fix`)."""
+    located, diagnosed and repaired (where `fix`). `prepared`: the model's prepare(), where the caller made it."""
     results = []
     converters = applicable(model, registry, wanted)
-    prepared = prepare(model)
+    prepared = prepare(model) if prepared is None else prepared
     # A bar on a terminal only (disable=None): a large model takes minutes per converter.
     for converter in tqdm(converters, desc=model.label, unit="converter", disable=None, leave=False):
         with library_output():

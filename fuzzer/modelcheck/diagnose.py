@@ -164,7 +164,8 @@ def _constant_node(source: onnx.ModelProto, twin: onnx.NodeProto, node: onnx.Nod
 
 
 def constant_difference(name: str, source: np.ndarray, target: np.ndarray) -> str:
-    """'' when equal; else how they differ: another shape or dtype, a rounding to a narrower float, or values."""
+    """'' when equal; else how they differ: another shape or dtype, a rounding to a narrower float, two axes swapped,
+    or values."""
     if source.shape != target.shape or source.dtype != target.dtype:
         return f"constant {name} is {target.dtype}{list(target.shape)}, the source's {source.dtype}{list(source.shape)}"
     if np.array_equal(source, target, equal_nan=source.dtype.kind == "f"):
@@ -174,6 +175,11 @@ def constant_difference(name: str, source: np.ndarray, target: np.ndarray) -> st
             if np.dtype(narrow).itemsize < source.dtype.itemsize and \
                     np.array_equal(source.astype(narrow).astype(source.dtype), target):
                 return f"constant {name} is the source's rounded to {label}"
+    swapped = next((pair for pair in itertools.combinations(range(source.ndim), 2)
+                    if source.shape[pair[0]] == source.shape[pair[1]] and
+                    np.array_equal(np.swapaxes(source, *pair), target)), None)
+    if swapped:
+        return f"constant {name} is the source's with axes {swapped[0]} and {swapped[1]} swapped (transposed)"
     diff = float(np.max(np.abs(target.astype(np.float64) - source.astype(np.float64))))
     return f"constant {name} differs from the source's (max abs {diff:.3g})"
 

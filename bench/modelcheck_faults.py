@@ -46,6 +46,11 @@ class Fault:
     kind: FaultKind
     what: str
     node: str  # the output of the node that should be located ('' for an input fault)
+    also: tuple[str, ...] = ()  # other nodes as right: each reader of a dropped node's value, the first diverges
+
+    def named_in(self, named: set[str]) -> bool:
+        """Whether one of the nodes to locate is among those a round named."""
+        return bool(named & {self.node, *self.also})
 
 
 def _float_inits(model: onnx.ModelProto) -> list[onnx.TensorProto]:
@@ -117,12 +122,11 @@ def swap_node(model: onnx.ModelProto, rng: random.Random) -> Fault:
 def drop_node(model: onnx.ModelProto, rng: random.Random) -> Fault:
     outputs = {o.name for o in model.graph.output}
     node = rng.choice([n for n in model.graph.node if n.op_type in UNARY and n.output[0] not in outputs])
+    readers = [n.output[0] for n in model.graph.node if node.output[0] in n.input]
     for other in model.graph.node:
         other.input[:] = [node.input[0] if i == node.output[0] else i for i in other.input]
-    reader = _first_reader(model, node.input[0]) if node.input[0] else ""
     model.graph.node.remove(node)
-    readers = [n.output[0] for n in model.graph.node if node.input[0] in n.input]
-    return Fault(FaultKind.GRAPH, f"drop {node.op_type} {node.name}", readers[-1] if readers else reader)
+    return Fault(FaultKind.GRAPH, f"drop {node.op_type} {node.name}", readers[0], tuple(readers[1:]))
 
 
 def channels_last(model: onnx.ModelProto, rng: random.Random) -> Fault:
@@ -205,7 +209,7 @@ def main() -> None:
             seconds = time.perf_counter() - start
             first = result.rounds[0] if result.rounds else None
             named = {first.location.output} | {f.at for f in first.findings} if first and first.location else set()
-            located = first is not None and (fault.node in named if first.location else
+            located = first is not None and (fault.named_in(named) if first.location else
                                              fault.kind is FaultKind.INPUT and bool(first.findings))
             diagnosed = located and first is not None and [f.kind for f in first.findings][:1] == [fault.kind]
             for label, hit in (("planted", True), ("located", located), ("diagnosed", diagnosed),

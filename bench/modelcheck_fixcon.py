@@ -120,7 +120,7 @@ def judged(result: ModelResult, fault: Fault) -> tuple[bool, bool, bool]:
     if first is None:
         return False, False, False
     named = ({first.location.output} | {f.at for f in first.findings}) if first.location else set()
-    located = fault.node in named if first.location else fault.kind is FaultKind.INPUT and bool(first.findings)
+    located = fault.named_in(named) if first.location else fault.kind is FaultKind.INPUT and bool(first.findings)
     kind = located and [f.kind for f in first.findings][:1] == [fault.kind]
     return located, kind, bool(repair and repair.repaired)
 

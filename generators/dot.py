@@ -34,6 +34,7 @@ def to_dot(graph: Graph) -> str:
             producer[name] = node_id
     for name in graph.outputs:
         lines.append(f'  "out:{name}" [shape=ellipse, style=filled, fillcolor="#d9ead3", label="{name}"];')
-        lines.append(f'  "{producer[name]}" -> "out:{name}" [label="{_label(graph.types[name])}"];')
+        if name in producer:  # a signature graph (a zoo model's, a cut's) has no node writing it
+            lines.append(f'  "{producer[name]}" -> "out:{name}" [label="{_label(graph.types[name])}"];')
     lines.append("}")
     return "\n".join(lines) + "\n"

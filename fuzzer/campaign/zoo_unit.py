@@ -5,8 +5,9 @@ An exporter of the entry's framework takes it as it is; an ONNX tool starts from
 upstream drawn by the seed); a converter that cannot take it (another framework's, or an ONNX tool beside a Keras
 model) is skipped as inexpressible. A bug's evidence goes to `zoo/<case>/` in the campaign folder: `zoo.json` (the
 entry, seed, converter, options and verdict, and the command that checks it again), the model the converter wrote,
-and the inputs and expected outputs in the ONNX test-case layout. Reducing a zoo model's finding to a graph case is
-the next layer of issue 59, not done here.
+and the inputs and expected outputs in the ONNX test-case layout. An ONNX tool's finding is the test's case folder:
+the campaign's reducer cuts it down to its smallest failing subgraph, a case inside it (fuzzer/modelcheck/
+zoo_finding.py); an exporter's is not reduced.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from fuzzer.campaign.result import TestResult
 from fuzzer.campaign.sources import SourceKind
 from fuzzer.campaign.worker_config import WorkerConfig
 from fuzzer.cases.case import case_id
-from fuzzer.check.zoo import ZooResult, check_zoo, prepare_zoo
+from fuzzer.check.zoo import EVIDENCE_RECORD, ZooResult, check_zoo, prepare_zoo
 from fuzzer.check.zoo_source import ZooSource
 from fuzzer.converters import ConverterRegistry
 from fuzzer.converters.base import Converter
@@ -141,14 +142,25 @@ def run_zoo_test(runner: Runner, idx: int, seed: int, prepared: ZooSource, name:
         runner.send(TestResult.own_error(idx, seed, name, options, wall_s=time.perf_counter() - start))
         return
     result = dataclasses.replace(result, verdict=result.verdict.with_labels(f"zoo:{entry.name}"))
+    case_dir = None
     if result.verdict.is_bug and result.verdict.signature:
         runner.phase(idx, name, Step.CASE)
         try:
             write_evidence(Path(runner.config.out_dir), prepared, result, options)
         except OSError as exc:
             runner.own_error(idx, seed, name, Step.CASE, exc)
+        case_dir = reducible_evidence(converter, result)
     runner.hold(TestResult.of_verdict(idx, seed, result.verdict, converter.options(options).to_json(),
-                                      result.timings, time.perf_counter() - start, rewrites=result.rewrites))
+                                      result.timings, time.perf_counter() - start, case_dir=case_dir,
+                                      rewrites=result.rewrites))
+
+
+def reducible_evidence(converter: Converter, result: ZooResult) -> str | None:
+    """The evidence folder of an ONNX tool's finding, relative to the campaign folder: the campaign's reducer cuts
+    it down to a case (`convsmith reduce`, fuzzer/modelcheck/zoo_finding.py); None for an exporter's, not reduced."""
+    if not (starts_upstream(converter) and converter.framework == "onnx"):
+        return None
+    return f"{EVIDENCE_DIR}/{case_id(result.verdict.signature)}"
 
 
 def write_evidence(out_dir: Path, prepared: ZooSource, result: ZooResult, options: dict[str, Any]) -> Path | None:
@@ -163,7 +175,7 @@ def write_evidence(out_dir: Path, prepared: ZooSource, result: ZooResult, option
     record = {"entry": entry.name, "framework": entry.framework.value, "seed": zoo.seed,
               "converter": result.converter, "options": options, "verdict": result.verdict.to_json(),
               "check": f"convsmith zoo --check {entry.name} --seed {zoo.seed}"}
-    (staging / "zoo.json").write_text(json.dumps(record, indent=1) + "\n")
+    (staging / EVIDENCE_RECORD).write_text(json.dumps(record, indent=1) + "\n")
     if result.model is not None:
         (staging / "model.onnx").write_bytes(result.model)
     data = staging / "test_data_set_0"

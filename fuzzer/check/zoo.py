@@ -26,6 +26,9 @@ from oracles.signature import wrong_value_signature
 from oracles.taxonomy import failure_verdict, upstream_verdict
 from oracles.verdict import Stage, Symptom, Verdict
 
+# The record of a campaign's finding in a zoo model, in its evidence folder (fuzzer/campaign/zoo_unit.py), which
+# fuzzer/modelcheck/zoo_finding.py reduces.
+EVIDENCE_RECORD = "zoo.json"
 # The exporters each framework's zoo models go through.
 EXPORTERS: Mapping[Framework, tuple[str, ...]] = {
     Framework.PYTORCH: ("torch-onnx-script", "torch-onnx-dynamo"),

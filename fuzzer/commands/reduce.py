@@ -15,11 +15,14 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+import onnx
+
 from fuzzer.cases.case import CaseData
 from fuzzer.cases.case_json import CASE_JSON
 from fuzzer.cases.folder import load_case
 from fuzzer.commands.flags import duration, positive_int
-from fuzzer.converters import DEFAULT_REGISTRY
+from fuzzer.converters import DEFAULT_REGISTRY, load_registry
+from fuzzer.modelcheck.zoo_finding import is_zoo_finding, reduce_zoo_finding
 from fuzzer.reduce.case import NotReproducedAlone, ReductionFailed, reduce_case
 from fuzzer.reduce.isolated import CheckerConfig, IsolatedChecker
 from fuzzer.support.errors import UsageError
@@ -62,14 +65,15 @@ def run(args: argparse.Namespace) -> int:
         except OSError as exc:
             raise UsageError(f"reduce: --log-dir {args.log_dir}: {exc.strerror or exc}") from None
     # A bad CASE is a usage error before anything starts; the cases read here are not read again.
-    given = {folder: load_case(folder) for folder in _folders(args.cases, ())}
+    given = {folder: load_case(folder) for folder in _folders(args.cases, ()) if not is_zoo_finding(folder)}
     config = CheckerConfig(args.registry, args.timeout, args.memory_mb, device=checker_device(),
                            log_dir=str(args.log_dir or ""))
     failed = 0
     with IsolatedChecker(config) as checker:
         for folder in _folders(args.cases, sys.stdin if args.stdin else ()):
-            outcome = reduce_one(folder, args.out, args.inside, checker, args.time, given.pop(folder, None),
-                                 args.shape_first)
+            outcome = (reduce_zoo(folder, args.registry) if is_zoo_finding(folder) else
+                       reduce_one(folder, args.out, args.inside, checker, args.time, given.pop(folder, None),
+                                  args.shape_first))
             failed += not outcome["ok"]
             if args.stdin:
                 print(json.dumps(outcome), flush=True)
@@ -93,6 +97,23 @@ def _folders(given: list[Path], feed: Iterable[str]) -> Iterator[Path]:
     for line in feed:
         if line.strip():
             yield Path(line.strip())
+
+
+def reduce_zoo(folder: Path, registry: str) -> dict[str, Any]:
+    """Reduce a campaign's finding in a zoo model (its evidence folder) to a cut case inside it, as reduce_one
+    answers: {"case", "ok", "seconds"} and the line and path, or the error."""
+    start = time.monotonic()
+    base: dict[str, Any] = {"case": str(folder)}
+    try:
+        path = reduce_zoo_finding(folder, load_registry(registry))
+    except Exception as exc:  # noqa: BLE001 - one case's failure is its answer; the campaign's reducer goes on
+        error = str(exc) if isinstance(exc, UsageError) else f"{type(exc).__name__}: {exc}"
+        return base | {"ok": False, "error": error, "seconds": round(time.monotonic() - start, 2),
+                       "unreproduced": False}
+    nodes = len(onnx.load(str(path / "upstream.onnx")).graph.node)
+    line = f"{folder.name}: a zoo model's finding -> a cut of {nodes} ONNX nodes in {time.monotonic() - start:.1f}s"
+    return base | {"ok": True, "line": f"{line} -> {path}", "path": str(path), "polished": True,
+                   "seconds": round(time.monotonic() - start, 2)}
 
 
 def reduce_one(folder: Path, out: Path | None, inside: bool, checker: IsolatedChecker, budget_s: float,

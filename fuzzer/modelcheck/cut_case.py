@@ -1,0 +1,81 @@
+"""A finding of an ONNX tool in a real model, reduced to a case folder: the smallest cut that still shows it
+(fuzzer/modelcheck/cut.py) as the `upstream.onnx` the tool receives, the source's values at its boundary as the
+inputs, the cut's own run with optimizations off as the expected outputs, and the usual repro.py that starts from
+upstream.onnx and report.md. The case's graph is the cut's signature (its inputs and outputs, no nodes): its
+operators are ONNX nodes, which convsmith's graph IR does not hold."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+
+from fuzzer.cases.case import CaseData, case_id, collect_versions, now_iso
+from fuzzer.cases.folder import write_case
+from fuzzer.converters.base import Converter
+from fuzzer.converters.native import NATIVE
+from fuzzer.modelcheck.cut import Cut, smallest_cut, tool_on, tool_options
+from fuzzer.modelcheck.runs import dtype_of, run_onnx
+from generators.dtypes import DType
+from generators.ir import Graph, TensorType
+from generators.onnx_native import NATIVE_OPSETS
+from oracles.verdict import Verdict
+
+REDUCED_SUFFIX = "reduced"
+
+
+def cut_graph(cut: Cut, outputs: tuple[np.ndarray, ...]) -> Graph:
+    """The cut's signature as a graph: its inputs and outputs typed, no nodes."""
+    inputs = {i.name: TensorType(tuple(x.shape), DType(dtype_of(x))) for i, x in zip(_data_inputs(cut.model),
+                                                                                     cut.inputs, strict=True)}
+    names = tuple(o.name for o in cut.model.graph.output)
+    types = {**inputs, **{n: TensorType(tuple(y.shape), DType(dtype_of(y))) for n, y in zip(names, outputs)}}
+    return Graph(inputs, {}, (), names, types)
+
+
+def _data_inputs(model: onnx.ModelProto) -> list[onnx.ValueInfoProto]:
+    initializers = {t.name for t in model.graph.initializer}
+    return [i for i in model.graph.input if i.name not in initializers]
+
+
+def cut_case(cut: Cut, converter: Converter, options: Mapping[str, Any], signature: str, label: str,
+             seed: int) -> CaseData:
+    """The case of a cut: the tool's verdict on it with the located operator, the cut as upstream.onnx."""
+    upstream = cut.model.SerializeToString()
+    expected = run_onnx(upstream, {i.name: x for i, x in zip(_data_inputs(cut.model), cut.inputs)})
+    graph = cut_graph(cut, expected)
+    verdict: Verdict = dataclasses.replace(cut.conversion.verdict, diverging_op=cut.start_op)
+    verdict = verdict.with_labels(label, "cut")
+    log = (f"{label}: {converter.name} on the whole model, reduced to a cut of {cut.nodes} ONNX nodes grown from "
+           f"node {cut.start} ({cut.start_op}); its inputs are the source's values there.\n{verdict.message}\n")
+    return CaseData(id=f"{case_id(signature)}-{REDUCED_SUFFIX}", signature=signature, graph=graph, seed=seed,
+                    converter=converter.name, converter_options=dict(options), verdict=verdict,
+                    versions=collect_versions(converter.distributions), input_names=tuple(graph.inputs),
+                    output_names=tuple(graph.outputs), created=now_iso(), inputs=cut.inputs, expected=expected,
+                    model=cut.conversion.target_onnx, upstream_model=upstream, log=log,
+                    reduction={"from": label, "cut_from_node": cut.start, "onnx_nodes": cut.nodes})
+
+
+def reduce_tool_finding(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], converter: Converter,
+                        options: Mapping[str, Any], signature: str, label: str, seed: int, out_dir: Path
+                        ) -> Path | None:
+    """Reduce an ONNX tool's failure on `model` (fed `feeds`) to a case folder in `out_dir`; None where the tool
+    passes on the model as given here or no cut of at most MAX_CUT_NODES nodes shows its failure."""
+    inputs = tuple(feeds[i.name] for i in _data_inputs(model))
+    whole = tool_on(model, inputs, converter, label, options)
+    if not whole.verdict.is_bug:
+        return None
+    cut = smallest_cut(model, feeds, converter, whole, options)
+    if cut is None:
+        return None
+    used = converter.options(tool_options(options, {"upstream": NATIVE, "opset": _opset(cut.model)})).to_json()
+    return write_case(out_dir, cut_case(cut, converter, used, signature, label, seed), converter=converter)
+
+
+def _opset(model: onnx.ModelProto) -> int:
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), NATIVE_OPSETS[1])
+    return min(max(opset, NATIVE_OPSETS[0]), NATIVE_OPSETS[1])

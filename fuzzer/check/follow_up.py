@@ -11,6 +11,7 @@ from collections.abc import Callable
 import numpy as np
 
 from fuzzer.check.dynamic import narrowed
+from fuzzer.check.fold_rounding import judged_fold
 from fuzzer.check.judge import judge
 from fuzzer.check.oracle import oracle
 from fuzzer.check.result import CheckOptions, CheckResult, Expected, add_timings, book_inner, timer
@@ -48,6 +49,10 @@ def follow_up(result: CheckResult, converter: Converter, options: ConverterOptio
     timings, traced = dict(result.timings), expected
     if at_second_shape(verdict) and expected.second is not None and result.second is not None:
         expected, run = expected.second, result.second  # what showed the divergence: the run at the second shape
+    folded = judged_fold(verdict, expected, run)
+    if folded is not verdict and not folded.symptom.is_divergence:  # a fold's rounding: nothing to follow up
+        return dataclasses.replace(result, verdict=folded)
+    verdict = folded
     located = verdict.with_labels(*discontinuity_labels(expected, run))
     deadline = time.perf_counter() + check_options.follow_up_budget_s
     if check_options.locate:

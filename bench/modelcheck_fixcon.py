@@ -9,7 +9,9 @@ Each form gets five planted tools, one per Fix-Con kind: a perturbed or transpos
 constant rounded to bfloat16 (ONNX Runtime has no float64 convolution, so the image models are float32 and a
 float32 rounding would change nothing), a dropped or changed attribute, the image input declared in the other layout,
 a swapped or missing node (alternating). A planter's draws are tried from seed 0 until the fault is observable (the
-oracle fails the faulty model on the inputs); the draws passed over are counted. All planted tools and every real
+oracle fails the faulty model on the inputs); the draws passed over are counted. Each form also gets a planted
+exporter (TorchScript's for PyTorch, tf2onnx's for Keras) that perturbs one weight of its model: located against the
+source framework's own layers (forward hooks, Keras layer outputs) and repaired from its weights. All planted tools and every real
 converter that applies then run through `check_model`, as `convsmith check --zoo FORM --registry ...` runs them.
 A planted fault is counted located when the first round names the planted node (the first diverging node, or the
 node its diagnosis is at), or an input finding for a layout fault; kind right when the first finding's kind is the
@@ -26,6 +28,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
@@ -40,11 +43,14 @@ from modelcheck_faults import (
     swap_node,
     transpose_weight,
 )
+from onnx import numpy_helper
 
 from fuzzer.converters import CONVERTERS
-from fuzzer.converters.conversion import Steps
+from fuzzer.converters.conversion import Source, Steps, TargetRun
 from fuzzer.converters.registry import ConverterRegistry
-from fuzzer.converters.tf2onnx_exporter import import_quietly
+from fuzzer.converters.runtime import run_onnx_target
+from fuzzer.converters.tf2onnx_exporter import Tf2Onnx, Tf2OnnxOptions, import_quietly
+from fuzzer.converters.torch_onnx_script import ScriptOptions, TorchOnnxScript
 from fuzzer.converters.upstream import export_upstream, upstream_default_opset
 from fuzzer.modelcheck.check_model import ModelResult, check_model, prepare, source_feeds
 from fuzzer.modelcheck.conversions import TOOL_UPSTREAM, applicable
@@ -52,6 +58,7 @@ from fuzzer.modelcheck.diagnose import FaultKind
 from fuzzer.modelcheck.model import ModelKind, UserModel, load_model, load_zoo
 from fuzzer.modelcheck.repair import passes
 from fuzzer.support.quiet import library_output
+from generators.ir import Graph
 
 FORMS = ("mobilenet-v2", "resnet", "inception-v3", "keras-mobilenet-v2", "keras-resnet50", "keras-inception-v3")
 Planter = Callable[[onnx.ModelProto, random.Random], Fault]
@@ -83,6 +90,61 @@ def calibrated_keras(form: str, folder: Path) -> UserModel:
     with library_output():
         keras.save(path)
     return load_model(str(path), 0)
+
+
+def _perturb_weight(model: onnx.ModelProto, seed: int) -> str:
+    """The first output channel (row) of a float weight (a convolution's or a dense layer's) moved by 1, drawn from
+    `seed`; its name."""
+    tensor = random.Random(seed).choice([t for t in model.graph.initializer if t.data_type == onnx.TensorProto.FLOAT
+                                         and len(t.dims) in (2, 4)])
+    array = numpy_helper.to_array(tensor).copy()
+    array[0] += 1.0
+    tensor.CopyFrom(numpy_helper.from_array(array, tensor.name))
+    return tensor.name
+
+
+class PerturbingTf2Onnx(Tf2Onnx):
+    """tf2onnx, one weight of its model perturbed: located against Keras, at a Keras layer."""
+
+    name = "planted-tf2onnx-weight"
+
+    def __init__(self, seed: int) -> None:
+        self.seed = seed
+
+    def export_model(self, model: Any, graph: Graph, options: Tf2OnnxOptions) -> onnx.ModelProto:
+        proto = super().export_model(model, graph, options)
+        _perturb_weight(proto, self.seed)
+        return proto
+
+
+class PerturbingScript(TorchOnnxScript):
+    """The TorchScript exporter, one weight of its model perturbed: located against the module, at a submodule."""
+
+    name = "planted-torchscript-weight"
+
+    def __init__(self, seed: int) -> None:
+        self.seed = seed
+
+    def convert_impl(self, source: Source, options: ScriptOptions) -> TargetRun:
+        model = onnx.load_from_string(super().convert_impl(source, options).model or b"")
+        _perturb_weight(model, self.seed)
+        return run_onnx_target(model, source)
+
+
+def exporter_located(result: ModelResult, seed: int) -> tuple[bool, bool, bool]:
+    """Located, kind right, repaired, for a planted exporter: located when the first diverging layer's node reads
+    the perturbed weight or the diagnosis of that layer names it (the layer's last node stands for the layer: a
+    convolution's ReLU after it)."""
+    repair, target = result.repair, result.conversion.target_onnx
+    first = repair.rounds[0] if repair and repair.rounds else None
+    if first is None or first.location is None or target is None:
+        return False, False, False
+    model = onnx.load_from_string(target)
+    planted = _perturb_weight(onnx.load_from_string(target), seed)  # the same draw names the same weight
+    named = {getattr(f.edit, "name", "") for f in first.findings}
+    located = planted in model.graph.node[first.location.index].input or planted in named
+    kind = located and [f.kind for f in first.findings][:1] == [FaultKind.PARAMETER]
+    return located, kind, repair.repaired
 
 
 def upstream_of(model: UserModel, prepared: object) -> bytes:
@@ -145,8 +207,20 @@ def run_form(index: int, form: str, real: bool, tries: int, totals: Counter) -> 
     feeds, _ = source_feeds(upstream, model, 0)
     planted = [p for p in (plant(f, upstream, feeds, tries) for f in planters_for(index)) if p is not None]
     reals = [c.name for c in applicable(model, CONVERTERS)] if real else []
-    registry = ConverterRegistry([*(CONVERTERS[n] for n in reals), *(p.tool for p in planted)])
+    exporter = PerturbingTf2Onnx(index) if model.kind is ModelKind.KERAS else PerturbingScript(index)
+    registry = ConverterRegistry([*(CONVERTERS[n] for n in reals), *(p.tool for p in planted), exporter])
     results = {r.conversion.converter: r for r in check_model(model, registry, (), 0, prepared=prepared)}
+    exported = results[exporter.name]
+    if exported.conversion.verdict.is_bug:
+        located, kind, repaired = exporter_located(exported, index)
+        for label, hit in (("planted", True), ("located", located), ("kind", kind), ("repaired", repaired),
+                           ("all", located and kind and repaired)):
+            totals[("parameter", label)] += hit
+        print(f"| {form} | {exporter.name} (seed {index}) | parameter: a weight perturbed by the exporter | "
+              f"{describe(exported)} | {'yes' if located else 'NO'} | {'yes' if kind else 'NO'} | "
+              f"{'yes' if repaired else 'NO'} | {exported.repair_seconds:.2f} |")
+    else:
+        print(f"<!-- {form}: {exporter.name}'s perturbed weight was not observable -->")
     for p in planted:
         result = results[p.tool.name]
         located, kind, repaired = judged(result, p.fault)

@@ -322,7 +322,7 @@ def test_an_exporters_perturbed_weight_is_located_at_its_layer_and_restored_from
     (step,) = result.repair.rounds
     assert step.location is not None and (step.location.op_type, step.location.layer) == ("Conv", "inner.0")
     assert [(f.kind, f.detail) for f in step.findings] == [
-        (FaultKind.PARAMETER, "constant inner.0.weight differs from the source's (max abs 0.5)")]
+        (FaultKind.PARAMETER, "constant inner.0.weight differs from the source's (max abs 0.5) (layer inner.0)")]
 
 
 class NudgeOffset(PlantedTool):
@@ -411,4 +411,4 @@ def test_a_batch_norm_folded_into_its_convolution_is_not_taken_for_the_divergenc
     assert step.location is not None and (step.location.op_type, step.location.layer) == ("Conv", "inner.3")
     assert step.location.before < 1e-4
     assert [(f.kind, f.detail) for f in step.findings] == [
-        (FaultKind.PARAMETER, "constant inner.3.weight differs from the source's (max abs 0.5)")]
+        (FaultKind.PARAMETER, "constant inner.3.weight differs from the source's (max abs 0.5) (layer inner.3)")]

@@ -1,6 +1,7 @@
 """An exporter's wrong model, against the PyTorch module it came from: the first wrong layer (layers.py), the
-parameters its last node reads that differ from the module's same-named ones (the dynamo exporter names initializers
-by their module path), restored, and the repaired model re-verified against eager PyTorch on fresh inputs."""
+constants its nodes read matched with the layer's parameters in whatever form the exporter gave them (weights.py: a
+batch norm folded into its convolution, as TorchScript's export does), those that differ restored, and the repaired
+model re-verified against eager PyTorch on fresh inputs."""
 
 from __future__ import annotations
 
@@ -9,14 +10,13 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import onnx
 import torch
-from onnx import numpy_helper
 
-from fuzzer.modelcheck.diagnose import FaultKind, Finding, constant_difference
-from fuzzer.modelcheck.edits import RestoreConstant
-from fuzzer.modelcheck.layers import locate_layer
+from fuzzer.modelcheck.diagnose import Finding
+from fuzzer.modelcheck.layers import locate_layer, node_layer
 from fuzzer.modelcheck.locate import Location
 from fuzzer.modelcheck.repair import Repair, Round
 from fuzzer.modelcheck.runs import judge_all, run_onnx
+from fuzzer.modelcheck.weights import fold_batch_norm, weight_findings
 
 
 def eager(module: torch.nn.Module, inputs: Sequence[np.ndarray]) -> tuple[np.ndarray, ...]:
@@ -35,20 +35,34 @@ def passes_eager(module: torch.nn.Module, target: bytes, feeds: Mapping[str, np.
 
 
 def parameter_findings(module: torch.nn.Module, target: onnx.ModelProto, where: Location) -> list[Finding]:
-    """The located node's initializers that differ from the same-named parameters or buffers of the module the node
-    comes from."""
-    state = {k: v.detach().cpu().numpy() for k, v in module.state_dict().items()}
-    inits = {t.name: t for t in target.graph.initializer}
-    found = []
-    for name in target.graph.node[where.index].input:
-        # A parameter of another layer than the node's was folded into it (a batch norm into the convolution
-        # before it): it differs from the module's by design, and the module's would not restore it.
-        if name not in inits or name not in state or name.rsplit(".", 1)[0] != where.layer:
-            continue
-        detail = constant_difference(name, state[name], numpy_helper.to_array(inits[name]))
-        if detail:
-            tensor = numpy_helper.from_array(state[name], name).SerializeToString()
-            found.append(Finding(FaultKind.PARAMETER, detail, RestoreConstant(name, tensor), where.output))
+    """The constants read by the nodes of the located layer that are mostly, in some layout, a parameter or buffer
+    of that layer's modules, or a convolution's weight with the batch norm after it folded in (the TorchScript
+    exporter folds them and names the result after neither), and differ from it."""
+    modules = {name for name, _ in module.named_modules() if name}
+    inside = [n for n in target.graph.node if _within(node_layer(n, modules), where.layer)]
+    names = [i for n in inside for i in n.input]
+    return weight_findings(target, names, module_weights(module.get_submodule(where.layer)), where.output,
+                           where.layer)
+
+
+def _within(layer: str, outer: str) -> bool:
+    return layer == outer or layer.startswith(outer + ".")
+
+
+def module_weights(layer: torch.nn.Module) -> list[np.ndarray]:
+    """Every parameter and buffer of the layer's modules, and each convolution's weight and bias with the batch norm
+    that follows it (in module order) folded in."""
+    found = [v.detach().cpu().numpy() for v in layer.state_dict().values() if v.is_floating_point()]
+    subs = [m for m in layer.modules()]
+    for conv, bn in zip(subs, subs[1:]):
+        if isinstance(conv, torch.nn.modules.conv._ConvNd) and isinstance(bn, torch.nn.modules.batchnorm._BatchNorm) \
+                and bn.running_mean is not None:
+            channels = bn.num_features
+            gamma = bn.weight.detach().numpy() if bn.weight is not None else np.ones(channels)
+            beta = bn.bias.detach().numpy() if bn.bias is not None else np.zeros(channels)
+            found += fold_batch_norm(conv.weight.detach().numpy(),
+                                     None if conv.bias is None else conv.bias.detach().numpy(), gamma, beta,
+                                     bn.running_mean.numpy(), bn.running_var.numpy(), bn.eps, out_axis=0)
     return found
 
 

@@ -5,25 +5,19 @@ model re-verified against Keras on fresh inputs."""
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 import onnx
-from onnx import numpy_helper
 
-from fuzzer.modelcheck.diagnose import FaultKind, Finding, constant_difference
-from fuzzer.modelcheck.edits import RestoreConstant
+from fuzzer.modelcheck.diagnose import Finding
 from fuzzer.modelcheck.keras_layers import locate_keras_layer
 from fuzzer.modelcheck.keras_model import keras_outputs
 from fuzzer.modelcheck.locate import Location
 from fuzzer.modelcheck.repair import Repair, Round
 from fuzzer.modelcheck.runs import judge_all, run_onnx
-
-# A weight is the layer's when at least this share of its elements is close to the layer's in some layout: a
-# perturbed weight keeps most, a transposed one keeps its values but not their places.
-SAME_WEIGHT = 0.5
+from fuzzer.modelcheck.weights import fold_batch_norm, weight_findings
 
 
 def passes_keras(keras: Any, target: bytes, feeds: Mapping[str, np.ndarray]) -> bool:
@@ -52,45 +46,21 @@ def folded_weights(bn: Any) -> list[np.ndarray]:
     if type(conv).__name__ not in ("Conv2D", "DepthwiseConv2D"):
         return []
     names = [w.name.split("/")[-1].split(":")[0] for w in bn.weights]
-    values = dict(zip(names, (np.asarray(w, np.float64) for w in bn.get_weights()), strict=True))
+    values = dict(zip(names, (np.asarray(w) for w in bn.get_weights()), strict=True))
     channels = values["moving_mean"].shape[0]
-    scale = values.get("gamma", np.ones(channels)) / np.sqrt(values["moving_variance"] + bn.epsilon)
     weights = conv.get_weights()
-    kernel = np.asarray(weights[0], np.float64)
-    bias = np.asarray(weights[1], np.float64) if len(weights) > 1 else np.zeros(channels)
-    kernel = kernel * scale.reshape(kernel.shape[2:]) if type(conv).__name__ == "DepthwiseConv2D" else kernel * scale
-    shift = (bias - values["moving_mean"]) * scale + values.get("beta", np.zeros(channels))
-    return [kernel.astype(np.float32), shift.astype(np.float32)]
-
-
-def layouts(weight: np.ndarray, shape: tuple[int, ...]) -> Iterator[np.ndarray]:
-    """The weight in every axis order whose shape, or whose reshaping to `shape`, fits (a depthwise kernel's)."""
-    if weight.ndim > 5 or weight.size != int(np.prod(shape)):
-        return
-    for perm in itertools.permutations(range(weight.ndim)):
-        moved = np.transpose(weight, perm)
-        yield moved if moved.shape == shape else moved.reshape(shape)
+    kernel = np.asarray(weights[0])
+    flat = kernel.reshape(*kernel.shape[:2], -1) if type(conv).__name__ == "DepthwiseConv2D" else kernel
+    folded, shift = fold_batch_norm(flat, weights[1] if len(weights) > 1 else None,
+                                    values.get("gamma", np.ones(channels)), values.get("beta", np.zeros(channels)),
+                                    values["moving_mean"], values["moving_variance"], bn.epsilon, out_axis=-1)
+    return [folded.reshape(kernel.shape), shift]
 
 
 def parameter_findings(keras: Any, target: onnx.ModelProto, where: Location) -> list[Finding]:
     """The located node's constants that, in some layout, are mostly a weight of its layer and differ from it."""
-    inits = {t.name: t for t in target.graph.initializer}
-    weights = layer_weights(keras, where.layer)
-    found = []
-    for name in target.graph.node[where.index].input:
-        if name not in inits or not weights:
-            continue
-        ours = numpy_helper.to_array(inits[name])
-        best = max(((float(np.mean(np.isclose(c, ours, rtol=1e-4, atol=1e-6))), c)
-                    for w in weights for c in layouts(w, ours.shape)), key=lambda p: p[0], default=(0.0, None))
-        share, theirs = best
-        if theirs is None or share == 1.0 or share < SAME_WEIGHT:
-            continue
-        theirs = theirs.astype(ours.dtype)
-        detail = constant_difference(name, theirs, ours) or f"constant {name} differs from the layer's weight"
-        edit = RestoreConstant(name, numpy_helper.from_array(theirs, name).SerializeToString())
-        found.append(Finding(FaultKind.PARAMETER, f"{detail} (layer {where.layer})", edit, where.output))
-    return found
+    names = list(target.graph.node[where.index].input)
+    return weight_findings(target, names, layer_weights(keras, where.layer), where.output, where.layer)
 
 
 def repair_keras_export(keras: Any, target: bytes, feeds: Mapping[str, np.ndarray],

@@ -11,8 +11,9 @@ float32 rounding would change nothing), a dropped or changed attribute, the imag
 a swapped or missing node (alternating). A planter's draws are tried from seed 0 until the fault is observable (the
 oracle fails the faulty model on the inputs); the draws passed over are counted. Each form also gets a planted
 exporter (TorchScript's for PyTorch, tf2onnx's for Keras) that perturbs one weight of its model: located against the
-source framework's own layers (forward hooks, Keras layer outputs) and repaired from its weights. All planted tools and every real
-converter that applies then run through `check_model`, as `convsmith check --zoo FORM --registry ...` runs them.
+source framework's own layers (forward hooks, Keras layer outputs) and repaired from its weights. All planted tools
+and every real converter that applies then run through `check_model`, as `convsmith check --zoo FORM --registry ...`
+runs them.
 A planted fault is counted located when the first round names the planted node (the first diverging node, or the
 node its diagnosis is at), or an input finding for a layout fault; kind right when the first finding's kind is the
 planted one; repaired when the repaired model passed the oracle on the inputs and on fresh ones (check_model never

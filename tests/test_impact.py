@@ -77,13 +77,13 @@ def test_constants_and_identities_are_not_part_of_a_pattern() -> None:
 def test_the_report_section_replaces_itself_and_keeps_what_follows() -> None:
     impact = Impact("Div(float32, float32), Erf(float32)", "upstream.onnx", 2, {"bert": ("torch-onnx-dynamo",)}, 32)
     section = impact_section(impact, 3)
-    assert section.splitlines()[:3] == [HEADING, "", "Found in a 3-operator graph; affects: bert (of 32 zoo "
+    assert section.splitlines()[:3] == [HEADING, "", "Found in a case of 3 operators; affects: bert (of 32 zoo "
                                                      "architectures)."]
     text = "# title\n\nbody\n\n## Versions\nv\n"
     once = with_impact_section(text, section)
     assert once == text + "\n" + section
     moved = with_impact_section("# t\n\n" + section + "\n## Versions\nv\n", impact_section(impact, 4))
-    assert moved.count(HEADING) == 1 and "3-operator" not in moved and moved.endswith("## Versions\nv\n")
+    assert moved.count(HEADING) == 1 and "3 operators" not in moved and moved.endswith("## Versions\nv\n")
     assert with_impact_section(once, section) == once
     none = Impact("", "", 0, searched=32, note="no case folder: found in a zoo model")
     assert none.line() == "affects: not known (no case folder: found in a zoo model)"

@@ -24,6 +24,8 @@ class CaseHead:
     options: Mapping[str, Any]
     blame: Blame | None = None
     polished: bool = True  # False for a reduced case a shape-only step left (reduce_queue.py)
+    # A case cut from a real model (fuzzer/modelcheck/cut_case.py): its ONNX nodes (its graph has none); else 0.
+    onnx_nodes: int = 0
 
     @property
     def owner(self) -> str:
@@ -46,7 +48,8 @@ def read_case_head(path: Path) -> CaseHead:
         blame = Blame.from_json(data["blame"]) if data.get("blame") else None
         return CaseHead(data["converter"], Graph.from_json(data["graph"]), Verdict.from_json(data["verdict"]),
                         recorded_options(data["converter"], data["converter_options"]), blame,
-                        reduction_polished(data.get("reduction")))
+                        reduction_polished(data.get("reduction")),
+                        int((data.get("reduction") or {}).get("onnx_nodes", 0)))
     except (KeyError, GraphError, TypeError, ValueError, AttributeError) as exc:
         raise CaseError(f"{folder}: malformed case.json ({type(exc).__name__}: {exc})") from None
 

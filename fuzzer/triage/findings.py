@@ -44,6 +44,6 @@ def _from_case(out_dir: Path, base: Finding, case_dir: str) -> Finding:
     return Finding(
         base.signature, base.converter, stage, symptom, verdict.message or base.message,
         verdict.diverging_op, tuple(graph.ops()), base.seed, base.hits, base.first_seen,
-        str(chosen.relative_to(out_dir)), reduced is not None, len(graph.nodes),
+        str(chosen.relative_to(out_dir)), reduced is not None, len(graph.nodes) or head.onnx_nodes,
         tuple(sorted({t.dtype.value for t in graph.types.values()})), head.options, head.options.get("upstream"),
         head.owner if head.owner != base.converter else None, head.polished, case_reproduces(folder, chosen))

@@ -17,9 +17,7 @@ REPORT = "report.md"
 
 def impact_section(impact: Impact, nodes: int) -> str:
     """The section's text: the case's size beside the architectures affected, the pattern and where it was read."""
-    where = (f"a {nodes}-operator graph" if nodes or not impact.nodes else
-             f"a cut of {impact.nodes} ONNX node{'s' if impact.nodes > 1 else ''} of a real model")
-    found = f"Found in {where}; {impact.line()}."
+    found = f"Found in a case of {nodes} operator{'' if nodes == 1 else 's'}; {impact.line()}."
     lines = [HEADING, "", found]
     if impact.pattern:
         lines += ["", f"Its pattern (from {impact.origin}; operators, the int and string attributes that select their "

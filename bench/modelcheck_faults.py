@@ -47,6 +47,7 @@ class Fault:
     what: str
     node: str  # the output of the node that should be located ('' for an input fault)
     also: tuple[str, ...] = ()  # other nodes as right: each reader of a dropped node's value, the first diverges
+    also_kinds: tuple[FaultKind, ...] = ()  # other kinds as right: two faults of two kinds, either found first
 
     def named_in(self, named: set[str]) -> bool:
         """Whether one of the nodes to locate is among those a round named."""

@@ -116,6 +116,13 @@ PLANTERS: dict[str, tuple[Callable[[onnx.ModelProto, random.Random], Fault], ...
     "llama": (rmsnorm_epsilon, attention_scale, softmax_axis, rmsnorm_sqrt_dropped, rotary_neg_dropped),
 }
 
+# Each planter's kind, for drawing them by kind (modelcheck_random.py).
+KINDS: dict[str, FaultKind] = {
+    "layernorm_epsilon": FaultKind.HYPERPARAMETER, "softmax_axis": FaultKind.HYPERPARAMETER,
+    "rmsnorm_epsilon": FaultKind.PARAMETER, "attention_scale": FaultKind.PARAMETER,
+    "residual_sub": FaultKind.GRAPH, "rmsnorm_sqrt_dropped": FaultKind.GRAPH, "rotary_neg_dropped": FaultKind.GRAPH,
+}
+
 
 def main() -> None:
     parser = argparse.ArgumentParser()

@@ -20,19 +20,21 @@ from generators.ir import Graph, GraphError, validate
 from generators.registry import REGISTRY
 
 NAME = "check"
-HELP = ("run one graph, or your own model (ONNX file, package.module:factory, --zoo NAME), through converters and "
+HELP = ("run one graph, or your own model (ONNX file, Keras file or SavedModel folder, package.module:factory, --zoo "
+        "NAME), through converters and "
         "print each verdict; for a model, locate, diagnose and repair a wrong conversion (exit 1 when a bug shows)")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("graph", type=Path, nargs="?",
                         help="graph.json (from `convsmith generate`), a case folder or its case.json; or a model: "
-                             "an .onnx file or package.module:factory (returning the module and example inputs)")
+                             "an .onnx file, a .keras or .h5 file or SavedModel folder, or package.module:factory "
+                             "(returning the module and example inputs)")
     parser.add_argument("--converters", type=names, default=None,
                         help="comma-separated converters (see `convsmith converters`); for a model, default: every "
                              "one that applies")
     parser.add_argument("--zoo", default=None, metavar="NAME",
-                        help="a PyTorch zoo entry as the model (see `convsmith zoo`)")
+                        help="a PyTorch or Keras zoo entry as the model (see `convsmith zoo`)")
     parser.add_argument("--inputs", type=Path, default=None,
                         help="a model's inputs as an .npz (by input name or in order); default: drawn from its spec")
     parser.add_argument("--out", type=Path, default=None,

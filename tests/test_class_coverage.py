@@ -55,7 +55,7 @@ def test_a_campaign_folder_written_before_classes_reads_with_none(tmp_path: Path
 def test_reachable_pairs_leave_out_what_the_operators_and_the_tool_cannot_meet() -> None:
     counts = {("fuse_bn_into_conv", "float32"): (3, 0), ("fuse_bn_into_conv", "op:Conv"): (3, 0),
               ("fuse_bn_into_conv", "op:BatchNormalization"): (3, 0), ("conv", "op:Conv"): (1, 0)}
-    tried = {("never", "rank0"): (LEARNED_AFTER, 0), ("never", "rank1"): (LEARNED_AFTER, 1)}
+    tried = {("never", "rank0"): (LEARNED_AFTER, 0, 0), ("never", "rank1"): (LEARNED_AFTER, 1, 0)}
     cov = class_coverage(("fuse_bn_into_conv", "conv", "never"), counts, {"in_subgraph": "not measured"}, tried)
     excluded = cov.excluded
     assert excluded["fuse_bn_into_conv", "bool"] == \

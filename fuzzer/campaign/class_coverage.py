@@ -36,6 +36,10 @@ class ClassCoverage:
     rewrites: tuple[str, ...] = ()  # the tool's reachable rewrites
     fired: Mapping[tuple[str, str], tuple[int, int]] = field(default_factory=dict)
     excluded: Mapping[tuple[str, str], str] = field(default_factory=dict)
+    # The budget split: of the tool's tests, those of units steered to one of its pairs; of those, how many reached
+    # the tool and how many fired the pair aimed at.
+    tests: int = 0
+    steered: tuple[int, int, int] = (0, 0, 0)
 
     @property
     def reachable(self) -> tuple[tuple[str, str], ...]:
@@ -60,11 +64,18 @@ class ClassCoverage:
     def summary(self) -> str:
         reachable = self.reachable
         fired = len(reachable) - len(self.never_fired)
-        return (f"{fired} of {len(reachable)} reachable (rewrite, class) pairs fired ({self.share:.0%}); "
+        text = (f"{fired} of {len(reachable)} reachable (rewrite, class) pairs fired ({self.share:.0%}); "
                 f"{len(self.excluded)} pairs unreachable")
+        steered, reached, hit = self.steered
+        if steered:
+            text += (f"; {steered} tests ({steered / max(self.tests, 1):.0%} of its {self.tests}) steered to pairs "
+                     f"never fired, {reached} reached it, {hit} fired the pair")
+        return text
 
     def to_json(self) -> dict[str, Any]:
+        steered, reached, hit = self.steered
         return {"classes": list(_CLASSES), "reachable": len(self.reachable), "fired_share": self.share,
+                "steering": {"tests": self.tests, "steered": steered, "reached": reached, "fired_target": hit},
                 "fired": [{"rewrite": r, "class": c, "tests": n, "bugs": b}
                           for (r, c), (n, b) in sorted(self.fired.items())],
                 "never_fired": [{"rewrite": r, "class": c} for r, c in self.never_fired],
@@ -83,21 +94,24 @@ def class_counts(conn: sqlite3.Connection) -> dict[str, dict[tuple[str, str], tu
     return found
 
 
-def attempts(conn: sqlite3.Connection) -> dict[str, dict[tuple[str, str], tuple[int, int]]]:
-    """Per converter, (rewrite, class) -> (tests steered to it, those that reached the tool's rewrites)."""
-    found: dict[str, dict[tuple[str, str], tuple[int, int]]] = {}
+def attempts(conn: sqlite3.Connection) -> dict[str, dict[tuple[str, str], tuple[int, int, int]]]:
+    """Per converter, (rewrite, class) -> (tests steered to it, those that reached the tool, those that fired it)."""
+    found: dict[str, dict[tuple[str, str], tuple[int, int, int]]] = {}
     if not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'class_attempts'").fetchone():
         return found
-    for converter, rewrite, cls, n, reached in conn.execute(
-            "SELECT converter, rewrite, class, COUNT(*), SUM(reached) FROM class_attempts GROUP BY 1, 2, 3"):
-        found.setdefault(converter, {})[rewrite, cls] = (n, reached)
+    for converter, rewrite, cls, n, reached, hit in conn.execute(
+            "SELECT a.converter, a.rewrite, a.class, COUNT(*), SUM(a.reached), SUM(EXISTS (SELECT 1 FROM "
+            "rewrite_classes AS r WHERE r.idx = a.idx AND r.converter = a.converter AND r.rewrite = a.rewrite AND "
+            "r.class = a.class)) FROM class_attempts AS a GROUP BY 1, 2, 3"):
+        found.setdefault(converter, {})[rewrite, cls] = (n, reached, hit)
     return found
 
 
 def class_coverage(rewrites: Iterable[str], counts: Mapping[tuple[str, str], tuple[int, int]],
-                   tool_reach: Mapping[str, str], tried: Mapping[tuple[str, str], tuple[int, int]]) -> ClassCoverage:
+                   tool_reach: Mapping[str, str], tried: Mapping[tuple[str, str], tuple[int, int, int]],
+                   tests: int = 0) -> ClassCoverage:
     """A tool's pair coverage: `rewrites` its reachable ones, `counts` its class_counts, `tool_reach` the classes it
-    says its rewrites cannot meet (with why), `tried` its steered attempts."""
+    says its rewrites cannot meet (with why), `tried` its steered attempts (attempts), `tests` all its tests."""
     names = tuple(rewrites)
     fired = {(r, c): nb for (r, c), nb in counts.items() if not c.startswith(OP_PREFIX)}
     ops: dict[str, set[str]] = {}
@@ -109,15 +123,21 @@ def class_coverage(rewrites: Iterable[str], counts: Mapping[tuple[str, str], tup
         for c in _CLASSES:
             if (r, c) in fired:
                 continue
-            learned = frozenset(ops.get(r, ()))
-            why = tool_reach.get(c) or _dtype_unreachable(c, learned) or _shape_unreachable(c, learned) or \
+            why = tool_reach.get(c) or unreachable_for_ops(c, frozenset(ops.get(r, ()))) or \
                 _tried_out(tried.get((r, c)))
             if why:
                 excluded[r, c] = why
-    return ClassCoverage(names, fired, excluded)
+    steered = tuple(sum(t[i] for t in tried.values()) for i in range(3))
+    return ClassCoverage(names, fired, excluded, tests, (steered[0], steered[1], steered[2]))
 
 
-def _tried_out(tried: tuple[int, int] | None) -> str:
+def unreachable_for_ops(cls: str, ops: frozenset[str]) -> str:
+    """Why a rewrite whose matches were of operators `ops` cannot meet class `cls` ("" where it can, or nothing is
+    known of it)."""
+    return _dtype_unreachable(cls, ops) or _shape_unreachable(cls, ops)
+
+
+def _tried_out(tried: tuple[int, int, int] | None) -> str:
     if tried is None or tried[0] < LEARNED_AFTER or tried[1]:
         return ""
     return f"learned: all {tried[0]} tests steered to it ended before the rewrite ran"

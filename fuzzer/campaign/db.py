@@ -29,6 +29,10 @@ _REWRITES = ("CREATE TABLE IF NOT EXISTS rewrites (idx INTEGER NOT NULL, convert
 # The edge-case classes of what each fired rewrite matched (fuzzer/converters/edge_classes.py); likewise added on open.
 _REWRITE_CLASSES = ("CREATE TABLE IF NOT EXISTS rewrite_classes (idx INTEGER NOT NULL, converter TEXT NOT NULL, "
                     "rewrite TEXT NOT NULL, class TEXT NOT NULL, PRIMARY KEY (idx, converter, rewrite, class))")
+# Per test of a unit steered to a (rewrite, class) pair of its converter, whether it reached the tool's rewrites.
+_CLASS_ATTEMPTS = ("CREATE TABLE IF NOT EXISTS class_attempts (idx INTEGER NOT NULL, converter TEXT NOT NULL, "
+                   "rewrite TEXT NOT NULL, class TEXT NOT NULL, reached INTEGER NOT NULL, "
+                   "PRIMARY KEY (idx, converter))")
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS sessions (
@@ -82,6 +86,7 @@ class CampaignDB:
         if columns:  # a campaign's database (a new one too: its schema is made just before)
             self.conn.execute(_REWRITES)
             self.conn.execute(_REWRITE_CLASSES)
+            self.conn.execute(_CLASS_ATTEMPTS)
         if columns and "sequences" not in columns:
             self.conn.execute("ALTER TABLE units ADD COLUMN sequences TEXT")
         if columns and "value_strategy" not in columns:
@@ -182,6 +187,7 @@ class CampaignDB:
             self.conn.executemany("INSERT OR IGNORE INTO rewrite_classes VALUES (?, ?, ?, ?)",
                                   [(row.idx, row.converter, name, found) for name, classes in
                                    row.rewrite_classes.items() for found in classes])
+            self._attempt(row)
             if row.is_bug:
                 cur = self.conn.execute(
                     "UPDATE bugs SET count = count + 1, last_seen = ?, case_dir = COALESCE(case_dir, ?) "
@@ -199,6 +205,13 @@ class CampaignDB:
                 self.conn.execute("UPDATE units SET done = 1 WHERE idx = ?", (row.idx,))
                 tallies.bump(self.conn, tallies.unit_rows(self.conn, row.idx))
         return new_bug
+
+    def _attempt(self, row: TestResult) -> None:
+        """The test's attempt at the pair its unit was steered to, where that pair is its converter's."""
+        converter, rewrite, klass, *_ = (row.steered.split("|", 3) + ["", "", ""])
+        if row.steered and converter == row.converter:
+            self.conn.execute("INSERT OR REPLACE INTO class_attempts VALUES (?, ?, ?, ?, ?)",
+                              (row.idx, converter, rewrite, klass, int(row.reached_tool)))
 
     def _tally(self, row: TestResult, session: int, now: float) -> None:
         if self._started is None:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from fuzzer.campaign.db import CampaignDB
 from fuzzer.campaign.messages import OwnError, UnitGraph
+from fuzzer.campaign.policy.class_steering import ClassSteering
 from fuzzer.campaign.policy.culprit_cut import CULPRIT_AVOIDED, CULPRIT_CUT
 from fuzzer.campaign.policy.novelty import DEMOTED_META, NOVELTY_META, Demotion, Novelty
 from fuzzer.campaign.policy.settings import setting_detail
@@ -36,7 +37,9 @@ class Recorder:
         self.novelty = Novelty.from_tally(db.get_meta(NOVELTY_META), db.get_meta(DEMOTED_META) or ())
         # The ONNX tools' rewrites seen to fire: their patterns are drawn more often until they have (steering.py).
         self.steering = Steering.from_db(db)
-        self._in_force: tuple[tuple[list[Demotion], list[Demotion]], list[Demotion]] | None = None
+        # The (rewrite, class) pairs fired and the attempts at those never fired (class_steering.py).
+        self.class_steering = ClassSteering.from_db(db)
+        self._in_force: tuple[tuple[list[Demotion], ...], list[Demotion]] | None = None
 
     def start(self, workers: int) -> None:
         self.session = self.db.start_session(workers)
@@ -67,6 +70,7 @@ class Recorder:
         """Commit one test of a graph holding `pairs` (the unit with it when `unit_done`); True for a new bug."""
         new_bug = self.db.record_test(result, self.session, unit_done)
         self.steering.record(result.converter, result.rewrites)
+        self.class_steering.record(result)
         pairs = [*_tested(pairs, result.labels), *((TRAIT, trait) for trait in result.traits)]
         # The base rates a bug's hits are weighed against count the tests that ran their converter: one skipped as
         # known unsupported or for a known root cause could not have hit a bug.
@@ -101,9 +105,9 @@ class Recorder:
         changes, so that a worker is told only of a change."""
         if not self.demote_known:
             return []
-        parts = (self.novelty.demotions(), self.steering.boosts(converters))
+        parts = (self.novelty.demotions(), self.steering.boosts(converters), self.class_steering.targets(converters))
         if self._in_force is None or any(a is not b for a, b in zip(parts, self._in_force[0], strict=True)):
-            self._in_force = (parts, parts[0] + parts[1])
+            self._in_force = (parts, parts[0] + parts[1] + parts[2])
         return self._in_force[1]
 
     def adopt_orphans(self, out_dir: Path) -> None:

@@ -43,16 +43,19 @@ class TestResult:
     traits: tuple[str, ...] = ()
     # Per rewrite fired, the edge-case classes of what it matched (TargetRun.rewrite_classes).
     rewrite_classes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # The (converter, rewrite, class) target its unit was steered to (policy/class_steering.py), "" where none.
+    steered: str = ""
 
     @classmethod
     def of_verdict(cls, idx: int, seed: int, verdict: Verdict, options: Mapping[str, Any] | None = None,
                    timings: Mapping[str, float] | None = None, wall_s: float = 0.0,
                    case_dir: str | None = None, rewrites: tuple[str, ...] = (), cut_from: str = "",
                    culprit: str = "", traits: tuple[str, ...] = (),
-                   rewrite_classes: Mapping[str, tuple[str, ...]] | None = None) -> TestResult:
+                   rewrite_classes: Mapping[str, tuple[str, ...]] | None = None, steered: str = "") -> TestResult:
         return cls(idx, seed, verdict.converter, verdict.symptom.json_name, verdict.stage.value, verdict.signature,
                    verdict.is_bug, tuple(verdict.labels), verdict.message, dict(options or {}), dict(timings or {}),
-                   wall_s, case_dir, tuple(rewrites), cut_from, culprit, tuple(traits), dict(rewrite_classes or {}))
+                   wall_s, case_dir, tuple(rewrites), cut_from, culprit, tuple(traits), dict(rewrite_classes or {}),
+                   steered)
 
     @classmethod
     def own_error(cls, idx: int, seed: int, converter: str, options: Mapping[str, Any] | None = None,
@@ -60,6 +63,12 @@ class TestResult:
         """A test that hit a convsmith bug: counted, never filed as the converter's."""
         return cls(idx, seed, converter, OWN_ERROR, Stage.NONE.value, message="convsmith error (see the errors table)",
                    options=dict(options or {}), timings=dict(timings or {}), wall_s=wall_s)
+
+    @property
+    def reached_tool(self) -> bool:
+        """Whether the test got as far as its converter: it did not end at the source (its upstream model failing,
+        a kernel refusing a dtype) nor in our own error."""
+        return self.stage != Stage.SOURCE.value and self.symptom != OWN_ERROR
 
     def to_message(self) -> dict[str, Any]:
         """The JSON message a worker sends."""

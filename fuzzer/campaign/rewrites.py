@@ -96,7 +96,10 @@ def coverage(db: CampaignDB, converters: Mapping[str, Converter], device: str = 
     """Every converter the campaign tested that records rewrites (capabilities.RecordsRewrites), with what the campaign
     fired on `device`."""
     counts, classes, tried = fired_counts(db), class_counts(db.conn), attempts(db.conn)
-    tested = {converter for converter, *_ in tallies.cells(db.conn)}
+    tests: dict[str, int] = defaultdict(int)
+    for converter, _, _, n, _ in tallies.cells(db.conn):
+        tests[converter] += n
+    tested = set(tests)
     rows = []
     for name, converter in sorted(converters.items()):
         if name not in counts and name not in tested:
@@ -114,7 +117,8 @@ def coverage(db: CampaignDB, converters: Mapping[str, Converter], device: str = 
         reachable = tuple(n for n in known if n not in out) if known else tuple(sorted(fired))
         # The ONNX tools record the classes of what they matched; an exporter's own optimizer replay does not.
         pairs = class_coverage(reachable, classes.get(name, {}), classes_out_of_reach(converter),
-                               tried.get(name, {})) if converter.role is Role.ONNX_TOOL else ClassCoverage()
+                               tried.get(name, {}), tests[name]) if converter.role is Role.ONNX_TOOL else \
+            ClassCoverage()
         rows.append(RewriteCoverage(name, tuple(known), fired, failed, out, beyond, pairs))
     return rows
 

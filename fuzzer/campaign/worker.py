@@ -36,6 +36,7 @@ from fuzzer.campaign.messages import (
     UnitFailed,
     UnitPrepared,
 )
+from fuzzer.campaign.policy.class_steering import steered_key
 from fuzzer.campaign.policy.culprit_cut import (
     CULPRIT_CUT,
     CULPRIT_GUESSED,
@@ -192,7 +193,8 @@ class UnitRunner:
         decision = decide(self.config, converter, seed, graph, prepared, demoted,
                           lambda g, operators, timings: self.prepared_without(seed, g, operators, timings))
         if decision.kind.skips:
-            self.skip(idx, seed, name, decision.label, decision.reason, decision.options, start, decision.timings)
+            self.skip(idx, seed, name, decision.label, decision.reason, decision.options, start, decision.timings,
+                      steered_key(seed, demoted))
             return
         assert decision.graph is not None and decision.prepared is not None
         graph, traits = decision.graph, decision.traits
@@ -217,14 +219,17 @@ class UnitRunner:
         culprit = (self.culprit(graph, result.verdict) or "") if result.verdict.is_bug else ""
         self.hold(TestResult.of_verdict(idx, seed, result.verdict, result.options, result.timings,
                                         time.perf_counter() - start, case_dir, rewrites, cut_from, culprit,
-                                        tuple(sorted(map(trait_detail, traits))), classes))
+                                        tuple(sorted(map(trait_detail, traits))), classes,
+                                        steered_key(seed, demoted)))
 
     def skip(self, idx: int, seed: int, name: str, label: str, message: str, options: dict[str, Any],
-             start: float, timings: dict[str, float] | None = None) -> None:
+             start: float, timings: dict[str, float] | None = None, steered: str = "") -> None:
         """Hold the result of a test not run: unsupported at the source, labelled `label`, saying why (`timings`:
-        of what it did before it was skipped)."""
+        of what it did before it was skipped; `steered`: the target its unit was steered to, an attempt that ended
+        before the tool)."""
         verdict = Verdict(Symptom.UNSUPPORTED, Stage.SOURCE, name, labels=(label,), message=message)
-        self.hold(TestResult.of_verdict(idx, seed, verdict, options, timings, wall_s=time.perf_counter() - start))
+        self.hold(TestResult.of_verdict(idx, seed, verdict, options, timings, wall_s=time.perf_counter() - start,
+                                        steered=steered))
 
     def past_known(self, idx: int, seed: int, graph: Graph, converter: Converter, result: CheckResult,
                    demoted: Sequence[Demotion] = ()) -> tuple[CheckResult, Graph, str]:

@@ -10,6 +10,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from fuzzer.campaign.policy.class_steering import steered_options, steered_target
 from fuzzer.campaign.policy.novelty import Demotion, without_demoted
 from fuzzer.campaign.policy.settings import unexportable_dtypes
 from fuzzer.campaign.sources import SourceKind, unit_source
@@ -156,9 +157,10 @@ class WorkerConfig:
         return self._narrowed(opts, seed)
 
     def unit_gen_options(self, seed: int, demoted: Sequence[Demotion] = ()) -> GenOptions:
-        """The generator options of one seed under the campaign's demotions: demoted pairs left out, and dtypes left
-        out that every converter of the campaign would skip as a known root cause."""
-        opts = without_demoted(self.gen_options(seed), seed, demoted)
+        """The generator options of one seed under the campaign's demotions: demoted pairs left out, steered to the
+        (rewrite, class) pair it is sent to where it is, and dtypes left out that every converter of the campaign
+        would skip as a known root cause."""
+        opts = steered_options(without_demoted(self.gen_options(seed), seed, demoted), steered_target(seed, demoted))
         skipped = unexportable_dtypes(self._campaign_converters, seed, demoted)
         kept = tuple(d for d in opts.dtypes if d.value not in skipped)
         return dataclasses.replace(opts, dtypes=kept) if skipped and kept else opts

@@ -67,6 +67,7 @@ FEATURE = "feature"
 SETTING = "setting"  # a root cause a converter setting avoids (settings.py): not a generator pair
 RAISE_ONLY = "raise-only"  # appended to a setting's detail where it may raise the opset but not skip (settings.py)
 BOOST = "boost"  # an operator drawn more often (steering.py): travels with the demotions
+STEER = "steer"  # a (rewrite, class) pair some units are steered to (class_steering.py): travels with them too
 AVOID_FOR = "avoid-for:"  # + a converter: the culprit operator of a bug of it, cut out before that converter runs
 Demotion = tuple[str, str, float]  # a demoted pair and the probability that a graph leaves it out
 
@@ -261,7 +262,7 @@ def without_demoted(options: GenOptions, seed: int, demoted: Iterable[Pair | Dem
     if boosted:
         options = dataclasses.replace(options, boosted_ops=options.boosted_ops | boosted)
     dropped = {(op, detail) for op, detail, *chance in demoted
-               if op not in (SETTING, BOOST) and not op.startswith(AVOID_FOR)
+               if op not in (SETTING, BOOST, STEER) and not op.startswith(AVOID_FOR)
                and seeded_chance(f"demote:{seed}:{op}:{detail}") < (chance or [AVOID_PROBABILITY])[0]}
     if not dropped:
         return options

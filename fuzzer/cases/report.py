@@ -166,10 +166,14 @@ def cut_at_word(text: str, limit: int) -> str:
 
 def summary(case: Any) -> str:
     verdict = case.verdict
-    ops = ", ".join(f"`{op}`" for op in dict.fromkeys(case.graph.ops()))
+    nodes, names = len(case.graph.nodes), case.graph.ops()
+    if not nodes and case.upstream_model:  # a cut of a real model (fuzzer/modelcheck/cut_case.py): ONNX nodes only
+        names = [n.op_type for n in onnx.load_from_string(bytes(case.upstream_model)).graph.node]
+        nodes = len(names)
+    ops = ", ".join(f"`{op}`" for op in dict.fromkeys(names))
     options = ", ".join(f"{k}={v}" for k, v in sorted(case.converter_options.items()))
     what = DIVERGENCE_WORDS.get(verdict.symptom.json_name, f"fails ({verdict.symptom.json_name.replace('_', ' ')})")
-    text = (f"Converting a {len(case.graph.nodes)}-operator model ({ops}) with {display_name(case.converter)} "
+    text = (f"Converting a {nodes}-operator model ({ops}) with {display_name(case.converter)} "
             f"({options}) {what} at {stage_words(verdict.stage, 'the ', ' stage')}.")
     if verdict.diverging_op and any(label.startswith(f"{ALONE_LABEL}:") for label in verdict.labels):
         text += (f" `{verdict.diverging_op}` ({verdict.diverging_dtype}) gives a wrong output converted alone, on the "

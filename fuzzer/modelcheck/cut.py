@@ -38,6 +38,7 @@ class Cut:
     start: str  # the failing node of the whole model it grew from (its name, else its first output)
     start_op: str
     conversion: Conversion
+    start_dtype: str | None = None  # the dtype of the failing node's first input, where the source computed it
 
     @property
     def nodes(self) -> int:
@@ -187,5 +188,7 @@ def smallest_cut(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], conver
         inputs = tuple(values[i.name] for i in _data_inputs(cut))
         conversion = tool_on(cut, inputs, converter, f"cut of {len(nodes)} nodes", options)
         if conversion.verdict.symptom is whole.verdict.symptom:
-            return Cut(cut, inputs, node.name or node.output[0], node.op_type, conversion)
+            first = values.get(node.input[0]) if node.input else None
+            return Cut(cut, inputs, node.name or node.output[0], node.op_type, conversion,
+                       dtype_of(first) if first is not None else None)
     return None

@@ -48,7 +48,8 @@ def cut_case(cut: Cut, converter: Converter, options: Mapping[str, Any], signatu
     upstream = cut.model.SerializeToString()
     expected = run_onnx(upstream, {i.name: x for i, x in zip(_data_inputs(cut.model), cut.inputs)})
     graph = cut_graph(cut, expected)
-    verdict: Verdict = dataclasses.replace(cut.conversion.verdict, diverging_op=cut.start_op)
+    verdict: Verdict = dataclasses.replace(cut.conversion.verdict, diverging_op=cut.start_op,
+                                           diverging_dtype=cut.start_dtype)
     verdict = verdict.with_labels(label, "cut")
     log = (f"{label}: {converter.name} on the whole model, reduced to a cut of {cut.nodes} ONNX nodes grown from "
            f"node {cut.start} ({cut.start_op}); its inputs are the source's values there.\n{verdict.message}\n")

@@ -20,7 +20,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from fuzzer.campaign.db import DB_NAME
-from fuzzer.campaign.zoo_unit import EVIDENCE_DIR, zoo_entries, zoo_entry_for
+from fuzzer.campaign.zoo_unit import EVIDENCE_DIR, reducible_findings, zoo_entries, zoo_entry_for
 from fuzzer.commands.reduce import reduce_zoo
 from fuzzer.converters import CONVERTERS, DEFAULT_REGISTRY, ConverterRegistry, Role
 from fuzzer.converters.describe import Snippet
@@ -146,3 +146,11 @@ def test_a_zoo_finding_of_an_exporter_or_an_unknown_entry_is_not_reduced_and_say
     (tmp_path / "zoo.json").write_text(json.dumps({**record, "converter": "ort-optimizer", "entry": "no-such"}))
     outcome = reduce_zoo(tmp_path, DEFAULT_REGISTRY)
     assert (outcome["ok"], outcome["error"]) == (False, f"{tmp_path.name}: no zoo entry 'no-such' here")
+
+
+def test_a_resumed_campaign_requeues_the_zoo_findings_of_onnx_tools_only(tmp_path: Path) -> None:
+    for name, converter in (("a", "ort-optimizer"), ("b", "torch-onnx-script"), ("c", "no-such-converter")):
+        (tmp_path / EVIDENCE_DIR / name).mkdir(parents=True)
+        (tmp_path / EVIDENCE_DIR / name / "zoo.json").write_text(json.dumps({"converter": converter}))
+    (tmp_path / EVIDENCE_DIR / "d").mkdir()  # being written: no record yet
+    assert reducible_findings(tmp_path, CONVERTERS) == [tmp_path / EVIDENCE_DIR / "a"]

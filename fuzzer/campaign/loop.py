@@ -44,6 +44,7 @@ from fuzzer.campaign.result import TestResult
 from fuzzer.campaign.scheduler import Scheduler, Unit
 from fuzzer.campaign.spec import LOG_DIR, CampaignSpec, case_folders
 from fuzzer.campaign.supervisor import HOUSEKEEPING_S, Slot, Supervisor
+from fuzzer.campaign.zoo_unit import reducible_findings
 from fuzzer.converters import ConverterRegistry, load_registry
 from fuzzer.support.errors import DiskFull, is_disk_full
 from fuzzer.support.faults import Fault
@@ -102,7 +103,8 @@ class Campaign:
             worker = self.spec.worker
             config = ReducerConfig(self.reduce_budget_s, worker.registry, worker.timeout_s, worker.memory_mb)
             self.reducer = ReduceQueue(self.log_dir, config)
-            self.reducer.requeue(case_folders(self.out_dir))
+            zoo = reducible_findings(self.out_dir, self.registry)
+            self.reducer.requeue(case_folders(self.out_dir) + zoo)
 
     # ---- the loop -----------------------------------------------------------------------------------------
 

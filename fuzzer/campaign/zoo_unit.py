@@ -163,6 +163,19 @@ def reducible_evidence(converter: Converter, result: ZooResult) -> str | None:
     return f"{EVIDENCE_DIR}/{case_id(result.verdict.signature)}"
 
 
+def reducible_findings(out_dir: Path, registry: ConverterRegistry) -> list[Path]:
+    """The evidence folders of the campaign's ONNX tool findings in zoo models (what its reducer cuts down)."""
+    found = []
+    for folder in sorted((Path(out_dir) / EVIDENCE_DIR).glob(f"*/{EVIDENCE_RECORD}")):
+        try:
+            converter = registry.get(json.loads(folder.read_text(encoding="utf-8")).get("converter", ""))
+        except (OSError, ValueError, AttributeError):
+            continue
+        if converter is not None and starts_upstream(converter) and converter.framework == "onnx":
+            found.append(folder.parent)
+    return found
+
+
 def write_evidence(out_dir: Path, prepared: ZooSource, result: ZooResult, options: dict[str, Any]) -> Path | None:
     """The evidence folder of a zoo finding, written once per signature (the first wins); None when it exists."""
     parent = out_dir / EVIDENCE_DIR

@@ -3,7 +3,10 @@ timeout, the share is none where the zoo cannot run, and `status` splits the bud
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
+
+import pytest
 
 from fuzzer.campaign import tallies
 from fuzzer.campaign.db import CampaignDB
@@ -16,6 +19,7 @@ from fuzzer.campaign.spec import LOG_DIR
 from fuzzer.campaign.worker import UnitRunner
 from fuzzer.campaign.worker_config import WorkerConfig
 from fuzzer.campaign.zoo_unit import zoo_entries, zoo_entry_for
+from fuzzer.commands import fuzz
 from fuzzer.commands.fuzz import mix_zoo_share
 from fuzzer.converters import CONVERTERS, DEFAULT_REGISTRY
 from generators.zoo import Framework
@@ -55,6 +59,7 @@ def test_the_mix_has_no_zoo_share_where_the_zoo_cannot_run() -> None:
     assert mix_zoo_share(MIX, DEFAULT_REGISTRY, ("tf2onnx",), keras) == ZOO_SHARE
 
 
+@pytest.mark.slow
 def test_a_mixed_worker_runs_a_zoo_seed_as_a_zoo_unit_and_a_graph_seed_as_a_graph(tmp_path: Path) -> None:
     config = WorkerConfig(str(tmp_path), str(tmp_path / LOG_DIR), source=MIX, zoo_share=0.5)
     zoo_seed = next(s for s in SEEDS if config.source_for(s) is SourceKind.ZOO)
@@ -91,3 +96,23 @@ def test_status_splits_the_worker_time_between_graphs_and_the_zoo(tmp_path: Path
     tallies.fill(db.conn, db.campaign_started())
     assert tallies.read(db.conn, tallies.Kind.SOURCE) == found
     db.close()
+
+
+def _spec(out: Path, *argv: str) -> WorkerConfig:
+    """The worker config `convsmith fuzz ARGV` records for a new campaign (nothing run)."""
+    parser = argparse.ArgumentParser()
+    fuzz.add_arguments(parser)
+    _, db, spec = fuzz.new_campaign(parser.parse_args([*argv, "--out", str(out)]))
+    db.close()
+    return spec.worker
+
+
+def test_the_default_campaign_mixes_the_zoo_in_and_source_graphs_or_ops_keeps_graphs_only(tmp_path: Path) -> None:
+    mixed = _spec(tmp_path / "mix", "--converters", "torch-onnx-dynamo,ort-optimizer")
+    assert (mixed.source, mixed.zoo_share, mixed.timeout_s, mixed.memory_mb) == (MIX, ZOO_SHARE, 60.0, 4096)
+    assert (mixed.zoo_timeout_s, mixed.zoo_memory_mb) == (300.0, 16384)
+    graphs = _spec(tmp_path / "graphs", "--source", "graphs", "--converters", "torch-onnx-dynamo")
+    assert (graphs.source, graphs.zoo_share, graphs.zoo_timeout_s, graphs.zoo_memory_mb) == ("graphs", 0.0, None, None)
+    narrowed = _spec(tmp_path / "ops", "--ops", "relu", "--converters", "torch-onnx-dynamo")
+    assert (narrowed.source, narrowed.zoo_share) == (MIX, 0.0)
+    assert {narrowed.source_for(s) for s in SEEDS} == {graphs.source_for(s) for s in SEEDS} == {SourceKind.GRAPHS}

@@ -28,6 +28,7 @@ _ONNX_OP = re.compile(r"op_type\s*[:=]\s*(\w+)|running (\w+) node|Op \((\w+)\)|o
                       r"|onnx2tf\.ops\.(\w+)|for operator (\w+)|of operator \((\w+)\)")
 # The node the converter's library was handling when it raised (oracles/taxonomy.py): the owner's own operator.
 _FAILING_NODE = re.compile(re.escape(FAILING_NODE).replace(re.escape("{}"), r"(\w+)"))
+_DYNAMO_NODE = re.compile(r"node name: node_([a-z][a-z0-9_]*?)(?:_\d+)?(?=[),\s])")
 _ATEN_OP = re.compile(r"aten::(\w+)|target=torch\.ops\.aten\.(\w+)\.")
 # The dynamo exporter wraps what failed in a ConversionError whose own words are the same for every failure; the
 # exception that explains it comes first in its summary. Its words are coloured for a terminal.
@@ -191,11 +192,17 @@ def _reason_line(text: str) -> str:
 
 def named_operator(message: str, graph_ops: Sequence[str]) -> str | None:
     """The operator an error message names, mapped back to the graph's own operator where the names agree
-    (ONNX 'MaxPool' is max_pool2d, 'aten::roll' is roll); the named ONNX operator itself otherwise."""
+    (ONNX 'MaxPool' is max_pool2d, 'aten::roll' is roll, the dynamo exporter's node 'node_avg_pool2d' is avg_pool2d);
+    the named ONNX operator itself otherwise."""
     aten = _ATEN_OP.search(message)
     aten_op = next((g for g in aten.groups() if g), "").rstrip("_") if aten else ""
     if aten_op in graph_ops:
         return aten_op
+    # The dynamo exporter names each node after the torch operator it translates ('node_avg_pool2d' for the Squeeze
+    # its avg_pool2d emits): that operator's translation is what a fix changes.
+    translated = _DYNAMO_NODE.search(message)
+    if translated and translated.group(1) in graph_ops:
+        return translated.group(1)
     match = _ONNX_OP.search(message)
     if match is None:
         return None

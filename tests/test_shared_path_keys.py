@@ -139,3 +139,16 @@ def test_openvinos_report_of_unconverted_operations_is_classed_by_the_frontends_
             "Accessing out-of-range dimension\n")
     assert error_class(step) == "OpConversionFailure: the frontend's normalize step failed: Accessing out-of-range " \
                                 "dimension"
+
+
+def test_a_dynamo_node_named_after_its_torch_operator_files_that_operators_translation() -> None:
+    squeeze = ("onnx.onnx_cpp2py_export.shape_inference.InferenceError: [ShapeInferenceError] Inference error(s): "
+               "(op_type:Squeeze, node name: node_avg_pool2d): [ShapeInferenceError] Inferred shape and existing "
+               "shape differ in dimension 1: (2) vs (1)")
+    cause = root_cause("torch-onnx-dynamo", "validation", "invalid_model", squeeze, None, ("sin", "avg_pool2d"))
+    assert cause.operator == "avg_pool2d"
+    numbered = squeeze.replace("node_avg_pool2d", "node_avg_pool2d_3")
+    assert root_cause("torch-onnx-dynamo", "validation", "invalid_model", numbered, None,
+                      ("avg_pool2d",)).operator == "avg_pool2d"
+    # A node named after the ONNX operator it is (node_Conv_15), or a torch operator not in the graph, is not mapped.
+    assert root_cause("torch-onnx-dynamo", "validation", "invalid_model", squeeze, None, ("sin",)).operator == "Squeeze"

@@ -57,18 +57,27 @@ class Impact:
     affected: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # entry -> exporters whose model holds it
     searched: int = 0  # architectures searched
     note: str = ""  # why there is no pattern to search for
+    # The root cause's own operator in the case (its first node of that op type) as a pattern alone, and the
+    # architectures holding it: wider than the whole case's pattern, still exact about its attributes and dtypes.
+    operator: str = ""
+    operator_affected: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     def line(self) -> str:
-        """'affects: bert, vit (of 32 zoo architectures)', 'affects: none of ...', or why it is not known."""
-        if self.note:
-            return f"affects: not known ({self.note})"
+        """'affects: bert, vit (of 32 zoo architectures)', 'affects: none (...)', or why it is not known; then the
+        architectures holding the root cause's operator alone, where that is another pattern."""
         names = ", ".join(self.affected) or "none"
-        return f"affects: {names} (of {self.searched} zoo architectures)"
+        text = f"affects: {names} (of {self.searched} zoo architectures)"
+        if self.note:
+            text = f"affects: not known ({self.note})"
+        if self.operator and self.operator != self.pattern:
+            text += f"; its {self.operator} alone: {', '.join(self.operator_affected) or 'none'}"
+        return text
 
     def to_json(self) -> dict[str, Any]:
         return {"pattern": self.pattern, "origin": self.origin, "nodes": self.nodes,
                 "affected": {k: list(v) for k, v in self.affected.items()}, "searched": self.searched,
-                "note": self.note}
+                "note": self.note, "operator": self.operator,
+                "operator_affected": {k: list(v) for k, v in self.operator_affected.items()}}
 
 
 def case_model(case_dir: Path) -> tuple[onnx.ModelProto, str] | None:
@@ -85,19 +94,26 @@ def case_model(case_dir: Path) -> tuple[onnx.ModelProto, str] | None:
     return (model, GRAPH_ORIGIN) if model is not None else None
 
 
-def pattern_impact(pattern: Pattern, origin: str, zoo: ZooModels) -> Impact:
-    """The zoo architectures whose converted models hold `pattern`."""
-    if len(pattern.nodes) > MAX_PATTERN_NODES:
-        return Impact(pattern.describe(), origin, len(pattern.nodes), searched=len(zoo.entries),
-                      note=f"its case has {len(pattern.nodes)} ONNX nodes, more than {MAX_PATTERN_NODES}: reduce it")
-    if not pattern.nodes:
-        return Impact("", origin, 0, searched=len(zoo.entries), note="its case's model has no operator")
+def holding(pattern: Pattern, zoo: ZooModels) -> dict[str, tuple[str, ...]]:
+    """Each architecture whose converted models hold `pattern`, with the exporters of those models."""
     affected: dict[str, list[str]] = {}
     for entry, exporter, model in zoo.models:
         if occurs_in(pattern, model):
             affected.setdefault(entry, []).append(exporter)
-    return Impact(pattern.describe(), origin, len(pattern.nodes), {k: tuple(v) for k, v in sorted(affected.items())},
-                  len(zoo.entries))
+    return {k: tuple(v) for k, v in sorted(affected.items())}
+
+
+def pattern_impact(pattern: Pattern, origin: str, zoo: ZooModels, operator: str = "") -> Impact:
+    """The zoo architectures whose converted models hold `pattern`, and those holding its first node of the op type
+    `operator` alone (where it has one)."""
+    alone = next((Pattern((key,), ()) for key in pattern.nodes if key.op_type == operator), None)
+    own = (alone.describe(), holding(alone, zoo)) if alone is not None else ("", {})
+    if len(pattern.nodes) > MAX_PATTERN_NODES:
+        note = f"its case has {len(pattern.nodes)} ONNX nodes, more than {MAX_PATTERN_NODES}: reduce it"
+        return Impact(pattern.describe(), origin, len(pattern.nodes), {}, len(zoo.entries), note, *own)
+    if not pattern.nodes:
+        return Impact("", origin, 0, searched=len(zoo.entries), note="its case's model has no operator")
+    return Impact(pattern.describe(), origin, len(pattern.nodes), holding(pattern, zoo), len(zoo.entries), "", *own)
 
 
 def group_impact(group: RootCauseGroup, out_dir: Path, zoo: ZooModels) -> Impact:
@@ -109,7 +125,7 @@ def group_impact(group: RootCauseGroup, out_dir: Path, zoo: ZooModels) -> Impact
     if found is None:
         return Impact("", "", 0, searched=len(zoo.entries), note="its case has no ONNX model")
     model, origin = found
-    return pattern_impact(pattern_of(model), origin, zoo)
+    return pattern_impact(pattern_of(model), origin, zoo, group.cause.operator)
 
 
 def impacts(groups: Sequence[RootCauseGroup], out_dir: Path, zoo: ZooModels) -> dict[str, Impact]:

@@ -25,6 +25,9 @@ def impact_section(impact: Impact, nodes: int) -> str:
     if impact.affected:
         lines += ["", "Converted models of the zoo (seed 0, small sizes) holding it:", ""]
         lines += [f"- {entry}: {', '.join(exporters)}" for entry, exporters in impact.affected.items()]
+    if impact.operator and impact.operator_affected and impact.operator != impact.pattern:
+        lines += ["", f"Converted models holding its `{impact.operator}` alone (same attributes and dtypes):", ""]
+        lines += [f"- {entry}: {', '.join(exporters)}" for entry, exporters in impact.operator_affected.items()]
     return "\n".join(lines) + "\n"
 
 

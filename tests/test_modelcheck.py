@@ -5,6 +5,7 @@ not pass is reported as not repaired; bad input is one line and exit 2."""
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +20,7 @@ from fuzzer.converters.conversion import Source, TargetRun
 from fuzzer.converters.options import ConverterOptions
 from fuzzer.converters.registry import ConverterRegistry
 from fuzzer.converters.runtime import run_onnx_target
+from fuzzer.converters.setting import Hints, Setting
 from fuzzer.converters.torch_onnx_script import ScriptOptions, TorchOnnxScript
 from fuzzer.converters.upstream import OnnxPassConverter, UpstreamOptions
 from fuzzer.modelcheck.check_model import ModelResult, check_model
@@ -412,3 +414,61 @@ def test_a_batch_norm_folded_into_its_convolution_is_not_taken_for_the_divergenc
     assert step.location.before < 1e-4
     assert [(f.kind, f.detail) for f in step.findings] == [
         (FaultKind.PARAMETER, "constant inner.3.weight differs from the source's (max abs 0.5) (layer inner.3)")]
+
+
+class PerturbingFoldedExporter(TorchOnnxScript):
+    """The TorchScript exporter, which folds bn_net's batch norm into the first convolution (its weight then named
+    after neither module), that weight's first output channel perturbed."""
+
+    name = "perturbing-folded-exporter"
+
+    def convert_impl(self, source: Source, options: ScriptOptions) -> TargetRun:
+        model = onnx.load_from_string(super().convert_impl(source, options).model or b"")
+        first = next(n for n in model.graph.node if n.op_type == "Conv")
+        tensor = next(t for t in model.graph.initializer if t.name == first.input[1])
+        array = numpy_helper.to_array(tensor).copy()
+        array[0] += 0.5
+        tensor.CopyFrom(numpy_helper.from_array(array, tensor.name))
+        return run_onnx_target(model, source)
+
+
+def test_a_weight_with_a_batch_norm_folded_in_is_restored_from_the_folded_module_weights() -> None:
+    registry = ConverterRegistry([PerturbingFoldedExporter()])
+    (result,) = check_model(load_model("test_modelcheck:bn_net", 0), registry, (), 0)
+    assert result.repair is not None and result.repair.repaired
+    (step,) = result.repair.rounds
+    assert step.location is not None and step.location.layer == "inner.0"
+    (finding,) = step.findings
+    assert finding.kind is FaultKind.PARAMETER
+    assert finding.detail.startswith("constant onnx::Conv_") and finding.detail.endswith(
+        "differs from the source's (max abs 0.5) (layer inner.0)")
+
+
+@dataclass(frozen=True)
+class CarefulOptions(UpstreamOptions):
+    careful: bool = False
+
+
+class CrashUnlessCareful(PlantedTool):
+    """A tool that fails on any model unless told to be careful, and says so as its setting to avoid a bug."""
+
+    name = "crash-unless-careful"
+    options_type = CarefulOptions
+
+    def transform(self, model: onnx.ModelProto, options: ConverterOptions) -> onnx.ModelProto:
+        if not getattr(options, "careful", False):
+            raise RuntimeError("planted: not careful")
+        return model
+
+    def avoid_settings(self, options: CarefulOptions, hints: Hints) -> tuple[Setting, ...]:
+        careful = CarefulOptions(**{**options.to_json(), "careful": True})
+        return (Setting("careful mode", self.name, careful.to_json(), "tool(careful=True)"),)
+
+
+def test_a_failure_no_edit_undoes_is_repaired_by_the_setting_that_avoids_it(tmp_path: Path) -> None:
+    onnx.save(conv_model(), str(tmp_path / "conv.onnx"))
+    (result,) = check_model(load_model(str(tmp_path / "conv.onnx"), 0), ConverterRegistry([CrashUnlessCareful()]),
+                            (), 0)
+    assert result.conversion.verdict.symptom is Symptom.CRASH
+    assert result.repair is not None and result.repair.repaired and result.repair.model is None
+    assert result.repair.reason.startswith("re-converted with careful mode (tool(careful=True))")

@@ -4,6 +4,7 @@ from, the PyTorch module or the Keras model an exporter started from)."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -12,10 +13,12 @@ import numpy as np
 import onnx
 from tqdm import tqdm
 
+from fuzzer.converters.base import Converter
 from fuzzer.converters.registry import ConverterRegistry
 from fuzzer.converters.role import Role
 from fuzzer.modelcheck.conversions import (
     Conversion,
+    OnnxPrepared,
     TupleOutputs,
     applicable,
     convert_model,
@@ -26,6 +29,7 @@ from fuzzer.modelcheck.exporter_repair import repair_export
 from fuzzer.modelcheck.keras_conversions import keras_source
 from fuzzer.modelcheck.keras_repair import repair_keras_export
 from fuzzer.modelcheck.model import InputSlot, ModelKind, UserModel, draw_inputs, onnx_slots
+from fuzzer.modelcheck.reconvert import reconvert
 from fuzzer.modelcheck.repair import Repair, repair
 from fuzzer.support.quiet import library_output
 from oracles.verdict import Symptom
@@ -68,7 +72,8 @@ def check_model(model: UserModel, registry: ConverterRegistry, wanted: Sequence[
     for converter in tqdm(converters, desc=model.label, unit="converter", disable=None, leave=False):
         with library_output():
             conversion = convert_model(model, converter, prepared)
-        results.append(_with_repair(model, conversion, seed) if fix else ModelResult(conversion, None))
+        results.append(_with_repair(model, conversion, seed, prepared, converter) if fix
+                       else ModelResult(conversion, None))
     return results
 
 
@@ -81,23 +86,53 @@ def prepare(model: UserModel) -> object:
     return torch_source(model) if model.kind is ModelKind.TORCH else onnx_source(model)
 
 
-def _with_repair(model: UserModel, conversion: Conversion, seed: int) -> ModelResult:
+def _with_repair(model: UserModel, conversion: Conversion, seed: int, prepared: object, converter: Converter
+                 ) -> ModelResult:
     verdict = conversion.verdict
     if not verdict.is_bug or verdict.symptom is Symptom.UNSUPPORTED:
         return ModelResult(conversion, None)
-    if conversion.target_onnx is None:
-        return ModelResult(conversion, None)
     start = time.perf_counter()
     with library_output():
-        if conversion.source_onnx is not None:
-            feeds, fresh = source_feeds(conversion.source_onnx, model, seed)
-            fixed = repair(conversion.source_onnx, conversion.target_onnx, feeds, fresh)
-        elif conversion.role is Role.EXPORTER and model.module is not None:
-            feeds, fresh = source_feeds(conversion.target_onnx, model, seed)
-            fixed = repair_export(TupleOutputs(model.module).eval(), conversion.target_onnx, feeds, fresh)
-        elif conversion.role is Role.EXPORTER and model.keras is not None:
-            feeds, fresh = source_feeds(conversion.target_onnx, model, seed)
-            fixed = repair_keras_export(model.keras, conversion.target_onnx, feeds, fresh)
-        else:
-            return ModelResult(conversion, None)
+        fixed = _edited(model, conversion, seed)
+        upstream = prepared if isinstance(prepared, OnnxPrepared) else getattr(prepared, "upstream", None)
+        if (fixed is None or not fixed.repaired) and isinstance(upstream, OnnxPrepared) and \
+                conversion.role is not Role.EXPORTER:
+            again = reconvert(upstream, model, converter, fresh_inputs(model, seed),
+                              verdict.symptom is Symptom.WRONG_VALUES)
+            fixed = _either(fixed, again)
     return ModelResult(conversion, fixed, time.perf_counter() - start)
+
+
+def _edited(model: UserModel, conversion: Conversion, seed: int) -> Repair | None:
+    """The repair by edits of a wrong ONNX target, against what it came from; None where there is no ONNX target."""
+    target = conversion.target_onnx
+    if target is None:
+        return None
+    if conversion.source_onnx is not None:
+        feeds, fresh = source_feeds(conversion.source_onnx, model, seed)
+        return repair(conversion.source_onnx, target, feeds, fresh)
+    if conversion.role is Role.EXPORTER and model.module is not None:
+        feeds, fresh = source_feeds(target, model, seed)
+        return repair_export(TupleOutputs(model.module).eval(), target, feeds, fresh)
+    if conversion.role is Role.EXPORTER and model.keras is not None:
+        feeds, fresh = source_feeds(target, model, seed)
+        return repair_keras_export(model.keras, target, feeds, fresh)
+    return None
+
+
+def _either(edited: Repair | None, again: Repair | None) -> Repair | None:
+    """The edits' rounds and the re-conversion's verdict where it repaired; else the edits' repair, saying that no
+    setting helped either."""
+    if again is None:
+        return edited
+    if edited is None:
+        return again
+    if again.repaired:
+        return Repair(edited.rounds, None, True, again.reason)
+    return dataclasses.replace(edited, reason=f"{edited.reason}; {again.reason}")
+
+
+def fresh_inputs(model: UserModel, seed: int) -> tuple[np.ndarray, ...]:
+    """Inputs of the model's shapes from another seed (integer inputs kept: they may index a table)."""
+    drawn = draw_inputs(model.slots, seed + 1)
+    return tuple(x if x.dtype.kind == "f" else given for x, given in zip(drawn, model.inputs, strict=True))

@@ -41,7 +41,7 @@ def parameter_findings(module: torch.nn.Module, target: onnx.ModelProto, where: 
     modules = {name for name, _ in module.named_modules() if name}
     inside = [n for n in target.graph.node if _within(node_layer(n, modules), where.layer)]
     names = [i for n in inside for i in n.input]
-    return weight_findings(target, names, module_weights(module.get_submodule(where.layer)), where.output,
+    return weight_findings(target, names, module_weights(module, where.layer), where.output,
                            where.layer)
 
 
@@ -49,20 +49,23 @@ def _within(layer: str, outer: str) -> bool:
     return layer == outer or layer.startswith(outer + ".")
 
 
-def module_weights(layer: torch.nn.Module) -> list[np.ndarray]:
+def module_weights(module: torch.nn.Module, layer: str) -> list[np.ndarray]:
     """Every parameter and buffer of the layer's modules, and each convolution's weight and bias with the batch norm
-    that follows it (in module order) folded in."""
-    found = [v.detach().cpu().numpy() for v in layer.state_dict().values() if v.is_floating_point()]
-    subs = [m for m in layer.modules()]
-    for conv, bn in zip(subs, subs[1:]):
-        if isinstance(conv, torch.nn.modules.conv._ConvNd) and isinstance(bn, torch.nn.modules.batchnorm._BatchNorm) \
-                and bn.running_mean is not None:
-            channels = bn.num_features
-            gamma = bn.weight.detach().numpy() if bn.weight is not None else np.ones(channels)
-            beta = bn.bias.detach().numpy() if bn.bias is not None else np.zeros(channels)
-            found += fold_batch_norm(conv.weight.detach().numpy(),
-                                     None if conv.bias is None else conv.bias.detach().numpy(), gamma, beta,
-                                     bn.running_mean.numpy(), bn.running_var.numpy(), bn.eps, out_axis=0)
+    that follows it (in module order) folded in, where either of the two is in the layer (a bare convolution's batch
+    norm is its sibling)."""
+    found = [v.detach().cpu().numpy() for v in module.get_submodule(layer).state_dict().values()
+             if v.is_floating_point()]
+    named = list(module.named_modules())
+    for (conv_name, conv), (bn_name, bn) in zip(named, named[1:]):
+        pair = isinstance(conv, torch.nn.modules.conv._ConvNd) and isinstance(bn, torch.nn.modules.batchnorm._BatchNorm)
+        if not (pair and bn.running_mean is not None and (_within(conv_name, layer) or _within(bn_name, layer))):
+            continue
+        channels = bn.num_features
+        gamma = bn.weight.detach().numpy() if bn.weight is not None else np.ones(channels)
+        beta = bn.bias.detach().numpy() if bn.bias is not None else np.zeros(channels)
+        bias = None if conv.bias is None else conv.bias.detach().numpy()
+        found += fold_batch_norm(conv.weight.detach().numpy(), bias, gamma, beta, bn.running_mean.numpy(),
+                                 bn.running_var.numpy(), bn.eps, out_axis=0)
     return found
 
 

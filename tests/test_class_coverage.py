@@ -3,10 +3,11 @@ campaign database, the reachable pairs with their exclusions, and `convsmith ops
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
-from fuzzer.campaign.class_coverage import LEARNED_AFTER, class_counts, class_coverage
+from fuzzer.campaign.class_coverage import LEARNED_AFTER, bug_classes, class_counts, class_coverage
 from fuzzer.campaign.db import DB_NAME, CampaignDB
 from fuzzer.campaign.result import TestResult
 from fuzzer.check.pipeline import check_prepared
@@ -86,3 +87,13 @@ def test_ops_coverage_json_reports_fired_and_never_fired_pairs(tmp_path: Path, c
     assert 0 < pairs["fired_share"] < 0.01 and pairs["reachable"] == len(pairs["never_fired"]) + 1
     assert main(["ops", "--coverage", str(tmp_path)]) == 0
     assert "reachable (rewrite, class) pairs fired" in capsys.readouterr().out
+
+
+def test_a_bug_is_named_with_the_pairs_every_test_that_hit_it_fired(tmp_path: Path) -> None:
+    db = CampaignDB(tmp_path / DB_NAME, create=True)
+    session = db.start_session(1)
+    for idx, classes in enumerate((("int64", "rank1", "op:Neg"), ("int64", "second_consumer"))):
+        row = dataclasses.replace(_result(idx, {"eliminate_identity": classes}, bug=True), signature="sig")
+        db.record_test(row, session, False)
+    assert bug_classes(db.conn) == {"onnxoptimizer": {"sig": (("eliminate_identity", "int64"),)}}
+    db.close()

@@ -40,6 +40,9 @@ class ClassCoverage:
     # the tool and how many fired the pair aimed at.
     tests: int = 0
     steered: tuple[int, int, int] = (0, 0, 0)
+    # Per bug signature of the tool, the (rewrite, class) pairs every test that hit it fired: the classes it is
+    # named with.
+    bug_classes: Mapping[str, tuple[tuple[str, str], ...]] = field(default_factory=dict)
 
     @property
     def reachable(self) -> tuple[tuple[str, str], ...]:
@@ -76,6 +79,8 @@ class ClassCoverage:
         steered, reached, hit = self.steered
         return {"classes": list(_CLASSES), "reachable": len(self.reachable), "fired_share": self.share,
                 "steering": {"tests": self.tests, "steered": steered, "reached": reached, "fired_target": hit},
+                "bug_classes": [{"signature": sig, "pairs": [{"rewrite": r, "class": c} for r, c in pairs]}
+                                for sig, pairs in sorted(self.bug_classes.items())],
                 "fired": [{"rewrite": r, "class": c, "tests": n, "bugs": b}
                           for (r, c), (n, b) in sorted(self.fired.items())],
                 "never_fired": [{"rewrite": r, "class": c} for r, c in self.never_fired],
@@ -94,6 +99,20 @@ def class_counts(conn: sqlite3.Connection) -> dict[str, dict[tuple[str, str], tu
     return found
 
 
+def bug_classes(conn: sqlite3.Connection) -> dict[str, dict[str, tuple[tuple[str, str], ...]]]:
+    """Per converter, per bug signature, the (rewrite, class) pairs every test that hit the signature fired."""
+    hits = dict(((c, s), n) for c, s, n in conn.execute(
+        "SELECT converter, signature, COUNT(*) FROM tests WHERE is_bug = 1 GROUP BY 1, 2"))
+    found: dict[str, dict[str, list[tuple[str, str]]]] = {}
+    for converter, signature, rewrite, cls, n in conn.execute(
+            "SELECT t.converter, t.signature, r.rewrite, r.class, COUNT(DISTINCT t.idx) FROM tests AS t "
+            "JOIN rewrite_classes AS r USING (idx, converter) WHERE t.is_bug = 1 GROUP BY 1, 2, 3, 4 "
+            "ORDER BY 1, 2, 3, 4"):
+        if n == hits.get((converter, signature)) and not cls.startswith(OP_PREFIX):
+            found.setdefault(converter, {}).setdefault(signature, []).append((rewrite, cls))
+    return {c: {s: tuple(p) for s, p in by.items()} for c, by in found.items()}
+
+
 def attempts(conn: sqlite3.Connection) -> dict[str, dict[tuple[str, str], tuple[int, int, int]]]:
     """Per converter, (rewrite, class) -> (tests steered to it, those that reached the tool, those that fired it)."""
     found: dict[str, dict[tuple[str, str], tuple[int, int, int]]] = {}
@@ -109,9 +128,10 @@ def attempts(conn: sqlite3.Connection) -> dict[str, dict[tuple[str, str], tuple[
 
 def class_coverage(rewrites: Iterable[str], counts: Mapping[tuple[str, str], tuple[int, int]],
                    tool_reach: Mapping[str, str], tried: Mapping[tuple[str, str], tuple[int, int, int]],
-                   tests: int = 0) -> ClassCoverage:
+                   tests: int = 0, bugs: Mapping[str, tuple[tuple[str, str], ...]] | None = None) -> ClassCoverage:
     """A tool's pair coverage: `rewrites` its reachable ones, `counts` its class_counts, `tool_reach` the classes it
-    says its rewrites cannot meet (with why), `tried` its steered attempts (attempts), `tests` all its tests."""
+    says its rewrites cannot meet (with why), `tried` its steered attempts (attempts), `tests` all its tests, `bugs`
+    its bug_classes."""
     names = tuple(rewrites)
     fired = {(r, c): nb for (r, c), nb in counts.items() if not c.startswith(OP_PREFIX)}
     ops: dict[str, set[str]] = {}
@@ -128,7 +148,7 @@ def class_coverage(rewrites: Iterable[str], counts: Mapping[tuple[str, str], tup
             if why:
                 excluded[r, c] = why
     steered = tuple(sum(t[i] for t in tried.values()) for i in range(3))
-    return ClassCoverage(names, fired, excluded, tests, (steered[0], steered[1], steered[2]))
+    return ClassCoverage(names, fired, excluded, tests, (steered[0], steered[1], steered[2]), dict(bugs or {}))
 
 
 def unreachable_for_ops(cls: str, ops: frozenset[str]) -> str:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fuzzer.campaign import tallies
-from fuzzer.campaign.class_coverage import ClassCoverage, attempts, class_counts, class_coverage
+from fuzzer.campaign.class_coverage import ClassCoverage, attempts, bug_classes, class_counts, class_coverage
 from fuzzer.campaign.db import CampaignDB
 from fuzzer.converters.base import Converter
 from fuzzer.converters.capabilities import RecordsRewrites, RewriteReach, classes_out_of_reach
@@ -95,7 +95,7 @@ def fired_counts(db: CampaignDB) -> dict[str, tuple[dict[str, int], dict[str, in
 def coverage(db: CampaignDB, converters: Mapping[str, Converter], device: str = "cpu") -> list[RewriteCoverage]:
     """Every converter the campaign tested that records rewrites (capabilities.RecordsRewrites), with what the campaign
     fired on `device`."""
-    counts, classes, tried = fired_counts(db), class_counts(db.conn), attempts(db.conn)
+    counts, classes, tried, named = fired_counts(db), class_counts(db.conn), attempts(db.conn), bug_classes(db.conn)
     tests: dict[str, int] = defaultdict(int)
     for converter, _, _, n, _ in tallies.cells(db.conn):
         tests[converter] += n
@@ -117,8 +117,8 @@ def coverage(db: CampaignDB, converters: Mapping[str, Converter], device: str = 
         reachable = tuple(n for n in known if n not in out) if known else tuple(sorted(fired))
         # The ONNX tools record the classes of what they matched; an exporter's own optimizer replay does not.
         pairs = class_coverage(reachable, classes.get(name, {}), classes_out_of_reach(converter),
-                               tried.get(name, {}), tests[name]) if converter.role is Role.ONNX_TOOL else \
-            ClassCoverage()
+                               tried.get(name, {}), tests[name], named.get(name)) \
+            if converter.role is Role.ONNX_TOOL else ClassCoverage()
         rows.append(RewriteCoverage(name, tuple(known), fired, failed, out, beyond, pairs))
     return rows
 

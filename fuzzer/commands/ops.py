@@ -110,4 +110,7 @@ def rewrite_lines(rows: list[Any]) -> list[str]:
             if item["classes"]:
                 lines.append(f"    classes fired: {', '.join(item['classes'])}; never: "
                              + (", ".join(item["classes_never"]) or "none"))
+        for bug in row.to_json()["pairs"].get("bug_classes", []):
+            lines.append(f"  bug {bug['signature']}: every test that hit it fired "
+                         + ", ".join(f"{p['rewrite']} on {p['class']}" for p in bug["pairs"]))
     return lines

@@ -152,7 +152,7 @@ def run_zoo_test(runner: Runner, idx: int, seed: int, prepared: ZooSource, name:
         case_dir = reducible_evidence(converter, result)
     runner.hold(TestResult.of_verdict(idx, seed, result.verdict, converter.options(options).to_json(),
                                       result.timings, time.perf_counter() - start, case_dir=case_dir,
-                                      rewrites=result.rewrites))
+                                      rewrites=result.rewrites, rewrite_classes=result.rewrite_classes))
 
 
 def reducible_evidence(converter: Converter, result: ZooResult) -> str | None:

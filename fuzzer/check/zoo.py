@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from fuzzer.check.zoo_keras import convert_keras, prepare_keras
@@ -46,6 +46,7 @@ class ZooResult:
     timings: Mapping[str, float]
     model: bytes | None = None
     rewrites: tuple[str, ...] = ()  # the converter's rewrites that changed the model, where it records them
+    rewrite_classes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # TargetRun.rewrite_classes
 
 
 def prepare_zoo(zoo: ZooModel) -> ZooSource:
@@ -76,7 +77,7 @@ def check_zoo(prepared: ZooSource, converter: Converter, options: ConverterOptio
     start = time.perf_counter()
     verdict = judge_zoo(prepared, converter, run)
     return ZooResult(name, converter.name, verdict, {**run.timings, "oracle": time.perf_counter() - start},
-                     run.model, tuple(run.rewrites))
+                     run.model, tuple(run.rewrites), dict(run.rewrite_classes))
 
 
 def judge_zoo(prepared: ZooSource, converter: Converter, run: TargetRun) -> Verdict:

@@ -360,7 +360,11 @@ class ClassTracker:
     def step(self, name: str, after: onnx.ModelProto) -> None:
         """`after` is the model `name` made of the current one (which it then becomes); called only where `name`
         changed it, so a run where nothing fires infers no types."""
-        self.found[name] = self.found.get(name, frozenset()) | changed_labels(typed(self.model), after)
+        try:
+            found = changed_labels(typed(self.model), after)
+        except Exception:  # a model the classes cannot be read from keeps the rewrite's name, with no classes
+            found = frozenset()
+        self.found[name] = self.found.get(name, frozenset()) | found
         self.model = after
 
     def fired(self, names: tuple[str, ...]) -> Fired:

@@ -14,7 +14,8 @@ that keeps its value names. The hard set: a whole weight scaled by 1.02 (close t
 convolution given stride 2 (every later shape changes, so the model may fail to run past it); a Concat's inputs
 reordered and a Sub's or Div's operands swapped (the node keeps its kind); a 2-D input declared transposed (token
 ids); two faults at once (a perturbed weight and a swapped node: the repair needs two rounds); a perturbed weight in a
-model whose every intermediate value the tool renamed (nothing is shared by name to compare: expected to be missed).
+model whose every intermediate value the tool renamed (nothing is shared by name to compare until check MODEL names
+them back by aligning the two node sequences: align.py).
 
 Counted as modelcheck_faults.py counts: observable when the oracle fails the faulty model; located when the first
 round names a planted node (or finds an input fault for an input fault); diagnosed when its first finding is the
@@ -122,7 +123,8 @@ def renamed(model: onnx.ModelProto, rng: random.Random) -> Fault:
     for node in model.graph.node:
         node.input[:] = [names.get(i, i) for i in node.input]
         node.output[:] = [names.get(o, o) for o in node.output]
-    return Fault(FaultKind.PARAMETER, f"{fault.what}, values renamed", names.get(fault.node, fault.node))
+    # The node by either name: check MODEL names a renamed model's values back after the source's.
+    return Fault(FaultKind.PARAMETER, f"{fault.what}, values renamed", fault.node, (names.get(fault.node, ""),))
 
 
 PLAIN: dict[FaultKind, tuple[Planter, ...]] = {

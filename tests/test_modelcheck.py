@@ -472,3 +472,27 @@ def test_a_failure_no_edit_undoes_is_repaired_by_the_setting_that_avoids_it(tmp_
     assert result.conversion.verdict.symptom is Symptom.CRASH
     assert result.repair is not None and result.repair.repaired and result.repair.model is None
     assert result.repair.reason.startswith("re-converted with careful mode (tool(careful=True))")
+
+
+class RenameAndSwap(PlantedTool):
+    """Renames every value between the graph's inputs and outputs, and turns the Relu into a Sigmoid."""
+
+    name = "rename-and-swap"
+
+    def transform(self, model: onnx.ModelProto, options: ConverterOptions) -> onnx.ModelProto:
+        names = {"conv": "t0", "leaky": "t1", "relu": "t2"}
+        for node in model.graph.node:
+            node.input[:] = [names.get(i, i) for i in node.input]
+            node.output[:] = [names.get(o, o) for o in node.output]
+        return SwapNode().transform(model, options)
+
+
+def test_a_model_whose_values_a_tool_renamed_is_named_back_then_located_and_repaired(tmp_path: Path) -> None:
+    onnx.save(conv_model(), str(tmp_path / "conv.onnx"))
+    (result,) = check_model(load_model(str(tmp_path / "conv.onnx"), 0), ConverterRegistry([RenameAndSwap()]), (), 0)
+    assert result.repair is not None and result.repair.repaired
+    assert result.repair.reason.endswith("(its values named back after the source's first)")
+    (step,) = result.repair.rounds
+    assert step.location is not None and (step.location.op_type, step.location.output) == ("Sigmoid", "relu")
+    assert [(f.kind, f.detail) for f in step.findings] == [
+        (FaultKind.GRAPH, "node relu is Sigmoid where the source has Relu")]

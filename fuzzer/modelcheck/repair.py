@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 import onnx
 
+from fuzzer.modelcheck.align import named_back
 from fuzzer.modelcheck.diagnose import Finding, input_findings, node_findings
 from fuzzer.modelcheck.locate import Location, locate
 from fuzzer.modelcheck.runs import judge_all, run_onnx
@@ -71,7 +72,8 @@ def repair(source: bytes, target: bytes, feeds: Mapping[str, np.ndarray], fresh:
     """Repair `target` against `source` one located node per round; repaired only when it passes on `feeds` and
     on `fresh` inputs."""
     done: list[Round] = []
-    model = target
+    renamed = named_back(onnx.load_from_string(source), onnx.load_from_string(target))
+    model = target if renamed is None else renamed.SerializeToString()
     for _ in range(rounds):
         if passes(source, model, feeds):
             break
@@ -83,10 +85,11 @@ def repair(source: bytes, target: bytes, feeds: Mapping[str, np.ndarray], fresh:
         for finding in step.findings:
             edited = finding.edit.apply(edited)
         model = edited.SerializeToString()
-    if model == target:
-        return Repair(tuple(done), None, False, "no fault found that an edit can undo")
+    named = "" if renamed is None else " (its values named back after the source's first)"
+    if model == target or not any(r.findings for r in done):
+        return Repair(tuple(done), None, False, f"no fault found that an edit can undo{named}")
     if not passes(source, model, feeds):
-        return Repair(tuple(done), model, False, "the edited model still fails the oracle")
+        return Repair(tuple(done), model, False, f"the edited model still fails the oracle{named}")
     if not passes(source, model, fresh):
-        return Repair(tuple(done), model, False, "the edited model fails the oracle on fresh inputs")
-    return Repair(tuple(done), model, True, "passes the oracle on the inputs and on fresh inputs")
+        return Repair(tuple(done), model, False, f"the edited model fails the oracle on fresh inputs{named}")
+    return Repair(tuple(done), model, True, f"passes the oracle on the inputs and on fresh inputs{named}")

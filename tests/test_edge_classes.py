@@ -16,6 +16,7 @@ from fuzzer.converters.edge_classes import (
     changed_matches,
     classes_of,
     graph_scope,
+    model_keys,
     typed,
 )
 
@@ -117,14 +118,8 @@ def test_a_node_outside_a_body_is_not_in_a_subgraph_and_the_if_is_not_counted_fo
     changed.CopyFrom(model)
     for branch in changed.graph.node[-1].attribute:
         branch.g.node[0].op_type = "Neg"  # only the body changes: the If node itself counts as unchanged
-    matches = changed_matches(model, {_key for _key in _keys(changed)})
+    matches = changed_matches(model, model_keys(changed))
     assert [(m.scope.depth, [n.op_type for n in m.nodes]) for m in matches] == [(1, ["Identity"]), (1, ["Identity"])]
-
-
-def _keys(model: onnx.ModelProto) -> set:
-    from fuzzer.converters.edge_classes import _keys as keys
-
-    return keys(model)
 
 
 def test_the_classes_of_a_real_fold_read_before_and_after_it() -> None:

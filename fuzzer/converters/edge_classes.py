@@ -298,7 +298,8 @@ def _walk(graph: onnx.GraphProto, depth: int = 0, outer: Scope | None = None) ->
                 yield from _walk(body, depth + 1, scope)
 
 
-def _keys(model: onnx.ModelProto) -> set[NodeKey]:
+def model_keys(model: onnx.ModelProto) -> set[NodeKey]:
+    """The keys (node_key) of every node of `model`, its bodies' too."""
     return {node_key(node) for _, graph in _walk(model.graph) for node in graph.node}
 
 
@@ -332,7 +333,7 @@ def changed_classes(before: onnx.ModelProto, after: onnx.ModelProto) -> frozense
 
 def changed_labels(before: onnx.ModelProto, after: onnx.ModelProto) -> frozenset[str]:
     """match_labels of the nodes of `before` (types inferred) that `after` no longer has unchanged."""
-    return match_labels(changed_matches(before, _keys(after)))
+    return match_labels(changed_matches(before, model_keys(after)))
 
 
 OP_PREFIX = "op:"  # a label naming a matched node's operator type, beside the classes

@@ -22,7 +22,8 @@ from fuzzer.converters.capabilities import Shows
 from fuzzer.converters.conversion import Source, Steps, TargetRun, UpstreamError
 from fuzzer.converters.culprit import Culprit, FoundBy, bisected
 from fuzzer.converters.describe import Component, FaultSite, Snippet
-from fuzzer.converters.edge_classes import Fired, attributed
+from fuzzer.converters.edge_classes import Fired
+from fuzzer.converters.ort_attribution import transformer_classes
 from fuzzer.converters.ort_levels import LEVELS, OPTIMIZING_LEVELS
 from fuzzer.converters.rewrite_view import RewriteView
 from fuzzer.converters.role import Role
@@ -107,14 +108,23 @@ def _session_keeping(model: bytes, options: OrtOptimizerOptions, source: Source,
         return logged_session(model, options.level, source.device, options.disabled_optimizers, dims)
 
 
-def _classes(names: tuple[str, ...], model: bytes, path: str) -> Fired:
-    """ONNX Runtime logs which transformers modified the graph, not what each matched: each is given the classes of
-    every node of `model` its optimized model (at `path`) no longer has (edge_classes.attributed)."""
+def _classes(names: tuple[str, ...], model: bytes, path: str, options: OrtOptimizerOptions, source: Source
+             ) -> Fired:
+    """Each transformer that logged a change with the classes of what it matched (ort_attribution.py), from the
+    optimized model at `path`; the names alone where that model cannot be read. The models optimized without one
+    transformer are written beside it (a temporary folder each cost 3 ms on a loaded machine)."""
     if not names or not os.path.isfile(path):
         return Fired(names, {name: () for name in names})
+    dims = _free_dims(model, source, options)
+
+    def without(name: str) -> onnx.ModelProto | None:
+        kept = os.path.join(os.path.dirname(path), f"without-{names.index(name)}.onnx")
+        logged_session(model, options.level, source.device, (*options.disabled_optimizers, name), dims, kept)
+        return onnx.load(kept) if os.path.isfile(kept) else None
+
     try:
-        return attributed(names, onnx.load_from_string(model), onnx.load(path))
-    except Exception:  # an optimized model onnx cannot read (its contrib types): the names stand without classes
+        return transformer_classes(names, onnx.load_from_string(model), onnx.load(path), without)
+    except Exception:  # an optimized model onnx cannot read, a session that fails without one transformer
         return Fired(names, {name: () for name in names})
 
 
@@ -162,7 +172,7 @@ class OrtOptimizer(Converter[OrtOptimizerOptions]):
             path = os.path.join(folder, "optimized.onnx")
             session, names = _session_keeping(model, options, source, path)
             start = time.perf_counter()
-            fired = _classes(names, model, path)
+            fired = _classes(names, model, path, options, source)
             steps.timings["rewrites"] = time.perf_counter() - start
         with steps.at(Stage.RUNTIME_EXECUTION, "runtime"):
             outputs, dtypes = run_session(session, source.input_names, source.inputs)

@@ -177,9 +177,16 @@ def smallest_cut(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], conver
                  options: Mapping[str, Any] | None = None) -> Cut | None:
     """The smallest subgraph grown from the failing node on which the tool shows the same symptom as on the whole
     model; None where the node is not found or no cut of at most MAX_CUT_NODES nodes shows it."""
+    return next(failing_cuts(model, feeds, converter, whole, options), None)
+
+
+def failing_cuts(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], converter: Converter, whole: Conversion,
+                 options: Mapping[str, Any] | None = None) -> Iterator[Cut]:
+    """Every subgraph grown from the failing node, smallest first, on which the tool shows the same symptom as on
+    the whole model (none where the node is not found)."""
     start = failing_node(model, feeds, whole, converter, options)
     if start is None:
-        return None
+        return
     names = [out for node in model.graph.node for out in node.output if out]
     values = {**feeds, **intermediate_values(model, names, feeds)}
     node = model.graph.node[start]
@@ -189,6 +196,5 @@ def smallest_cut(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], conver
         conversion = tool_on(cut, inputs, converter, f"cut of {len(nodes)} nodes", options)
         if conversion.verdict.symptom is whole.verdict.symptom:
             first = values.get(node.input[0]) if node.input else None
-            return Cut(cut, inputs, node.name or node.output[0], node.op_type, conversion,
-                       dtype_of(first) if first is not None else None)
-    return None
+            yield Cut(cut, inputs, node.name or node.output[0], node.op_type, conversion,
+                      dtype_of(first) if first is not None else None)

@@ -16,9 +16,10 @@ import onnx
 
 from fuzzer.cases.case import CaseData, case_id, collect_versions, now_iso
 from fuzzer.cases.folder import write_case
+from fuzzer.cases.fresh_replay import replay_and_record
 from fuzzer.converters.base import Converter
 from fuzzer.converters.native import NATIVE
-from fuzzer.modelcheck.cut import Cut, smallest_cut, tool_on, tool_options
+from fuzzer.modelcheck.cut import Cut, failing_cuts, tool_on, tool_options
 from fuzzer.modelcheck.runs import dtype_of, run_onnx
 from generators.dtypes import DType
 from generators.ir import Graph, TensorType
@@ -64,17 +65,26 @@ def cut_case(cut: Cut, converter: Converter, options: Mapping[str, Any], signatu
 def reduce_tool_finding(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], converter: Converter,
                         options: Mapping[str, Any], signature: str, label: str, seed: int, out_dir: Path
                         ) -> Path | None:
-    """Reduce an ONNX tool's failure on `model` (fed `feeds`) to a case folder in `out_dir`; None where the tool
-    passes on the model as given here or no cut of at most MAX_CUT_NODES nodes shows its failure."""
+    """Reduce an ONNX tool's failure on `model` (fed `feeds`) to a case folder in `out_dir`: the smallest cut whose
+    repro.py, run alone, shows it (else the smallest that fails under the tool, its replay recorded as not showing
+    it); None where the tool passes on the model as given here or no cut of at most MAX_CUT_NODES nodes fails."""
     inputs = tuple(feeds[i.name] for i in _data_inputs(model))
     whole = tool_on(model, inputs, converter, label, options)
     if not whole.verdict.is_bug:
         return None
-    cut = smallest_cut(model, feeds, converter, whole, options)
-    if cut is None:
+    first: CaseData | None = None
+    for cut in failing_cuts(model, feeds, converter, whole, options):
+        used = converter.options(tool_options(options, {"upstream": NATIVE, "opset": _opset(cut.model)})).to_json()
+        case = cut_case(cut, converter, used, signature, label, seed)
+        first = first or case
+        folder = write_case(out_dir, case, replace=True, converter=converter)
+        if replay_and_record(folder).reproduces:  # its repro.py, run alone, shows it (its own tolerances)
+            return folder
+    if first is None:
         return None
-    used = converter.options(tool_options(options, {"upstream": NATIVE, "opset": _opset(cut.model)})).to_json()
-    return write_case(out_dir, cut_case(cut, converter, used, signature, label, seed), converter=converter)
+    folder = write_case(out_dir, first, replace=True, converter=converter)  # the smallest, marked not reproduced
+    replay_and_record(folder)
+    return folder
 
 
 def _opset(model: onnx.ModelProto) -> int:

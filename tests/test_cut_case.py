@@ -154,3 +154,32 @@ def test_a_resumed_campaign_requeues_the_zoo_findings_of_onnx_tools_only(tmp_pat
         (tmp_path / EVIDENCE_DIR / name / "zoo.json").write_text(json.dumps({"converter": converter}))
     (tmp_path / EVIDENCE_DIR / "d").mkdir()  # being written: no record yet
     assert reducible_findings(tmp_path, CONVERTERS) == [tmp_path / EVIDENCE_DIR / "a"]
+
+
+class UnshownLastErf(LastErfTool):
+    """The planted fault, but its repro.py call changes nothing: no cut's repro.py shows the failure. Counts its
+    runs."""
+
+    name = "planted-last-erf-unshown"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.runs = 0
+
+    def snippet(self, options: LastErfOptions) -> Snippet:
+        return Snippet((), ("pass",))
+
+    def transform(self, model: onnx.ModelProto, options: LastErfOptions) -> onnx.ModelProto:
+        self.runs += 1
+        return super().transform(model, options)
+
+
+@pytest.mark.parametrize(("budget_s", "runs"), [(None, 5), (0.0, 2)])
+def test_a_cut_no_repro_shows_keeps_the_smallest_marked_not_reproduced(tmp_path: Path, budget_s: float | None,
+                                                                       runs: int) -> None:
+    tool = UnshownLastErf()
+    x = np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3)
+    folder = reduce_tool_finding(_chain(), {"x": x}, tool, {}, "sig", "chain", 0, tmp_path, budget_s)
+    assert folder is not None and tool.runs == runs  # the whole model, then each cut tried (one, on no budget)
+    assert [n.op_type for n in onnx.load(str(folder / "upstream.onnx")).graph.node] == ["Erf"]
+    assert json.loads((folder / "case.json").read_text())["replay"]["reproduces"] is False

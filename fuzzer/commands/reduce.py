@@ -71,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
     failed = 0
     with IsolatedChecker(config) as checker:
         for folder in _folders(args.cases, sys.stdin if args.stdin else ()):
-            outcome = (reduce_zoo(folder, args.registry) if is_zoo_finding(folder) else
+            outcome = (reduce_zoo(folder, args.registry, args.time) if is_zoo_finding(folder) else
                        reduce_one(folder, args.out, args.inside, checker, args.time, given.pop(folder, None),
                                   args.shape_first))
             failed += not outcome["ok"]
@@ -99,13 +99,13 @@ def _folders(given: list[Path], feed: Iterable[str]) -> Iterator[Path]:
             yield Path(line.strip())
 
 
-def reduce_zoo(folder: Path, registry: str) -> dict[str, Any]:
+def reduce_zoo(folder: Path, registry: str, budget_s: float | None = None) -> dict[str, Any]:
     """Reduce a campaign's finding in a zoo model (its evidence folder) to a cut case inside it, as reduce_one
     answers: {"case", "ok", "seconds"} and the line and path, or the error."""
     start = time.monotonic()
     base: dict[str, Any] = {"case": str(folder)}
     try:
-        path = reduce_zoo_finding(folder, load_registry(registry))
+        path = reduce_zoo_finding(folder, load_registry(registry), budget_s)
     except Exception as exc:  # noqa: BLE001 - one case's failure is its answer; the campaign's reducer goes on
         error = str(exc) if isinstance(exc, UsageError) else f"{type(exc).__name__}: {exc}"
         return base | {"ok": False, "error": error, "seconds": round(time.monotonic() - start, 2),

@@ -7,6 +7,7 @@ operators are ONNX nodes, which convsmith's graph IR does not hold."""
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -63,11 +64,13 @@ def cut_case(cut: Cut, converter: Converter, options: Mapping[str, Any], signatu
 
 
 def reduce_tool_finding(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], converter: Converter,
-                        options: Mapping[str, Any], signature: str, label: str, seed: int, out_dir: Path
-                        ) -> Path | None:
+                        options: Mapping[str, Any], signature: str, label: str, seed: int, out_dir: Path,
+                        budget_s: float | None = None) -> Path | None:
     """Reduce an ONNX tool's failure on `model` (fed `feeds`) to a case folder in `out_dir`: the smallest cut whose
     repro.py, run alone, shows it (else the smallest that fails under the tool, its replay recorded as not showing
-    it); None where the tool passes on the model as given here or no cut of at most MAX_CUT_NODES nodes fails."""
+    it); None where the tool passes on the model as given here or no cut of at most MAX_CUT_NODES nodes fails.
+    `budget_s`: no larger cut is tried once it is spent (the smallest failing one is kept)."""
+    start = time.monotonic()
     inputs = tuple(feeds[i.name] for i in _data_inputs(model))
     whole = tool_on(model, inputs, converter, label, options)
     if not whole.verdict.is_bug:
@@ -80,6 +83,8 @@ def reduce_tool_finding(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray],
         folder = write_case(out_dir, case, replace=True, converter=converter)
         if replay_and_record(folder).reproduces:  # its repro.py, run alone, shows it (its own tolerances)
             return folder
+        if budget_s is not None and time.monotonic() - start > budget_s:
+            break
     if first is None:
         return None
     folder = write_case(out_dir, first, replace=True, converter=converter)  # the smallest, marked not reproduced

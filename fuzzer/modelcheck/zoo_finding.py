@@ -30,8 +30,9 @@ def is_zoo_finding(folder: Path) -> bool:
     return (Path(folder) / EVIDENCE_RECORD).is_file()
 
 
-def reduce_zoo_finding(folder: Path, registry: ConverterRegistry) -> Path:
-    """The reduced case written inside the evidence `folder`; NotReducible where it cannot be made."""
+def reduce_zoo_finding(folder: Path, registry: ConverterRegistry, budget_s: float | None = None) -> Path:
+    """The reduced case written inside the evidence `folder` (no larger cut tried once `budget_s` is spent);
+    NotReducible where it cannot be made."""
     record = json.loads((Path(folder) / EVIDENCE_RECORD).read_text(encoding="utf-8"))
     name, options, seed = record["converter"], dict(record["options"]), int(record["seed"])
     converter = registry.get(name)
@@ -53,7 +54,8 @@ def reduce_zoo_finding(folder: Path, registry: ConverterRegistry) -> Path:
     initializers = {t.name for t in model.graph.initializer}
     names = [i.name for i in model.graph.input if i.name not in initializers]
     feeds = dict(zip(names, prepared.zoo.inputs, strict=True))
-    reduced = reduce_tool_finding(model, feeds, converter, options, signature, f"zoo:{entry.name}", seed, folder)
+    reduced = reduce_tool_finding(model, feeds, converter, options, signature, f"zoo:{entry.name}", seed, folder,
+                                  budget_s)
     if reduced is None:
         raise NotReducible(f"{folder.name}: no cut of the {entry.name} model shows the failure of {name}")
     return reduced

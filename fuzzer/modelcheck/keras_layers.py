@@ -5,6 +5,7 @@ layer. tf2onnx computes channels-first where Keras is channels-last: a value is 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -80,7 +81,11 @@ def compare_layouts(got: np.ndarray, expected: np.ndarray) -> OutputComparison |
     perm = TO_CHANNELS_LAST.get(got.ndim)
     if perm and tuple(got.shape[p] for p in perm) == expected.shape and perm != tuple(range(got.ndim)):
         tried.append(np.transpose(got, perm))
-    metrics = [judge(t, expected) for t in tried]
+    # Keras (oneDNN) and ONNX Runtime sum in other orders: deep inside a large network a layer's values drift by more
+    # than the outputs' absolute tolerance where they are large, so each layer is judged in units of its own range.
+    scale = max(1.0, float(np.max(np.abs(expected))) if expected.size else 1.0)
+    metrics = [dataclasses.replace(m, max_abs=m.max_abs * scale)  # said in the layer's own units
+               for m in (judge(t / scale, expected / scale) for t in tried)]
     return next((m for m in metrics if m.ok), metrics[0] if metrics else None)
 
 

@@ -15,7 +15,7 @@ convolution given stride 2 (every later shape changes, so the model may fail to 
 reordered and a Sub's or Div's operands swapped (the node keeps its kind); a 2-D input declared transposed (token
 ids); two faults at once (a perturbed weight and a swapped node: the repair needs two rounds); a perturbed weight in a
 model whose every intermediate value the tool renamed (nothing is shared by name to compare until check MODEL names
-them back by aligning the two node sequences: align.py).
+them back by aligning the two node sequences: align.py); RMSNorm fused into one node with a wrong epsilon.
 
 Counted as modelcheck_faults.py counts: observable when the oracle fails the faulty model; located when the first
 round names a planted node (or finds an input fault for an input fault); diagnosed when its first finding is the
@@ -127,6 +127,26 @@ def renamed(model: onnx.ModelProto, rng: random.Random) -> Fault:
     return Fault(FaultKind.PARAMETER, f"{fault.what}, values renamed", fault.node, (names.get(fault.node, ""),))
 
 
+def fused_rmsnorm(model: onnx.ModelProto, rng: random.Random) -> Fault:
+    """A tool's fusion gone wrong: RMSNorm's seven nodes (Pow, ReduceMean, Add of epsilon, Sqrt, Reciprocal, Mul,
+    Mul by the weight) fused into ONNX Runtime's SimplifiedLayerNormalization with epsilon 0.1 where the source adds
+    1e-6. The fused node has no twin of its kind in the source: the epsilon is not diagnosed as a hyperparameter."""
+    nodes = list(model.graph.node)
+    starts = [i for i, n in enumerate(nodes[:-6]) if [m.op_type for m in nodes[i:i + 7]] ==
+              ["Pow", "ReduceMean", "Add", "Sqrt", "Reciprocal", "Mul", "Mul"]]
+    at = rng.choice(starts)
+    chain = nodes[at:at + 7]
+    x, weight = chain[0].input[0], next(i for i in chain[6].input if i != chain[5].output[0])
+    fused = helper.make_node("SimplifiedLayerNormalization", [x, weight], [chain[6].output[0]], domain="com.microsoft",
+                             axis=-1, epsilon=0.1, name=f"fused_{chain[6].name}")
+    for node in chain:
+        model.graph.node.remove(node)
+    model.graph.node.insert(at, fused)
+    if not any(o.domain == "com.microsoft" for o in model.opset_import):
+        model.opset_import.append(helper.make_opsetid("com.microsoft", 1))
+    return Fault(FaultKind.HYPERPARAMETER, f"RMSNorm fused as {fused.name}, epsilon 0.1", chain[6].output[0])
+
+
 PLAIN: dict[FaultKind, tuple[Planter, ...]] = {
     FaultKind.INPUT: (channels_last,),
     FaultKind.PARAMETER: (perturb, transpose_weight, round_bf16),
@@ -136,7 +156,7 @@ PLAIN: dict[FaultKind, tuple[Planter, ...]] = {
 HARD: dict[FaultKind, tuple[Planter, ...]] = {
     FaultKind.INPUT: (transposed_input,),
     FaultKind.PARAMETER: (scale_weight, two_faults, renamed),
-    FaultKind.HYPERPARAMETER: (conv_stride,),
+    FaultKind.HYPERPARAMETER: (conv_stride, fused_rmsnorm),
     FaultKind.GRAPH: (reorder_operands,),
 }
 

@@ -7,7 +7,8 @@ import dataclasses
 import json
 from pathlib import Path
 
-from fuzzer.campaign.class_coverage import LEARNED_AFTER, bug_classes, class_counts, class_coverage
+from fuzzer.campaign.class_coverage import LEARNED_AFTER, attempts, bug_classes, class_counts, class_coverage
+from fuzzer.campaign.class_tallies import CLASSES_META
 from fuzzer.campaign.db import DB_NAME, CampaignDB
 from fuzzer.campaign.result import TestResult
 from fuzzer.check.pipeline import check_prepared
@@ -96,4 +97,24 @@ def test_a_bug_is_named_with_the_pairs_every_test_that_hit_it_fired(tmp_path: Pa
         row = dataclasses.replace(_result(idx, {"eliminate_identity": classes}, bug=True), signature="sig")
         db.record_test(row, session, False)
     assert bug_classes(db.conn) == {"onnxoptimizer": {"sig": (("eliminate_identity", "int64"),)}}
+    db.close()
+
+
+def test_the_writing_campaigns_tallies_agree_with_the_rows(tmp_path: Path) -> None:
+    db = CampaignDB(tmp_path / DB_NAME, create=True)
+    session = db.start_session(1)
+    target = "onnxoptimizer|fuse_bn_into_conv|float16|"
+    db.record_test(dataclasses.replace(_result(0, {"fuse_bn_into_conv": ("float16", "op:Conv")}), steered=target),
+                   session, False)
+    from_rows = (class_counts(db.conn), attempts(db.conn))
+    assert from_rows[1] == {"onnxoptimizer": {("fuse_bn_into_conv", "float16"): (1, 1, 1)}}
+    db.keep_class_tallies()  # filled from the rows once
+    assert (class_counts(db.conn), attempts(db.conn)) == from_rows
+    db.record_test(dataclasses.replace(_result(1, {"eliminate_identity": ("bool",)}, bug=True), steered=target),
+                   session, False)  # added to the tallies as it is recorded
+    db.conn.execute("DELETE FROM meta WHERE key = ?", (CLASSES_META,))
+    again = (class_counts(db.conn), attempts(db.conn))  # the rows
+    db.set_meta(CLASSES_META, True)
+    assert (class_counts(db.conn), attempts(db.conn)) == again
+    assert again[1]["onnxoptimizer"]["fuse_bn_into_conv", "float16"] == (2, 2, 1)
     db.close()

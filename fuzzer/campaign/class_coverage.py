@@ -13,11 +13,14 @@ Every pair of a reachable rewrite and a class is reachable, except where (the re
 from __future__ import annotations
 
 import functools
+import json
 import sqlite3
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from fuzzer.campaign import tallies
+from fuzzer.campaign.class_tallies import CLASSES_META, read_classes
 from fuzzer.converters.edge_classes import BROADCASTING, OP_PREFIX, EdgeClass
 
 # Of the steered attempts at a pair, how many ending before the rewrite mark it unreachable (none having reached it).
@@ -90,13 +93,23 @@ class ClassCoverage:
 
 def class_counts(conn: sqlite3.Connection) -> dict[str, dict[tuple[str, str], tuple[int, int]]]:
     """Per converter, (rewrite, label) -> (tests that recorded it, those of them that were bugs); labels are class
-    names and 'op:' operator types. A campaign written before classes were recorded has none."""
+    names and 'op:' operator types. From the tallies where the writing campaign keeps them, else from the rows (a
+    campaign written before classes were recorded has none)."""
     found: dict[str, dict[tuple[str, str], tuple[int, int]]] = {}
+    if _kept(conn):
+        for (converter, rewrite, label), counts in read_classes(conn, tallies.Kind.REWRITE_CLASS).items():
+            found.setdefault(converter, {})[rewrite, label] = counts
+        return found
     rows = conn.execute("SELECT r.converter, r.rewrite, r.class, COUNT(*), COALESCE(SUM(t.is_bug), 0) "
                         "FROM rewrite_classes AS r JOIN tests AS t USING (idx, converter) GROUP BY 1, 2, 3")
     for converter, rewrite, label, n, bugs in rows:
         found.setdefault(converter, {})[rewrite, label] = (n, bugs)
     return found
+
+
+def _kept(conn: sqlite3.Connection) -> bool:
+    row = conn.execute("SELECT value FROM meta WHERE key = ?", (CLASSES_META,)).fetchone()
+    return row is not None and json.loads(row[0]) is True
 
 
 def bug_classes(conn: sqlite3.Connection) -> dict[str, dict[str, tuple[tuple[str, str], ...]]]:
@@ -116,6 +129,11 @@ def bug_classes(conn: sqlite3.Connection) -> dict[str, dict[str, tuple[tuple[str
 def attempts(conn: sqlite3.Connection) -> dict[str, dict[tuple[str, str], tuple[int, int, int]]]:
     """Per converter, (rewrite, class) -> (tests steered to it, those that reached the tool, those that fired it)."""
     found: dict[str, dict[tuple[str, str], tuple[int, int, int]]] = {}
+    if _kept(conn):
+        hits = read_classes(conn, tallies.Kind.CLASS_HIT)
+        for key, (n, reached) in read_classes(conn, tallies.Kind.CLASS_ATTEMPT).items():
+            found.setdefault(key[0], {})[key[1], key[2]] = (n, reached, hits.get(key, (0, 0))[0])
+        return found
     if not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'class_attempts'").fetchone():
         return found
     for converter, rewrite, cls, n, reached, hit in conn.execute(

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from fuzzer.campaign import tallies
+from fuzzer.campaign.class_tallies import CLASSES_META, class_rows, fill_classes
 from fuzzer.campaign.result import TestResult
 from fuzzer.support.errors import UsageError
 
@@ -109,7 +110,18 @@ class CampaignDB:
         with self._transaction():
             if not new:
                 tallies.fill(self.conn, self.campaign_started())
+                if self.get_meta(CLASSES_META):  # kept by its campaign: rebuilt with the rest
+                    fill_classes(self.conn)
             self.set_meta(tallies.FILLED_META, True)
+
+    def keep_class_tallies(self) -> None:
+        """Fill the class tallies from the rows once, and mark them kept from here on (the campaign writing this
+        database calls it: its tests add to them; class_tallies.py)."""
+        if self.get_meta(CLASSES_META):
+            return
+        with self._transaction():
+            fill_classes(self.conn)
+            self.set_meta(CLASSES_META, True)
 
     def campaign_started(self) -> float | None:
         """When the campaign's first session started (None before it has one)."""
@@ -219,6 +231,7 @@ class CampaignDB:
         minute = int(max(now - self._started, 0.0) // 60)
         tallies.bump(self.conn, tallies.test_rows(row.converter, row.symptom, row.stage, row.is_bug, row.options,
                                                   row.timings, row.rewrites, minute))
+        tallies.bump(self.conn, class_rows(row))
         began = now - row.wall_s
         self.conn.execute("UPDATE sessions SET first_test = MIN(COALESCE(first_test, ?), ?), "
                           "last_test = MAX(COALESCE(last_test, ?), ?) WHERE id = ?", (began, began, now, now, session))

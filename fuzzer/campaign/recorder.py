@@ -38,6 +38,7 @@ class Recorder:
         # The ONNX tools' rewrites seen to fire: their patterns are drawn more often until they have (steering.py).
         self.steering = Steering.from_db(db)
         # The (rewrite, class) pairs fired and the attempts at those never fired (class_steering.py).
+        db.keep_class_tallies()  # this campaign writes the database: it keeps the class tallies from here on
         self.class_steering = ClassSteering.from_db(db)
         self._in_force: tuple[tuple[list[Demotion], ...], list[Demotion]] | None = None
 

@@ -40,6 +40,11 @@ class Kind(Enum):
     VALUES = "values"  # done graphs by value strategy
     UNITS = "units"  # done graphs ("done")
     SOURCE = "source"  # done units by source (graphs, zoo); seconds: their tests' and preparation's worker time
+    # Edge-case classes (class_tallies.py), keyed "converter|rewrite|class": tests that fired the rewrite on the class
+    # (bugs: those that were bugs); tests steered to the pair (bugs: those that reached the tool); those that fired it.
+    REWRITE_CLASS = "rewrite_class"
+    CLASS_ATTEMPT = "class_attempt"
+    CLASS_HIT = "class_hit"
 
 
 def bump(conn: sqlite3.Connection, rows: Iterable[tuple[Kind, str, int, int, float]]) -> None:

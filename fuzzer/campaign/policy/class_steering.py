@@ -15,7 +15,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from fuzzer.campaign.class_coverage import LEARNED_AFTER, unreachable_for_ops
+from fuzzer.campaign.class_coverage import LEARNED_AFTER, attempts, class_counts, unreachable_for_ops
 from fuzzer.campaign.db import CampaignDB
 from fuzzer.campaign.policy.novelty import STEER, Demotion
 from fuzzer.campaign.policy.steering import tool_converters
@@ -103,13 +103,13 @@ class ClassSteering:
     def from_db(cls, db: CampaignDB) -> ClassSteering:
         """What the sessions before fired and tried (a resumed campaign)."""
         steering = cls()
-        for converter, rewrite, label in db.conn.execute("SELECT DISTINCT converter, rewrite, class "
-                                                         "FROM rewrite_classes"):
-            steering._fire(converter, rewrite, (label,))
-        for converter, rewrite, klass, n, reached in db.conn.execute(
-                "SELECT converter, rewrite, class, COUNT(*), SUM(reached) FROM class_attempts GROUP BY 1, 2, 3"):
-            steering.tried[converter, rewrite, klass] += n
-            steering.reached[converter, rewrite, klass] += reached
+        for converter, pairs in class_counts(db.conn).items():
+            for rewrite, label in pairs:
+                steering._fire(converter, rewrite, (label,))
+        for converter, pairs in attempts(db.conn).items():
+            for (rewrite, klass), (n, reached, _) in pairs.items():
+                steering.tried[converter, rewrite, klass] += n
+                steering.reached[converter, rewrite, klass] += reached
         return steering
 
     def _fire(self, converter: str, rewrite: str, labels: Iterable[str]) -> None:

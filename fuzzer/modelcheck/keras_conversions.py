@@ -19,7 +19,6 @@ from fuzzer.modelcheck.conversions import Conversion, OnnxPrepared, convert_onnx
 from fuzzer.modelcheck.keras_model import keras_outputs
 from fuzzer.modelcheck.model import ModelKind, UserModel
 from fuzzer.modelcheck.runs import dtype_of
-from fuzzer.support.errors import UsageError
 from fuzzer.support.tensors import to_torch
 from generators.dtypes import DType
 from generators.ir import Graph, TensorType
@@ -54,7 +53,7 @@ def keras_source(model: UserModel) -> KerasPrepared:
     try:
         proto = export(model.keras, graph, KERAS_EXPORT)
         upstream = onnx_source(dataclasses.replace(model, kind=ModelKind.ONNX, onnx_model=proto))
-    except (Exception, UsageError) as exc:  # tf2onnx's own failure shows in its verdict; the tools cannot start
+    except Exception as exc:  # tf2onnx's own failure (or a model ONNX Runtime cannot run) shows in its verdict
         return KerasPrepared(model, source, eager, None, f"tf2onnx's model of it: {str(exc).splitlines()[0][:200]}")
     return KerasPrepared(model, source, eager, upstream)
 

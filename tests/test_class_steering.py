@@ -18,6 +18,8 @@ from fuzzer.campaign.policy.class_steering import (
 from fuzzer.campaign.policy.novelty import STEER
 from fuzzer.campaign.result import TestResult
 from fuzzer.campaign.worker_config import WorkerConfig
+from fuzzer.converters import CONVERTERS
+from fuzzer.converters.upstream import native_seed
 from generators.dtypes import DType
 from generators.generator import GenOptions, generate
 
@@ -61,10 +63,15 @@ def test_a_steered_unit_is_made_of_its_class_and_draws_its_patterns_more() -> No
     assert steered_options(narrowed, target).dtypes == (DType.FLOAT32,)  # a dtype the campaign does not make
 
 
-def test_the_worker_generates_a_steered_seed_under_its_target() -> None:
-    config = WorkerConfig(out_dir="unused", log_dir="unused", converters=("onnxoptimizer",))
-    seed = next(s for s in range(100) if steered_target(s, [FLOAT16]) is not None)
-    assert config.unit_gen_options(seed, [FLOAT16]).dtypes == (DType.FLOAT16,)
+def test_the_worker_generates_a_steered_seed_under_its_target_and_starts_its_tool_from_the_native_model() -> None:
+    config = WorkerConfig(out_dir="unused", log_dir="unused", converters=("onnxoptimizer", "onnxsim"))
+    seed = next(s for s in range(100) if steered_target(s, [FLOAT16]) is not None and not native_seed(s))
+    opts = config.unit_gen_options(seed, [FLOAT16])
+    assert opts.dtypes == (DType.FLOAT16,) and opts.include_ops  # narrowed to operators with an ONNX counterpart
+    graph = generate(seed, opts)
+    assert config.options_for(CONVERTERS["onnxoptimizer"], seed, graph, [FLOAT16])["upstream"] == "onnx-native"
+    onnxsim = CONVERTERS["onnxsim"]  # not the target's tool: its options are drawn as for any unit
+    assert config.options_for(onnxsim, seed, graph, [FLOAT16]) == config.options_for(onnxsim, seed, graph)
     plain = next(s for s in range(100) if steered_target(s, [FLOAT16]) is None)
     assert config.unit_gen_options(plain, [FLOAT16]).dtypes == config.unit_gen_options(plain).dtypes
 

@@ -78,8 +78,8 @@ def _lost_test(work: Assignment, name: str, symptom: Symptom, reason: str, fault
     unit, registry = work.unit, cases.registry
     verdict = lost_verdict(name, symptom, reason, fault)
     graph = Graph.from_json(work.graph) if work.graph is not None else None
-    options, _ = settled_options(registry[name], cases.worker.options_for(registry[name], unit.seed, graph), graph,
-                                 unit.seed, work.demoted)
+    options, _ = settled_options(registry[name], cases.worker.options_for(registry[name], unit.seed, graph,
+                                                                          work.demoted), graph, unit.seed, work.demoted)
     case_dir = None
     if verdict.is_bug:  # a death in the upstream export is the exporter's bug, filed under the exporter's own test
         case_dir, error = cases.write_lost(unit.idx, unit.seed, verdict, fault.dump, graph, options)

@@ -160,7 +160,10 @@ class WorkerConfig:
         """The generator options of one seed under the campaign's demotions: demoted pairs left out, steered to the
         (rewrite, class) pair it is sent to where it is, and dtypes left out that every converter of the campaign
         would skip as a known root cause."""
-        opts = steered_options(without_demoted(self.gen_options(seed), seed, demoted), steered_target(seed, demoted))
+        opts, target = without_demoted(self.gen_options(seed), seed, demoted), steered_target(seed, demoted)
+        if target is not None and not native_seed(seed):  # its ONNX tool starts from the native model (options_for)
+            opts = native_gen_options(opts) or opts
+        opts = steered_options(opts, target)
         skipped = unexportable_dtypes(self._campaign_converters, seed, demoted)
         kept = tuple(d for d in opts.dtypes if d.value not in skipped)
         return dataclasses.replace(opts, dtypes=kept) if skipped and kept else opts
@@ -192,12 +195,17 @@ class WorkerConfig:
                 found[converter.name] = ops
         return found
 
-    def options_for(self, converter: Converter, seed: int, graph: Graph | None = None) -> dict[str, Any]:
+    def options_for(self, converter: Converter, seed: int, graph: Graph | None = None,
+                    demoted: Sequence[Demotion] = ()) -> dict[str, Any]:
         """The converter options of the test of `seed` under `converter`, as JSON (recorded with its result). An
-        ONNX tool of a native seed starts from the native model of `graph` where one can be written (unless an
-        upstream is pinned); one whose drawn exporter is known not to take `graph` starts from the other exporter."""
+        ONNX tool of a native seed, or of a unit steered to one of its (rewrite, class) pairs under `demoted`, starts
+        from the native model of `graph` where one can be written (unless an upstream is pinned): the exporters never
+        write what the steering asks for; one whose drawn exporter is known not to take `graph` starts from the other
+        exporter."""
         pinned = self.converter_options.get(converter.name) or {}
-        native = (graph is not None and "upstream" not in pinned and starts_upstream(converter) and native_seed(seed)
+        target = steered_target(seed, demoted)
+        wanted = native_seed(seed) or (target is not None and target.converter == converter.name)
+        native = (graph is not None and "upstream" not in pinned and starts_upstream(converter) and wanted
                   and native_choice(graph, pinned))
         if not self.vary_settings:
             return converter.options(native or pinned).to_json()

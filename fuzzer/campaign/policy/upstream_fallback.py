@@ -30,7 +30,7 @@ def chosen_options(config: WorkerConfig, converter: Converter, seed: int, graph:
     """(The settled options of `converter`'s test of `seed`; the known root cause that skips it, else None; the
     upstreams left behind, each failing or known to fail on the graph; the timings of the exports made here). Where
     no other upstream gives a model, the drawn options as settled: the test then ends as their upstream makes it."""
-    drawn = settled_options(converter, config.options_for(converter, seed, graph), graph, seed, demoted)
+    drawn = settled_options(converter, config.options_for(converter, seed, graph, demoted), graph, seed, demoted)
     if "upstream" not in drawn[0] or not isinstance(prepared, Expected):
         return (*drawn, [], {})
     (options, cause), left = drawn, []

@@ -8,17 +8,8 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from fuzzer.converters.edge_classes import (
-    DETECTORS,
-    EdgeClass,
-    Match,
-    changed_classes,
-    changed_matches,
-    classes_of,
-    graph_scope,
-    model_keys,
-    typed,
-)
+from fuzzer.converters.edge_classes import DETECTORS, EdgeClass, Match, classes_of, scope_of
+from fuzzer.converters.rewrite_matches import changed_classes, changed_matches, model_keys, typed
 
 
 def _model() -> onnx.ModelProto:
@@ -45,7 +36,7 @@ def _model() -> onnx.ModelProto:
 
 def _match(*names: str) -> Match:
     model = _model()
-    return Match(tuple(n for n in model.graph.node if n.name in names), graph_scope(model.graph))
+    return Match(tuple(n for n in model.graph.node if n.name in names), scope_of(model.graph))
 
 
 def _body_match() -> Match:
@@ -80,7 +71,7 @@ def _typed_model(dtype: int) -> Match:
     x = helper.make_tensor_value_info("x", dtype, [3])
     y = helper.make_tensor_value_info("y", dtype, [3])
     model = helper.make_model(helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "t", [x], [y]))
-    return Match(tuple(model.graph.node), graph_scope(model.graph))
+    return Match(tuple(model.graph.node), scope_of(model.graph))
 
 
 DTYPES = {EdgeClass.FLOAT32: TensorProto.FLOAT, EdgeClass.FLOAT64: TensorProto.DOUBLE,
@@ -108,7 +99,7 @@ def test_a_match_has_exactly_its_classes() -> None:
         EdgeClass.CONSTANT_NEGATIVE, EdgeClass.CONSTANT_NONFINITE, EdgeClass.INTERMEDIATE_OUTPUT,
         EdgeClass.SECOND_CONSUMER, EdgeClass.DYNAMIC_DIM, EdgeClass.BROADCAST}
     assert classes_of(_match("cast")) == {EdgeClass.FLOAT16, EdgeClass.BOOL, EdgeClass.RANK0, EdgeClass.INPUT_OPERAND}
-    assert classes_of(Match((), graph_scope(_model().graph))) == frozenset()
+    assert classes_of(Match((), scope_of(_model().graph))) == frozenset()
 
 
 def test_a_node_outside_a_body_is_not_in_a_subgraph_and_the_if_is_not_counted_for_its_body() -> None:

@@ -2,9 +2,9 @@
 classed by the dtypes of their tensors, ranks and broadcasting, constant or graph-input operands and constants at
 their limits, an intermediate that is also a graph output or has a second consumer, an If/Loop body, dynamic dims.
 
-Each class has one detector in DETECTORS (a registry: tests/test_edge_classes.py runs every entry). A tool that runs
-one rewrite at a time hands `changed_classes` the model before and after it; the classes are what coverage counts
-per (rewrite, class) pair (fuzzer/campaign/rewrites.py)."""
+Each class has one detector in DETECTORS (a registry: tests/test_edge_classes.py runs every entry). What a rewrite
+matched, read from the models before and after it, is rewrite_matches.py's; the classes are what coverage counts per
+(rewrite, class) pair (fuzzer/campaign/class_coverage.py)."""
 
 from __future__ import annotations
 
@@ -233,21 +233,7 @@ def classes_of(match: Match) -> frozenset[EdgeClass]:
     return frozenset(cls for cls, detect in DETECTORS.items() if detect(match))
 
 
-# ---- the scopes of a model, and the nodes a rewrite changed ------------------------------------------------------
-
-NodeKey = tuple[str, str, tuple[str, ...], tuple[str, ...], tuple[bytes, ...]]
-
-
-def node_key(node: onnx.NodeProto) -> NodeKey:
-    """A node by what it computes (its name aside); a body's content aside, so a node whose body changed is not
-    itself counted as changed: the body's nodes are."""
-    attrs = tuple(sorted(a.SerializeToString() if a.type not in _GRAPH_ATTRS else a.name.encode()
-                         for a in node.attribute))
-    return node.domain or "", node.op_type, tuple(node.input), tuple(node.output), attrs
-
-
-_GRAPH_ATTRS = (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
-
+# ---- a graph's scope, and the labels of a match ---------------------------------------------------------------
 
 def _shape(value: onnx.ValueInfoProto) -> tuple[int, Shape | None]:
     kind = value.type.tensor_type
@@ -258,7 +244,8 @@ def _shape(value: onnx.ValueInfoProto) -> tuple[int, Shape | None]:
     return kind.elem_type, tuple(d.dim_value if d.HasField("dim_value") else None for d in kind.shape.dim)
 
 
-def _scope(graph: onnx.GraphProto, depth: int, outer: Scope | None) -> Scope:
+def scope_of(graph: onnx.GraphProto, depth: int = 0, outer: Scope | None = None) -> Scope:
+    """What the classes read of `graph` (a body `depth` levels down, seeing the values of the scope `outer`)."""
     types = dict(outer.types) if outer is not None else {}
     constants = dict(outer.constants) if outer is not None else {}
     for value in (*graph.input, *graph.value_info, *graph.output):
@@ -282,60 +269,6 @@ def _scope(graph: onnx.GraphProto, depth: int, outer: Scope | None) -> Scope:
                  depth)
 
 
-def graph_scope(graph: onnx.GraphProto) -> Scope:
-    """The main graph's scope (its bodies aside)."""
-    return _scope(graph, 0, None)
-
-
-def _walk(graph: onnx.GraphProto, depth: int = 0, outer: Scope | None = None) -> Iterator[
-        tuple[Scope, onnx.GraphProto]]:
-    scope = _scope(graph, depth, outer)
-    yield scope, graph
-    for node in graph.node:
-        for attr in node.attribute:
-            bodies = [attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs)
-            for body in bodies:
-                yield from _walk(body, depth + 1, scope)
-
-
-def model_keys(model: onnx.ModelProto) -> set[NodeKey]:
-    """The keys (node_key) of every node of `model`, its bodies' too."""
-    return {node_key(node) for _, graph in _walk(model.graph) for node in graph.node}
-
-
-def typed(model: onnx.ModelProto) -> onnx.ModelProto:
-    """`model` with its intermediate values' types inferred where ONNX's shape inference can (as is where not, or
-    where the main graph already types every value its nodes make: onnxsim's output does)."""
-    graph = model.graph
-    known = {v.name for v in (*graph.value_info, *graph.output)}
-    if all(name in known for node in graph.node for name in node.output if name):
-        return model
-    try:
-        return onnx.shape_inference.infer_shapes(model)
-    except Exception:  # a model inference rejects still has the classes its declared types give
-        return model
-
-
-def changed_matches(before: onnx.ModelProto, after_keys: set[NodeKey]) -> tuple[Match, ...]:
-    """Per scope of `before`, the nodes absent from the model after the rewrite (`after_keys`): what it matched."""
-    matches = []
-    for scope, graph in _walk(before.graph):
-        nodes = tuple(node for node in graph.node if node_key(node) not in after_keys)
-        if nodes:
-            matches.append(Match(nodes, scope))
-    return tuple(matches)
-
-
-def changed_classes(before: onnx.ModelProto, after: onnx.ModelProto) -> frozenset[EdgeClass]:
-    """The classes of the nodes of `before` (types inferred) that `after` no longer has unchanged."""
-    return frozenset(EdgeClass(label) for label in changed_labels(before, after) if not label.startswith(OP_PREFIX))
-
-
-def changed_labels(before: onnx.ModelProto, after: onnx.ModelProto) -> frozenset[str]:
-    """match_labels of the nodes of `before` (types inferred) that `after` no longer has unchanged."""
-    return match_labels(changed_matches(before, model_keys(after)))
-
-
 OP_PREFIX = "op:"  # a label naming a matched node's operator type, beside the classes
 
 
@@ -348,47 +281,6 @@ def match_labels(matches: tuple[Match, ...]) -> frozenset[str]:
         found |= {OP_PREFIX + (f"{n.domain}.{n.op_type}" if n.domain not in ("", "ai.onnx") else n.op_type)
                   for n in match.nodes}
     return frozenset(found)
-
-
-class ClassTracker:
-    """The classes of each rewrite of a tool that runs them one at a time: given each model it produces in turn
-    (`step`), the classes of what a rewrite changed from the model before it (types inferred on that model)."""
-
-    def __init__(self, start: onnx.ModelProto) -> None:
-        self.model = start
-        self.found: dict[str, frozenset[str]] = {}
-
-    def step(self, name: str, after: onnx.ModelProto) -> None:
-        """`after` is the model `name` made of the current one (which it then becomes); called only where `name`
-        changed it, so a run where nothing fires infers no types."""
-        try:
-            found = changed_labels(typed(self.model), after)
-        except Exception:  # a model the classes cannot be read from keeps the rewrite's name, with no classes
-            found = frozenset()
-        self.found[name] = self.found.get(name, frozenset()) | found
-        self.model = after
-
-    def fired(self, names: tuple[str, ...]) -> Fired:
-        """`names` (the rewrites that fired, in order) with the classes each met."""
-        return Fired(names, {name: class_names(self.found.get(name, frozenset())) for name in names})
-
-
-@dataclass(frozen=True)
-class Fired:
-    """The rewrites that fired (in order) and, per rewrite, the labels of what it matched (match_labels)."""
-
-    names: tuple[str, ...] = ()
-    classes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-
-
-def attributed(names: tuple[str, ...], before: onnx.ModelProto, after: onnx.ModelProto) -> Fired:
-    """`names` each given the classes of everything the whole run changed: for a tool that tells which rewrites fired
-    but not what each matched (ONNX Runtime's log, a fusion count). Coarse where several fire; none are inferred where
-    none fired."""
-    if not names:
-        return Fired()
-    found = class_names(changed_labels(typed(before), after))
-    return Fired(names, {name: found for name in names})
 
 
 def class_names(labels: frozenset[str]) -> tuple[str, ...]:

@@ -8,7 +8,7 @@ import onnx
 
 from fuzzer.converters.culprit import FoundBy, named
 from fuzzer.converters.describe import Component, FaultSite, Snippet
-from fuzzer.converters.edge_classes import ClassTracker, Fired
+from fuzzer.converters.rewrite_matches import ClassTracker, Fired
 from fuzzer.converters.rewrite_view import RewriteView
 from fuzzer.converters.setting import Hints, Setting
 from fuzzer.converters.upstream import OnnxPassConverter, UpstreamOptions

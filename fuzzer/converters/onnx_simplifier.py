@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import onnx
 
 from fuzzer.converters.describe import Snippet
-from fuzzer.converters.edge_classes import ClassTracker, Fired
+from fuzzer.converters.rewrite_matches import ClassTracker, Fired
 from fuzzer.converters.setting import Hints, Setting
 from fuzzer.converters.upstream import OnnxPassConverter, UpstreamOptions
 

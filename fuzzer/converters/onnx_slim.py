@@ -9,7 +9,8 @@ from typing import Any
 import onnx
 
 from fuzzer.converters.describe import Snippet
-from fuzzer.converters.edge_classes import EdgeClass, Fired, Match, class_names, graph_scope, match_labels, typed
+from fuzzer.converters.edge_classes import EdgeClass, Match, class_names, match_labels, scope_of
+from fuzzer.converters.rewrite_matches import Fired, typed
 from fuzzer.converters.setting import Hints, Setting
 from fuzzer.converters.upstream import OnnxPassConverter, UpstreamOptions
 from fuzzer.support.quiet import library_output
@@ -132,7 +133,7 @@ class _MatchReader:
         if self.model is None:
             self.model = typed(self.export())
         nodes = tuple(node for node in self.model.graph.node if node.output and node.output[0] in outputs)
-        return match_labels((Match(nodes, graph_scope(self.model.graph)),))
+        return match_labels((Match(nodes, scope_of(self.model.graph)),))
 
 
 def _fingerprint(graph: Any) -> list[tuple[str, tuple[str, ...], tuple[str, ...], str]]:

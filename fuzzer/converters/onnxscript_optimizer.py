@@ -11,7 +11,7 @@ import onnx
 
 from fuzzer.converters import onnxscript_rules
 from fuzzer.converters.describe import Component, FaultSite, Snippet
-from fuzzer.converters.edge_classes import Fired
+from fuzzer.converters.rewrite_matches import Fired
 from fuzzer.converters.setting import Hints, Setting
 from fuzzer.converters.torch_onnx_dynamo import ONNXSCRIPT_TRACKER
 from fuzzer.converters.upstream import OnnxPassConverter, UpstreamOptions, UpstreamOptionsT

@@ -13,7 +13,7 @@ from typing import Any
 
 import onnx
 
-from fuzzer.converters.edge_classes import ClassTracker, Fired
+from fuzzer.converters.rewrite_matches import ClassTracker, Fired
 
 _ITERATIONS = 2  # optimize_ir's default: its fold-rewrite-cleanup loop runs twice at most
 _CLEANUP = ("RemoveUnusedNodesPass", "LiftConstantsToInitializersPass", "DeduplicateInitializersPass",

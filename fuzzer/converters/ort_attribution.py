@@ -11,16 +11,8 @@ from collections.abc import Callable
 
 import onnx
 
-from fuzzer.converters.edge_classes import (
-    Fired,
-    Match,
-    changed_matches,
-    class_names,
-    match_labels,
-    model_keys,
-    node_key,
-    typed,
-)
+from fuzzer.converters.edge_classes import Match, class_names, match_labels
+from fuzzer.converters.rewrite_matches import Fired, changed_matches, model_keys, node_key, typed
 
 Without = Callable[[str], onnx.ModelProto | None]  # the model optimized with one transformer disabled
 # Transformers no session without them tells apart, each given no classes without asking (a session per transformer

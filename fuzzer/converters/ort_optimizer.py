@@ -22,9 +22,9 @@ from fuzzer.converters.capabilities import Shows
 from fuzzer.converters.conversion import Source, Steps, TargetRun, UpstreamError
 from fuzzer.converters.culprit import Culprit, FoundBy, bisected
 from fuzzer.converters.describe import Component, FaultSite, Snippet
-from fuzzer.converters.edge_classes import Fired
 from fuzzer.converters.ort_attribution import transformer_classes
 from fuzzer.converters.ort_levels import LEVELS, OPTIMIZING_LEVELS
+from fuzzer.converters.rewrite_matches import Fired
 from fuzzer.converters.rewrite_view import RewriteView
 from fuzzer.converters.role import Role
 from fuzzer.converters.runtime import (

@@ -27,10 +27,10 @@ from fuzzer.converters.conversion import (
     UpstreamError,
     unrunnable_model,
 )
-from fuzzer.converters.edge_classes import Fired, attributed
 from fuzzer.converters.native import NATIVE, native_model, second_opinion
 from fuzzer.converters.options import ConverterOptions, default_opset
 from fuzzer.converters.registry import default_registry
+from fuzzer.converters.rewrite_matches import Fired, attributed
 from fuzzer.converters.role import Role
 from fuzzer.converters.runtime import check_and_serialize, declared_input_names, run_model, run_onnx_target
 from generators.ir import Graph
@@ -308,7 +308,7 @@ class OnnxPassConverter(Converter[UpstreamOptionsT]):
     def fired_rewrites(self, received: onnx.ModelProto, made: onnx.ModelProto, options: UpstreamOptionsT,
                        watched: tuple[str, ...] | None) -> Fired:
         """The rewrites that fired (`watched` where the tool's own call told them, else `fired`), each with the
-        classes of what it matched: here those of everything the call changed (edge_classes.attributed); a tool that
+        classes of what it matched: here those of everything the call changed (rewrite_matches.attributed); a tool that
         replays its rewrites one at a time gives each its own."""
         return attributed(watched if watched is not None else self.fired(received, options), received, made)
 

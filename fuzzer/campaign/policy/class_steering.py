@@ -1,7 +1,8 @@
 """Generation steered to (rewrite, edge-case class) pairs never fired: a rewrite seen to fire in some classes but not
 in a class the generator can choose (a dtype) becomes a target. STEER_SHARE of the units (by seed) are
 steered to one target each: the graph's dtypes narrowed to the class's dtype, and the
-pattern operators built for the rewrite (generators/ops/patterns.py) drawn more often. A target travels with the
+pattern operators built for the rewrite (generators/ops/patterns.py) drawn more often, with the operators written
+with the ONNX operators the rewrite was seen to match (OpSpec.onnx_core). A target travels with the
 demotions as (STEER, "converter|rewrite|class|pattern,...", 1.0), so a unit stays a pure function of what it was
 sent; its tests record it (TestResult.steered) and the database counts each attempt at the pair, whether the tool's
 rewrites ran (class_attempts). A pair none of LEARNED_AFTER attempts reached is learned unreachable and dropped, as
@@ -28,6 +29,7 @@ from generators.registry import REGISTRY, OpRegistry
 
 STEER_SHARE = 0.3  # of the units, while targets are left, those steered to one
 MAX_TARGETS = 400  # targets sent with the demotions (the first by converter, rewrite and class)
+MAX_CORE_OPS = 6  # operators drawn more often for a target for the ONNX operators its rewrite matched
 Lever = Callable[[GenOptions], GenOptions | None]  # the options that make a class likely; None where it cannot
 
 
@@ -45,7 +47,8 @@ LEVERS: Mapping[str, Lever] = {d.value: _dtype_lever(d) for d in DType}
 
 @dataclass(frozen=True)
 class Target:
-    """One (converter, rewrite, class) pair steered to, and the patterns built for that rewrite."""
+    """One (converter, rewrite, class) pair steered to, and the operators drawn more often for it (the patterns built
+    for the rewrite, the operators written with the ONNX operators it matched)."""
 
     converter: str
     rewrite: str
@@ -146,12 +149,19 @@ class ClassSteering:
                     pair = (converter, rewrite, klass)
                     if pair in self.fired or unreachable_for_ops(klass, ops) or self._tried_out(pair):
                         continue
-                    found.append(Target(converter, rewrite, klass, self._patterns(converter, rewrite)))
+                    boosted = (*self._patterns(converter, rewrite), *self._cores(ops))
+                    found.append(Target(converter, rewrite, klass, tuple(dict.fromkeys(boosted))))
             self._targets = [(STEER, t.detail(), 1.0) for t in found[:MAX_TARGETS]]
         return self._targets
 
     def _tried_out(self, pair: tuple[str, str, str]) -> bool:
         return self.tried[pair] >= LEARNED_AFTER and not self.reached[pair]
+
+    def _cores(self, ops: frozenset[str]) -> tuple[str, ...]:
+        """The generator's operators written with one of the ONNX operators `ops` (their onnx_core), at most
+        MAX_CORE_OPS: a rewrite that matched Transpose nodes meets them more often where permutes are drawn more."""
+        names = sorted(name for name in self.registry if self.registry[name].onnx_core in ops)
+        return tuple(names[:MAX_CORE_OPS])
 
     def _patterns(self, converter: str, rewrite: str) -> tuple[str, ...]:
         names = []

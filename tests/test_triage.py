@@ -192,3 +192,19 @@ def test_dropped_outputs_are_one_root_cause_titled_as_such_not_a_wrong_shape() -
     (only,) = group(found, {})
     assert only.title == "onnxslim: returns fewer outputs than the graph has (at graph optimization)"
     assert only.hits == 2
+
+
+def test_a_root_cause_is_titled_as_its_representative_was_filed_where_it_names_one_operator() -> None:
+    """The report.md title is in the owner's vocabulary (ONNX operators for an ONNX tool): the page says the same."""
+    filed = "onnx2tf: `Where` (from `where`) gives wrong values (uint8)"
+    wrong = replace(finding("a", converter="onnx2tf", stage="node_conversion", symptom="wrong_values",
+                                        message="output t1: off", ops=("where", "sin")), diverging_op="where",
+                                filed_title=filed)
+    (only,) = group([wrong], {})
+    assert only.title == filed
+    # Several findings under one shared cause keep the cause's own title, which names every operator met.
+    found = [replace(finding(s, converter="onnxslim", stage="graph_optimization", symptom="wrong_shape",
+                                         message="target has 1 outputs, the graph 3", ops=("sin",)), filed_title=filed)
+             for s in ("b", "c")]
+    (shared,) = group(found, {})
+    assert shared.title == "onnxslim: returns fewer outputs than the graph has (at graph optimization)"

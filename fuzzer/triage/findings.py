@@ -46,4 +46,15 @@ def _from_case(out_dir: Path, base: Finding, case_dir: str) -> Finding:
         verdict.diverging_op, tuple(graph.ops()), base.seed, base.hits, base.first_seen,
         str(chosen.relative_to(out_dir)), reduced is not None, len(graph.nodes) or head.onnx_nodes,
         tuple(sorted({t.dtype.value for t in graph.types.values()})), head.options, head.options.get("upstream"),
-        head.owner if head.owner != base.converter else None, head.polished, case_reproduces(folder, chosen))
+        head.owner if head.owner != base.converter else None, head.polished, case_reproduces(folder, chosen),
+        filed_title(chosen))
+
+
+def filed_title(folder: Path) -> str:
+    """The title of the folder's report.md (its first line, a '# ' heading), "" where it has none."""
+    try:
+        with (folder / "report.md").open(encoding="utf-8") as report:
+            first = report.readline()
+    except OSError:
+        return ""
+    return first[2:].strip() if first.startswith("# ") else ""

@@ -9,6 +9,7 @@ from typing import Any
 
 from oracles.rootcause import (
     ANY_OPERATOR,
+    UNLOCALIZED,
     RootCause,
     exception_name,
     explaining_error,
@@ -44,6 +45,7 @@ class Finding:
     # Its case's repro.py showed its bug in a fresh process (True), did not or the reducer marked it (False), or no
     # such replay is recorded (None): case_json.case_reproduces.
     reproduces: bool | None = None
+    filed_title: str = ""  # its case's report.md title (the owner's vocabulary: ONNX operators for an ONNX tool)
 
     @property
     def reduction_state(self) -> str:
@@ -79,8 +81,13 @@ class RootCauseGroup:
 
     @property
     def title(self) -> str:
-        """The root cause's title, its error quoted from the representative case where the key's normalized class
-        has placeholders (`<n>`, `<name>`) for the message's numbers and names."""
+        """The root cause's title: its representative's report.md title where the cause names one operator (or
+        has one finding); else the key's, its error quoted from the representative case where the key's normalized
+        class has placeholders (`<n>`, `<name>`) for the message's numbers and names."""
+        filed = self.representative.filed_title
+        one = self.cause.operator not in (ANY_OPERATOR, UNLOCALIZED) or len(self.findings) == 1
+        if filed and one:  # what was filed, in the owner's words
+            return filed
         text, klass = self.shown_cause.title(), self.cause.error_class
         if "<" not in klass or not text.endswith(klass):  # a class without placeholders says it better
             return text

@@ -189,14 +189,15 @@ def judged(result: ModelResult, fault: Fault) -> tuple[bool, bool, bool]:
 
 
 def describe(result: ModelResult) -> str:
+    """The first round's located node and the kinds found, and why a repair failed where it did."""
     repair = result.repair
     first = repair.rounds[0] if repair and repair.rounds else None
-    if first is None:
+    if repair is None or first is None:
         return "-"
     where = first.location
     node = f"{where.op_type} {where.node or where.output} [layer {where.layer or '?'}]" if where else "input"
     kinds = ",".join(f.kind.value for f in first.findings) or "none"
-    return f"{node} -> {kinds}"
+    return f"{node} -> {kinds}" + ("" if repair.repaired else f" ({repair.reason})")
 
 
 def run_form(index: int, form: str, real: bool, tries: int, totals: Counter) -> None:

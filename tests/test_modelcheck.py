@@ -25,6 +25,7 @@ from fuzzer.converters.torch_onnx_script import ScriptOptions, TorchOnnxScript
 from fuzzer.converters.upstream import OnnxPassConverter, UpstreamOptions
 from fuzzer.modelcheck.check_model import ModelResult, check_model
 from fuzzer.modelcheck.diagnose import FaultKind
+from fuzzer.modelcheck.keras_layers import compare_layouts
 from fuzzer.modelcheck.model import load_model
 from fuzzer.modelcheck.repair import repair
 from fuzzer.support.errors import Exit
@@ -496,3 +497,15 @@ def test_a_model_whose_values_a_tool_renamed_is_named_back_then_located_and_repa
     assert step.location is not None and (step.location.op_type, step.location.output) == ("Sigmoid", "relu")
     assert [(f.kind, f.detail) for f in step.findings] == [
         (FaultKind.GRAPH, "node relu is Sigmoid where the source has Relu")]
+
+
+def test_a_keras_layers_value_is_compared_in_either_layout_and_in_units_of_its_range() -> None:
+    expected = (np.arange(60, dtype=np.float32).reshape(1, 4, 5, 3) - 30) * 1000  # channels-last, zero among them
+    drifted = np.transpose(expected, (0, 3, 1, 2)) + np.float32(0.05)  # channels-first, summed in another order
+    metric = compare_layouts(drifted, expected)
+    assert metric is not None and metric.ok and metric.max_abs == pytest.approx(0.05, abs=5e-3)  # float32 spacing there
+    wrong = np.transpose(expected, (0, 3, 1, 2)).copy()
+    wrong[0, 0, 0, 0] += 500.0
+    metric = compare_layouts(wrong, expected)
+    assert metric is not None and not metric.ok and metric.max_abs == pytest.approx(500.0)
+    assert compare_layouts(np.zeros((1, 2, 2, 2), np.float32), expected) is None

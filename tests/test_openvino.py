@@ -26,7 +26,7 @@ from fuzzer.converters import CONVERTERS, ConverterRegistry, Role
 from fuzzer.converters.capabilities import ExportsUpstream
 from fuzzer.converters.conversion import Source, StageError, Steps, TargetRun
 from fuzzer.converters.describe import FaultSite
-from fuzzer.converters.openvino_cpu import PLUGIN_KEY, PRECISIONS, compile_and_run, cpu_precisions
+from fuzzer.converters.openvino_cpu import PLUGIN_KEY, PRECISIONS, compile_and_run, computed_in, cpu_precisions
 from fuzzer.converters.openvino_onnx import OpenVinoOnnx, OvOnnxOptions, model_feeds, read_onnx
 from fuzzer.converters.openvino_pytorch import OpenVinoPytorch, OvPytorchOptions, convert_module
 from fuzzer.converters.setting import Hints
@@ -267,6 +267,15 @@ def test_float64_is_judged_as_the_plugin_computes_it_in_float32() -> None:
     assert result.verdict.symptom is Symptom.PASS, result.verdict.message
     assert result.target is not None and result.target.computed_in == {"float64": "float32"}
     assert result.verdict.labels == ("computed-in:float64-as-float32",)
+
+
+def test_under_a_bf16_hint_every_float_type_is_judged_as_computed_in_bfloat16() -> None:
+    """The plugin narrows float64 to float32 and computes float16 as float32: under bf16, all three in bfloat16."""
+    if "bf16" not in cpu_precisions():
+        assert computed_in("bf16") == {"float64": "float32"}  # the plugin ignores the hint here
+        return
+    assert computed_in("bf16") == {"float64": "bfloat16", "float32": "bfloat16", "float16": "bfloat16"}
+    assert computed_in("f32") == {"float64": "float32"}
 
 
 def test_bfloat16_inputs_and_outputs_go_through_as_bfloat16() -> None:

@@ -19,6 +19,7 @@ from fuzzer.converters import CONVERTERS
 from fuzzer.converters.capabilities import snippet_of
 from fuzzer.converters.describe import Snippet
 from fuzzer.converters.dynamic import DynamicAxes
+from fuzzer.converters.openvino_cpu import computed_in
 from fuzzer.converters.ort_levels import ORT_LEVEL_MEMBERS
 from fuzzer.converters.role import Role
 from oracles.compare import DEFAULT_TOLERANCES
@@ -87,11 +88,8 @@ def _openvino(case: Any, converter: Any) -> str | None:
     call = snippet_of(converter, converter.options(case.converter_options))
     if call is None:
         return None
-    # The plugin computes float64 in float32, and float32 in bfloat16 under a bf16 hint: judged at that dtype's
-    # tolerance, as the oracle judges it.
-    narrowed = {"float64": "float32", **({"float32": "bfloat16"} if case.converter_options.get("precision") == "bf16"
-                                          else {})}
-    tolerance = _tolerance(case, narrowed)
+    # Judged at the tolerance of the dtype the plugin computes each output in, as the oracle judges it.
+    tolerance = _tolerance(case, computed_in(case.converter_options.get("precision", "f32")))
     if converter.framework != "pytorch":
         return openvino_onnx_snippet(case, call, _numpy_value, tolerance)
     module, inputs = _torch_module(case)

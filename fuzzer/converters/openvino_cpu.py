@@ -78,12 +78,12 @@ class CpuSettings(ConverterOptions):
 
 def computed_in(precision: str) -> dict[str, str]:
     """The float dtypes the CPU plugin computes in a narrower one: float64 in float32 always (it has no float64
-    kernels and converts such a model, as its documentation says), float32 in bfloat16 under a bf16 hint where the CPU
-    computes in bf16 (elsewhere the plugin ignores the hint)."""
-    narrowed = {"float64": "float32"}
+    kernels and converts such a model, as its documentation says); under a bf16 hint where the CPU computes in bf16
+    (elsewhere the plugin ignores the hint) every float type in bfloat16: float64 narrowed to float32, then that, and
+    float16, which it computes as float32, alike."""
     if precision == "bf16" and "bf16" in cpu_precisions():
-        narrowed["float32"] = "bfloat16"
-    return narrowed
+        return {"float64": "bfloat16", "float32": "bfloat16", "float16": "bfloat16"}
+    return {"float64": "float32"}
 
 
 def plugin_config(precision: str, performance: str) -> dict[str, str]:

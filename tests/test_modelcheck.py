@@ -509,3 +509,23 @@ def test_a_keras_layers_value_is_compared_in_either_layout_and_in_units_of_its_r
     metric = compare_layouts(wrong, expected)
     assert metric is not None and not metric.ok and metric.max_abs == pytest.approx(500.0)
     assert compare_layouts(np.zeros((1, 2, 2, 2), np.float32), expected) is None
+
+
+class CrashNamingLeaky(CrashUnlessCareful):
+    """The same, its failure naming the node it was converting."""
+
+    name = "crash-naming-leaky"
+
+    def transform(self, model: onnx.ModelProto, options: ConverterOptions) -> onnx.ModelProto:
+        if not getattr(options, "careful", False):
+            raise RuntimeError("planted: cannot convert node 'leaky'")
+        return model
+
+
+def test_the_node_a_failure_message_names_is_the_located_node(tmp_path: Path) -> None:
+    onnx.save(conv_model(), str(tmp_path / "conv.onnx"))
+    (result,) = check_model(load_model(str(tmp_path / "conv.onnx"), 0), ConverterRegistry([CrashNamingLeaky()]),
+                            (), 0)
+    assert result.repair is not None and result.repair.repaired
+    where = result.repair.rounds[0].location
+    assert where is not None and (where.op_type, where.node, where.after) == ("LeakyRelu", "leaky", float("inf"))

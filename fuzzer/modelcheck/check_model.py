@@ -28,9 +28,10 @@ from fuzzer.modelcheck.conversions import (
 from fuzzer.modelcheck.exporter_repair import repair_export
 from fuzzer.modelcheck.keras_conversions import keras_source
 from fuzzer.modelcheck.keras_repair import repair_keras_export
+from fuzzer.modelcheck.locate import named_in_message
 from fuzzer.modelcheck.model import InputSlot, ModelKind, UserModel, draw_inputs, onnx_slots
 from fuzzer.modelcheck.reconvert import reconvert
-from fuzzer.modelcheck.repair import Repair, repair
+from fuzzer.modelcheck.repair import Repair, Round, repair
 from fuzzer.support.quiet import library_output
 from oracles.verdict import Symptom
 
@@ -99,7 +100,7 @@ def _with_repair(model: UserModel, conversion: Conversion, seed: int, prepared: 
                 conversion.role is not Role.EXPORTER:
             again = reconvert(upstream, model, converter, fresh_inputs(model, seed),
                               verdict.symptom is Symptom.WRONG_VALUES)
-            fixed = _either(fixed, again)
+            fixed = _either(fixed, _with_failing_node(again, upstream.data, verdict.message))
     return ModelResult(conversion, fixed, time.perf_counter() - start)
 
 
@@ -130,6 +131,14 @@ def _either(edited: Repair | None, again: Repair | None) -> Repair | None:
     if again.repaired:
         return Repair(edited.rounds, None, True, again.reason)
     return dataclasses.replace(edited, reason=f"{edited.reason}; {again.reason}")
+
+
+def _with_failing_node(again: Repair | None, model: bytes, message: str) -> Repair | None:
+    """The re-conversion's repair, its round naming the node the converter's failure message names, where it does."""
+    where = named_in_message(model, message) if again is not None and message else None
+    if again is None or where is None:
+        return again
+    return dataclasses.replace(again, rounds=(Round(where, ()), *again.rounds[1:]))
 
 
 def fresh_inputs(model: UserModel, seed: int) -> tuple[np.ndarray, ...]:

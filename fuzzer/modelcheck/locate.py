@@ -128,3 +128,16 @@ def locate(source: bytes, target: bytes, feeds: Mapping[str, np.ndarray]) -> Loc
         after = math.inf if metric is None else metric.max_abs
         return Location(node.op_type, node.name, name, where[name], source_layer(node), before, after, len(names))
     return None
+
+
+def named_in_message(model: bytes, message: str) -> Location | None:
+    """The node a converter's failure message names (onnx2tf quotes the ONNX node it was converting), the longest
+    name found first; None where the message names none of the model's nodes."""
+    proto = onnx.load_from_string(model)
+    named = [(len(n.name), i) for i, n in enumerate(proto.graph.node) if len(n.name) > 3 and n.name in message]
+    if not named:
+        return None
+    index = max(named)[1]
+    node = proto.graph.node[index]
+    return Location(node.op_type, node.name, node.output[0] if node.output else "", index, source_layer(node), 0.0,
+                    math.inf, 0)

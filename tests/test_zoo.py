@@ -12,7 +12,7 @@ import onnx
 import pytest
 import torch
 
-from fuzzer.check.zoo import EXPORTERS, check_zoo, judge_zoo, prepare_zoo
+from fuzzer.check.zoo import EXPORTERS, check_zoo, computed_tolerance, judge_zoo, prepare_zoo
 from fuzzer.check.zoo_source import ZooSource
 from fuzzer.commands.main import main
 from fuzzer.converters import CONVERTERS
@@ -23,6 +23,7 @@ from generators.zoo.registry import ZOO
 from generators.zoo.spec import image
 from generators.zoo.torch_entry import TorchEntry
 from generators.zoo.torch_small import NormCnn
+from oracles.compare import Tolerance
 from oracles.verdict import Stage, Symptom
 
 # The architectures the issue names, each by its entry.
@@ -173,3 +174,13 @@ def test_every_entry_builds_runs_and_exports(name: str) -> None:
     outcomes = [(r.converter, r.verdict.symptom, r.verdict.message[:200]) for r in results]
     assert outcomes == [(c, OUTCOMES.get((name, c), Symptom.PASS), outcomes[i][2])
                         for i, c in enumerate(EXPORTERS[entry.framework])]
+
+
+def test_a_zoo_output_computed_in_a_narrower_dtype_is_judged_at_the_entrys_tolerance_in_that_precision() -> None:
+    """OpenVINO under a bf16 hint computes float32 in bfloat16: the entry's float32 tolerance widens by bfloat16's
+    ratio to float32's; an output computed in its own dtype keeps the entry's tolerance."""
+    deep = Tolerance(rtol=1e-3, atol=1e-4)
+    widened = computed_tolerance(deep, "float32", {"float32": "bfloat16"})
+    assert (widened.rtol, widened.atol) == pytest.approx((0.16, 0.016))
+    assert computed_tolerance(deep, "float32", {"float64": "float32"}) == deep
+    assert computed_tolerance(deep, "int64", {"float32": "bfloat16"}) == deep

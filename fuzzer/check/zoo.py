@@ -21,7 +21,7 @@ from fuzzer.converters.conversion import StageError, TargetRun, UpstreamError
 from fuzzer.converters.options import ConverterOptions
 from generators.zoo import Framework, ZooModel
 from oracles.blame import blame_output
-from oracles.compare import OutputComparison, compare_all
+from oracles.compare import DEFAULT_TOLERANCES, OutputComparison, Tolerance, compare_all
 from oracles.signature import wrong_value_signature
 from oracles.taxonomy import failure_verdict, upstream_verdict
 from oracles.verdict import Stage, Symptom, Verdict
@@ -84,15 +84,15 @@ def judge_zoo(prepared: ZooSource, converter: Converter, run: TargetRun) -> Verd
     """Pass where every output is within the entry's tolerance of what the converter started from, or no further
     from the float64 reference than the float32 source is; else a wrong shape, dtype or values."""
     expected = prepared.eager if run.baseline is None else run.baseline
-    tol = prepared.tolerance
-    metrics = compare_all(run.outputs, expected, prepared.dtypes, [tol] * len(prepared.dtypes))
+    tolerances = [computed_tolerance(prepared.tolerance, d, run.computed_in) for d in prepared.dtypes]
+    metrics = compare_all(run.outputs, expected, prepared.dtypes, tolerances)
     failing = [i for i, m in enumerate(metrics) if not m.ok]
     stage = converter.divergence_stage
     if not failing:
         return Verdict(Symptom.PASS, Stage.NONE, converter.name, metrics)
     symptom = failing_symptom([metrics[i] for i in failing])
     if symptom is Symptom.WRONG_VALUES and prepared.reference is not None:
-        blames = [blame_output(expected[i], run.outputs[i], prepared.reference[i], prepared.dtypes[i], tol)
+        blames = [blame_output(expected[i], run.outputs[i], prepared.reference[i], prepared.dtypes[i], tolerances[i])
                   for i in failing]
         if not any(b.blamed for b in blames):
             return Verdict(Symptom.PASS, Stage.NONE, converter.name, metrics, labels=(blames[0].reason,))
@@ -102,6 +102,18 @@ def judge_zoo(prepared: ZooSource, converter: Converter, run: TargetRun) -> Verd
                f"{metrics[first].reason.value}, max_abs={metrics[first].max_abs:.3g}")
     signature = wrong_value_signature(converter.name, stage, symptom, where, prepared.dtypes[first])
     return Verdict(symptom, stage, converter.name, metrics, signature, message, ("zoo",))
+
+
+def computed_tolerance(entry: Tolerance, dtype: str, computed_in: Mapping[str, str]) -> Tolerance:
+    """The entry's tolerance for an output of `dtype`, widened where the target computes that dtype in a narrower one
+    (OpenVINO's CPU plugin under a bf16 hint): by the ratio of the narrower dtype's default tolerance to `dtype`'s, so
+    a deep stack's drift is allowed as the entry allows it, in the precision the target computes in."""
+    narrower = computed_in.get(dtype)
+    if narrower is None or dtype not in DEFAULT_TOLERANCES or narrower not in DEFAULT_TOLERANCES:
+        return entry
+    own, other = DEFAULT_TOLERANCES[dtype], DEFAULT_TOLERANCES[narrower]
+    scale = max(other.rtol / own.rtol, 1.0) if own.rtol else 1.0
+    return Tolerance(entry.rtol * scale, max(entry.atol * scale, other.atol))
 
 
 def failing_symptom(metrics: list[OutputComparison]) -> Symptom:

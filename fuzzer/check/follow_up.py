@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from fuzzer.check.bfloat16_drift import judged_narrowed
 from fuzzer.check.dynamic import narrowed
 from fuzzer.check.fold_rounding import judged_fold
 from fuzzer.check.judge import judge
@@ -49,8 +50,8 @@ def follow_up(result: CheckResult, converter: Converter, options: ConverterOptio
     timings, traced = dict(result.timings), expected
     if at_second_shape(verdict) and expected.second is not None and result.second is not None:
         expected, run = expected.second, result.second  # what showed the divergence: the run at the second shape
-    folded = judged_fold(verdict, expected, run)
-    if folded is not verdict and not folded.symptom.is_divergence:  # a fold's rounding: nothing to follow up
+    folded = judged_narrowed(judged_fold(verdict, expected, run), expected, run)
+    if folded is not verdict and not folded.symptom.is_divergence:  # rounding by design: nothing to follow up
         return dataclasses.replace(result, verdict=folded)
     verdict = folded
     located = verdict.with_labels(*discontinuity_labels(expected, run))

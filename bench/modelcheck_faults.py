@@ -32,7 +32,7 @@ from fuzzer.converters.upstream import OnnxPassConverter, UpstreamOptions
 from fuzzer.modelcheck.check_model import source_feeds
 from fuzzer.modelcheck.conversions import torch_source
 from fuzzer.modelcheck.diagnose import FaultKind
-from fuzzer.modelcheck.model import load_zoo
+from fuzzer.modelcheck.loading import load_zoo
 from fuzzer.modelcheck.repair import passes, repair
 from fuzzer.support.quiet import library_output
 

@@ -56,7 +56,8 @@ from fuzzer.converters.upstream import export_upstream, upstream_default_opset
 from fuzzer.modelcheck.check_model import ModelResult, check_model, prepare, source_feeds
 from fuzzer.modelcheck.conversions import TOOL_UPSTREAM, applicable
 from fuzzer.modelcheck.diagnose import FaultKind
-from fuzzer.modelcheck.model import ModelKind, UserModel, load_model, load_zoo
+from fuzzer.modelcheck.loading import load_model, load_zoo
+from fuzzer.modelcheck.model import ModelKind, UserModel
 from fuzzer.modelcheck.repair import passes
 from fuzzer.support.quiet import library_output
 from generators.ir import Graph

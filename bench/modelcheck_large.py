@@ -22,7 +22,8 @@ from fuzzer.converters.registry import ConverterRegistry
 from fuzzer.converters.upstream import OnnxPassConverter, UpstreamOptions
 from fuzzer.modelcheck.check_model import check_model
 from fuzzer.modelcheck.conversions import torch_source
-from fuzzer.modelcheck.model import InputSlot, ModelKind, UserModel, load_model
+from fuzzer.modelcheck.loading import load_model
+from fuzzer.modelcheck.model import InputSlot, ModelKind, UserModel
 from fuzzer.support.quiet import library_output
 
 

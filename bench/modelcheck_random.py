@@ -50,7 +50,7 @@ from onnx import helper, numpy_helper
 
 from fuzzer.modelcheck.check_model import prepare, source_feeds
 from fuzzer.modelcheck.diagnose import FaultKind
-from fuzzer.modelcheck.model import load_zoo
+from fuzzer.modelcheck.loading import load_zoo
 from fuzzer.modelcheck.repair import passes, repair
 from fuzzer.support.quiet import library_output
 

@@ -26,8 +26,8 @@ from onnx import helper, numpy_helper
 from fuzzer.converters.registry import ConverterRegistry
 from fuzzer.modelcheck.check_model import check_model, prepare, source_feeds
 from fuzzer.modelcheck.diagnose import FaultKind
+from fuzzer.modelcheck.loading import load_zoo
 from fuzzer.modelcheck.locate import source_layer
-from fuzzer.modelcheck.model import load_zoo
 
 ATTENTION = ("attention", "self_attn")
 NORMALIZATION = ("LayerNorm", "layernorm", "norm")

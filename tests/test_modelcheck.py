@@ -26,7 +26,7 @@ from fuzzer.converters.upstream import OnnxPassConverter, UpstreamOptions
 from fuzzer.modelcheck.check_model import ModelResult, check_model
 from fuzzer.modelcheck.diagnose import FaultKind
 from fuzzer.modelcheck.keras_layers import compare_layouts
-from fuzzer.modelcheck.model import load_model
+from fuzzer.modelcheck.loading import load_model
 from fuzzer.modelcheck.repair import repair
 from fuzzer.support.errors import Exit
 from oracles.verdict import Symptom

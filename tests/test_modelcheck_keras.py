@@ -21,7 +21,8 @@ from fuzzer.converters.tf2onnx_exporter import Tf2Onnx, Tf2OnnxOptions, import_q
 from fuzzer.converters.upstream import OnnxPassConverter, UpstreamOptions
 from fuzzer.modelcheck.check_model import ModelResult, check_model
 from fuzzer.modelcheck.diagnose import FaultKind
-from fuzzer.modelcheck.model import ModelKind, load_model
+from fuzzer.modelcheck.loading import load_model
+from fuzzer.modelcheck.model import ModelKind
 from fuzzer.support.errors import Exit
 from generators.ir import Graph
 from oracles.verdict import Symptom

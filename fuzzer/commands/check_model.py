@@ -12,7 +12,8 @@ from fuzzer.commands.flags import registry_named
 from fuzzer.modelcheck.check_model import ModelResult, check_model
 from fuzzer.modelcheck.folder import repair_lines, write_folder
 from fuzzer.modelcheck.keras_model import is_keras_path
-from fuzzer.modelcheck.model import UserModel, load_model, load_zoo, read_inputs
+from fuzzer.modelcheck.loading import load_model, load_zoo
+from fuzzer.modelcheck.model import UserModel, read_inputs
 from fuzzer.support.errors import Exit, UsageError
 
 

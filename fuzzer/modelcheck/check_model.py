@@ -19,14 +19,16 @@ from fuzzer.converters.role import Role
 from fuzzer.modelcheck.conversions import (
     Conversion,
     OnnxPrepared,
+    TorchPrepared,
     TupleOutputs,
     applicable,
-    convert_model,
+    convert_onnx,
+    convert_torch,
     onnx_source,
     torch_source,
 )
 from fuzzer.modelcheck.exporter_repair import repair_export
-from fuzzer.modelcheck.keras_conversions import keras_source
+from fuzzer.modelcheck.keras_conversions import KerasPrepared, convert_keras, keras_source
 from fuzzer.modelcheck.keras_repair import repair_keras_export
 from fuzzer.modelcheck.locate import named_in_message
 from fuzzer.modelcheck.model import InputSlot, ModelKind, UserModel, draw_inputs, onnx_slots
@@ -34,6 +36,16 @@ from fuzzer.modelcheck.reconvert import reconvert
 from fuzzer.modelcheck.repair import Repair, Round, repair
 from fuzzer.support.quiet import library_output
 from oracles.verdict import Symptom
+
+
+def convert_model(model: UserModel, converter: Converter, prepared: object = None) -> Conversion:
+    """The converter's verdict on the model (`prepared` once for all converters)."""
+    if model.kind is ModelKind.KERAS:
+        return convert_keras(prepared if isinstance(prepared, KerasPrepared) else keras_source(model), converter)
+    if model.kind is ModelKind.ONNX:
+        onnx_prepared = prepared if isinstance(prepared, OnnxPrepared) else onnx_source(model)
+        return convert_onnx(onnx_prepared, converter)
+    return convert_torch(prepared if isinstance(prepared, TorchPrepared) else torch_source(model), converter)
 
 
 @dataclass(frozen=True)

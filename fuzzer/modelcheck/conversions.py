@@ -84,17 +84,6 @@ class TorchPrepared:
     reference: tuple | None
 
 
-def convert_model(model: UserModel, converter: Converter, prepared: object = None) -> Conversion:
-    """The converter's verdict on the model (`prepared` once for all converters)."""
-    if model.kind is ModelKind.KERAS:
-        from fuzzer.modelcheck.keras_conversions import KerasPrepared, convert_keras, keras_source
-
-        return convert_keras(prepared if isinstance(prepared, KerasPrepared) else keras_source(model), converter)
-    if model.kind is ModelKind.ONNX:
-        onnx_prepared = prepared if isinstance(prepared, OnnxPrepared) else onnx_source(model)
-        return convert_onnx(onnx_prepared, converter)
-    return convert_torch(prepared if isinstance(prepared, TorchPrepared) else torch_source(model), converter)
-
 
 @dataclass(frozen=True)
 class OnnxPrepared:

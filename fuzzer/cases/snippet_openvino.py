@@ -8,10 +8,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import onnx
-
 from fuzzer.cases.repro import identifier
-from fuzzer.cases.snippet_tf import compare, data_input_names, graph_comment
+from fuzzer.cases.snippet_tf import compare, graph_comment, input_lines, upstream_inputs
 from fuzzer.converters.describe import Snippet
 
 # The CPU plugin has no float64 kernels and computes such a model in float32, as its documentation says: the
@@ -35,16 +33,12 @@ def openvino_onnx_snippet(case: Any, call: Snippet, value: Any, tolerance: tuple
     None where the case saved no upstream.onnx."""
     if case.upstream_model is None:
         return None
-    upstream = onnx.load_from_string(bytes(case.upstream_model))
-    names = data_input_names(upstream)
-    order = list(case.graph.inputs)
-    at = [order.index(n) for n in names] if all(n in order for n in names) else list(range(len(names)))
+    upstream, fed = upstream_inputs(case)
+    names = [n for n, _ in fed]
     lines = ["import os", "import tempfile", "", "import numpy as np", "import onnx", "import onnxruntime as ort",
              *call.imports, "from onnx import numpy_helper", "",
              *graph_comment("upstream.onnx, what the frontend reads", upstream),
-             'model = onnx.load("upstream.onnx")',
-             *(f"{identifier(n)} = {value(case.inputs[i], f'test_data_set_0/input_{i}.pb')}"
-               for n, i in zip(names, at, strict=True)),
+             'model = onnx.load("upstream.onnx")', *input_lines(case, fed, value),
              f"inputs = [{', '.join(identifier(n) for n in names)}]",
              "options = ort.SessionOptions()",
              "options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL",

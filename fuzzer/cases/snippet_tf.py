@@ -23,17 +23,13 @@ def onnx2tf_snippet(case: Any, call: Snippet, value: Any, tolerance: tuple[float
     None where the case saved no upstream.onnx. `value(array, path)` writes an input as numpy."""
     if case.upstream_model is None:
         return None
-    upstream = onnx.load_from_string(bytes(case.upstream_model))
-    names = data_input_names(upstream)
-    order = list(case.graph.inputs)  # the model is fed by name, or in order where its exporter renamed an input
-    at = [order.index(n) for n in names] if all(n in order for n in names) else list(range(len(names)))
-    nchw = [n for n, i in zip(names, at, strict=True) if case.inputs[i].ndim in (3, 4, 5)]
+    upstream, fed = upstream_inputs(case)
+    names = [n for n, _ in fed]
+    nchw = [n for n, i in fed if case.inputs[i].ndim in (3, 4, 5)]
     lines = ["import os", "import tempfile", "", "import numpy as np", "import onnx", "import onnxruntime as ort",
              *call.imports, "from onnx import numpy_helper", "",
              *graph_comment("upstream.onnx, what the converter received", upstream),
-             'model = onnx.load("upstream.onnx")',
-             *(f"{identifier(n)} = {value(case.inputs[i], f'test_data_set_0/input_{i}.pb')}"
-               for n, i in zip(names, at, strict=True)),
+             'model = onnx.load("upstream.onnx")', *input_lines(case, fed, value),
              f"inputs = {{{', '.join(f'{n!r}: {identifier(n)}' for n in names)}}}",
              "options = ort.SessionOptions()",
              "options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL",
@@ -44,6 +40,21 @@ def onnx2tf_snippet(case: Any, call: Snippet, value: Any, tolerance: tuple[float
              f"nchw_inputs = {nchw!r}  # rank 3 to 5: moved to channels-last unless named", *call.lines, *call.runs,
              *CHANNELS_FIRST, *compare("ONNX Runtime", "as_onnx(np.asarray(g), w)", tolerance)]
     return "\n".join(lines)
+
+
+def upstream_inputs(case: Any) -> tuple[onnx.ModelProto, list[tuple[str, int]]]:
+    """upstream.onnx, and each of its data inputs with the index of the case's input it is fed: by name, or in order
+    where its exporter renamed an input."""
+    upstream = onnx.load_from_string(bytes(case.upstream_model))
+    names = data_input_names(upstream)
+    order = list(case.graph.inputs)
+    at = [order.index(n) for n in names] if all(n in order for n in names) else list(range(len(names)))
+    return upstream, list(zip(names, at, strict=True))
+
+
+def input_lines(case: Any, fed: list[tuple[str, int]], value: Any) -> list[str]:
+    """One line per fed input, `name = <its value>` (`value(array, path)` writes it)."""
+    return [f"{identifier(n)} = {value(case.inputs[i], f'test_data_set_0/input_{i}.pb')}" for n, i in fed]
 
 
 # onnx2tf leaves outputs channels-last and computes float16 in float32 by design: both undone before comparing.

@@ -14,7 +14,7 @@ import torch
 from fuzzer.modelcheck.diagnose import Finding
 from fuzzer.modelcheck.layers import locate_layer, node_layer
 from fuzzer.modelcheck.locate import Location
-from fuzzer.modelcheck.repair import Repair, Round
+from fuzzer.modelcheck.repair import Repair, Round, edited_and_verified
 from fuzzer.modelcheck.runs import judge_all, run_onnx
 from fuzzer.modelcheck.weights import fold_batch_norm, weight_findings
 
@@ -81,12 +81,5 @@ def repair_export(module: torch.nn.Module, target: bytes, feeds: Mapping[str, np
     rounds = (Round(where, tuple(findings)),)
     if not findings:
         return Repair(rounds, None, False, "no parameter of the located node differs from the module's")
-    edited = onnx.load_from_string(target)
-    for finding in findings:
-        edited = finding.edit.apply(edited)
-    model = edited.SerializeToString()
-    if not passes_eager(module, model, feeds):
-        return Repair(rounds, model, False, "the edited model still fails the oracle")
-    if not passes_eager(module, model, fresh):
-        return Repair(rounds, model, False, "the edited model fails the oracle on fresh inputs")
-    return Repair(rounds, model, True, "passes the oracle on the inputs and on fresh inputs")
+    return edited_and_verified(rounds, target, findings, lambda model, inputs: passes_eager(module, model, inputs),
+                               feeds, fresh)

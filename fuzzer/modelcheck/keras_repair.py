@@ -15,7 +15,7 @@ from fuzzer.modelcheck.diagnose import Finding
 from fuzzer.modelcheck.keras_layers import locate_keras_layer
 from fuzzer.modelcheck.keras_model import keras_outputs
 from fuzzer.modelcheck.locate import Location
-from fuzzer.modelcheck.repair import Repair, Round
+from fuzzer.modelcheck.repair import Repair, Round, edited_and_verified
 from fuzzer.modelcheck.runs import judge_all, run_onnx
 from fuzzer.modelcheck.weights import fold_batch_norm, weight_findings
 
@@ -74,12 +74,5 @@ def repair_keras_export(keras: Any, target: bytes, feeds: Mapping[str, np.ndarra
     rounds = (Round(where, tuple(findings)),)
     if not findings:
         return Repair(rounds, None, False, "no constant of the located node differs from its layer's weights")
-    edited = onnx.load_from_string(target)
-    for finding in findings:
-        edited = finding.edit.apply(edited)
-    model = edited.SerializeToString()
-    if not passes_keras(keras, model, feeds):
-        return Repair(rounds, model, False, "the edited model still fails the oracle")
-    if not passes_keras(keras, model, fresh):
-        return Repair(rounds, model, False, "the edited model fails the oracle on fresh inputs")
-    return Repair(rounds, model, True, "passes the oracle on the inputs and on fresh inputs")
+    return edited_and_verified(rounds, target, findings, lambda model, inputs: passes_keras(keras, model, inputs),
+                               feeds, fresh)

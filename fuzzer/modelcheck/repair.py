@@ -3,7 +3,7 @@ prove the repair: the repaired model must pass the oracle on the inputs it was r
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -93,3 +93,19 @@ def repair(source: bytes, target: bytes, feeds: Mapping[str, np.ndarray], fresh:
     if not passes(source, model, fresh):
         return Repair(tuple(done), model, False, f"the edited model fails the oracle on fresh inputs{named}")
     return Repair(tuple(done), model, True, f"passes the oracle on the inputs and on fresh inputs{named}")
+
+
+def edited_and_verified(rounds: tuple[Round, ...], target: bytes, findings: Sequence[Finding],
+                        agrees: Callable[[bytes, Mapping[str, np.ndarray]], bool], feeds: Mapping[str, np.ndarray],
+                        fresh: Mapping[str, np.ndarray]) -> Repair:
+    """`target` with every finding's edit applied, repaired only where `agrees(model, inputs)` holds on the inputs and
+    on fresh ones: an exporter's repair, judged against the framework it exported from."""
+    edited = onnx.load_from_string(target)
+    for finding in findings:
+        edited = finding.edit.apply(edited)
+    model = edited.SerializeToString()
+    if not agrees(model, feeds):
+        return Repair(rounds, model, False, "the edited model still fails the oracle")
+    if not agrees(model, fresh):
+        return Repair(rounds, model, False, "the edited model fails the oracle on fresh inputs")
+    return Repair(rounds, model, True, "passes the oracle on the inputs and on fresh inputs")

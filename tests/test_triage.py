@@ -10,6 +10,7 @@ import pytest
 
 from fuzzer.campaign.db import open_campaign
 from fuzzer.commands.main import main
+from fuzzer.triage.findings import zoo_title
 from fuzzer.triage.grouping import group
 from fuzzer.triage.model import Finding
 from fuzzer.triage.view import Headline, triage
@@ -208,3 +209,19 @@ def test_a_root_cause_is_titled_as_its_representative_was_filed_where_it_names_o
              for s in ("b", "c")]
     (shared,) = group(found, {})
     assert shared.title == "onnxslim: returns fewer outputs than the graph has (at graph optimization)"
+
+
+def test_a_zoo_finding_is_titled_by_the_architecture_it_showed_in(tmp_path: Path) -> None:
+    """A zoo finding is an evidence folder, not a case: its title names the zoo model, not 'an operator not
+    isolated'."""
+    folder = tmp_path / "zoo" / "crash-x"
+    folder.mkdir(parents=True)
+    (folder / "zoo.json").write_text('{"entry": "t5", "converter": "torch-onnx-dynamo"}')
+    base = finding("crash-x", converter="torch-onnx-dynamo", stage="node_conversion", symptom="crash",
+                   message="builtins.ValueError: Cannot view a tensor", ops=())
+    title = zoo_title(folder, base)
+    assert title == ("torch.onnx.export (dynamo): crash at node conversion on zoo model `t5`: "
+                     "ValueError: Cannot view a tensor")
+    (only,) = group([replace(base, case_dir="zoo/crash-x", filed_title=title)], {})
+    assert only.title == title
+    assert zoo_title(tmp_path, base) == ""  # no zoo record: no title of its own

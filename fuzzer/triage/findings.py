@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from pathlib import Path
 
 from fuzzer.campaign.db import CampaignDB
 from fuzzer.cases.case_head import read_case_head
 from fuzzer.cases.case_json import CaseError, case_reproduces, reduced_folder
-from fuzzer.triage.model import Finding
+from fuzzer.cases.report import display_name
+from fuzzer.check.zoo import EVIDENCE_RECORD
+from fuzzer.triage.model import Finding, quoted_error
 
 
 def load_findings(out_dir: Path, db: CampaignDB) -> list[Finding]:
@@ -35,8 +39,8 @@ def _from_case(out_dir: Path, base: Finding, case_dir: str) -> Finding:
     chosen = reduced or folder
     try:
         head = read_case_head(chosen)
-    except CaseError:  # a case folder being written or damaged: the row alone
-        return base
+    except CaseError:  # a zoo finding's evidence folder, a case folder being written or damaged: the row alone
+        return dataclasses.replace(base, filed_title=zoo_title(chosen, base))
     graph, verdict = head.graph, head.verdict
     # The root cause is read from one verdict: the reduced case's (its stage and symptom with its message, which a
     # reduction to the defect behind a carried crash may change), else the row's.
@@ -58,3 +62,15 @@ def filed_title(folder: Path) -> str:
     except OSError:
         return ""
     return first[2:].strip() if first.startswith("# ") else ""
+
+
+def zoo_title(folder: Path, base: Finding) -> str:
+    """A zoo finding's title, naming the architecture it showed in ('torch.onnx.export (dynamo): crash at node
+    conversion on zoo model `t5`: ValueError: ...'); "" where the folder has no zoo record."""
+    try:
+        record = json.loads((folder / EVIDENCE_RECORD).read_text())
+    except (OSError, ValueError):
+        return ""
+    error = quoted_error(base.message) if base.message else ""
+    return (f"{display_name(base.converter)}: {base.symptom.replace('_', ' ')} at {base.stage.replace('_', ' ')} "
+            f"on zoo model `{record.get('entry', '?')}`" + (f": {error}" if error else ""))

@@ -9,7 +9,6 @@ from typing import Any
 
 from oracles.rootcause import (
     ANY_OPERATOR,
-    UNLOCALIZED,
     RootCause,
     exception_name,
     explaining_error,
@@ -48,6 +47,11 @@ class Finding:
     filed_title: str = ""  # its case's report.md title (the owner's vocabulary: ONNX operators for an ONNX tool)
 
     @property
+    def from_zoo(self) -> bool:
+        """Whether it is a zoo finding, filed as an evidence folder under zoo/ rather than a case."""
+        return (self.case_dir or "").startswith("zoo/")
+
+    @property
     def reduction_state(self) -> str:
         """'reduced', 'unreduced', or 'not reproduced alone' (a case that no reduction can keep)."""
         if self.reproduces is False:
@@ -81,12 +85,16 @@ class RootCauseGroup:
 
     @property
     def title(self) -> str:
-        """The root cause's title: its representative's report.md title where the cause names one operator (or
-        has one finding); else the key's, its error quoted from the representative case where the key's normalized
-        class has placeholders (`<n>`, `<name>`) for the message's numbers and names."""
-        filed = self.representative.filed_title
-        one = self.cause.operator not in (ANY_OPERATOR, UNLOCALIZED) or len(self.findings) == 1
-        if filed and one:  # what was filed, in the owner's words
+        """The root cause's title: its representative's filed title (report.md's, or a zoo finding's naming its
+        architecture) where the cause names one operator or none, or has one finding; else the key's, its error
+        quoted from the representative case where the key's normalized class has placeholders (`<n>`, `<name>`)
+        for the message's numbers and names."""
+        rep = self.representative
+        filed = rep.filed_title
+        # What was filed, in the owner's words, where the cause names one operator or none (a zoo finding names its
+        # architecture), or has one finding whose case says more than a shared path's key.
+        one = self.cause.operator != ANY_OPERATOR or (len(self.findings) == 1 and not rep.from_zoo)
+        if filed and one:
             return filed
         text, klass = self.shown_cause.title(), self.cause.error_class
         if "<" not in klass or not text.endswith(klass):  # a class without placeholders says it better

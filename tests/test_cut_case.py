@@ -133,7 +133,7 @@ def test_a_campaigns_zoo_finding_of_an_onnx_tool_is_reduced_by_its_reducer(tmp_p
     assert [n.op_type for n in onnx.load(str(reduced / "upstream.onnx")).graph.node] == ["Erf"]
     conn = sqlite3.connect(out / DB_NAME)
     assert conn.execute("SELECT case_dir FROM bugs").fetchall() == [(f"{EVIDENCE_DIR}/{evidence.name}",)]
-    assert "planted-last-erf: Erf wrong values" in done.stdout  # the root cause is read from the reduced case
+    assert "planted-last-erf: `Erf` gives wrong values (float32)" in done.stdout  # titled as the reduced case was filed
 
 
 def test_a_zoo_finding_of_an_exporter_or_an_unknown_entry_is_not_reduced_and_says_why(tmp_path: Path) -> None:

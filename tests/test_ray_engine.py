@@ -242,8 +242,8 @@ def test_a_campaign_across_two_nodes_survives_a_lost_node(cluster: Cluster, tmp_
     env = dict(os.environ, PYTHONPATH=f"{ROOT}{os.pathsep}{TESTS}", **cluster.env)
     cmd = [sys.executable, "-m", "fuzzer", "fuzz", "--engine", "ray", "--address", cluster.address, "--workers", "2",
            "--registry", "test_ray_engine:RAY_REGISTRY", "--converters", ",".join(VERDICTS), "--tests",
-           str(UNITS), "--seed", "100", "--nodes", "3", "--min-nodes", "2", "--timeout", f"{TIMEOUT_S}s",
-           "--memory-mb", "256", "--no-reduce", "--out", str(out)]
+           str(UNITS), "--seed", "100", "--source", "graphs", "--nodes", "3", "--min-nodes", "2", "--timeout",
+           f"{TIMEOUT_S}s", "--memory-mb", "256", "--no-reduce", "--out", str(out)]
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         deadline = time.monotonic() + 240

@@ -16,6 +16,8 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
+from generators.ops.onnx_nodes import ELEMENT_TYPES
+
 # Constants larger than this are not read for their limits: a test's weights are small, a zoo model's are not.
 VALUE_LIMIT = 1 << 16
 # An integer attribute at this magnitude or beyond is a sentinel (INT_MAX slice ends, INT64_MIN starts).
@@ -55,10 +57,7 @@ class EdgeClass(str, enum.Enum):
         return self.value in _DTYPE_CODES.values()
 
 
-_DTYPE_CODES = {onnx.TensorProto.FLOAT16: "float16", onnx.TensorProto.BFLOAT16: "bfloat16",
-                onnx.TensorProto.FLOAT: "float32", onnx.TensorProto.DOUBLE: "float64", onnx.TensorProto.INT8: "int8",
-                onnx.TensorProto.UINT8: "uint8", onnx.TensorProto.INT32: "int32", onnx.TensorProto.INT64: "int64",
-                onnx.TensorProto.BOOL: "bool"}
+_DTYPE_CODES = {code: dtype.value for dtype, code in ELEMENT_TYPES.items()}  # element type -> the IR dtype's name
 # The operators whose operands broadcast against each other (numpy-style): two operand shapes that differ there are
 # a broadcast, elsewhere (MatMul, Conv) they are the operator's own contract.
 BROADCASTING = frozenset({"Add", "Sub", "Mul", "Div", "Pow", "Mod", "Max", "Min", "Mean", "Sum", "Where", "PRelu",

@@ -317,3 +317,18 @@ def _meaning(table: Sequence[tuple[re.Pattern[str], str]], message: str) -> str 
 
 
 _DIVERGENCES = frozenset(Symptom.json_names(Symptom.divergences()))
+
+
+QUOTED_CHARS = 100  # of an error's first line, in a root cause's title
+
+
+def quoted_error(message: str) -> str:
+    """'IndexError: tuple index out of range': the exception's own name and its message's first line (of the
+    exception that explains it, where a wrapper names one)."""
+    message = explaining_error(message)
+    name = exception_name(message)
+    first = (message.partition(":")[2] if name else message).strip().splitlines()
+    line = first[0] if first else ""
+    if len(line) > QUOTED_CHARS:
+        line = line[:QUOTED_CHARS].rsplit(" ", 1)[0] + "…"
+    return f"{name}: {line}" if name else line

@@ -3,6 +3,7 @@ defects on one operator stay two, and a campaign resumed after promotion reports
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from pathlib import Path
 
@@ -10,7 +11,8 @@ import pytest
 
 from fuzzer.campaign.db import open_campaign
 from fuzzer.commands.main import main
-from fuzzer.triage.findings import zoo_title
+from fuzzer.diagnosis.blame import KERNEL_KEY
+from fuzzer.triage.findings import filed_title, zoo_owner, zoo_title
 from fuzzer.triage.grouping import group
 from fuzzer.triage.model import Finding
 from fuzzer.triage.view import Headline, triage
@@ -225,3 +227,16 @@ def test_a_zoo_finding_is_titled_by_the_architecture_it_showed_in(tmp_path: Path
     (only,) = group([replace(base, case_dir="zoo/crash-x", filed_title=title)], {})
     assert only.title == title
     assert zoo_title(tmp_path, base) == ""  # no zoo record: no title of its own
+
+
+def test_a_zoo_finding_with_a_report_is_filed_under_its_title_and_a_shared_blames_owner(tmp_path: Path) -> None:
+    folder = tmp_path / "zoo" / "values-x"
+    folder.mkdir(parents=True)
+    blame = {"component": {"project": "ONNX Runtime", "name": "a CPU kernel", "tracker": "", "key": KERNEL_KEY},
+             "evidence": [], "settled": True, "shared": True}
+    (folder / "zoo.json").write_text(json.dumps({"entry": "gru", "converter": "torch-onnx-script", "blame": blame}))
+    (folder / "report.md").write_text("# torch.onnx.export (TorchScript): wrong values on zoo model `gru`\n")
+    assert (filed_title(folder), zoo_owner(folder)) == (
+        "torch.onnx.export (TorchScript): wrong values on zoo model `gru`", KERNEL_KEY)
+    (folder / "zoo.json").write_text(json.dumps({"entry": "gru", "blame": {**blame, "shared": False}}))
+    assert zoo_owner(folder) is None  # the converter's own component: its root cause stays the converter's

@@ -110,7 +110,12 @@ def test_a_zoo_unit_records_its_tests_and_the_evidence_of_a_planted_bug(tmp_path
     folder = tmp_path / EVIDENCE_DIR / case_id(bug.signature)
     record = json.loads((folder / "zoo.json").read_text())
     assert (record["entry"], record["seed"], record["converter"]) == ("gru", seed, "zoo-off-by-one")
-    assert record["check"] == f"convsmith zoo --check gru --seed {seed}"
+    assert record["check"] == f"convsmith check --zoo gru --seed {seed} --converters zoo-off-by-one"
+    # The planted exporter keeps no ONNX model: its blame is its own, and says what was not examined.
+    assert (record["blame"]["component"]["key"], record["blame"]["settled"]) == ("zoo-off-by-one", False)
+    report = (folder / "report.md").read_text().splitlines()
+    assert report[0] == "# zoo-off-by-one: wrong values at node conversion on zoo model `gru`"
+    assert "## Whose bug" in report and record["check"] in report
     data = onnx.TensorProto.FromString((folder / "test_data_set_0" / "input_0.pb").read_bytes())
     assert (data.name, list(data.dims)) == ("x", [2, 6, 8])
     assert sorted(p.name for p in (folder / "test_data_set_0").iterdir()) == ["input_0.pb", "output_0.pb",

@@ -26,11 +26,15 @@ from fuzzer.campaign.result import TestResult
 from fuzzer.campaign.sources import SourceKind
 from fuzzer.campaign.worker_config import WorkerConfig
 from fuzzer.cases.case import case_id
+from fuzzer.cases.diagnosis import Blame
+from fuzzer.cases.zoo_report import check_command, zoo_report
 from fuzzer.check.zoo import EVIDENCE_RECORD, ZooResult, check_zoo, prepare_zoo
 from fuzzer.check.zoo_source import ZooSource
 from fuzzer.converters import ConverterRegistry
 from fuzzer.converters.base import Converter
+from fuzzer.converters.describe import FaultSite
 from fuzzer.converters.upstream import starts_upstream, upstream_default_opset
+from fuzzer.diagnosis.zoo_blame import zoo_blame
 from fuzzer.support.files import atomic_publish_dir
 from fuzzer.support.tensors import to_proto_bytes
 from generators.zoo import Framework, ZooEntry
@@ -146,7 +150,7 @@ def run_zoo_test(runner: Runner, idx: int, seed: int, prepared: ZooSource, name:
     if result.verdict.is_bug and result.verdict.signature:
         runner.phase(idx, name, Step.CASE)
         try:
-            write_evidence(Path(runner.config.out_dir), prepared, result, options)
+            write_evidence(Path(runner.config.out_dir), prepared, result, options, converter)
         except OSError as exc:
             runner.own_error(idx, seed, name, Step.CASE, exc)
         case_dir = reducible_evidence(converter, result)
@@ -176,19 +180,28 @@ def reducible_findings(out_dir: Path, registry: ConverterRegistry) -> list[Path]
     return found
 
 
-def write_evidence(out_dir: Path, prepared: ZooSource, result: ZooResult, options: dict[str, Any]) -> Path | None:
-    """The evidence folder of a zoo finding, written once per signature (the first wins); None when it exists."""
+def write_evidence(out_dir: Path, prepared: ZooSource, result: ZooResult, options: dict[str, Any],
+                   converter: Converter) -> Path | None:
+    """The evidence folder of a zoo finding, written once per signature (the first wins), whose bug it is decided
+    as it is filed (zoo.json's `blame`, report.md); None when it exists."""
     parent = out_dir / EVIDENCE_DIR
     final = parent / case_id(result.verdict.signature)
     if final.exists():
         return None
     parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".tmp-{final.name[:40]}-", dir=parent))
     zoo, entry = prepared.zoo, prepared.zoo.entry
+    try:
+        blame = zoo_blame(prepared, converter, result)
+    except Exception as exc:  # a convsmith bug in the blame must not lose the finding: it is filed unsettled, saying so
+        own = converter.component(FaultSite(result.verdict.stage, ""))
+        blame = Blame(own, (f"convsmith could not examine it: {type(exc).__name__}: {exc}",), settled=False)
+    staging = Path(tempfile.mkdtemp(prefix=f".tmp-{final.name[:40]}-", dir=parent))
     record = {"entry": entry.name, "framework": entry.framework.value, "seed": zoo.seed,
               "converter": result.converter, "options": options, "verdict": result.verdict.to_json(),
-              "check": f"convsmith zoo --check {entry.name} --seed {zoo.seed}"}
+              "blame": blame.to_json(), "check": check_command(entry.name, zoo.seed, result.converter, options)}
     (staging / EVIDENCE_RECORD).write_text(json.dumps(record, indent=1) + "\n")
+    (staging / "report.md").write_text(zoo_report(entry.name, zoo.seed, result.converter, options, result.verdict,
+                                                  blame))
     if result.model is not None:
         (staging / "model.onnx").write_bytes(result.model)
     data = staging / "test_data_set_0"

@@ -10,9 +10,11 @@ through tf2onnx (fuzzer/check/zoo_keras.py).
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 from fuzzer.check.zoo_keras import convert_keras, prepare_keras
 from fuzzer.check.zoo_source import ZooSource, prepare_torch
@@ -47,6 +49,10 @@ class ZooResult:
     model: bytes | None = None
     rewrites: tuple[str, ...] = ()  # the converter's rewrites that changed the model, where it records them
     rewrite_classes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # TargetRun.rewrite_classes
+    # What the target was judged against where that is not the source (an ONNX tool's: the model it received, run on
+    # ONNX Runtime), and the dtypes it computes in a narrower one: TargetRun's, kept for the blame.
+    baseline: tuple[np.ndarray, ...] | None = None
+    computed_in: Mapping[str, str] = field(default_factory=dict)
 
 
 def prepare_zoo(zoo: ZooModel) -> ZooSource:
@@ -77,31 +83,51 @@ def check_zoo(prepared: ZooSource, converter: Converter, options: ConverterOptio
     start = time.perf_counter()
     verdict = judge_zoo(prepared, converter, run)
     return ZooResult(name, converter.name, verdict, {**run.timings, "oracle": time.perf_counter() - start},
-                     run.model, tuple(run.rewrites), dict(run.rewrite_classes))
+                     run.model, tuple(run.rewrites), dict(run.rewrite_classes), run.baseline, dict(run.computed_in))
 
 
 def judge_zoo(prepared: ZooSource, converter: Converter, run: TargetRun) -> Verdict:
     """Pass where every output is within the entry's tolerance of what the converter started from, or no further
     from the float64 reference than the float32 source is; else a wrong shape, dtype or values."""
     expected = prepared.eager if run.baseline is None else run.baseline
-    tolerances = [computed_tolerance(prepared.tolerance, d, run.computed_in) for d in prepared.dtypes]
-    metrics = compare_all(run.outputs, expected, prepared.dtypes, tolerances)
-    failing = [i for i, m in enumerate(metrics) if not m.ok]
+    judged = judge_outputs(prepared, run.outputs, expected, run.computed_in)
+    metrics, failing = judged.metrics, judged.failing
     stage = converter.divergence_stage
     if not failing:
-        return Verdict(Symptom.PASS, Stage.NONE, converter.name, metrics)
+        return Verdict(Symptom.PASS, Stage.NONE, converter.name, metrics, labels=judged.labels)
     symptom = failing_symptom([metrics[i] for i in failing])
-    if symptom is Symptom.WRONG_VALUES and prepared.reference is not None:
-        blames = [blame_output(expected[i], run.outputs[i], prepared.reference[i], prepared.dtypes[i], tolerances[i])
-                  for i in failing]
-        if not any(b.blamed for b in blames):
-            return Verdict(Symptom.PASS, Stage.NONE, converter.name, metrics, labels=(blames[0].reason,))
     first = failing[0]
     where = f"{prepared.zoo.entry.name}:{prepared.zoo.entry.outputs[first]}"
     message = (f"output {prepared.zoo.entry.outputs[first]} of zoo model {prepared.zoo.entry.name}: "
                f"{metrics[first].reason.value}, max_abs={metrics[first].max_abs:.3g}")
     signature = wrong_value_signature(converter.name, stage, symptom, where, prepared.dtypes[first])
     return Verdict(symptom, stage, converter.name, metrics, signature, message, ("zoo",))
+
+
+@dataclass(frozen=True)
+class JudgedOutputs:
+    """Outputs against what they should be: each output's comparison, the failing ones the oracle blames (wrong
+    values far from the float64 run while the float32 source is close), and why an unblamed divergence passed."""
+
+    metrics: tuple[OutputComparison, ...]
+    failing: list[int]
+    labels: tuple[str, ...] = ()
+
+
+def judge_outputs(prepared: ZooSource, outputs: Sequence[np.ndarray], expected: Sequence[np.ndarray],
+                  computed_in: Mapping[str, str] | None = None) -> JudgedOutputs:
+    """`outputs` judged against `expected` at the entry's tolerance (widened where computed in a narrower dtype)."""
+    tolerances = [computed_tolerance(prepared.tolerance, d, computed_in or {}) for d in prepared.dtypes]
+    metrics = compare_all(outputs, expected, prepared.dtypes, tolerances)
+    failing = [i for i, m in enumerate(metrics) if not m.ok]
+    if not failing or prepared.reference is None or failing_symptom([metrics[i] for i in failing]) \
+            is not Symptom.WRONG_VALUES:
+        return JudgedOutputs(metrics, failing)
+    blames = [blame_output(expected[i], outputs[i], prepared.reference[i], prepared.dtypes[i], tolerances[i])
+              for i in failing]
+    if not any(b.blamed for b in blames):
+        return JudgedOutputs(metrics, [], (blames[0].reason,))
+    return JudgedOutputs(metrics, failing)
 
 
 def computed_tolerance(entry: Tolerance, dtype: str, computed_in: Mapping[str, str]) -> Tolerance:

@@ -40,7 +40,8 @@ def _from_case(out_dir: Path, base: Finding, case_dir: str) -> Finding:
     try:
         head = read_case_head(chosen)
     except CaseError:  # a zoo finding's evidence folder, a case folder being written or damaged: the row alone
-        return dataclasses.replace(base, filed_title=zoo_title(chosen, base))
+        return dataclasses.replace(base, filed_title=filed_title(chosen) or zoo_title(chosen, base),
+                                   owner=zoo_owner(chosen))
     graph, verdict = head.graph, head.verdict
     # The root cause is read from one verdict: the reduced case's (its stage and symptom with its message, which a
     # reduction to the defect behind a carried crash may change), else the row's.
@@ -64,9 +65,19 @@ def filed_title(folder: Path) -> str:
     return first[2:].strip() if first.startswith("# ") else ""
 
 
+def zoo_owner(folder: Path) -> str | None:
+    """The shared component a zoo finding's blame names (its root cause's owner), else None."""
+    try:
+        blame = json.loads((folder / EVIDENCE_RECORD).read_text()).get("blame") or {}
+    except (OSError, ValueError, AttributeError):
+        return None
+    return str(blame["component"]["key"]) if blame.get("shared") and blame.get("component") else None
+
+
 def zoo_title(folder: Path, base: Finding) -> str:
-    """A zoo finding's title, naming the architecture it showed in ('torch.onnx.export (dynamo): crash at node
-    conversion on zoo model `t5`: ValueError: ...'); "" where the folder has no zoo record."""
+    """A zoo finding's title where its folder has no report.md (written before it had one), naming the architecture
+    it showed in ('torch.onnx.export (dynamo): crash at node conversion on zoo model `t5`: ValueError: ...'); ""
+    where the folder has no zoo record."""
     try:
         record = json.loads((folder / EVIDENCE_RECORD).read_text())
     except (OSError, ValueError):

@@ -10,9 +10,8 @@ from typing import Any
 from oracles.rootcause import (
     ANY_OPERATOR,
     RootCause,
-    exception_name,
-    explaining_error,
     listed_operators,
+    quoted_error,
     root_cause,
 )
 
@@ -134,21 +133,6 @@ class RootCauseGroup:
             "dtypes": sorted({d for f in self.findings for d in f.dtypes}),
             "options": sorted({_options_text(f.options) for f in self.findings}),
         }
-
-
-QUOTED_CHARS = 100  # of an error's first line, in a root cause's title
-
-
-def quoted_error(message: str) -> str:
-    """'IndexError: tuple index out of range': the exception's own name and its message's first line (of the
-    exception that explains it, where a wrapper names one)."""
-    message = explaining_error(message)
-    name = exception_name(message)
-    first = (message.partition(":")[2] if name else message).strip().splitlines()
-    line = first[0] if first else ""
-    if len(line) > QUOTED_CHARS:
-        line = line[:QUOTED_CHARS].rsplit(" ", 1)[0] + "…"
-    return f"{name}: {line}" if name else line
 
 
 def _options_text(options: Mapping[str, Any]) -> str:

@@ -18,6 +18,7 @@ from fuzzer.check.result import CheckOptions
 from fuzzer.check.source import prepare
 from fuzzer.converters import CONVERTERS
 from generators.builder import GraphBuilder
+from generators.dtypes import DType
 from generators.ir import Graph
 from oracles.verdict import Symptom
 
@@ -83,3 +84,26 @@ def test_a_tf2onnx_snippet_builds_the_tensorflow_function_and_runs_alone(tmp_pat
     printed = run_alone(snippet, folder)
     assert printed.count("expected (TensorFlow eager): float32 (1, 2, 3, 4)") == 1
     assert printed.count("observed: float32 (2, 3)") == 1
+
+
+@pytest.mark.slow
+def test_a_tf2onnx_snippet_with_bfloat16_tensors_runs_alone_and_shows_what_the_case_found(tmp_path: Path) -> None:
+    """ONNX Runtime's numpy API takes no bfloat16: the snippet feeds OrtValues and reads them back, and comes to
+    the case's verdict by itself (tf2onnx's bfloat16 handling may be wrong: then both say so)."""
+    b = GraphBuilder()
+    x = b.input((3, 4), DType.BFLOAT16)
+    graph = b.build((b.op("flatten", (x,), (12,), DType.BFLOAT16, start_dim=0, end_dim=-1),))
+    result = check_prepared(prepare(graph, 3, {}, 1.0), CONVERTERS["tf2onnx"], {"opset": 17}, FAST)
+    case = case_from_result(result, graph, 3, "tf2onnx", collect_versions(()), log=case_log(result))
+    folder = write_case(tmp_path / "cases", case, converter=CONVERTERS["tf2onnx"])
+    snippet = render_snippet(case)
+    assert snippet is not None and "ortvalue_from_numpy_with_onnx_type" in snippet
+    (folder / "snippet.py").write_text(snippet)
+    run = subprocess.run([sys.executable, "snippet.py"], cwd=folder, capture_output=True, text=True, timeout=300)
+    verdict = result.verdict
+    if verdict.symptom is Symptom.PASS:
+        assert run.returncode == 0, run.stderr[-1500:]
+    elif verdict.symptom.is_divergence:
+        assert run.returncode == 1 and "AssertionError" in run.stderr, (verdict, run.stderr[-1500:])
+    else:  # the same error, raised by the snippet (tf2onnx 1.17 declares the bfloat16 input float16)
+        assert run.returncode == 1 and verdict.message.splitlines()[0][-60:] in run.stderr, (verdict, run.stderr)

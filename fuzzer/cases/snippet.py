@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from fuzzer.cases import snippet_bf16 as bf16
 from fuzzer.cases.repro import identifier, render_module
 from fuzzer.cases.snippet_openvino import openvino_onnx_snippet, openvino_torch_snippet
 from fuzzer.cases.snippet_tf import onnx2tf_snippet, tf2onnx_snippet
@@ -53,8 +54,6 @@ def render_snippet(case: Any) -> str | None:
     before = (Stage.CAPTURE, Stage.NODE_CONVERSION, Stage.VALIDATION, Stage.SERIALIZATION,
               *(() if call.level != "disabled" else (Stage.GRAPH_OPTIMIZATION,)))
     runs_ort = case.verdict.stage not in before or case.verdict.symptom.is_divergence
-    if runs_ort and any(x.dtype.name == "bfloat16" for x in case.inputs):
-        return None
     if converter.role.starts_upstream and case.upstream_model is not None:
         return _from_upstream(case, call, runs_ort)
     if not call.from_torch:
@@ -69,12 +68,11 @@ def render_snippet(case: Any) -> str | None:
 
 
 def _tensorflow_family(case: Any, converter: Any) -> str | None:
-    """tf2onnx's snippet (from TensorFlow) or onnx2tf's (run in TensorFlow): fuzzer/cases/snippet_tf.py; None with
-    bfloat16 tensors, which numpy cannot write."""
-    if any(x.dtype.name == "bfloat16" for x in (*case.inputs, *case.weights.values())):
-        return None
+    """tf2onnx's snippet (from TensorFlow) or onnx2tf's (run in TensorFlow): fuzzer/cases/snippet_tf.py; None for
+    onnx2tf with bfloat16 tensors, which TFLite has no type for."""
+    bfloat16 = any(x.dtype.name == "bfloat16" for x in (*case.inputs, *case.weights.values()))
     call = snippet_of(converter, converter.options(case.converter_options))
-    if call is None:
+    if call is None or (bfloat16 and converter.framework != "tensorflow"):
         return None
     make = tf2onnx_snippet if converter.framework == "tensorflow" else onnx2tf_snippet
     return make(case, call, _numpy_value, _tolerance(case))
@@ -125,6 +123,9 @@ def _from_torch(case: Any, call: Snippet, runs_ort: bool) -> str:
         second = "".join(f"{_torch_value(x, f'test_data_set_1/input_{i}.pb')}, "
                          for i, x in enumerate(case.second_inputs))
         lines += [f"inputs = ({second})  # traced at the shapes above, the dynamic model runs at a second shape"]
+    if runs_ort and bf16.has_bfloat16(case):
+        lines[1:1] = bf16.TORCH_IMPORTS
+        return _finish(case, lines, call, runs_ort, bf16.TORCH_FEEDS, bf16.TORCH_WANT)
     return _finish(case, lines, call, runs_ort, "[x.numpy() for x in inputs]",
                    "[y.detach().numpy() for y in module(*inputs)]")
 
@@ -157,6 +158,10 @@ def _finish(case: Any, lines: list[str], call: Snippet, runs_ort: bool, feeds: s
            "    session = ort.InferenceSession(model.SerializeToString(), options, "
            "providers=['CPUExecutionProvider'])",
            f"    return session.run(None, dict(zip([i.name for i in session.get_inputs()], {feeds})))", ""]
+    if runs_ort and bf16.has_bfloat16(case):
+        run[-2:] = [bf16.run_line(feeds), ""]
+        run[:0] = bf16.HELPERS
+        lines[:0] = bf16.IMPORTS
     at = f"ort.GraphOptimizationLevel.{ORT_LEVEL_MEMBERS[level]}"
     body = list(CHECKER) if case.verdict.stage.value == "validation" or not runs_ort else []
     if runs_ort:
@@ -194,7 +199,7 @@ def _torch_value(x: np.ndarray, rel: str) -> str:
 
 
 def _numpy_value(x: np.ndarray, rel: str) -> str:
-    if x.size > INLINE_ELEMENTS:
+    if x.size > INLINE_ELEMENTS or x.dtype.name == "bfloat16":  # numpy_helper reads bfloat16 as ml_dtypes does
         return f'numpy_helper.to_array(onnx.load_tensor("{rel}"))'
     return f"np.array({_flat(x)}, dtype=np.{x.dtype.name}).reshape({tuple(x.shape)!r})"
 

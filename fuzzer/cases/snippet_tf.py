@@ -11,6 +11,7 @@ from typing import Any
 import onnx
 from onnx import helper
 
+from fuzzer.cases import snippet_bf16 as bf16
 from fuzzer.cases.repro import identifier
 from fuzzer.converters.describe import Snippet
 
@@ -92,10 +93,20 @@ def tf2onnx_snippet(case: Any, call: Snippet, value: Any, tolerance: tuple[float
              "options = ort.SessionOptions()",
              "options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL",
              "session = ort.InferenceSession(model.SerializeToString(), options, providers=['CPUExecutionProvider'])",
-             "got = session.run(None, dict(zip([i.name for i in session.get_inputs()], inputs)))",
-             "want = [y.numpy() for y in fn(*(tf.constant(x) for x in inputs))]",
-             *compare("TensorFlow eager", "g", tolerance)]
+             *(_BF16_RUN if bf16.has_bfloat16(case) else _RUN), *compare("TensorFlow eager", "g", tolerance)]
+    if bf16.has_bfloat16(case):
+        lines[:0] = bf16.IMPORTS
+        at = lines.index("options = ort.SessionOptions()")
+        lines[at:at] = bf16.HELPERS
     return "\n".join(lines)
+
+
+_RUN = ("got = session.run(None, dict(zip([i.name for i in session.get_inputs()], inputs)))",
+        "want = [y.numpy() for y in fn(*(tf.constant(x) for x in inputs))]")
+_BF16_RUN = ("got = [from_ort_value(v) for v in session.run_with_ort_values(None, dict(zip([i.name for i in "
+             "session.get_inputs()], [ort_value(x) for x in inputs])))]",
+             "want = [np.asarray(y.numpy(), np.float32) if y.dtype == tf.bfloat16 else y.numpy() "
+             "for y in fn(*(tf.constant(x) for x in inputs))]")
 
 
 def compare(expected_by: str, observed: str, tolerance: tuple[float, float]) -> list[str]:

@@ -84,6 +84,11 @@ def test_a_crash_inside_a_converter_is_its_own_and_a_model_without_a_target_mode
     crash = Verdict(Symptom.CRASH, Stage.NODE_CONVERSION, SCRIPT.name, signature="s", message="ValueError: boom")
     blame = zoo_blame(prepared, SCRIPT, ZooResult("gru", SCRIPT.name, crash, {}))
     assert (blame.component.key, blame.settled) == ("torch-onnx-script", True)
+    assert blame.component.name == "TorchScript exporter: the symbolic function of an operator the error does not name"
+    named = Verdict(Symptom.CRASH, Stage.NODE_CONVERSION, SCRIPT.name, signature="s",
+                    message="ValueError: boom\n(failing node: op_type=Where)")
+    assert zoo_blame(prepared, SCRIPT, ZooResult("gru", SCRIPT.name, named, {})).component.name == (
+        "TorchScript exporter: the symbolic function that emits ONNX `Where`")
     assert blame.evidence == (f"it fails inside the converter on zoo model `gru`, at node conversion: "
                               f"{blame.component.name}",)
     unexamined = zoo_blame(prepared, SCRIPT, ZooResult("gru", SCRIPT.name, WRONG, {}))

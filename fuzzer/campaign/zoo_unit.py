@@ -191,7 +191,7 @@ def write_evidence(out_dir: Path, prepared: ZooSource, result: ZooResult, option
     parent.mkdir(parents=True, exist_ok=True)
     zoo, entry = prepared.zoo, prepared.zoo.entry
     try:
-        blame = zoo_blame(prepared, converter, result)
+        blame = zoo_blame(prepared, converter, result, options)
     except Exception as exc:  # a convsmith bug in the blame must not lose the finding: it is filed unsettled, saying so
         own = converter.component(FaultSite(result.verdict.stage, ""))
         blame = Blame(own, (f"convsmith could not examine it: {type(exc).__name__}: {exc}",), settled=False)

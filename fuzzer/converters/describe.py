@@ -71,6 +71,8 @@ class FaultSite:
         if self.operator == UNLOCALIZED and self.graph_ops:
             ops = ", ".join(f"`{op}`" for op in dict.fromkeys(self.graph_ops))
             return f"of one of {ops} (the error names none)"
+        if self.operator in (UNLOCALIZED, ""):  # a real architecture's failure, not located to one of its operators
+            return "of an operator the error does not name"
         return f"of `{self.operator}`"
 
 

@@ -8,6 +8,7 @@ the rules are blame.py's, read at the architecture's scale."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import onnx
@@ -21,6 +22,7 @@ from fuzzer.converters.describe import Component, FaultSite
 from fuzzer.converters.ort_optimizer import ORT_TRACKER
 from fuzzer.converters.runtime import validate
 from fuzzer.diagnosis.blame import KERNEL_KEY, RUNTIME_STAGES, runtime_kernel
+from oracles.rootcause import UNLOCALIZED, named_operator
 from oracles.verdict import Stage, Symptom
 
 # onnx.reference runs operator by operator in numpy: beyond this many nodes an architecture takes it minutes, more
@@ -30,11 +32,16 @@ LINE_CHARS = 160
 LOST_WORDS = {Symptom.PROCESS_DEATH: "died", Symptom.HANG: "hung", Symptom.OUT_OF_MEMORY: "ran out of memory"}
 
 
-def zoo_blame(prepared: ZooSource, converter: Converter, result: ZooResult) -> Blame:
+def zoo_blame(prepared: ZooSource, converter: Converter, result: ZooResult,
+              options: Mapping[str, Any] | None = None) -> Blame:
     """The blame of a zoo finding: the converter's own component unless the evidence shows ONNX Runtime computes
-    a right model wrongly; unsettled where the evidence does not decide."""
+    a right model wrongly; unsettled where the evidence does not decide. `options`: the converter's, as it ran."""
     verdict = result.verdict
-    own = converter.component(FaultSite(verdict.stage, "", labels=verdict.labels))
+    # The operator the error names, where it names one; a divergence of a whole architecture is located by
+    # `convsmith check --zoo`, not here.
+    operator = named_operator(verdict.message, ()) if not verdict.symptom.is_divergence else None
+    own = converter.component(FaultSite(verdict.stage, operator or UNLOCALIZED, labels=verdict.labels,
+                                        options=dict(options or {})))
     where = f"on zoo model `{prepared.zoo.entry.name}`"
     if verdict.symptom in (Symptom.PROCESS_DEATH, Symptom.HANG, Symptom.OUT_OF_MEMORY):
         return Blame(own, (f"the process {LOST_WORDS[verdict.symptom]} {where} at {_stage(verdict.stage)}",),

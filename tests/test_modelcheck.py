@@ -261,7 +261,9 @@ def test_the_command_writes_the_folder_and_exits_1(tmp_path: Path, capsys: pytes
                  "--out", str(out)])
     assert code == Exit.BUG
     assert "hyperparameter: Conv conv: pads dropped" in capsys.readouterr().out
-    assert sorted(p.name for p in (out / "drop-pads").iterdir()) == ["converted.onnx", "located.dot", "repaired.onnx"]
+    assert sorted(p.name for p in (out / "drop-pads").iterdir()) == [
+        "converted.onnx", "crash-drop-pads-validation-InferenceError-d0247312582c-reduced", "located.dot",
+        "repaired.onnx"]  # the case folder of the failure, cut to its node (tests/test_modelcheck_filing.py)
     picture = (out / "drop-pads" / "located.dot").read_text()
     assert 'n0 [fillcolor="#f4cccc", label="Conv\\nconv\\nafter: inf"];' in picture
     assert (out / "verdicts.json").is_file() and (out / "summary.md").is_file()

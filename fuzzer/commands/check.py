@@ -12,8 +12,9 @@ from pathlib import Path
 from fuzzer.cases.case_json import CASE_JSON
 from fuzzer.check.pipeline import CheckResult, available_converter, run_check
 from fuzzer.commands.check_model import is_model, run_model
-from fuzzer.commands.flags import names, registry_named
+from fuzzer.commands.flags import DEFAULT_CORPUS, duration, names, registry_named
 from fuzzer.converters import DEFAULT_REGISTRY
+from fuzzer.modelcheck.failure_case import REDUCE_BUDGET_S
 from fuzzer.support.errors import Exit, UsageError
 from fuzzer.support.quiet import library_output
 from generators.ir import Graph, GraphError, validate
@@ -38,9 +39,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--inputs", type=Path, default=None,
                         help="a model's inputs as an .npz (by input name or in order); default: drawn from its spec")
     parser.add_argument("--out", type=Path, default=None,
-                        help="a model's folder: verdicts.json, summary.md, each wrong converter's converted.onnx "
-                             "and, when re-verified, repaired.onnx")
+                        help="a model's folder: verdicts.json, summary.md, each wrong converter's converted.onnx, "
+                             "when re-verified repaired.onnx, and an ONNX tool's failure reduced to a case folder")
     parser.add_argument("--no-repair", action="store_true", help="a model's verdicts only: no locate or repair")
+    parser.add_argument("--no-reduce", action="store_true",
+                        help="with --out: no reduced case of an ONNX tool's failure (by default each is cut to its "
+                             "smallest failing subgraph, a case folder with a repro.py to file upstream)")
+    parser.add_argument("--reduce-budget", type=duration, default=REDUCE_BUDGET_S, metavar="DURATION",
+                        help="a model's reduction per converter: no larger cut is tried past it (default: 60s)")
+    parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS,
+                        help="a model's failures with the root cause of one of these cases are known (default: "
+                             "corpus/)")
+    parser.add_argument("--campaign", type=Path, default=None, metavar="DIR",
+                        help="a model's failures with the root cause of one of this campaign's are known too")
     parser.add_argument("--registry", default=DEFAULT_REGISTRY, metavar="MODULE:ATTR",
                         help="where the converters are found (default: convsmith's own)")
     parser.add_argument("--seed", type=int, default=None,

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from fuzzer.campaign.db import CampaignDB
-from fuzzer.cases.case_head import root_cause_of
+from fuzzer.cases.known_causes import corpus_causes
 from fuzzer.converters.upstream import upstream_exporters
 from fuzzer.triage.model import Finding, RootCauseGroup
 from oracles.rootcause import RootCause
@@ -59,9 +59,4 @@ def _attributed(finding: Finding, by_signature: Mapping[str, Finding], exporters
 
 def corpus_keys(corpus: Path) -> set[str]:
     """The root-cause keys of the corpus's cases (a campaign reports matching findings as known)."""
-    keys = set()
-    if not corpus.is_dir():
-        return keys
-    for folder in sorted(p for p in corpus.iterdir() if (p / "case.json").is_file()):
-        keys.add(root_cause_of(folder).key)
-    return keys
+    return set(corpus_causes(corpus))

@@ -15,6 +15,7 @@ import onnx
 import pytest
 from onnx import numpy_helper
 
+from fuzzer.campaign.db import DB_NAME, CampaignDB
 from fuzzer.commands.main import main
 from fuzzer.converters import CONVERTERS, ConverterRegistry
 from fuzzer.converters.describe import Snippet
@@ -127,6 +128,21 @@ def test_a_failure_with_a_corpus_cases_root_cause_is_known_and_another_is_not(
                             "--corpus", str(corpus)], capsys)
     assert code == Exit.BUG
     assert "  not a known root cause (key rc-planted_tool-wrong_values-Conv-43b8bb44bb)\n" in printed
+
+
+def test_a_failure_with_a_campaigns_root_cause_is_known_as_that_campaigns(
+        checked: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    campaign = tmp_path / "campaign"
+    case = shutil.copytree(_case(checked), campaign / _case(checked).name)
+    record = json.loads((case / "case.json").read_text())
+    db = CampaignDB(campaign / DB_NAME, create=True)
+    db.adopt_bug(record["signature"], "wrong_values", "graph_optimization", "planted-tool", 0, case.name)
+    db.close()
+    title = (case / "report.md").read_text().splitlines()[0][2:]
+    code, printed = _check(["--registry", "test_modelcheck_filing:REGISTRY", "--converters", "planted-tool",
+                            "--corpus", str(tmp_path / "no-corpus"), "--campaign", str(campaign)], capsys)
+    assert code == Exit.BUG
+    assert f"  this is the known root cause {title} (campaign case {case})\n" in printed
 
 
 def test_a_campaign_that_is_none_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -20,6 +20,7 @@ from fuzzer.modelcheck.cut import MAX_CUT_NODES
 from fuzzer.modelcheck.cut_case import reduce_tool_finding
 from fuzzer.modelcheck.model import UserModel
 from fuzzer.support.quiet import library_output
+from oracles.verdict import Symptom
 
 # Of one converter's reduction, no larger cut is tried past it (the smallest failing one found is kept).
 REDUCE_BUDGET_S = 60.0
@@ -55,6 +56,9 @@ def failure_case(model: UserModel, result: ModelResult, converter: Converter, se
         return FailureCase(None, exporter_note(result))
     if conversion.source_onnx is None:
         return FailureCase(None, "not reduced: the ONNX model it received is not at hand")
+    if verdict.symptom in Symptom.divergences() and conversion.target_onnx is None:
+        return FailureCase(None, "not reduced: its target is no ONNX model, so its wrong values are not located node "
+                                 "by node")
     start = time.monotonic()
     source = conversion.source_onnx
     feeds, _ = source_feeds(source, model, seed)
@@ -64,7 +68,8 @@ def failure_case(model: UserModel, result: ModelResult, converter: Converter, se
                                      f"check:{model.label}", seed, out_dir, budget_s)
     seconds = time.monotonic() - start
     if folder is None:
-        return FailureCase(None, f"not reduced: no cut of at most {MAX_CUT_NODES} ONNX nodes shows it", seconds)
+        return FailureCase(None, f"not reduced: neither the model it received, given to it again, nor a cut of at "
+                                 f"most {MAX_CUT_NODES} ONNX nodes shows it", seconds)
     return FailureCase(folder, case_note(folder), seconds)
 
 

@@ -12,7 +12,7 @@ import pytest
 from fuzzer.campaign.db import open_campaign
 from fuzzer.commands.main import main
 from fuzzer.diagnosis.blame import KERNEL_KEY
-from fuzzer.triage.findings import filed_title, zoo_owner, zoo_title
+from fuzzer.triage.findings import filed_title, finding_from_folder, zoo_owner, zoo_title
 from fuzzer.triage.grouping import group
 from fuzzer.triage.model import Finding
 from fuzzer.triage.view import Headline, triage
@@ -240,3 +240,19 @@ def test_a_zoo_finding_with_a_report_is_filed_under_its_title_and_a_shared_blame
         "torch.onnx.export (TorchScript): wrong values on zoo model `gru`", KERNEL_KEY)
     (folder / "zoo.json").write_text(json.dumps({"entry": "gru", "blame": {**blame, "shared": False}}))
     assert zoo_owner(folder) is None  # the converter's own component: its root cause stays the converter's
+
+
+def test_a_graph_case_represents_a_root_cause_before_a_zoo_finding_which_keeps_its_folder(tmp_path: Path) -> None:
+    """A zoo finding's folder is its case_dir (so it is known as one), and an unreduced graph case of the same root
+    cause represents it: a whole architecture is not the smallest case, though it counts no graph operators."""
+    folder = tmp_path / "zoo" / "crash-z"
+    folder.mkdir(parents=True)
+    (folder / "zoo.json").write_text('{"entry": "t5", "converter": "onnx-version-converter"}')
+    message = "onnx.onnx_cpp2py_export.checker.ValidationError: Unrecognized attribute: noop_with_empty_axes"
+    zoo = finding_from_folder(tmp_path, finding("crash-z", converter="onnx-version-converter", message=message, ops=(),
+                                       seed=0), "zoo/crash-z")
+    assert (zoo.case_dir, zoo.from_zoo, zoo.nodes) == ("zoo/crash-z", True, 0)
+    graph = replace(finding("crash-g", converter="onnx-version-converter", message=message, ops=("amax", "sin"),
+                            seed=1), case_dir="crash-g")
+    (only,) = group([zoo, graph], {})
+    assert only.representative.signature == "crash-g"

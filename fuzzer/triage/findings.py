@@ -22,7 +22,7 @@ def load_findings(out_dir: Path, db: CampaignDB) -> list[Finding]:
     for signature, symptom, stage, converter, count, first_seen, seed, case_dir in rows:
         base = Finding(signature, converter, stage, symptom, _message(db, signature), None, (), seed, count,
                        first_seen)
-        findings.append(_from_case(out_dir, base, case_dir) if case_dir else base)
+        findings.append(finding_from_folder(out_dir, base, case_dir) if case_dir else base)
     return findings
 
 
@@ -33,15 +33,17 @@ def _message(db: CampaignDB, signature: str) -> str:
     return found[0] if found else ""
 
 
-def _from_case(out_dir: Path, base: Finding, case_dir: str) -> Finding:
+def finding_from_folder(out_dir: Path, base: Finding, case_dir: str) -> Finding:
+    """The finding of a bug row whose case (or zoo evidence) folder is `case_dir`: read from the reduced case where
+    there is one."""
     folder = out_dir / case_dir
     reduced = reduced_folder(folder)
     chosen = reduced or folder
     try:
         head = read_case_head(chosen)
     except CaseError:  # a zoo finding's evidence folder, a case folder being written or damaged: the row alone
-        return dataclasses.replace(base, filed_title=filed_title(chosen) or zoo_title(chosen, base),
-                                   owner=zoo_owner(chosen))
+        return dataclasses.replace(base, case_dir=str(chosen.relative_to(out_dir)),
+                                   filed_title=filed_title(chosen) or zoo_title(chosen, base), owner=zoo_owner(chosen))
     graph, verdict = head.graph, head.verdict
     # The root cause is read from one verdict: the reduced case's (its stage and symptom with its message, which a
     # reduction to the defect behind a carried crash may change), else the row's.

@@ -78,9 +78,11 @@ class RootCauseGroup:
     @property
     def representative(self) -> Finding:
         """The smallest case: one whose repro.py showed its bug in a fresh process, then one never replayed, reduced
-        before unreduced, then fewest operators, then the first seen."""
+        before unreduced, a graph case before a zoo finding (a whole architecture, counted as no operators), then
+        fewest operators, then the first seen."""
         replayed = {True: 0, None: 1, False: 2}
-        return min(self.findings, key=lambda f: (replayed[f.reproduces], not f.reduced, f.nodes, f.first_seen))
+        return min(self.findings, key=lambda f: (replayed[f.reproduces], not f.reduced, f.from_zoo, f.nodes,
+                                                 f.first_seen))
 
     @property
     def title(self) -> str:

@@ -109,7 +109,8 @@ def test_an_exporters_failure_gets_no_case_and_says_why(tmp_path: Path, capsys: 
         "converted.onnx", "located.dot", "repaired.onnx"]  # no case folder
     (verdict,) = json.loads((out / "verdicts.json").read_text())["converters"]
     note = ("not reduced: perturbing-exporter starts from the source model, which no ONNX cut can stand for "
-            "(located at source layer inner.0)")
+            "(located at source layer inner.0); shown again by `convsmith check test_modelcheck:small_net --seed 0 "
+            "--converters perturbing-exporter`")
     assert verdict["case"] == {"folder": None, "note": note, "seconds": 0.0}
     assert f"upstream case: none ({note})" in printed
     assert verdict["root_cause"]["known"] is None

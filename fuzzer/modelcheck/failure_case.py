@@ -18,7 +18,7 @@ from fuzzer.converters.upstream import starts_upstream
 from fuzzer.modelcheck.check_model import ModelResult, source_feeds
 from fuzzer.modelcheck.cut import MAX_CUT_NODES
 from fuzzer.modelcheck.cut_case import reduce_tool_finding
-from fuzzer.modelcheck.model import UserModel
+from fuzzer.modelcheck.model import ModelKind, UserModel
 from fuzzer.support.quiet import library_output
 from oracles.verdict import Symptom
 
@@ -53,7 +53,7 @@ def failure_case(model: UserModel, result: ModelResult, converter: Converter, se
     if not verdict.is_bug:
         return None
     if not starts_upstream(converter):
-        return FailureCase(None, exporter_note(result))
+        return FailureCase(None, exporter_note(result) + again_line(model, converter.name, seed))
     if conversion.source_onnx is None:
         return FailureCase(None, "not reduced: the ONNX model it received is not at hand")
     if verdict.symptom in Symptom.divergences() and conversion.target_onnx is None:
@@ -78,6 +78,16 @@ def case_note(folder: Path) -> str:
     nodes = json.loads((folder / CASE_JSON).read_text(encoding="utf-8"))["reduction"]["onnx_nodes"]
     shown = "shows the failure alone" if replayed(folder) else "does not show the failure alone"
     return f"reduced to {nodes} ONNX nodes; its repro.py {shown}"
+
+
+def again_line(model: UserModel, converter: str, seed: int) -> str:
+    """'; shown again by `convsmith check --zoo bert --seed 0 --converters X`' for a zoo entry or a PyTorch factory
+    (which rebuild the very model); "" for a file, whose path the label may not hold."""
+    zoo = model.label.startswith("zoo:")
+    if not zoo and model.kind is not ModelKind.TORCH:
+        return ""
+    what = f"--zoo {model.label.removeprefix('zoo:')}" if zoo else model.label
+    return f"; shown again by `convsmith check {what} --seed {seed} --converters {converter}`"
 
 
 def exporter_note(result: ModelResult) -> str:

@@ -7,6 +7,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from tqdm import tqdm
+
 from fuzzer.cases.known_causes import KnownCause
 from fuzzer.converters.registry import ConverterRegistry
 from fuzzer.modelcheck.check_model import ModelResult
@@ -38,7 +40,8 @@ def file_results(model: UserModel, results: Sequence[ModelResult], registry: Con
     """Each failing conversion's filing, by converter; its case is reduced into `out`/<converter> where `out` is
     given."""
     filings = {}
-    for result in results:
+    # A bar on a terminal only (disable=None): each reduction may take up to its budget.
+    for result in tqdm(results, desc="filing", unit="converter", disable=None, leave=False):
         name = result.conversion.converter
         case = failure_case(model, result, registry[name], seed, out / name, budget_s) if out is not None else None
         cause = result_root_cause(result, case.folder if case is not None else None)

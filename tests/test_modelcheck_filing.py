@@ -16,11 +16,14 @@ import pytest
 from onnx import numpy_helper
 
 from fuzzer.campaign.db import DB_NAME, CampaignDB
+from fuzzer.cases.known_causes import KnownCause
 from fuzzer.commands.main import main
 from fuzzer.converters import CONVERTERS, ConverterRegistry
 from fuzzer.converters.describe import Snippet
 from fuzzer.converters.upstream import OnnxPassConverter, UpstreamOptions
+from fuzzer.modelcheck.known_cause import match_known
 from fuzzer.support.errors import Exit
+from oracles.rootcause import UNLOCALIZED, RootCause
 
 # The planted fault, as the tool's snippet writes it in repro.py too: the model's Relu computes a sigmoid.
 RELU_TO_SIGMOID = ("for node in model.graph.node:", "    if node.op_type == 'Relu':",
@@ -151,3 +154,13 @@ def test_a_campaign_that_is_none_is_one_line_and_exit_2(tmp_path: Path, capsys: 
     err = capsys.readouterr().err.strip()
     assert code == Exit.USAGE and len(err.splitlines()) == 1
 
+
+
+def test_a_wrong_model_with_no_operator_isolated_is_never_matched_though_its_key_is_known() -> None:
+    cause = RootCause("planted-tool", "graph_optimization", "wrong_values", UNLOCALIZED, "")
+    known = {cause.key: KnownCause(cause.key, "a title", Path("corpus/x"))}
+    match = match_known(cause, known)
+    assert match.known is None
+    assert match.line() == f"not a known root cause (key {cause.key}; no wrong node isolated, so not matched)"
+    crash = RootCause("planted-tool", "node_conversion", "crash", UNLOCALIZED, "ValueError: bad")
+    assert match_known(crash, {crash.key: known[cause.key]}).known is not None  # a crash's error class names it

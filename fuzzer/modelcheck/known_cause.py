@@ -32,7 +32,7 @@ class CauseMatch:
 
     def line(self) -> str:
         if self.known is not None:
-            return (f"this is the known root cause {self.known.title} ({self.known.origin} {self.known.where})")
+            return f"this is the known root cause {self.known.title} ({self.known.origin} {self.known.where})"
         why = f"; {self.unmatched}" if self.unmatched else ""
         return f"not a known root cause (key {self.cause.key}{why})"
 

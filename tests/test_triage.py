@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from fuzzer.campaign.db import open_campaign
+from fuzzer.campaign.db import DB_NAME, CampaignDB, open_campaign
+from fuzzer.cases.case import case_id
 from fuzzer.commands.main import main
 from fuzzer.diagnosis.blame import KERNEL_KEY
-from fuzzer.triage.findings import filed_title, finding_from_folder, zoo_owner, zoo_title
+from fuzzer.triage.findings import filed_title, finding_from_folder, load_findings, zoo_owner, zoo_title
 from fuzzer.triage.grouping import group
 from fuzzer.triage.model import Finding
 from fuzzer.triage.view import Headline, triage
@@ -256,3 +257,19 @@ def test_a_graph_case_represents_a_root_cause_before_a_zoo_finding_which_keeps_i
                             seed=1), case_dir="crash-g")
     (only,) = group([zoo, graph], {})
     assert only.representative.signature == "crash-g"
+
+
+def test_an_exporters_zoo_finding_is_read_from_its_evidence_folder_though_its_row_names_none(tmp_path: Path) -> None:
+    """The bug row of an exporter's zoo finding names no folder (the campaign's reducer takes the row's folder, and
+    an exporter's zoo finding is not reduced): its title and blame are still read from zoo/<case id>/."""
+    signature = "crash-torch-onnx-dynamo-node_conversion-ConversionError-481f37a9f515"
+    db = CampaignDB(tmp_path / DB_NAME, create=True)
+    db.adopt_bug(signature, "crash", "node_conversion", "torch-onnx-dynamo", 7, None)  # type: ignore[arg-type]
+    folder = tmp_path / "zoo" / case_id(signature)
+    folder.mkdir(parents=True)
+    (folder / "zoo.json").write_text('{"entry": "t5", "converter": "torch-onnx-dynamo"}')
+    (folder / "report.md").write_text("# torch.onnx.export (dynamo): crash at node conversion on zoo model `t5`\n")
+    (found,) = load_findings(tmp_path, db)
+    db.close()
+    assert (found.case_dir, found.filed_title) == (f"zoo/{case_id(signature)}", "torch.onnx.export (dynamo): crash "
+                                                   "at node conversion on zoo model `t5`")

@@ -28,7 +28,7 @@ from fuzzer.campaign.worker_config import WorkerConfig
 from fuzzer.cases.case import case_id
 from fuzzer.cases.diagnosis import Blame
 from fuzzer.cases.zoo_report import check_command, zoo_report
-from fuzzer.check.zoo import EVIDENCE_RECORD, ZooResult, check_zoo, prepare_zoo
+from fuzzer.check.zoo import EVIDENCE_DIR, EVIDENCE_RECORD, ZooResult, check_zoo, prepare_zoo
 from fuzzer.check.zoo_source import ZooSource
 from fuzzer.converters import ConverterRegistry
 from fuzzer.converters.base import Converter
@@ -41,7 +41,6 @@ from generators.zoo import Framework, ZooEntry
 from generators.zoo.registry import ZOO
 
 ZOO_SOURCE = SourceKind.ZOO.value  # a zoo unit's value strategy in the database: `status` counts its units under it
-EVIDENCE_DIR = "zoo"  # beside the case folders; a zoo finding is not a graph case (it has no graph to replay)
 # A zoo campaign's defaults for a test's hang timeout and a worker's address space: tf2onnx takes about a minute to
 # convert the Keras ResNet50 and InceptionV3 on a loaded two-core machine, and TensorFlow's address space outgrows 8 GiB
 # there (a failed allocation comes out as a MemoryError, a protobuf EncodeError or a SIGSEGV, none of them a finding).

@@ -31,6 +31,7 @@ from oracles.verdict import Stage, Symptom, Verdict
 # The record of a campaign's finding in a zoo model, in its evidence folder (fuzzer/campaign/zoo_unit.py), which
 # fuzzer/modelcheck/zoo_finding.py reduces.
 EVIDENCE_RECORD = "zoo.json"
+EVIDENCE_DIR = "zoo"  # the evidence folders' parent in the campaign folder, beside the graph cases
 # The exporters each framework's zoo models go through.
 EXPORTERS: Mapping[Framework, tuple[str, ...]] = {
     Framework.PYTORCH: ("torch-onnx-script", "torch-onnx-dynamo"),

@@ -7,10 +7,11 @@ import json
 from pathlib import Path
 
 from fuzzer.campaign.db import CampaignDB
+from fuzzer.cases.case import case_id
 from fuzzer.cases.case_head import read_case_head
 from fuzzer.cases.case_json import CaseError, case_reproduces, reduced_folder
 from fuzzer.cases.report import display_name
-from fuzzer.check.zoo import EVIDENCE_RECORD
+from fuzzer.check.zoo import EVIDENCE_DIR, EVIDENCE_RECORD
 from fuzzer.triage.model import Finding, quoted_error
 
 
@@ -22,8 +23,16 @@ def load_findings(out_dir: Path, db: CampaignDB) -> list[Finding]:
     for signature, symptom, stage, converter, count, first_seen, seed, case_dir in rows:
         base = Finding(signature, converter, stage, symptom, _message(db, signature), None, (), seed, count,
                        first_seen)
+        case_dir = case_dir or _exporters_zoo_evidence(out_dir, signature)
         findings.append(finding_from_folder(out_dir, base, case_dir) if case_dir else base)
     return findings
+
+
+def _exporters_zoo_evidence(out_dir: Path, signature: str) -> str | None:
+    """An exporter's zoo finding's evidence folder, which its bug row does not name (the row's folder is what the
+    campaign's reducer takes, and an exporter's zoo finding is not reduced); None where there is none."""
+    folder = Path(EVIDENCE_DIR) / case_id(signature)
+    return str(folder) if (out_dir / folder / EVIDENCE_RECORD).is_file() else None
 
 
 def _message(db: CampaignDB, signature: str) -> str:

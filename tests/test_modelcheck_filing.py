@@ -92,6 +92,9 @@ def test_an_onnx_tools_failure_is_cut_to_a_case_whose_repro_shows_it_alone(check
     record = json.loads((folder / "case.json").read_text())
     assert (record["verdict"]["symptom"], record["verdict"]["diverging_op"]) == ("wrong_values", "Relu")
     assert record["reduction"]["onnx_nodes"] == 1 and record["replay"]["reproduces"] is True
+    # A cut has no PyTorch module: its report says where its expected values come from.
+    assert "\nExpected (the model the tool received, cut the same way, run on ONNX Runtime): " in (
+        folder / "report.md").read_text()
     alone = tmp_path / "alone"
     shutil.copytree(folder, alone)
     done = subprocess.run([sys.executable, "-I", "repro.py"], cwd=alone, capture_output=True, text=True, timeout=300)

@@ -92,6 +92,10 @@ def test_an_onnx_tools_failure_is_cut_to_a_case_whose_repro_shows_it_alone(check
     record = json.loads((folder / "case.json").read_text())
     assert (record["verdict"]["symptom"], record["verdict"]["diverging_op"]) == ("wrong_values", "Relu")
     assert record["reduction"]["onnx_nodes"] == 1 and record["replay"]["reproduces"] is True
+    # Its owner is named as it is filed: the planted tool's model computes otherwise under onnx.reference too.
+    blame = record["blame"]
+    assert (blame["component"]["key"], blame["settled"], blame["shared"]) == ("planted-tool", True, False)
+    assert blame["evidence"][-1] == "so the tool's model itself computes otherwise"
     # A cut has no PyTorch module: its report says where its expected values come from.
     assert "\nExpected (the model the tool received, cut the same way, run on ONNX Runtime): " in (
         folder / "report.md").read_text()

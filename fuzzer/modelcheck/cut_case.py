@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -16,15 +16,18 @@ import numpy as np
 import onnx
 
 from fuzzer.cases.case import CaseData, case_id, collect_versions, now_iso
+from fuzzer.cases.diagnosis import Blame
 from fuzzer.cases.folder import write_case
 from fuzzer.cases.fresh_replay import replay_and_record
 from fuzzer.converters.base import Converter
 from fuzzer.converters.native import NATIVE
+from fuzzer.diagnosis.model_blame import WholeModel, model_blame
 from fuzzer.modelcheck.cut import Cut, failing_cuts, tool_on, tool_options
 from fuzzer.modelcheck.runs import dtype_of, run_onnx
 from generators.dtypes import DType
 from generators.ir import Graph, TensorType
 from generators.onnx_native import NATIVE_OPSETS
+from oracles.compare import compare_all
 from oracles.verdict import Verdict
 
 REDUCED_SUFFIX = "reduced"
@@ -53,14 +56,32 @@ def cut_case(cut: Cut, converter: Converter, options: Mapping[str, Any], signatu
     verdict: Verdict = dataclasses.replace(cut.conversion.verdict, diverging_op=cut.start_op,
                                            diverging_dtype=cut.start_dtype)
     verdict = verdict.with_labels(label, "cut")
+    blame = cut_blame(cut, converter, verdict, expected, label, options)
     log = (f"{label}: {converter.name} on the whole model, reduced to a cut of {cut.nodes} ONNX nodes grown from "
            f"node {cut.start} ({cut.start_op}); its inputs are the source's values there.\n{verdict.message}\n")
     return CaseData(id=f"{case_id(signature)}-{REDUCED_SUFFIX}", signature=signature, graph=graph, seed=seed,
                     converter=converter.name, converter_options=dict(options), verdict=verdict,
                     versions=collect_versions(converter.distributions), input_names=tuple(graph.inputs),
                     output_names=tuple(graph.outputs), created=now_iso(), inputs=cut.inputs, expected=expected,
-                    model=cut.conversion.target_onnx, upstream_model=upstream, log=log,
+                    model=cut.conversion.target_onnx, upstream_model=upstream, log=log, blame=blame,
                     reduction={"from": label, "cut_from_node": cut.start, "onnx_nodes": cut.nodes})
+
+
+def cut_blame(cut: Cut, converter: Converter, verdict: Verdict, expected: tuple[np.ndarray, ...], label: str,
+              options: Mapping[str, Any]) -> Blame:
+    """Whose bug the cut shows (diagnosis/model_blame.py), judged as the tool's verdict on it was: against what the
+    cut it received computes, at each output dtype's tolerance."""
+
+    def judge(outputs: Sequence[np.ndarray], wanted: Sequence[np.ndarray]) -> tuple[int, str] | None:
+        metrics = compare_all(outputs, wanted, [dtype_of(np.asarray(w)) for w in wanted])
+        first = next((i for i, m in enumerate(metrics) if not m.ok), None)
+        return None if first is None else (first, f"{metrics[first].reason.value}, "
+                                                  f"max_abs={metrics[first].max_abs:.3g}")
+
+    feeds = {i.name: x for i, x in zip(_data_inputs(cut.model), cut.inputs)}
+    whole = WholeModel(f"on a cut of {cut.nodes} ONNX nodes ({label})", feeds, expected, judge, received=True,
+                       named_ops=f"the cut ({label})")
+    return model_blame(converter, verdict, cut.conversion.target_onnx, whole, options)
 
 
 def reduce_tool_finding(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], converter: Converter,

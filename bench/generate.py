@@ -3,13 +3,16 @@
 Prints distinct operator types, distinct (operator, dtype) pairs, the dtype mix, the share of graphs with several
 inputs / outputs, the valid-input rate with the median search time, and the median time per graph at 5, 10, 20 and
 50 nodes split into generation, materialization and input search, with the total (a graph and its inputs).
+With `--against REV`, the speed figures compare REV's generator with this tree's instead, both imported into this
+process (bench/paired_trees.py) and alternating seed by seed (which goes first alternating too), and say how many
+seeds gave both trees the same graph.
 
 Beside each size, in the same run, NNSmith's generator (PyPI `nnsmith`, run by bench/nnsmith_gen.py inside
 `.venv-nnsmith`, which `bash bench/nnsmith_env.sh` builds) makes graphs of that size from the same seeds; where it
 cannot run, its row says why. Both are warmed with a few untimed graphs per size first. The two differ in more than
 speed: NNSmith allows tensors of 65,536 elements (convsmith 4,096), and its input search stops after 20 ms.
 
-    python bench/generate.py [--seeds 1000] [--speed-seeds 60] [--sizes 5,10,20,50] [--skip-nnsmith]
+    python bench/generate.py [--seeds 1000] [--speed-seeds 60] [--sizes 5,10,20,50] [--skip-nnsmith] [--against REV]
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import warnings
 from collections import Counter
@@ -27,6 +31,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from paired_trees import PackageTree, export_package  # noqa: E402
 
 from generators.generator import GenOptions, generate  # noqa: E402
 from generators.materialize import materialize  # noqa: E402
@@ -120,13 +126,64 @@ def _nnsmith_row(nodes: int, seeds: int) -> str:
     return _row(nodes, f"nnsmith {result['version']}", result["rows"], note)
 
 
+TIMED_MODULES = ("generators.generator", "generators.materialize", "generators.valid_inputs")
+
+
+def _tree_graph(tree: PackageTree, seed: int, nodes: int, budget_s: float) -> tuple[str, float, float]:
+    """One tree's graph of `seed` (its text) with its generation and total milliseconds."""
+    gen, mat, search = tree.imported
+    with tree.active():
+        t0 = time.perf_counter()
+        graph = gen.generate(seed, gen.GenOptions(nodes=nodes))
+        t1 = time.perf_counter()
+        search.find_valid_inputs(mat.materialize(graph, seed), seed, budget_s=budget_s)
+        t2 = time.perf_counter()
+    return graph.dumps(), (t1 - t0) * 1000, (t2 - t0) * 1000
+
+
+def paired(sizes: list[int], seeds: int, budget_s: float, rev: str) -> None:
+    """REV's generator and this tree's, alternating seed by seed in this process: medians, ratios, same graphs."""
+    with tempfile.TemporaryDirectory(prefix="generate-against-") as folder:
+        old = PackageTree(export_package(ROOT, rev, Path(folder)), TIMED_MODULES)
+        new = PackageTree(ROOT, TIMED_MODULES)
+        print(f"paired against {rev}: median milliseconds per graph over {seeds} seeds, alternating per seed "
+              f"(spread: the per-graph ratio's quartiles):")
+        print(f"  {'nodes':>5}  {'generation old -> new':>22}  {'ratio (q1-q3)':>18}  {'total old -> new':>18}  "
+              f"{'ratio (q1-q3)':>18}  same graphs")
+        for nodes in sizes:
+            print(_paired_row(nodes, seeds, budget_s, old, new))
+
+
+def _paired_row(nodes: int, seeds: int, budget_s: float, old: PackageTree, new: PackageTree) -> str:
+    for seed in range(WARM):
+        _tree_graph(old, seed, nodes, budget_s)
+        _tree_graph(new, seed, nodes, budget_s)
+    rows, same = [], 0
+    for seed in range(10_000, 10_000 + seeds):
+        first, second = (old, new) if seed % 2 == 0 else (new, old)
+        results = {id(first): _tree_graph(first, seed, nodes, budget_s),
+                   id(second): _tree_graph(second, seed, nodes, budget_s)}
+        was, now = results[id(old)], results[id(new)]
+        same += was[0] == now[0]
+        rows.append((was[1], now[1], was[2], now[2]))
+    gen_old, gen_new, tot_old, tot_new = (statistics.median(col) for col in zip(*rows))
+    return (f"  {nodes:>5}  {gen_old:>10.2f} -> {gen_new:<8.2f}  {_ratios([r[1] / r[0] for r in rows]):>18}  "
+            f"{tot_old:>7.2f} -> {tot_new:<7.2f}  {_ratios([r[3] / r[2] for r in rows]):>18}  {same} of {seeds}")
+
+
+def _ratios(ratios: list[float]) -> str:
+    q1, median, q3 = statistics.quantiles(ratios, n=4)
+    return f"{median:.3f} ({q1:.2f}-{q3:.2f})"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--seeds", type=int, default=1000)
+    parser.add_argument("--seeds", type=int, default=1000, help="seeds of the diversity figures (0: none)")
     parser.add_argument("--speed-seeds", type=int, default=60)
     parser.add_argument("--budget", type=float, default=1.0, help="input-search budget in seconds")
     parser.add_argument("--sizes", default="5,10,20,50", help="graph sizes (nodes) for the speed figures")
     parser.add_argument("--skip-nnsmith", action="store_true", help="no NNSmith rows")
+    parser.add_argument("--against", metavar="REV", help="speed paired with REV's generator instead (no NNSmith)")
     args = parser.parse_args()
     keep_freed_memory()  # as the campaign's workers do; NNSmith's process gets the same settings
     warnings.filterwarnings("ignore")
@@ -135,7 +192,11 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(1)
-    diversity(args.seeds, args.budget)
+    if args.seeds:
+        diversity(args.seeds, args.budget)
+    if args.against:
+        paired([int(n) for n in args.sizes.split(",")], args.speed_seeds, args.budget, args.against)
+        return
     speed([int(n) for n in args.sizes.split(",")], args.speed_seeds, args.budget, not args.skip_nnsmith)
 
 

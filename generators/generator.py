@@ -511,6 +511,12 @@ def _sig_table(registry: OpRegistry, include: tuple[str, ...], exclude: tuple[st
     return table
 
 
+def admits_an_operator(opts: GenOptions, registry: OpRegistry = REGISTRY) -> bool:
+    """Whether `opts` leave the generator an operator to draw (else generate raises GenerationError)."""
+    return bool(_without(_sig_table(registry, opts.include_ops, opts.exclude_ops, opts.dtypes, opts.avoid_pairs),
+                         opts.demoted_pairs))
+
+
 def _without(table: dict[OpSpec, tuple[Sig, ...]], pairs: frozenset[tuple[str, str]]) -> dict[OpSpec, tuple[Sig, ...]]:
     """`table` without `pairs`: only the operators they name are filtered again (a few, for each graph)."""
     if not pairs:

@@ -21,7 +21,7 @@ from fuzzer.campaign.worker_config import WorkerConfig
 from fuzzer.converters import CONVERTERS
 from fuzzer.converters.upstream import native_seed
 from generators.dtypes import DType
-from generators.generator import GenOptions, generate
+from generators.generator import GenOptions, admits_an_operator, generate
 
 BN = {"fuse_bn_into_conv": ("float32", "op:Conv", "op:BatchNormalization")}
 FLOAT16 = ("steer", "onnxoptimizer|fuse_bn_into_conv|float16|pattern_conv_bn", 1.0)
@@ -119,3 +119,15 @@ def test_steering_learns_live_from_results_as_from_the_database() -> None:
                               rewrite_classes={"fuse_bn_into_conv": ("float16",)}))
     assert PAIR not in _pairs(reached.targets(["onnxoptimizer"]))  # fired: no longer a target
     assert STEER == FLOAT16[0]
+
+
+def test_a_target_the_demotions_leave_no_operator_for_is_not_steered_to_and_the_unit_still_generates() -> None:
+    """The steered dtype narrowed to operators whose every float16 signature the campaign demoted: steering would
+    leave the generator nothing to draw (GenerationError, an own error of the campaign), so the unit is not steered."""
+    config = WorkerConfig(out_dir="unused", log_dir="unused", converters=("onnxoptimizer", "onnxsim"))
+    seed = next(s for s in range(100) if steered_target(s, [FLOAT16]) is not None and not native_seed(s))
+    steered = config.unit_gen_options(seed, [FLOAT16])
+    every_float16 = [(op, "float16", 1.0) for op in steered.include_ops]
+    opts = config.unit_gen_options(seed, [FLOAT16, *every_float16])
+    assert admits_an_operator(opts) and DType.FLOAT32 in opts.dtypes  # the unsteered dtypes
+    assert generate(seed, opts).nodes

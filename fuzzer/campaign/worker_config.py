@@ -28,7 +28,7 @@ from fuzzer.converters.upstream import (
 )
 from fuzzer.support.confine import DEFAULT_MEMORY_MB
 from generators.dtypes import DType
-from generators.generator import GenOptions
+from generators.generator import GenOptions, admits_an_operator
 from generators.ir import Graph
 from generators.onnx_native import native_gen_options
 from generators.registry import REGISTRY as OPS
@@ -160,13 +160,17 @@ class WorkerConfig:
         """The generator options of one seed under the campaign's demotions: demoted pairs left out, steered to the
         (rewrite, class) pair it is sent to where it is, and dtypes left out that every converter of the campaign
         would skip as a known root cause."""
-        opts, target = without_demoted(self.gen_options(seed), seed, demoted), steered_target(seed, demoted)
+        unsteered, target = without_demoted(self.gen_options(seed), seed, demoted), steered_target(seed, demoted)
+        opts = unsteered
         if target is not None and not native_seed(seed):  # its ONNX tool starts from the native model (options_for)
             opts = native_gen_options(opts) or opts
         opts = steered_options(opts, target)
+        if target is not None and not admits_an_operator(opts):
+            opts = unsteered  # a target the campaign's demotions and dtypes leave no operator for: not steered
         skipped = unexportable_dtypes(self._campaign_converters, seed, demoted)
         kept = tuple(d for d in opts.dtypes if d.value not in skipped)
-        return dataclasses.replace(opts, dtypes=kept) if skipped and kept else opts
+        narrowed = dataclasses.replace(opts, dtypes=kept) if skipped and kept else opts
+        return narrowed if admits_an_operator(narrowed) else opts
 
     def _narrowed(self, opts: GenOptions, seed: int) -> GenOptions:
         """On EXPRESSIBLE_SEED_SHARE of seeds, `opts` narrowed to the operators one of the campaign's narrower

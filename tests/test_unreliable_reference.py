@@ -14,7 +14,7 @@ from onnx import helper, numpy_helper
 from fuzzer.check.judge import judge_model
 from fuzzer.check.pipeline import check_prepared
 from fuzzer.check.result import CheckOptions, CheckResult, Expected
-from fuzzer.check.source import expect
+from fuzzer.check.source import expect, overflow_masks
 from fuzzer.converters import CONVERTERS
 from fuzzer.converters.conversion import Source, Steps
 from fuzzer.converters.tf2onnx_exporter import Tf2Onnx, Tf2OnnxOptions
@@ -215,3 +215,33 @@ def test_a_topk_index_at_a_far_value_is_still_filed() -> None:
     _plus_one(model, 1)
     verdict = judge_model(model, expected, CONVERTERS["torch-onnx-script"]).verdict
     assert (verdict.symptom, verdict.diverging_op, verdict.diverging_dtype) == (Symptom.WRONG_VALUES, "topk", "int64")
+
+
+def _left_shift() -> Graph:
+    b = GraphBuilder()
+    x = b.input((4,), DType.UINT8)
+    return b.build((b.op("bitwise_left_shift", (x,), (4,), DType.UINT8, amount=1),))
+
+
+def test_a_left_shift_that_carries_bits_out_is_an_integer_overflow_and_a_right_shift_never() -> None:
+    expected = _expected(_left_shift(), ([254, 3, 128, 127],))
+    assert expected.eager[0].tolist() == [252, 6, 0, 254]  # torch wraps
+    (mask,) = overflow_masks(expected.source)
+    assert mask is not None and mask.tolist() == [True, False, True, False]
+    b = GraphBuilder()
+    x = b.input((2,), DType.UINT8)
+    right = _expected(b.build((b.op("bitwise_right_shift", (x,), (2,), DType.UINT8, amount=3),)), ([255, 7],))
+    assert overflow_masks(right.source) == (None,)
+
+
+def test_openvinos_saturated_left_shift_is_not_filed() -> None:
+    """OpenVINO's CPU plugin gives 255 for uint8 254 << 1 where torch and ONNX Runtime wrap to 252: ONNX's BitShift
+    does not say which, so the overflowed elements are not blamed."""
+    converter = CONVERTERS["openvino-onnx"]
+    ok, reason = converter.availability()
+    if not ok:
+        pytest.skip(reason)
+    options = {"upstream": "onnx-native", "opset": 17, "precision": "f32"}
+    result = _check(_left_shift(), ([254, 3, 128, 127],), converter, options)
+    assert result.target is not None and result.target.outputs[0].tolist() == [255, 6, 255, 254]  # saturates
+    assert (result.verdict.symptom, result.verdict.labels) == (Symptom.PASS, ("not-blamed:integer-overflow",))

@@ -170,7 +170,7 @@ def _widened_forward(op: OpSpec, attrs: dict, inputs: list[torch.Tensor]) -> tup
     if not any(_is_integer(x) for x in inputs):
         return None
     try:
-        result = op.forward(attrs, *(x.to(torch.float64) if _is_integer(x) else x for x in inputs))
+        result = op.widened_forward(attrs, *inputs)
     except Exception:  # the operator needs integers (an index, a bitwise operand): it cannot be widened
         return None
     return tuple(result) if isinstance(result, (tuple, list)) else (result,)

@@ -235,6 +235,11 @@ class OpSpec:
         The identity for an operator whose result is fully specified."""
         return value
 
+    def widened_forward(self, attrs: AttrMap, *xs: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, ...]:
+        """The operator on its integer inputs widened to float64 (what the oracle reads to tell an integer overflow):
+        their exact result up to 2**53. Raises where it cannot take them so (an index, a bitwise operand)."""
+        return self.forward(attrs, *(x.to(torch.float64) if _is_integer(x) else x for x in xs))
+
     def float32_rounded(self, attrs: AttrMap) -> dict[str, Any]:
         """`attrs` with the `float32_attrs` rounded to float32, as a format that stores them so computes."""
         return {k: float(np.float32(v)) if k in self.float32_attrs and isinstance(v, float) else v
@@ -426,3 +431,7 @@ def finite_max(dtype: DType) -> float:
 
 
 SAFE_EXP_ARG = math.log(60000.0)  # exp() stays finite even in float16 below this
+
+
+def _is_integer(x: torch.Tensor) -> bool:
+    return not x.is_floating_point() and not x.is_complex() and x.dtype is not torch.bool

@@ -73,6 +73,12 @@ class Shift(OpSpec):
     def forward(self, attrs: AttrMap, x: torch.Tensor) -> torch.Tensor:
         return type(self).fn(x, attrs["amount"])
 
+    def widened_forward(self, attrs: AttrMap, x: torch.Tensor) -> torch.Tensor:
+        # A left shift that carries bits out of the type wraps in torch and may saturate elsewhere; ONNX's BitShift
+        # does not say which, so the exact product tells the oracle where it overflowed.
+        scale = 2.0 ** attrs["amount"]
+        return x.to(torch.float64) * scale if self.direction == "LEFT" else torch.floor(x.to(torch.float64) / scale)
+
     def torch_source(self, attrs: AttrMap, args: Sequence[str]) -> str:
         (x,) = args
         return f"{x} {self.symbol} {literal(attrs['amount'])}"

@@ -100,8 +100,9 @@ class Settling(Protocol):
         """The source's settled outputs computed with subnormals flushed to zero; None where that cannot run."""
         ...
 
-    def overflowed(self) -> tuple[np.ndarray | None, ...]:
-        """Per output, where its value comes from an integer overflow of the source (None: nowhere)."""
+    def overflowed(self, narrowed: frozenset[str] = frozenset()) -> tuple[np.ndarray | None, ...]:
+        """Per output, where its value comes from an integer overflow of the source (None: nowhere); `narrowed`:
+        the integer dtypes the target computes in a narrower one, whose values beyond that one count as overflows."""
         ...
 
     def extreme_inputs(self) -> tuple[np.ndarray | None, ...]:
@@ -187,13 +188,18 @@ def unreliable_source(index: int, source: SourceSide, target: TargetSide, baseli
         if flushed is not None and flush_explains(baseline[index], actual, flushed[index], eager[index], ieee[index],
                                                   dtype):
             return DENORMALS_FLUSHED
-    overflowed = settling.overflowed()[index]
+    overflowed = settling.overflowed(narrowed_integers(target.computed_in))[index]
     if overflowed is not None and differs_only_where(actual, baseline[index], dtype, overflowed):
         return INTEGER_OVERFLOW
     extreme = settling.extreme_inputs()[index] if dtype in FLOAT_DTYPES else None
     if extreme is not None and differs_only_where(actual, baseline[index], dtype, extreme & ~np.isfinite(actual)):
         return EXTREME_INPUT_OVERFLOW
     return None
+
+
+def narrowed_integers(computed_in: Mapping[str, str]) -> frozenset[str]:
+    """The integer dtypes a target computes in a narrower one (OpenVINO's CPU plugin: int64 as int32)."""
+    return frozenset(d for d in computed_in if d not in FLOAT_DTYPES)
 
 
 def rounded_for(failing: Sequence[int], dtypes: Sequence[str], settling: Settling

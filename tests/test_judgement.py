@@ -43,7 +43,7 @@ class Plain:
         self.asked.append("flushed")
         return None
 
-    def overflowed(self) -> tuple[np.ndarray | None, ...]:
+    def overflowed(self, narrowed: frozenset[str] = frozenset()) -> tuple[np.ndarray | None, ...]:
         self.asked.append("overflowed")
         return (None,)
 

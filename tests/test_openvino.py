@@ -265,17 +265,18 @@ def test_float64_is_judged_as_the_plugin_computes_it_in_float32() -> None:
     result = check_prepared(prepare(graph, 0, {}, 1.0), CONVERTERS["openvino-pytorch"], OvPytorchOptions(),
                             FAST_CHECK)
     assert result.verdict.symptom is Symptom.PASS, result.verdict.message
-    assert result.target is not None and result.target.computed_in == {"float64": "float32"}
+    assert result.target is not None and result.target.computed_in == {"float64": "float32", "int64": "int32"}
     assert result.verdict.labels == ("computed-in:float64-as-float32",)
 
 
 def test_under_a_bf16_hint_every_float_type_is_judged_as_computed_in_bfloat16() -> None:
     """The plugin narrows float64 to float32 and computes float16 as float32: under bf16, all three in bfloat16."""
     if "bf16" not in cpu_precisions():
-        assert computed_in("bf16") == {"float64": "float32"}  # the plugin ignores the hint here
+        assert computed_in("bf16") == {"float64": "float32", "int64": "int32"}  # the plugin ignores the hint here
         return
-    assert computed_in("bf16") == {"float64": "bfloat16", "float32": "bfloat16", "float16": "bfloat16"}
-    assert computed_in("f32") == {"float64": "float32"}
+    assert computed_in("bf16") == {"float64": "bfloat16", "float32": "bfloat16", "float16": "bfloat16",
+                                   "int64": "int32"}
+    assert computed_in("f32") == {"float64": "float32", "int64": "int32"}
 
 
 def test_bfloat16_inputs_and_outputs_go_through_as_bfloat16() -> None:

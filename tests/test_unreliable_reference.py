@@ -245,3 +245,28 @@ def test_openvinos_saturated_left_shift_is_not_filed() -> None:
     result = _check(_left_shift(), ([254, 3, 128, 127],), converter, options)
     assert result.target is not None and result.target.outputs[0].tolist() == [255, 6, 255, 254]  # saturates
     assert (result.verdict.symptom, result.verdict.labels) == (Symptom.PASS, ("not-blamed:integer-overflow",))
+
+
+def _int64_matmul() -> Graph:
+    b = GraphBuilder()
+    x, y = b.input((2, 2), DType.INT64), b.input((2, 2), DType.INT64)
+    return b.build((b.op("matmul", (x, y), (2, 2), DType.INT64),))
+
+
+def test_openvinos_int64_computed_in_int32_is_not_filed_where_values_leave_int32() -> None:
+    """The CPU plugin computes int64 as int32 (its documented integer precision): a product beyond int32 comes back
+    clamped, which is that limit, not filed; products inside int32 are judged as before, unlabelled."""
+    converter = CONVERTERS["openvino-onnx"]
+    ok, reason = converter.availability()
+    if not ok:
+        pytest.skip(reason)
+    options = {"upstream": "onnx-native", "opset": 17, "precision": "f32"}
+    beyond = _check(_int64_matmul(), ([[100000, 0], [0, 1]], [[100000, 0], [0, 2]]), converter, options)
+    assert beyond.expected is not None and beyond.expected.eager[0].tolist() == [[10**10, 0], [0, 2]]
+    assert beyond.target is not None and beyond.target.outputs[0].tolist() != [[10**10, 0], [0, 2]]
+    assert (beyond.verdict.symptom, beyond.verdict.labels) == (Symptom.PASS, ("not-blamed:integer-overflow",))
+    (mask,) = overflow_masks(beyond.expected.source, frozenset({"int64"}))
+    assert mask is not None and mask.tolist() == [[True, False], [False, False]]
+    assert overflow_masks(beyond.expected.source) == (None,)  # torch's int64 did not overflow
+    within = _check(_int64_matmul(), ([[1000, 0], [0, 1]], [[1000, 0], [0, 2]]), converter, options)
+    assert within.verdict.symptom is Symptom.PASS and within.verdict.labels == ()

@@ -46,7 +46,7 @@ class SourceSettling:
         self.values = {False: _settling_values(expected, False), True: _settling_values(expected, True)}
         # Asked per blamed output, computed once.
         self.flushed = functools.cache(self._flushed)
-        self.overflowed = functools.cache(functools.partial(overflow_masks, expected.source))
+        self.overflowed = functools.cache(functools.partial(overflow_masks, expected.source))  # per narrowing
         self.extreme_inputs = functools.cache(functools.partial(extreme_masks, expected.source))
 
     def settled(self, outputs: Sequence[np.ndarray], float64: bool, kept: Sequence[bool] = ()

@@ -115,10 +115,12 @@ def flushed_outputs(source: Source) -> tuple[np.ndarray, ...] | None:
     return tuple(to_oracle_array(y)[0] for y in outputs)
 
 
-def overflow_masks(source: Source) -> tuple[np.ndarray | None, ...]:
+def overflow_masks(source: Source, narrowed: frozenset[str] = frozenset()) -> tuple[np.ndarray | None, ...]:
     """Per graph output, where its value comes from an integer overflow of the source on these inputs: where the
     node that made it computes, on its integers widened to float64, a value outside its integer dtype; everywhere
-    where a node upstream overflowed; None where neither. A node whose operator takes no float64 counts as none."""
+    where a node upstream overflowed; None where neither. A node whose operator takes no float64 counts as none.
+    `narrowed`: integer dtypes the target computes as int32 (OpenVINO's CPU plugin, int64), whose values beyond
+    int32 overflow there too."""
     graph = source.graph
     env = source.module.run_all(*source.inputs)
     masks: dict[str, np.ndarray] = {}
@@ -128,6 +130,10 @@ def overflow_masks(source: Source) -> tuple[np.ndarray | None, ...]:
         for k, name in enumerate(node.outputs):
             shape, dtype = graph.types[name].shape, graph.types[name].dtype
             own = _outside(exact[k], dtype) if exact is not None and k < len(exact) else None
+            if dtype.value in narrowed:
+                value = exact[k] if exact is not None and k < len(exact) else env[name].to(torch.float64)
+                beyond = _outside(value, DType.INT32)
+                own = beyond if own is None or beyond is None else own | beyond
             own = own if own is not None and own.shape == shape and own.any() else None
             if upstream:
                 masks[name] = np.ones(shape, dtype=bool)

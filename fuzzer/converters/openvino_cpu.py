@@ -76,14 +76,19 @@ class CpuSettings(ConverterOptions):
         return super().candidates(name, drawn)
 
 
+# The CPU plugin's integer inference precision is i32 (its documentation lists no other; an int64 model's values
+# beyond int32 come back clamped or wrapped, as its maintainers answer in openvinotoolkit/openvino#24072).
+INTEGERS = {"int64": "int32"}
+
+
 def computed_in(precision: str) -> dict[str, str]:
-    """The float dtypes the CPU plugin computes in a narrower one: float64 in float32 always (it has no float64
-    kernels and converts such a model, as its documentation says); under a bf16 hint where the CPU computes in bf16
-    (elsewhere the plugin ignores the hint) every float type in bfloat16: float64 narrowed to float32, then that, and
-    float16, which it computes as float32, alike."""
+    """The dtypes the CPU plugin computes in a narrower one: int64 in int32, and float64 in float32 always (it has no
+    float64 kernels and converts such a model, as its documentation says); under a bf16 hint where the CPU computes
+    in bf16 (elsewhere the plugin ignores the hint) every float type in bfloat16: float64 narrowed to float32, then
+    that, and float16, which it computes as float32, alike."""
     if precision == "bf16" and "bf16" in cpu_precisions():
-        return {"float64": "bfloat16", "float32": "bfloat16", "float16": "bfloat16"}
-    return {"float64": "float32"}
+        return {"float64": "bfloat16", "float32": "bfloat16", "float16": "bfloat16", **INTEGERS}
+    return {"float64": "float32", **INTEGERS}
 
 
 def plugin_config(precision: str, performance: str) -> dict[str, str]:

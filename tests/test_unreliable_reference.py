@@ -270,3 +270,16 @@ def test_openvinos_int64_computed_in_int32_is_not_filed_where_values_leave_int32
     assert overflow_masks(beyond.expected.source) == (None,)  # torch's int64 did not overflow
     within = _check(_int64_matmul(), ([[1000, 0], [0, 1]], [[1000, 0], [0, 2]]), converter, options)
     assert within.verdict.symptom is Symptom.PASS and within.verdict.labels == ()
+
+
+def test_a_real_bug_downstream_of_a_left_shifts_overflow_is_still_filed() -> None:
+    """The dynamo exporter reads the uint8 result of `x << 1` as int8 before a cumsum (252 comes back -4): a shift
+    overflows on half of a uint8 input's values (200 << 1 here), so its mask must not excuse what follows it."""
+    b = GraphBuilder()
+    x = b.input((2, 2), DType.UINT8)
+    shifted = b.op("bitwise_left_shift", (x,), (2, 2), DType.UINT8, amount=1)
+    graph = b.build((b.op("cumsum", (shifted,), (2, 2), DType.INT64, dim=-2),))
+    inputs = ([[126, 200], [1, 2]],)
+    assert overflow_masks(_expected(graph, inputs).source) == (None,)
+    result = _check(graph, inputs, CONVERTERS["torch-onnx-dynamo"], {"opset": 21})
+    assert result.verdict.symptom is Symptom.WRONG_VALUES and result.verdict.diverging_dtype == "int64"

@@ -118,14 +118,16 @@ def flushed_outputs(source: Source) -> tuple[np.ndarray, ...] | None:
 def overflow_masks(source: Source, narrowed: frozenset[str] = frozenset()) -> tuple[np.ndarray | None, ...]:
     """Per graph output, where its value comes from an integer overflow of the source on these inputs: where the
     node that made it computes, on its integers widened to float64, a value outside its integer dtype; everywhere
-    where a node upstream overflowed; None where neither. A node whose operator takes no float64 counts as none.
+    where a node upstream overflowed (unless its operator's overflow does not spread); None where neither. A node
+    whose operator takes no float64 counts as none.
     `narrowed`: integer dtypes the target computes as int32 (OpenVINO's CPU plugin, int64), whose values beyond
     int32 overflow there too."""
     graph = source.graph
     env = source.module.run_all(*source.inputs)
     masks: dict[str, np.ndarray] = {}
+    local: set[str] = set()  # an overflow of an operator whose mask does not spread (OpSpec.overflow_spreads)
     for node, op in zip(graph.nodes, source.module.ops, strict=True):
-        upstream = any(n in masks for n in node.inputs)
+        upstream = any(n in masks and n not in local for n in node.inputs)
         exact = _widened_forward(op, dict(node.attrs), [env[n] for n in node.inputs])
         for k, name in enumerate(node.outputs):
             shape, dtype = graph.types[name].shape, graph.types[name].dtype
@@ -139,6 +141,8 @@ def overflow_masks(source: Source, narrowed: frozenset[str] = frozenset()) -> tu
                 masks[name] = np.ones(shape, dtype=bool)
             elif own is not None:
                 masks[name] = own
+                if not op.overflow_spreads and dtype.value not in narrowed:
+                    local.add(name)
     return tuple(masks.get(n) for n in graph.outputs)
 
 

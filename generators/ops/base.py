@@ -235,6 +235,11 @@ class OpSpec:
         The identity for an operator whose result is fully specified."""
         return value
 
+    # Whether an integer overflow here excuses everything downstream of it (the wrapped value of an arithmetic
+    # overflow feeds on, and the oracle cannot tell which later elements it reaches). False spares the real bugs
+    # downstream of an overflow that happens on every other input (a left shift's): only its own elements are excused.
+    overflow_spreads: ClassVar[bool] = True
+
     def widened_forward(self, attrs: AttrMap, *xs: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, ...]:
         """The operator on its integer inputs widened to float64 (what the oracle reads to tell an integer overflow):
         their exact result up to 2**53. Raises where it cannot take them so (an index, a bitwise operand)."""

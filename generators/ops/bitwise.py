@@ -73,6 +73,8 @@ class Shift(OpSpec):
     def forward(self, attrs: AttrMap, x: torch.Tensor) -> torch.Tensor:
         return type(self).fn(x, attrs["amount"])
 
+    overflow_spreads = False  # half of a uint8 input overflows a shift by one: downstream bugs stay visible
+
     def widened_forward(self, attrs: AttrMap, x: torch.Tensor) -> torch.Tensor:
         # A left shift that carries bits out of the type wraps in torch and may saturate elsewhere; ONNX's BitShift
         # does not say which, so the exact product tells the oracle where it overflowed.

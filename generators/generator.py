@@ -28,7 +28,7 @@ from generators.ir import Graph, Node, TensorType
 from generators.ops.base import Build, OpBug, OpSpec, Sig, SymTensor, numel
 from generators.registry import REGISTRY, OpRegistry
 from generators.solver import GraphSolver, fresh_z3_context
-from generators.terms import eq, ge, int_var, le
+from generators.terms import eq, ge, int_var, le, term_id
 
 
 @dataclass(frozen=True)
@@ -173,7 +173,7 @@ class _GraphBuilder:
 
     def named_int(self, name: str) -> z3.ArithRef:
         var = int_var(self.z3ctx, name)
-        self.var_names[var.get_id()] = name
+        self.var_names[term_id(var)] = name
         self.var_terms.append(var)  # holding the term keeps its id from being reused
         return var
 
@@ -249,7 +249,7 @@ class _GraphBuilder:
             dims = []
             for expr in out.shape:
                 # A live term's id is its own: no other term can have a bounded dim's id.
-                if isinstance(expr, z3.ExprRef) and expr.get_id() in self.bounded_dims:
+                if isinstance(expr, z3.ExprRef) and term_id(expr) in self.bounded_dims:
                     dims.append(expr)
                     continue
                 var = self.fresh_dim()
@@ -375,7 +375,7 @@ class _GraphBuilder:
         """Remember dims and shapes whose bounds are now in the solver (only accepted ones: see _shape_key)."""
         for tensor in tensors:
             for d in tensor.shape:
-                self.bounded_dims[d.get_id()] = d  # holding the term keeps its id from being reused
+                self.bounded_dims[term_id(d)] = d  # holding the term keeps its id from being reused
             self.bounded_shapes.add(_shape_key(tensor.shape))
 
     def commit(self, op, pending, in_names, out_names, outs, build, at_front: bool) -> None:
@@ -430,6 +430,7 @@ class _GraphBuilder:
         for name in self.placeholders:
             for d in self.tensors[name].shape:
                 wishes.append(eq(d, self.const(self._spread(1, min(self.opts.max_dim, 32)))))
+        ids = [term_id(w) for w in wishes]
         for _ in range(8):
             result = self.solver.check(wishes)
             if result == z3.sat:
@@ -439,7 +440,8 @@ class _GraphBuilder:
                 if self.optimistic and result == z3.unsat:  # unsat whatever the wishes: a candidate was
                     raise _Unverified
                 break
-            wishes = [w for w in wishes if w.get_id() not in core]
+            wishes = [w for w, i in zip(wishes, ids) if i not in core]
+            ids = [i for i in ids if i not in core]
         if self.optimistic:  # too hard for the limit, or wishes still in the way: one check without them
             if self.solver.check([]) == z3.sat:
                 return self.solver.model()
@@ -486,7 +488,7 @@ class _GraphBuilder:
         A method, not a closure calling itself: such a closure is a reference cycle, which left this graph's whole
         z3 context to the garbage collector, freed at some later graph's expense.
         """
-        name = self.var_names.get(expr.get_id()) if isinstance(expr, z3.ExprRef) else None
+        name = self.var_names.get(term_id(expr)) if isinstance(expr, z3.ExprRef) else None
         if name is not None:
             return values.get(name, 1)  # a variable the constraints never pinned: any value in range works
         if isinstance(expr, z3.ExprRef):
@@ -605,7 +607,7 @@ def _shape_key(shape) -> tuple[int, ...]:
     Only shapes of accepted tensors are registered: a rejected candidate's bound never reached the solver, and
     an unregistered combination of bounded dims (a, c) may still be too large.
     """
-    return tuple(sorted(d.get_id() for d in shape))
+    return tuple(sorted(term_id(d) for d in shape))
 
 
 def _overlaps(values: tuple[float, float] | None, domain: tuple[float, float] | None) -> bool:

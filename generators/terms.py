@@ -16,6 +16,21 @@ import z3
 from z3 import z3core
 
 
+def _unchecked(wrapper: Callable[..., Any]) -> Callable[..., Any]:
+    """The C function under one of z3core's wrappers, which ask z3 for its error code after every call (the
+    wrapper itself where z3core is laid out otherwise)."""
+    elementaries = (wrapper.__defaults__ or (None,))[-1]
+    return getattr(elementaries, "f", wrapper)
+
+
+_AST_ID = _unchecked(z3core.Z3_get_ast_id)
+
+
+def term_id(term: z3.AstRef) -> int:
+    """`term.get_id()` without the error check: a live term's id cannot fail, and the generator asks hundreds."""
+    return _AST_ID(term.ctx.ref(), term.ast)
+
+
 def int_var(ctx: z3.Context, name: str) -> z3.ArithRef:
     """`z3.Int(name, ctx)`."""
     ref = ctx.ref()

@@ -10,10 +10,10 @@ from collections.abc import Callable
 
 import numpy as np
 
-from fuzzer.check.bfloat16_drift import judged_narrowed
 from fuzzer.check.dynamic import narrowed
 from fuzzer.check.fold_rounding import judged_fold
 from fuzzer.check.judge import judge
+from fuzzer.check.narrowed_drift import judged_narrowed
 from fuzzer.check.oracle import oracle
 from fuzzer.check.result import CheckOptions, CheckResult, Expected, add_timings, book_inner, timer
 from fuzzer.check.source import expect

@@ -179,7 +179,7 @@ def _ratios(ratios: list[float]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--seeds", type=int, default=1000, help="seeds of the diversity figures (0: none)")
-    parser.add_argument("--speed-seeds", type=int, default=60)
+    parser.add_argument("--speed-seeds", type=int, default=60, help="seeds of the speed figures (0: none)")
     parser.add_argument("--budget", type=float, default=1.0, help="input-search budget in seconds")
     parser.add_argument("--sizes", default="5,10,20,50", help="graph sizes (nodes) for the speed figures")
     parser.add_argument("--skip-nnsmith", action="store_true", help="no NNSmith rows")
@@ -194,6 +194,8 @@ def main() -> None:
     torch.set_num_threads(1)
     if args.seeds:
         diversity(args.seeds, args.budget)
+    if not args.speed_seeds:
+        return
     if args.against:
         paired([int(n) for n in args.sizes.split(",")], args.speed_seeds, args.budget, args.against)
         return

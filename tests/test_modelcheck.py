@@ -531,3 +531,15 @@ def test_the_node_a_failure_message_names_is_the_located_node(tmp_path: Path) ->
     assert result.repair is not None and result.repair.repaired
     where = result.repair.rounds[0].location
     assert where is not None and (where.op_type, where.node, where.after) == ("LeakyRelu", "leaky", float("inf"))
+
+
+def test_an_importer_takes_a_pytorch_model_through_the_torch_exporter_its_options_name(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """OpenVINO's ONNX frontend (and onnx2tf) start from an exporter's model of a PyTorch model, as the campaign runs
+    them on zoo models: `check` takes them too, so a zoo finding's line checks it again."""
+    if not CONVERTERS["openvino-onnx"].availability()[0]:
+        pytest.skip("openvino is not installed")
+    code = main(["check", "test_modelcheck:small_net", "--converters", "openvino-onnx", "--option",
+                 'upstream="torch-onnx-script"', "--option", "opset=17", "--no-repair"])
+    assert code == Exit.OK, capsys.readouterr().err
+    assert "openvino-onnx: pass" in capsys.readouterr().out

@@ -37,7 +37,9 @@ def zoo_report(entry: str, seed: int, converter: str, options: Mapping[str, Any]
     lines = [f"# {zoo_title(entry, converter, verdict)}", "", verdict.message.strip().splitlines()[0]
              if verdict.message.strip() else "", "", "## Whose bug", "", f"File with {blame.file_with()}{settled}.",
              "", *(f"- {line}" for line in blame.evidence), "", "## Check it again", "",
-             "The same architecture, weights and inputs (drawn by the seed), converted with the same settings:", "",
+             "The architecture rebuilt with the seed's weights and inputs and converted with the same settings (an "
+             "ONNX tool's upstream export is made again by `check`, and may take another path than the campaign's "
+             "where the export differs in detail):", "",
              "```sh", check_command(entry, seed, converter, options), "```", "",
              "Beside this report: `zoo.json` (the record), `model.onnx` (the converted model, where there is one) and "
              "`test_data_set_0/` (the inputs and the source model's outputs, in ONNX's test-case layout).", ""]

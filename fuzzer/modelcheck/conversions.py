@@ -52,10 +52,10 @@ class Conversion:
 
 
 # Which converters take each kind of model: (their roles, their source frameworks). An ONNX tool or importer takes a
-# PyTorch or Keras model through the exporter's model (the dynamo exporter's, tf2onnx's).
+# PyTorch or Keras model through an exporter's model (the torch exporter its options name, tf2onnx's).
 APPLICABLE: Mapping[ModelKind, tuple[tuple[Role, ...], frozenset[str]]] = {
     ModelKind.ONNX: ((Role.ONNX_TOOL, Role.IMPORTER), frozenset({"onnx"})),
-    ModelKind.TORCH: ((Role.EXPORTER, Role.ONNX_TOOL), frozenset({"pytorch", "onnx"})),
+    ModelKind.TORCH: ((Role.EXPORTER, Role.ONNX_TOOL, Role.IMPORTER), frozenset({"pytorch", "onnx"})),
     ModelKind.KERAS: ((Role.EXPORTER, Role.ONNX_TOOL, Role.IMPORTER), frozenset({"tensorflow", "onnx"})),
 }
 

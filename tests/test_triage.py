@@ -11,9 +11,10 @@ import pytest
 
 from fuzzer.campaign.db import DB_NAME, CampaignDB, open_campaign
 from fuzzer.cases.case import case_id
+from fuzzer.cases.known_causes import report_title
 from fuzzer.commands.main import main
 from fuzzer.diagnosis.blame import KERNEL_KEY
-from fuzzer.triage.findings import filed_title, finding_from_folder, load_findings, zoo_owner, zoo_title
+from fuzzer.triage.findings import finding_from_folder, load_findings, zoo_owner, zoo_title
 from fuzzer.triage.grouping import group
 from fuzzer.triage.model import Finding
 from fuzzer.triage.view import Headline, triage
@@ -237,7 +238,7 @@ def test_a_zoo_finding_with_a_report_is_filed_under_its_title_and_a_shared_blame
              "evidence": [], "settled": True, "shared": True}
     (folder / "zoo.json").write_text(json.dumps({"entry": "gru", "converter": "torch-onnx-script", "blame": blame}))
     (folder / "report.md").write_text("# torch.onnx.export (TorchScript): wrong values on zoo model `gru`\n")
-    assert (filed_title(folder), zoo_owner(folder)) == (
+    assert (report_title(folder), zoo_owner(folder)) == (
         "torch.onnx.export (TorchScript): wrong values on zoo model `gru`", KERNEL_KEY)
     (folder / "zoo.json").write_text(json.dumps({"entry": "gru", "blame": {**blame, "shared": False}}))
     assert zoo_owner(folder) is None  # the converter's own component: its root cause stays the converter's

@@ -55,13 +55,13 @@ def examine(model: bytes, expected: Expected, run: RunModel | None = None) -> Mo
     onnx.reference on `model`, fed the case's inputs, each against PyTorch."""
     proto = onnx.load_from_string(model)
     op_types = tuple(dict.fromkeys(n.op_type for n in proto.graph.node if n.op_type not in PLUMBING))
-    checker = _first_error(lambda: validate(proto))
+    checker = first_error(lambda: validate(proto))
     runtime_outputs: Sequence[np.ndarray] | None = None
     try:
         runtime_outputs, _ = (run or _ort)(model, expected.source)
         runtime = ""
     except StageError as exc:
-        runtime = _line(f"{exc.failure.exc_type.rsplit('.', 1)[-1]}: {exc.failure.message}")
+        runtime = first_line(f"{exc.failure.exc_type.rsplit('.', 1)[-1]}: {exc.failure.message}")
     runtime_agrees = runtime_outputs is not None and _agree(runtime_outputs, expected)
     opinion, note = _reference_opinion(proto, expected, runtime_outputs)
     return ModelEvidence(checker, runtime, runtime_agrees, opinion, note, op_types)
@@ -81,7 +81,7 @@ def _reference_opinion(proto: onnx.ModelProto, expected: Expected,
     try:
         outputs = ReferenceEvaluator(proto).run(None, {n: v for n, v in feeds.items() if n in wanted})
     except Exception as exc:  # the evaluator's own gaps as much as a broken model: evidence, never a verdict
-        return Opinion.FAILS, _line(f"{type(exc).__name__}: {exc}")
+        return Opinion.FAILS, first_line(f"{type(exc).__name__}: {exc}")
     outputs = [np.asarray(x, dtype=np.float32) if np.asarray(x).dtype.name == "bfloat16" else np.asarray(x)
                for x in outputs]
     if _agree(outputs, expected):
@@ -124,14 +124,16 @@ def _agree(outputs: Sequence[np.ndarray], expected: Expected, wanted: Sequence[n
     return True
 
 
-def _first_error(run: Callable[[], object]) -> str:
+def first_error(run: Callable[[], object]) -> str:
+    """The first line of what `run` raises (its type named), "" where it raises nothing."""
     try:
         run()
     except Exception as exc:  # what the checker or shape inference raises, whatever its type
-        return _line(f"{type(exc).__name__}: {exc}")
+        return first_line(f"{type(exc).__name__}: {exc}")
     return ""
 
 
-def _line(text: str) -> str:
+def first_line(text: str) -> str:
+    """The text's first line, at most LINE_CHARS long."""
     first = text.strip().splitlines()[0] if text.strip() else ""
     return first[:LINE_CHARS]

@@ -21,13 +21,13 @@ from fuzzer.converters.describe import Component, FaultSite
 from fuzzer.converters.ort_optimizer import ORT_TRACKER
 from fuzzer.converters.runtime import validate
 from fuzzer.diagnosis.blame import KERNEL_KEY, RUNTIME_STAGES, runtime_kernel
+from fuzzer.diagnosis.evidence import first_error, first_line
 from oracles.rootcause import UNLOCALIZED, named_operator
 from oracles.verdict import Stage, Symptom, Verdict
 
 # onnx.reference runs operator by operator in numpy: beyond this many nodes an architecture takes it minutes, more
 # than a finding's first sighting may spend; the blame then says it was not run.
 REFERENCE_MAX_NODES = 400
-LINE_CHARS = 160
 LOST_WORDS = {Symptom.PROCESS_DEATH: "died", Symptom.HANG: "hung", Symptom.OUT_OF_MEMORY: "ran out of memory"}
 # Outputs against what they should be: the index of the first that is wrong beyond tolerance and a few words on
 # how, or None where all agree.
@@ -75,7 +75,7 @@ def _crash_blame(own: Component, stage: Stage, model: bytes | None, where: str) 
     if model is None:
         return Blame(own, (f"the converted model fails at {_stage(stage)} {where}; it was not kept to examine",),
                      settled=False)
-    checker = _first_error(lambda: validate(onnx.load_from_string(model)))
+    checker = first_error(lambda: validate(onnx.load_from_string(model)))
     if checker:
         return Blame(own, (f"ONNX's checker and strict shape inference reject the converted model: {checker}",
                            "so the converter wrote a model ONNX's own checker rejects"), settled=True)
@@ -103,7 +103,7 @@ def _exporter_blame(own: Component, model: bytes, whole: WholeModel) -> Blame:
     """An exported model ONNX Runtime computes wrongly: the exporter's where onnx.reference computes it as wrongly,
     the runtime's kernels' where onnx.reference computes it right."""
     lines = [f"ONNX Runtime's outputs of the exported model differ from the source's beyond tolerance {whole.where}"]
-    checker = _first_error(lambda: validate(onnx.load_from_string(model)))
+    checker = first_error(lambda: validate(onnx.load_from_string(model)))
     lines.append("ONNX's checker and strict shape inference " + (f"reject it: {checker}" if checker else
                                                                 "accept it"))
     opinion, note = _reference(model, whole)
@@ -128,7 +128,7 @@ def _reference(model: bytes, whole: WholeModel) -> tuple[str, str]:
     try:
         outputs = ReferenceEvaluator(proto).run(None, {n: v for n, v in whole.feeds.items() if n in wanted_inputs})
     except Exception as exc:  # the evaluator's own gaps as much as a broken model: evidence, never a verdict
-        return "failed", f"it cannot run the model: {_line(f'{type(exc).__name__}: {exc}')}"
+        return "failed", f"it cannot run the model: {first_line(f'{type(exc).__name__}: {exc}')}"
     outputs = [np.asarray(x, dtype=np.float32) if np.asarray(x).dtype.name == "bfloat16" else np.asarray(x)
                for x in outputs]
     if len(outputs) != len(whole.wanted):
@@ -149,18 +149,5 @@ def _kernel(model: bytes, whole: WholeModel) -> Component:
                      "(not located to one)", ORT_TRACKER, KERNEL_KEY, "onnxruntime")
 
 
-def _first_error(run: Callable[[], object]) -> str:
-    try:
-        run()
-    except Exception as exc:  # what the checker or shape inference raises, whatever its type
-        return _line(f"{type(exc).__name__}: {exc}")
-    return ""
-
-
 def _stage(stage: Stage) -> str:
     return stage.value.replace("_", " ")
-
-
-def _line(text: str) -> str:
-    first = text.strip().splitlines()[0] if text.strip() else ""
-    return first[:LINE_CHARS]

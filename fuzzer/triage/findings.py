@@ -10,6 +10,7 @@ from fuzzer.campaign.db import CampaignDB
 from fuzzer.cases.case import case_id
 from fuzzer.cases.case_head import read_case_head
 from fuzzer.cases.case_json import CaseError, case_reproduces, reduced_folder
+from fuzzer.cases.known_causes import report_title
 from fuzzer.cases.report import display_name
 from fuzzer.check.zoo import EVIDENCE_DIR, EVIDENCE_RECORD
 from fuzzer.triage.model import Finding, quoted_error
@@ -52,7 +53,7 @@ def finding_from_folder(out_dir: Path, base: Finding, case_dir: str) -> Finding:
         head = read_case_head(chosen)
     except CaseError:  # a zoo finding's evidence folder, a case folder being written or damaged: the row alone
         return dataclasses.replace(base, case_dir=str(chosen.relative_to(out_dir)),
-                                   filed_title=filed_title(chosen) or zoo_title(chosen, base), owner=zoo_owner(chosen))
+                                   filed_title=report_title(chosen) or zoo_title(chosen, base), owner=zoo_owner(chosen))
     graph, verdict = head.graph, head.verdict
     # The root cause is read from one verdict: the reduced case's (its stage and symptom with its message, which a
     # reduction to the defect behind a carried crash may change), else the row's.
@@ -63,17 +64,7 @@ def finding_from_folder(out_dir: Path, base: Finding, case_dir: str) -> Finding:
         str(chosen.relative_to(out_dir)), reduced is not None, len(graph.nodes) or head.onnx_nodes,
         tuple(sorted({t.dtype.value for t in graph.types.values()})), head.options, head.options.get("upstream"),
         head.owner if head.owner != base.converter else None, head.polished, case_reproduces(folder, chosen),
-        filed_title(chosen))
-
-
-def filed_title(folder: Path) -> str:
-    """The title of the folder's report.md (its first line, a '# ' heading), "" where it has none."""
-    try:
-        with (folder / "report.md").open(encoding="utf-8") as report:
-            first = report.readline()
-    except OSError:
-        return ""
-    return first[2:].strip() if first.startswith("# ") else ""
+        report_title(chosen))
 
 
 def zoo_owner(folder: Path) -> str | None:

@@ -17,15 +17,11 @@ from contextlib import contextmanager
 
 import z3
 
-from generators.huge_pages import huge_heap_top
-
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters
 KEPT_MEMORY_BYTES = 64 << 20
-HUGE_TOP_BYTES = 48 << 20  # below the mmap threshold: taken from the heap's top (generators/huge_pages.py)
 # The same settings for a process started afresh (glibc reads them at start): benchmarks give them to NNSmith too.
 KEEP_FREED_MEMORY_ENV = {"MALLOC_MMAP_THRESHOLD_": str(KEPT_MEMORY_BYTES),
-                         "MALLOC_TRIM_THRESHOLD_": str(4 * KEPT_MEMORY_BYTES),
-                         "GLIBC_TUNABLES": "glibc.malloc.hugetlb=1"}
+                         "MALLOC_TRIM_THRESHOLD_": str(4 * KEPT_MEMORY_BYTES)}
 
 
 class GraphSolver:
@@ -143,15 +139,11 @@ def keep_freed_memory() -> bool:
     Each graph's z3 context takes a few MiB in blocks large enough for malloc to map on their own and unmap on free,
     so every graph faulted ~1,000 fresh pages in (~2 ms of kernel time, a fifth of a five-node graph). The settings
     stop both the unmapping and the trimming of the heap's top; a process keeps its high-water mark, as a campaign
-    worker does anyway. The heap's top is then grown into free memory on transparent huge pages, which the contexts
-    reuse (generators/huge_pages.py; best effort, a kernel may decline).
+    worker does anyway.
     """
     try:
         mallopt = ctypes.CDLL(None).mallopt
     except (OSError, AttributeError):
         return False
-    kept = bool(mallopt(_M_MMAP_THRESHOLD, KEPT_MEMORY_BYTES))
-    kept = kept and bool(mallopt(_M_TRIM_THRESHOLD, 4 * KEPT_MEMORY_BYTES))
-    if kept:
-        huge_heap_top(HUGE_TOP_BYTES)
-    return kept
+    kept = mallopt(_M_MMAP_THRESHOLD, KEPT_MEMORY_BYTES)
+    return bool(kept) and bool(mallopt(_M_TRIM_THRESHOLD, 4 * KEPT_MEMORY_BYTES))

@@ -267,16 +267,3 @@ def test_a_first_draw_that_runs_clean_is_kept_as_drawn() -> None:
         assert all(torch.equal(weights[n], found.weights[n]) for n in weights), seed
         assert all(found.weights[n].data_ptr() != getattr(module, n).data_ptr() for n in weights), seed
     assert kept > 0
-
-
-def test_the_heap_top_on_huge_pages_keeps_malloc_working() -> None:
-    """Best effort (a kernel may decline), but never harmful: the reserve goes back to malloc, which still works."""
-    import ctypes
-    import platform
-
-    from generators.huge_pages import huge_heap_top
-
-    advised = huge_heap_top(1 << 20)
-    assert isinstance(advised, bool)
-    if platform.libc_ver()[0] == "glibc":
-        assert ctypes.create_string_buffer(4 << 20)[0] == b"\x00"

@@ -158,12 +158,24 @@ def test_the_component_is_the_frontend_the_plugin_or_torch() -> None:
                                                    "transformations): the translation of `sin`"
     assert onnx_route.component(converted).key == "openvino-onnx"
     assert pytorch.component(FaultSite(Stage.NODE_CONVERSION, "sin")).project == "OpenVINO"
+
     exported = FaultSite(Stage.CAPTURE, "sin", options={"capture": "export"})
     assert pytorch.component(exported).name == "torch.export (capture and decompositions)"
     assert pytorch.component(FaultSite(Stage.CAPTURE, "sin")).name.startswith("torch.jit.trace")
     traced = FaultSite(Stage.NODE_CONVERSION, "sin", frame_owner="torch")
     assert pytorch.component(traced).name.startswith("torch.jit.trace")
     assert pytorch.tracker == onnx_route.tracker == "https://github.com/openvinotoolkit/openvino/issues"
+
+def test_the_reference_evaluations_finding_is_evidence_in_the_blame_not_only_in_the_component() -> None:
+    """A plugin blame read off OpenVINO's reference evaluation says so among its evidence lines too."""
+    for converter in (CONVERTERS["openvino-pytorch"], CONVERTERS["openvino-onnx"]):
+        (right,) = converter.label_evidence(("diverges-alone:1", "ov-reference:right"))
+        assert right.endswith("computes the right outputs: the model is right and the CPU plugin computes it wrongly")
+        (wrong,) = converter.label_evidence(("ov-reference:wrong",))
+        assert wrong.endswith("gives wrong outputs too: the frontend's translation is wrong")
+        assert converter.label_evidence(()) == ()
+    assert all(c.label_evidence(("ov-reference:right",)) == () for n, c in CONVERTERS.items()
+               if not n.startswith("openvino"))
 
 
 def test_the_workarounds_are_the_other_settings_and_the_other_frontend() -> None:

@@ -3,7 +3,7 @@ in."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -90,6 +90,11 @@ class Owned:
     def component(self, site: FaultSite) -> Component:
         """The part of this converter a bug that showed at `site` is in (subclasses name their steps)."""
         return self.own_component(self.display_name or self.name)
+
+    def label_evidence(self, labels: Sequence[str]) -> tuple[str, ...]:
+        """What this converter's own checks found, read back from a verdict's labels, as evidence lines of a blame
+        (none by default)."""
+        return ()
 
     def own_component(self, name: str) -> Component:
         """A component of this converter's own project, keyed by the converter (its root causes stay its own)."""

@@ -205,6 +205,17 @@ def reference_labels(make: Callable[[], Any], feeds: Sequence[np.ndarray | torch
     return (REFERENCE_WRONG,) if shows(outputs) else (REFERENCE_RIGHT,)
 
 
+def reference_evidence(labels: Sequence[str]) -> tuple[str, ...]:
+    """The evidence OpenVINO's reference evaluation of the converted model left in a verdict's labels."""
+    if REFERENCE_RIGHT in labels:
+        return ("OpenVINO's reference evaluation (Model.evaluate) of the converted model computes the right outputs: "
+                "the model is right and the CPU plugin computes it wrongly",)
+    if REFERENCE_WRONG in labels:
+        return ("OpenVINO's reference evaluation (Model.evaluate) of the converted model gives wrong outputs too: "
+                "the frontend's translation is wrong",)
+    return ()
+
+
 def plugin_component(site: FaultSite) -> Component | None:
     """The CPU plugin, where the site shows the bug is its own: its compile (graph transformations), its inference
     (kernels), or a divergence of a model OpenVINO's reference evaluation computes right; None elsewhere. One

@@ -29,6 +29,7 @@ from fuzzer.converters.openvino_cpu import (
     computed_in,
     other_settings,
     plugin_component,
+    reference_evidence,
     reference_labels,
 )
 from fuzzer.converters.role import Role
@@ -74,6 +75,9 @@ class OpenVinoOnnx(Converter[OvOnnxOptions]):
         return Snippet(("import openvino as ov",), (read_line(options.reader),
                        compile_line("ov_model", options.precision, options.performance)),
                        runs=("got = list(compiled(inputs).values())",))
+
+    def label_evidence(self, labels: Sequence[str]) -> tuple[str, ...]:
+        return reference_evidence(labels)
 
     def component(self, site: FaultSite) -> Component:
         """The CPU plugin where the evidence says so, the ONNX frontend's translation otherwise."""

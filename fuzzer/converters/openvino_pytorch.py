@@ -10,6 +10,7 @@ gives it the inputs' shapes instead. An exported program is captured with the gr
 from __future__ import annotations
 
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,6 +31,7 @@ from fuzzer.converters.openvino_cpu import (
     computed_in,
     other_settings,
     plugin_component,
+    reference_evidence,
     reference_labels,
 )
 from fuzzer.converters.role import Role
@@ -78,6 +80,9 @@ class OpenVinoPytorch(Converter[OvPytorchOptions]):
         return Snippet(("import openvino as ov", "import torch"), (*convert_lines(options.to_json()),
                        compile_line("ov_model", options.precision, options.performance)), from_torch=True,
                        runs=("got = list(compiled([x.numpy() for x in inputs]).values())",))
+
+    def label_evidence(self, labels: Sequence[str]) -> tuple[str, ...]:
+        return reference_evidence(labels)
 
     def component(self, site: FaultSite) -> Component:
         """torch.export or torch.jit.trace for a capture failure (the frontend traces the module itself, and says so

@@ -58,6 +58,8 @@ def blame_case(case: CaseData, model: ModelEvidence | None, converter: Converter
     if upstream is not None and (before == SAME_BUG or rejected):
         return _before_the_tool(before, upstream, site, case, rejected)
     evidence = list(_cross_check_lines(checks))
+    if converter is not None:  # what its own checks found, as the verdict's labels carry it (OpenVINO's evaluation)
+        evidence += converter.label_evidence(case.verdict.labels)
     if failed_otherwise:
         evidence.append(f"the model {case.converter} received fails otherwise on its own ({before}): that is not "
                         f"the failure filed here")

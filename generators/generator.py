@@ -155,8 +155,7 @@ class _GraphBuilder:
         self.needs_nonzero: set[str] = set()  # placeholders that feed an input which must be nonzero
         self._counter = 0
         self._consts: dict[int, z3.ArithRef] = {}
-        self.sig_table = _without(_sig_table(registry, opts.include_ops, opts.exclude_ops, opts.dtypes,
-                                             opts.avoid_pairs), opts.demoted_pairs)
+        self.sig_table = operator_table(opts, registry)
         boosted = tuple(op for op in self.sig_table if op.name in opts.boosted_ops) if opts.boosted_ops else ()
         self.ops = tuple(self.sig_table) + boosted * (BOOST_WEIGHT - 1)
         if not self.ops:
@@ -513,10 +512,15 @@ def _sig_table(registry: OpRegistry, include: tuple[str, ...], exclude: tuple[st
     return table
 
 
+def operator_table(opts: GenOptions, registry: OpRegistry = REGISTRY) -> dict[OpSpec, tuple[Sig, ...]]:
+    """The operators `opts` leave the generator to draw, each with its signatures within them."""
+    return _without(_sig_table(registry, opts.include_ops, opts.exclude_ops, opts.dtypes, opts.avoid_pairs),
+                    opts.demoted_pairs)
+
+
 def admits_an_operator(opts: GenOptions, registry: OpRegistry = REGISTRY) -> bool:
     """Whether `opts` leave the generator an operator to draw (else generate raises GenerationError)."""
-    return bool(_without(_sig_table(registry, opts.include_ops, opts.exclude_ops, opts.dtypes, opts.avoid_pairs),
-                         opts.demoted_pairs))
+    return bool(operator_table(opts, registry))
 
 
 def _without(table: dict[OpSpec, tuple[Sig, ...]], pairs: frozenset[tuple[str, str]]) -> dict[OpSpec, tuple[Sig, ...]]:

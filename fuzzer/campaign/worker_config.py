@@ -169,7 +169,9 @@ class WorkerConfig:
             opts = unsteered  # a target the campaign's demotions and dtypes leave no operator for: not steered
         skipped = unexportable_dtypes(self._campaign_converters, seed, demoted)
         kept = tuple(d for d in opts.dtypes if d.value not in skipped)
-        narrowed = dataclasses.replace(opts, dtypes=kept) if skipped and kept else opts
+        if not (skipped and kept):
+            return opts
+        narrowed = dataclasses.replace(opts, dtypes=kept)
         return narrowed if admits_an_operator(narrowed) else opts
 
     def _narrowed(self, opts: GenOptions, seed: int) -> GenOptions:
